@@ -1,0 +1,63 @@
+// common.cuh: the few device helpers every family shares. Kept tiny on purpose:
+// a lab should be readable without jumping through layers of templates.
+#pragma once
+#include <cuda_fp16.h>
+
+#ifndef KL_INF
+#define KL_INF __int_as_float(0x7f800000)
+#endif
+
+// Butterfly reductions across one warp: 5 rounds of shfl.sync.bfly, no shared
+// memory and no __syncthreads (lanes of a warp execute together).
+__device__ __forceinline__ float warp_reduce_sum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+__device__ __forceinline__ float warp_reduce_max(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// Block-wide sum built from warp sums: each warp reduces in registers, lane 0
+// parks its partial in shared memory (32 floats at most), warp 0 reduces those.
+// Every thread gets the result. `scratch` needs 33 floats.
+__device__ __forceinline__ float block_reduce_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int nwarps = (blockDim.x + 31) >> 5;
+    v = warp_reduce_sum(v);
+    if (lane == 0) scratch[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = lane < nwarps ? scratch[lane] : 0.0f;
+        v = warp_reduce_sum(v);
+        if (lane == 0) scratch[32] = v;
+    }
+    __syncthreads();
+    return scratch[32];
+}
+
+__device__ __forceinline__ float block_reduce_max(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int nwarps = (blockDim.x + 31) >> 5;
+    v = warp_reduce_max(v);
+    if (lane == 0) scratch[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = lane < nwarps ? scratch[lane] : -KL_INF;
+        v = warp_reduce_max(v);
+        if (lane == 0) scratch[32] = v;
+    }
+    __syncthreads();
+    return scratch[32];
+}
+
+// 128-bit views for vectorised loads and stores: one ld.global.v4 moves 16 bytes.
+union Half8 {
+    uint4 u;
+    __half2 h2[4];
+};

@@ -1,0 +1,110 @@
+# %% [markdown]
+# # Lab 00: measuring a GPU honestly
+#
+# Every later lab asks one question of each kernel: *how close is it to what this GPU can
+# possibly do?* To answer it we need three numbers measured on the device itself, and a
+# timing method that does not lie. This lab builds both.
+#
+# **Two modes.** With a CUDA GPU every cell runs live. Without one (CI, a laptop) the
+# kernels still compile for `sm_87` (Jetson Orin) and `sm_90` (Hopper) and every timing
+# cell shows *recorded* results, labelled with the device and date they came from.
+
+# %%
+import kernellab as kl
+from kernellab import bench, build, plot
+
+kl.banner()
+
+# %% [markdown]
+# ## 1. The kernels that measure the device
+# Three tiny kernels live in `kernels/measure.cu`. The first does nothing at all:
+
+# %%
+build.show("measure", "00_empty")
+
+# %% [markdown]
+# The copy roof: a grid-stride copy with 16-byte loads. It reads *n* × 4 bytes and writes
+# *n* × 4 bytes, and we count both. A softmax, an add or an RMSNorm reads its input once and
+# writes its output once, so this is its ceiling.
+
+# %%
+build.show("measure", "01_copy")
+
+# %% [markdown]
+# The read roof: a streaming sum. Kernels whose output is tiny next to their input (GEMV,
+# reductions) are judged against this one.
+
+# %%
+build.show("measure", "02_read")
+build.show("measure", "03_fma")
+
+# %% [markdown]
+# ## 2. The numbers
+# `bench.fundamentals()` measures everything this lab talks about, in one process:
+# the two roofs, the launch overhead of the empty kernel, an L2-resident copy timed
+# warm and flushed, the CPU-timer pitfall, and the fp32 FMA peak for the roofline.
+#
+# How `bench` times (read `kernellab/bench.py`, it is short):
+# * **CUDA events** around each call, not a CPU clock;
+# * **L2 flushed** before every repetition by writing a buffer of at least 2× the L2;
+# * **warm-up** first, then the **median** with p10/p90 over 10–100 repetitions;
+# * **unique bytes**: GB/s counts each input read once and each output written once.
+
+# %%
+fund = bench.fundamentals()
+fund
+
+# %% [markdown]
+# **Launch overhead.** The empty kernel's time is the floor under any kernel. A decode-time
+# RMSNorm over one 4096-wide row moves 16 KB: at 3 TB/s that is 5 ns of data, so its time is
+# all launch. For such kernels the lesson is fusion (fewer launches), not faster loads.
+#
+# **Why flush L2.** The L2-resident copy was timed twice on the same buffers. Warm, it runs
+# from L2 and reports a bandwidth above DRAM's; flushed, it pays for DRAM. A benchmark that
+# repeats one small input without flushing measures the cache, not the kernel.
+# Triton's `do_bench` flushes the same way; `cupyx.profiler.benchmark` does not.
+#
+# **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued.
+# `perf_counter()` around a launch without a synchronize measures the launch (microseconds),
+# not the copy; with a synchronize it also includes the host round trip. Events recorded on
+# the stream measure the GPU's own time.
+
+# %% [markdown]
+# ## 3. Reading `ptxas -v`
+# The compiler reports, per kernel and per architecture, the registers per thread, spill
+# bytes (registers that did not fit and went to local memory: slow), static shared memory
+# and barriers. `build.ptxas_info` parses it; no GPU is needed.
+
+# %%
+build.ptxas_info("measure")
+
+# %% [markdown]
+# Registers decide **occupancy**: an SM has 65,536 registers, allocated per warp in chunks of
+# 256. A 256-thread block of a kernel that uses 64 registers needs 16,384 registers, so 4 such
+# blocks fit (32 warps). `build.occupancy` does that arithmetic from ptxas for both arches,
+# and, on a GPU, asks `cudaOccupancyMaxActiveBlocksPerMultiprocessor` for this device.
+
+# %%
+build.occupancy("measure", "02_read", threads=256)
+
+# %%
+build.occupancy("softmax", "05_online_vec4", threads=1024)
+
+# %% [markdown]
+# The softmax kernel of lab 01 caches a whole row in registers (64 per thread). At 1024
+# threads that is the entire register file: one block per SM. Lab 01 measures what that costs.
+#
+# ## 4. This device's roofline
+# Attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × bandwidth). Softmax does about
+# 5 FLOP per element on 8 bytes (fp32 read + write): 0.6 FLOP/byte, far left of the ridge.
+# It is memory-bound on every GPU ever made, so bytes, not FLOPs, are what we optimise.
+
+# %%
+plot.device_roofline(fund, [("softmax fp32", 5 / 8), ("add fp32", 1 / 12), ("GEMV fp16", 1.0),
+                           ("GEMM 4096³ fp32", 2 * 4096**3 / (3 * 4 * 4096**2))])
+
+# %% [markdown]
+# ## What to remember
+# * Report **GB/s of unique bytes** and the **fraction of the copy roof**, never a bare time.
+# * Flush L2, time with events, take medians, compare with a baseline *in the same run*.
+# * Speedups are ratios on one device; absolute times do not carry across machines.

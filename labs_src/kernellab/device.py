@@ -1,0 +1,166 @@
+"""Device facts, the two modes (live GPU vs compile-only), and recorded results."""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import os
+import platform
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "figures" / "reference"
+FIGURES = ROOT / "figures"
+
+# Peak DRAM bandwidth of the Orin boards (GB/s). On Tegra the memory-clock attribute
+# is not the LPDDR5 clock, so a bandwidth computed from it is wrong: use this table.
+ORIN_PEAK_GBPS = {"agx": 204.8, "nx": 102.4, "nano": 68.0, "nano super": 102.0}
+
+
+@functools.lru_cache(maxsize=None)
+def is_live() -> bool:
+    """True when a CUDA GPU is usable. KERNELLAB_MODE=compile-only forces the no-GPU path."""
+    if os.environ.get("KERNELLAB_MODE", "").lower() in ("compile", "compile-only", "cpu"):
+        return False
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def mode() -> str:
+    return "live" if is_live() else "compile-only"
+
+
+class NoGPU(RuntimeError):
+    """Raised when something that needs a GPU is asked for in compile-only mode."""
+
+
+def need_gpu(what: str) -> None:
+    if not is_live():
+        raise NoGPU(f"{what} needs a CUDA GPU; this session is compile-only "
+                    "(see kernellab.device.banner()).")
+
+
+def jetson_model() -> str | None:
+    """'agx', 'nx', 'nano' or 'nano super' on a Jetson Orin, else None."""
+    try:
+        model = Path("/proc/device-tree/model").read_text(errors="ignore").lower()
+    except OSError:
+        return None
+    if "orin" not in model:
+        return None
+    if "nano" in model:
+        return "nano super" if "super" in model else "nano"
+    return "nx" if "nx" in model else "agx"
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+@functools.lru_cache(maxsize=None)
+def info() -> dict:
+    """Name, compute capability, SMs, L2, integrated flag and peak bandwidth of device 0."""
+    need_gpu("device.info()")
+    import cupy
+    dev = cupy.cuda.Device(0)
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    attrs = dev.attributes
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    jet = jetson_model()
+    d = {
+        "name": name,
+        "cc": f"{props['major']}.{props['minor']}",
+        "arch": f"sm_{props['major']}{props['minor']}",
+        "sms": attrs.get("MultiProcessorCount"),
+        "l2_bytes": attrs.get("L2CacheSize"),
+        "integrated": bool(attrs.get("Integrated", 0)),
+        "mem_bytes": dev.mem_info[1],
+        "jetson": jet,
+        "peak_gbps": ORIN_PEAK_GBPS.get(jet) if jet else None,
+        "sm_clock_mhz": (attrs.get("ClockRate") or 0) / 1000 or None,
+    }
+    # Peak DRAM bandwidth from the memory clock and bus width, except on Tegra (see above).
+    clk, bus = attrs.get("MemoryClockRate"), attrs.get("GlobalMemoryBusWidth")
+    if not jet and clk and bus:
+        d["peak_gbps"] = round(2 * clk * 1e3 * bus / 8 / 1e9, 1)
+    d["slug"] = slug(name)
+    return d
+
+
+def banner() -> None:
+    """One line saying where this notebook runs and what that means."""
+    if is_live():
+        d = info()
+        peak = f", datasheet peak {d['peak_gbps']} GB/s" if d["peak_gbps"] else ""
+        kind = "integrated (Jetson " + d["jetson"] + ")" if d["jetson"] else (
+            "integrated" if d["integrated"] else "discrete")
+        print(f"Mode: LIVE on {d['name']} ({d['arch']}, {d['sms']} SMs, "
+              f"{d['l2_bytes'] / 2**20:.0f} MiB L2, {kind}{peak})")
+    else:
+        devs = ", ".join(m["device"] for m in recorded_meta().values()) or "none yet"
+        print("Mode: COMPILE-ONLY (no CUDA GPU found). Kernels compile with NVRTC for sm_87 and sm_90; "
+              "checks run the NumPy references only; timings are RECORDED results "
+              f"(recorded devices: {devs}).")
+
+
+def now() -> str:
+    return _dt.date.today().isoformat()
+
+
+def versions() -> dict:
+    v = {"python": platform.python_version()}
+    try:
+        import cupy
+        v["cupy"] = cupy.__version__
+        v["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+        v["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+    except Exception:
+        pass
+    return v
+
+
+# ---- recorded results: figures/reference/<device-slug>/<lab>.csv + meta.json --------------
+
+def recorded_meta() -> dict:
+    """{slug: meta} for every recorded device."""
+    out = {}
+    for meta in sorted(REFERENCE.glob("*/meta.json")):
+        out[meta.parent.name] = json.loads(meta.read_text())
+    return out
+
+
+def save_recorded(lab: str, df, extra_meta: dict | None = None) -> Path:
+    """Write the live results of one lab for this device, with its meta.json."""
+    need_gpu("save_recorded")
+    d = info()
+    folder = REFERENCE / d["slug"]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{lab}.csv"
+    df.to_csv(path, index=False, float_format="%.6g")
+    meta_path = folder / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta.update({"device": d["name"], "arch": d["arch"], "sms": d["sms"], "l2_bytes": d["l2_bytes"],
+                 "jetson": d["jetson"], "sm_clock_mhz": d["sm_clock_mhz"], **versions()})
+    meta.setdefault("labs", {})[lab] = {"date": now(), "rows": len(df)}
+    meta.update(extra_meta or {})
+    meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def load_recorded(lab: str):
+    """Every recorded row of one lab, across devices, tagged source='recorded'."""
+    import pandas as pd
+    frames = []
+    for slug_, meta in recorded_meta().items():
+        path = REFERENCE / slug_ / f"{lab}.csv"
+        if path.exists():
+            df = pd.read_csv(path)
+            df["device"] = meta["device"]
+            df["date"] = meta.get("labs", {}).get(lab, {}).get("date", "?")
+            df["source"] = "recorded"
+            frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

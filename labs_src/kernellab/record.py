@@ -1,0 +1,37 @@
+"""python -m kernellab.record [lab ...]: measure each lab's standard benchmark set on this
+GPU and write figures/reference/<device>/<lab>.csv + meta.json. `make bench` runs this."""
+from __future__ import annotations
+
+import sys
+
+from . import bench
+from .device import info, is_live, now, save_recorded
+
+
+def _family_cases(fam):
+    return [(s, "float32") for s in fam.SWEEP + list(fam.SHAPES.values())] + \
+           [(s, "float16") for s in fam.SWEEP + list(fam.SHAPES.values())]
+
+
+def main(labs) -> int:
+    if not is_live():
+        print("kernellab.record needs a CUDA GPU: recorded results are measured, never typed in.")
+        return 2
+    import importlib
+    labs = labs or ["measuring", "softmax"]
+    meta = {"roofs": {k: v for k, v in bench.roofs().items()}, "roofs_date": now()}
+    for lab in labs:
+        if lab == "measuring":
+            df = bench.fundamentals()
+        else:
+            fam = importlib.import_module(f"kernellab.{lab}")
+            df = bench.compare(fam, _family_cases(fam))
+        df = df.drop(columns=["device", "date", "source"])
+        path = save_recorded(lab, df, meta)
+        print(f"recorded {len(df)} rows -> {path}")
+    print(f"device: {info()['name']}, {now()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,190 @@
+"""Softmax family: the ladder of seed 001 (naive -> safe -> warp shuffle -> online -> vectorised)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .build import launch, variant
+from .check import out_like, require
+
+NAME = "softmax"
+FAMILY = "softmax"
+
+# Seed-relevant shapes (rows, cols).
+SHAPES = {
+    "vision_attention_16x1024x1024": (16 * 1024, 1024),   # 16 heads x N x N scores, N = 1024
+    "logits_151936": (1, 151936),                          # one Qwen vocabulary row
+    "square_4096": (4096, 4096),
+    "long_rows_1024x32768": (1024, 32768),
+    "short_rows_32768x1024": (32768, 1024),
+}
+# Row length from 32 to 65536 at a fixed total of 2**25 elements (128 MiB of fp32 in).
+SWEEP_TOTAL = 2 ** 25
+SWEEP = [(SWEEP_TOTAL // c, c) for c in [2 ** k for k in range(5, 17)]]
+
+# Awkward shapes x hostile values for the checks.
+CHECK_SHAPES = [(1, 1), (3, 31), (1, 33), (3, 1023), (5, 4097), (1, 65537), (3, 1024), (2, 0), (0, 5)]
+CHECK_CASES = [(s, v) for s in CHECK_SHAPES for v in ("randn", "large", "hostile")]
+
+
+def case_key(shape, dtype) -> str:
+    return f"{shape[0]}x{shape[1]}:{dtype}"
+
+
+def make_input(shape, dtype="float32", values="randn", seed=0):
+    """Host (NumPy) input, deterministic.
+    randn:   N(0, 3)
+    large:   randn + 100 (every exponent >= 89 overflows exp in fp32 without max-subtraction)
+    hostile: row 0 has one 1e4 (fp16: 65504); row 1 has -inf every 7th; row 2 is all -inf;
+             row 3 holds a NaN; row 4 a +inf; in fp16 the extremes ±65504 and 6e-8 too."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 3.0
+    if values == "large":
+        x = x + 100.0
+    elif values == "hostile" and x.size:
+        big = 65504.0 if dtype == "float16" else 1e4
+        r, c = shape
+        x[0, c // 2] = big
+        if dtype == "float16" and c >= 3:
+            x[0, 0], x[0, 1] = -65504.0, 6e-8
+        if r > 1:
+            x[1, ::7] = -np.inf
+        if r > 2:
+            x[2, :] = -np.inf
+        if r > 3:
+            x[3, c // 3] = np.nan
+        if r > 4:
+            x[4, c - 1] = np.inf
+    return (x.astype(dtype),)
+
+
+def reference(x):
+    """Safe softmax in float64 (NaN / +inf rows give NaN, an all -inf row gives NaN), cast back."""
+    xd = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if xd.size == 0:
+            return np.empty_like(x)
+        m = xd.max(axis=-1, keepdims=True)
+        e = np.exp(xd - m)
+        return (e / e.sum(axis=-1, keepdims=True)).astype(x.dtype)
+
+
+def reference_naive(x):
+    """What the naive kernel computes: exp without the max, in float32. x >= 89 gives inf/inf."""
+    x32 = np.asarray(x, np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(x32)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def bytes_moved(x, *_):
+    return 2 * x.nbytes   # read the input once, write the output once
+
+
+# ---- launchers ----------------------------------------------------------------------------------
+
+def _prep(x, out, dtype="float32"):
+    require(x, "x", dtype=dtype, ndim=2)
+    out = out_like(out, x)
+    return out, x.shape[0], x.shape[1]
+
+
+def _vec_ok(x, out, width):
+    """16-byte loads need every row start aligned: C a multiple of the vector width."""
+    return int(x.shape[1] % width == 0 and x.data.ptr % 16 == 0 and out.data.ptr % 16 == 0)
+
+
+def _run(name, x, out, block, *extra, rows_per_block=1):
+    out_, R, C = _prep(x, out, x.dtype if name.endswith("fp16_vec8") else "float32")
+    if R and C:
+        launch(FAMILY, name, ((R + rows_per_block - 1) // rows_per_block,), (block,),
+               (x, out_, R, C, *extra))
+    return out_
+
+
+@variant(overflow_safe=False)
+def naive(x, out=None):
+    return _run("softmax_01_naive", x, out, 256)
+
+
+@variant()
+def safe_smem(x, out=None):
+    return _run("softmax_02_safe_smem", x, out, 256)
+
+
+@variant()
+def warp_shuffle(x, out=None):
+    return _run("softmax_03_warp_shuffle", x, out, 256)
+
+
+@variant()
+def warp_per_row(x, out=None):
+    return _run("softmax_03_warp_per_row", x, out, 128, rows_per_block=4)
+
+
+@variant()
+def online(x, out=None):
+    return _run("softmax_04_online", x, out, 256)
+
+
+def _threads(C, per_thread_elems, cap=1024):
+    """Enough threads for the row to fit in registers (rounded to warps), within 32..cap."""
+    need = -(-C // per_thread_elems)
+    return int(min(cap, max(32, -(-need // 32) * 32)))
+
+
+@variant()
+def online_vec4(x, out=None):
+    out_, R, C = _prep(x, out)
+    if R and C:
+        launch(FAMILY, "softmax_05_online_vec4", (R,), (_threads(C, 4 * 8),),
+               (x, out_, R, C, _vec_ok(x, out_, 4)))
+    return out_
+
+
+@variant(dtypes=("float16",))
+def fp16_vec8(x, out=None):
+    out_, R, C = _prep(x, out, "float16")
+    if R and C:
+        launch(FAMILY, "softmax_06_fp16_vec8", (R,), (_threads(C, 8 * 4),),
+               (x, out_, R, C, _vec_ok(x, out_, 8)))
+    return out_
+
+
+VARIANTS = {
+    "01_naive": naive,
+    "02_safe_smem": safe_smem,
+    "03_warp_shuffle": warp_shuffle,
+    "03_warp_per_row": warp_per_row,
+    "04_online": online,
+    "05_online_vec4": online_vec4,
+    "06_fp16_vec8": fp16_vec8,
+}
+BEST = {"float32": "05_online_vec4", "float16": "06_fp16_vec8"}
+
+
+# ---- baselines: factories that bind the inputs once, outside any timed region -----------------
+
+def _cupyx(x):
+    from cupyx.scipy.special import softmax
+    return lambda: softmax(x, axis=-1)
+
+
+def _composite(x):
+    import cupy
+
+    def f():
+        e = cupy.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    return f
+
+
+def _torch(x):
+    try:
+        import torch
+    except ImportError:
+        return None
+    t = torch.from_dlpack(x)
+    return lambda: torch.softmax(t, dim=-1)
+
+
+BASELINES = {"cupyx.softmax": _cupyx, "cupy composite": _composite, "torch.softmax": _torch}

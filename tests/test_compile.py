@@ -1,0 +1,73 @@
+"""Everywhere (no GPU needed): every kernel compiles for sm_87 and sm_90 with no spills,
+follows the naming/marker conventions, and the PTX shows what each lesson claims."""
+import re
+
+import pytest
+
+from kernellab import build
+
+FAMILIES = sorted(p.stem for p in build.KERNELS.glob("*.cu"))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_compiles_without_spills(family):
+    info = build.ptxas_info(family)
+    kernels = set(re.findall(r'extern\s+"C"\s+__global__\s+void\s+(\w+)', build.source(family)))
+    assert kernels, f"{family}.cu has no kernels"
+    for arch in build.ARCHS:
+        got = set(info[info.arch == arch].kernel)
+        assert kernels <= got, f"{arch}: no ptxas info for {kernels - got}"
+    spills = info[(info.spill_stores > 0) | (info.spill_loads > 0)]
+    assert spills.empty, f"spills:\n{spills}"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_kernel_has_a_marker_and_a_why(family):
+    src = build.source(family)
+    kernels = re.findall(r'extern\s+"C"\s+__global__\s+void\s+(\w+)', src)
+    assert set(kernels) == set(build.steps(family)), "every kernel needs exactly one // === marker ==="
+    for k in kernels:
+        assert re.fullmatch(rf"{family}_\d\d_\w+", k), k
+        assert "// Why:" in build.step_source(family, k), f"{k} has no '// Why:' comment"
+
+
+VECTOR_STEPS = [("softmax", "05_online_vec4", r"ld\.global\.nc\.v4\.f32"),
+                ("softmax", "06_fp16_vec8", r"ld\.global\.nc\.v4\.u32"),
+                ("measure", "01_copy", r"ld\.global\.nc\.v4\.f32")]
+SHUFFLE_STEPS = [("softmax", s) for s in ("03_warp_shuffle", "03_warp_per_row", "04_online",
+                                          "05_online_vec4", "06_fp16_vec8")]
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+@pytest.mark.parametrize("family,step,pattern", VECTOR_STEPS)
+def test_vector_steps_use_128bit_loads(family, step, pattern, arch):
+    assert build.ptx(family, step, arch, grep=pattern), f"{step}: no 128-bit global load in {arch} PTX"
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+@pytest.mark.parametrize("family,step", SHUFFLE_STEPS)
+def test_shuffle_steps_use_shfl_sync(family, step, arch):
+    assert build.ptx(family, step, arch, grep=r"shfl\.sync\.bfly"), f"{step}: no shfl.sync.bfly"
+
+
+def test_scalar_steps_have_no_vector_loads():
+    assert not build.ptx("softmax", "04_online", grep=r"\.v4\.")
+
+
+def test_step_source_and_errors():
+    assert build.step_source("softmax", "04_online").startswith("// === softmax_04_online ===")
+    with pytest.raises(ValueError, match="no step"):
+        build.step_source("softmax", "99_nothing")
+    with pytest.raises(ValueError, match="no kernel family"):
+        build.source("nope")
+
+
+def test_broken_source_raises_compile_error():
+    with pytest.raises(build.CompileError, match="failed to compile"):
+        build.nvrtc_compile('extern "C" __global__ void k() { undefined_thing(); }', "sm_90")
+
+
+def test_occupancy_from_ptxas():
+    occ = build.occupancy("softmax", "05_online_vec4", threads=1024)
+    row = occ[(occ.source == "ptxas -v") & (occ.arch == "sm_90")].iloc[0]
+    assert row["blocks/SM"] == 1 and row["limited by"] == "registers"

@@ -1,0 +1,71 @@
+"""GPU only: every softmax variant against the float64 reference on irregular shapes and
+hostile values; bad input raises before launch; the naive step really overflows."""
+import numpy as np
+import pytest
+
+from conftest import gpu
+from kernellab import check, softmax
+
+pytestmark = gpu
+SHAPES = [(1, c) for c in (1, 31, 33, 1023, 4097, 65537)] + [(3, c) for c in (1, 31, 33, 1023, 4097, 65537)] \
+    + [(5, 1024), (7, 32768), (2, 40000)]
+
+
+def _run(name, x):
+    import cupy
+    return softmax.VARIANTS[name](cupy.asarray(x))
+
+
+@pytest.mark.parametrize("values", ["randn", "large", "hostile"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("name", list(softmax.VARIANTS))
+def test_variant_matches_reference(name, shape, values):
+    v = softmax.VARIANTS[name]
+    if not v.accepts((shape, values)):
+        pytest.skip("not overflow-safe by design (see test_naive_overflows)")
+    for dt in v.dtypes:
+        (x,) = softmax.make_input(shape, dt, values, seed=hash((shape, values)) % 1000)
+        check.check(_run(name, x), softmax.reference(x), name=f"{name} {shape} {values} {dt}", quiet=True)
+
+
+def test_naive_overflows_at_89():
+    (x,) = softmax.make_input((2, 64), values="large")
+    got = _run("01_naive", x).get()
+    assert np.isnan(got).all() and np.isfinite(softmax.reference(x)).all()
+
+
+@pytest.mark.parametrize("name", list(softmax.VARIANTS))
+def test_empty_inputs(name):
+    import cupy
+    v = softmax.VARIANTS[name]
+    for shape in [(0, 7), (3, 0)]:
+        out = v(cupy.zeros(shape, v.dtypes[0]))
+        assert out.shape == shape
+
+
+def test_unaligned_and_odd_lengths_use_the_fallback():
+    import cupy
+    (x,) = softmax.make_input((4, 1027))
+    big = cupy.asarray(np.concatenate([[0.0], x.ravel()]).astype(np.float32))
+    view = big[1:].reshape(4, 1027)                       # base 4 bytes off 16-byte alignment
+    check.check(softmax.online_vec4(view), softmax.reference(x), quiet=True)
+    (h,) = softmax.make_input((4, 1024), "float16")
+    hb = cupy.asarray(np.concatenate([[0], h.ravel()]).astype(np.float16))
+    check.check(softmax.fp16_vec8(hb[1:].reshape(4, 1024)), softmax.reference(h), quiet=True)
+
+
+@pytest.mark.parametrize("name", list(softmax.VARIANTS))
+def test_bad_input_raises_before_launch(name):
+    import cupy
+    v = softmax.VARIANTS[name]
+    good = v.dtypes[0]
+    wrong = "float64" if good == "float32" else "float32"
+    with pytest.raises(ValueError, match="dtype"):
+        v(cupy.zeros((2, 8), wrong))
+    with pytest.raises(ValueError, match="2-D"):
+        v(cupy.zeros((2, 2, 8), good))
+    with pytest.raises(ValueError, match="contiguous"):
+        v(cupy.zeros((8, 4), good).T)
+    with pytest.raises(ValueError, match="shape"):
+        v(cupy.zeros((2, 8), good), out=cupy.zeros((2, 9), good))
+    cupy.cuda.Device().synchronize()   # the context is still healthy
