@@ -13,6 +13,19 @@ def _family_cases(fam):
            [(s, "float16") for s in fam.SWEEP + list(fam.SHAPES.values())]
 
 
+def summary(fam, df) -> None:
+    """Per case: the best variant's fraction of the copy roof and its ratio to each baseline."""
+    for case, g in df.groupby("case", sort=False):
+        dt = case.split(":")[-1]
+        best = fam.BEST.get(dt)
+        t = dict(zip(g["name"], g["median_us"]))
+        if best not in t:
+            continue
+        fc = float(g[g["name"] == best]["frac_copy"].iloc[0])
+        vs = ", ".join(f"{t[b] / t[best]:.2f}x vs {b}" for b in fam.BASELINES if b in t)
+        print(f"  {case:<22} {best}: {fc:.2f} of copy roof; {vs}")
+
+
 def main(labs) -> int:
     if not is_live():
         print("kernellab.record needs a CUDA GPU: recorded results are measured, never typed in.")
@@ -29,6 +42,8 @@ def main(labs) -> int:
         df = df.drop(columns=["device", "date", "source"])
         path = save_recorded(lab, df, meta)
         print(f"recorded {len(df)} rows -> {path}")
+        if lab != "measuring":
+            summary(fam, df)
     print(f"device: {info()['name']}, {now()}")
     return 0
 
