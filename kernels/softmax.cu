@@ -201,8 +201,7 @@ __device__ __forceinline__ float4 softmax4(float4 v, MD s, float inv) {
                        exp_sub(v.z, s.m) * inv, exp_sub(v.w, s.m) * inv);
 }
 
-extern "C" __global__ void softmax_05_online_vec4(const float* __restrict__ x, float* __restrict__ y,
-                                                  int R, int C, int vec_ok) {
+extern "C" __global__ void softmax_05_online_vec4(const float* __restrict__ x, float* __restrict__ y, int R, int C, int vec_ok) {
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     const int nvec = (C + 3) >> 2;
@@ -232,77 +231,79 @@ extern "C" __global__ void softmax_05_online_vec4(const float* __restrict__ x, f
 // Why: inference keeps activations in fp16. Half the bytes per element means half the
 // time for a memory-bound kernel, if each load still moves 16 bytes: one uint4 carries
 // 8 halves. The math stays in fp32 (exp of a half would lose the sum's precision).
-// Same structure as step 05: a register-cached single pass when the row fits.
+// Same structure as step 05: a register-cached single pass when the row fits, the row
+// kept packed as halves (4 registers per 8 elements) until it is normalised.
 #define H8_PER_THREAD 4
 
-__device__ __forceinline__ void load8(const __half* __restrict__ p, int g, int C, int vec_ok, float* f) {
-    const float NI = -KL_INF;
+// Raw 16-byte loads; the halves stay packed in registers (4 per uint4) until used.
+__device__ __forceinline__ uint4 load8(const __half* __restrict__ p, int g, int C, int vec_ok) {
+    Half8 h;
     if (vec_ok) {
-        if (g < (C >> 3)) {
-            Half8 h;
-            h.u = __ldg(reinterpret_cast<const uint4*>(p) + g);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) { float2 t = __half22float2(h.h2[j]); f[2 * j] = t.x; f[2 * j + 1] = t.y; }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) f[j] = NI;
-        }
-        return;
+        h.u = g < (C >> 3) ? __ldg(reinterpret_cast<const uint4*>(p) + g) : make_uint4(0xfc00fc00u, 0xfc00fc00u, 0xfc00fc00u, 0xfc00fc00u);
+        return h.u;   // 0xfc00 is -inf in fp16: padding contributes nothing
     }
+    const __half NI = __ushort_as_half(0xfc00);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) f[j] = g * 8 + j < C ? __half2float(p[g * 8 + j]) : NI;
-}
-
-__device__ __forceinline__ void store8(__half* __restrict__ p, int g, int C, int vec_ok, const float* f) {
-    if (vec_ok) {
-        if (g < (C >> 3)) {
-            Half8 h;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) h.h2[j] = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-            reinterpret_cast<uint4*>(p)[g] = h.u;
-        }
-        return;
+    for (int j = 0; j < 4; ++j) {
+        const int i = g * 8 + 2 * j;
+        h.h2[j] = __halves2half2(i < C ? p[i] : NI, i + 1 < C ? p[i + 1] : NI);
     }
+    return h.u;
+}
+
+__device__ __forceinline__ void store8(__half* __restrict__ p, int g, int C, int vec_ok, uint4 v) {
+    Half8 h;
+    h.u = v;
+    if (vec_ok) { if (g < (C >> 3)) reinterpret_cast<uint4*>(p)[g] = v; return; }
 #pragma unroll
-    for (int j = 0; j < 8; ++j) if (g * 8 + j < C) p[g * 8 + j] = __float2half_rn(f[j]);
+    for (int j = 0; j < 4; ++j) {
+        const int i = g * 8 + 2 * j;
+        if (i < C) p[i] = __low2half(h.h2[j]);
+        if (i + 1 < C) p[i + 1] = __high2half(h.h2[j]);
+    }
 }
 
-__device__ __forceinline__ MD md_push8(MD s, const float* f) {
-    MD a = md_push4(s, make_float4(f[0], f[1], f[2], f[3]));
-    return md_push4(a, make_float4(f[4], f[5], f[6], f[7]));
+__device__ __forceinline__ MD md_push8(MD s, uint4 v) {
+    Half8 h;
+    h.u = v;
+    const float2 a = __half22float2(h.h2[0]), b = __half22float2(h.h2[1]);
+    const float2 c = __half22float2(h.h2[2]), d = __half22float2(h.h2[3]);
+    return md_push4(md_push4(s, make_float4(a.x, a.y, b.x, b.y)), make_float4(c.x, c.y, d.x, d.y));
 }
 
-extern "C" __global__ void softmax_06_fp16_vec8(const __half* __restrict__ x, __half* __restrict__ y,
-                                                int R, int C, int vec_ok) {
+__device__ __forceinline__ uint4 softmax8(uint4 v, MD s, float inv) {
+    Half8 h;
+    h.u = v;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 f = __half22float2(h.h2[j]);
+        h.h2[j] = __floats2half2_rn(exp_sub(f.x, s.m) * inv, exp_sub(f.y, s.m) * inv);
+    }
+    return h.u;
+}
+
+extern "C" __global__ void softmax_06_fp16_vec8(const __half* __restrict__ x, __half* __restrict__ y, int R, int C, int vec_ok) {
     const __half* xr = x + (size_t)blockIdx.x * C;
     __half* yr = y + (size_t)blockIdx.x * C;
     const int nvec = (C + 7) >> 3;
     MD s = {-KL_INF, 0.0f};
-    float f[8];
     if (nvec <= H8_PER_THREAD * (int)blockDim.x) {
-        float v[H8_PER_THREAD][8];
+        uint4 v[H8_PER_THREAD];                         // the row, cached in registers as fp16
 #pragma unroll
         for (int k = 0; k < H8_PER_THREAD; ++k) {
-            load8(xr, threadIdx.x + k * blockDim.x, C, vec_ok, v[k]);
+            v[k] = load8(xr, threadIdx.x + k * blockDim.x, C, vec_ok);
             s = md_push8(s, v[k]);
         }
         s = block_reduce_md(s);
         const float inv = 1.0f / s.d;
 #pragma unroll
-        for (int k = 0; k < H8_PER_THREAD; ++k) {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) f[j] = exp_sub(v[k][j], s.m) * inv;
-            store8(yr, threadIdx.x + k * blockDim.x, C, vec_ok, f);
-        }
+        for (int k = 0; k < H8_PER_THREAD; ++k)
+            store8(yr, threadIdx.x + k * blockDim.x, C, vec_ok, softmax8(v[k], s, inv));
     } else {
-        for (int g = threadIdx.x; g < nvec; g += blockDim.x) { load8(xr, g, C, vec_ok, f); s = md_push8(s, f); }
+        for (int g = threadIdx.x; g < nvec; g += blockDim.x) s = md_push8(s, load8(xr, g, C, vec_ok));
         s = block_reduce_md(s);
         const float inv = 1.0f / s.d;
-        for (int g = threadIdx.x; g < nvec; g += blockDim.x) {
-            load8(xr, g, C, vec_ok, f);
-#pragma unroll
-            for (int j = 0; j < 8; ++j) f[j] = exp_sub(f[j], s.m) * inv;
-            store8(yr, g, C, vec_ok, f);
-        }
+        for (int g = threadIdx.x; g < nvec; g += blockDim.x)
+            store8(yr, g, C, vec_ok, softmax8(load8(xr, g, C, vec_ok), s, inv));
     }
 }

@@ -161,7 +161,7 @@ check_variants(softmax, ["06_fp16_vec8"])
 # %% [markdown]
 # ## What the compiler made of each step
 # Registers, spills and shared memory per kernel, for Orin (sm_87) and Hopper (sm_90).
-# Steps 05 and 06 hold the row in registers (64–72 per thread): no spills, but at 1024
+# Steps 05 and 06 hold the row in registers (the most registers per thread): no spills, but at 1024
 # threads that is the whole register file, one block per SM.
 
 # %%

@@ -249,7 +249,7 @@ def occupancy(family: str, name: str, threads: int, dyn_smem: int = 0):
         import cupy
         from .device import info as dev
         fn = kernel(family, name)
-        n = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, threads, dyn_smem)
+        n = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, dyn_smem)
         thr_sm = cupy.cuda.Device().attributes["MaxThreadsPerMultiProcessor"]
         rows.append({"kernel": name, "arch": dev()["arch"], "threads": threads, "registers": fn.num_regs,
                      "blocks/SM": n, "limited by": "", "occupancy": n * threads / thr_sm,

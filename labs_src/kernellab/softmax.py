@@ -126,8 +126,11 @@ def online(x, out=None):
     return _run("softmax_04_online", x, out, 256)
 
 
-def _threads(C, per_thread_elems, cap=1024):
-    """Enough threads for the row to fit in registers (rounded to warps), within 32..cap."""
+def _threads(name, C, per_thread_elems):
+    """Enough threads for the row to fit in registers (rounded to warps), from 32 up to what
+    the compiled kernel can launch with (its registers decide: 64 x 1024 fills an SM)."""
+    from .build import kernel
+    cap = min(1024, kernel(FAMILY, name).max_threads_per_block)
     need = -(-C // per_thread_elems)
     return int(min(cap, max(32, -(-need // 32) * 32)))
 
@@ -136,7 +139,7 @@ def _threads(C, per_thread_elems, cap=1024):
 def online_vec4(x, out=None):
     out_, R, C = _prep(x, out)
     if R and C:
-        launch(FAMILY, "softmax_05_online_vec4", (R,), (_threads(C, 4 * 8),),
+        launch(FAMILY, "softmax_05_online_vec4", (R,), (_threads("softmax_05_online_vec4", C, 4 * 8),),
                (x, out_, R, C, _vec_ok(x, out_, 4)))
     return out_
 
@@ -145,7 +148,7 @@ def online_vec4(x, out=None):
 def fp16_vec8(x, out=None):
     out_, R, C = _prep(x, out, "float16")
     if R and C:
-        launch(FAMILY, "softmax_06_fp16_vec8", (R,), (_threads(C, 8 * 4),),
+        launch(FAMILY, "softmax_06_fp16_vec8", (R,), (_threads("softmax_06_fp16_vec8", C, 8 * 4),),
                (x, out_, R, C, _vec_ok(x, out_, 8)))
     return out_
 
