@@ -91,8 +91,8 @@ build.occupancy("measure", "02_read", threads=256)
 build.occupancy("softmax", "05_online_vec4", threads=1024)
 
 # %% [markdown]
-# The softmax kernel of lab 01 caches a whole row in registers (64 per thread). At 1024
-# threads that is the entire register file: one block per SM. Lab 01 measures what that costs.
+# The softmax kernel of lab 01 caches a whole row in registers (over 48 per thread). At 1024
+# threads that is most of the register file: one block per SM. Lab 01 measures what that costs.
 #
 # ## 4. This device's roofline
 # Attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × bandwidth). Softmax does about

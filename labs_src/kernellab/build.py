@@ -211,8 +211,9 @@ class Variant:
         return self._alloc(*args) if self._alloc else cupy.empty_like(args[0])
 
     def accepts(self, case) -> bool:
-        """False for cases this step is known not to survive (values >= 89 without max-subtraction)."""
-        return self.overflow_safe or case[1] != "large"
+        """False for cases this step is known not to survive: values >= 89 ('large', and the 1e4 of
+        'hostile') overflow a kernel that does not subtract the max."""
+        return self.overflow_safe or case[1] not in ("large", "hostile")
 
 
 def variant(**kw):

@@ -135,22 +135,25 @@ def _threads(name, C, per_thread_elems):
     return int(min(cap, max(32, -(-need // 32) * 32)))
 
 
+def _row_groups(name, x, out, dtype, width, per_thread):
+    """Launch a register-cached kernel: a warp per row (8 rows per block) for short rows,
+    else one block per row with enough threads to hold the row."""
+    out_, R, C = _prep(x, out, dtype)
+    if R and C:
+        t = _threads(name, C, width * per_thread)
+        rows = 8 if t == 32 else 1
+        launch(FAMILY, name, (-(-R // rows),), (t, rows), (x, out_, R, C, _vec_ok(x, out_, width)))
+    return out_
+
+
 @variant()
 def online_vec4(x, out=None):
-    out_, R, C = _prep(x, out)
-    if R and C:
-        launch(FAMILY, "softmax_05_online_vec4", (R,), (_threads("softmax_05_online_vec4", C, 4 * 8),),
-               (x, out_, R, C, _vec_ok(x, out_, 4)))
-    return out_
+    return _row_groups("softmax_05_online_vec4", x, out, "float32", 4, 8)
 
 
 @variant(dtypes=("float16",))
 def fp16_vec8(x, out=None):
-    out_, R, C = _prep(x, out, "float16")
-    if R and C:
-        launch(FAMILY, "softmax_06_fp16_vec8", (R,), (_threads("softmax_06_fp16_vec8", C, 8 * 4),),
-               (x, out_, R, C, _vec_ok(x, out_, 8)))
-    return out_
+    return _row_groups("softmax_06_fp16_vec8", x, out, "float16", 8, 4)
 
 
 VARIANTS = {
