@@ -181,7 +181,9 @@ extern "C" __global__ void softmax_04_online(const float* x, float* y, int R, in
 //  * short rows get a warp each (blockDim = 32 x rows-per-block): no barrier at all.
 // Longer rows stream twice; the second read mostly hits L2. Rows whose length is not a
 // multiple of 4, or whose base is not 16-byte aligned, use scalar loads (vec_ok = 0).
+#ifndef VEC_PER_THREAD
 #define VEC_PER_THREAD 8
+#endif
 
 __device__ __forceinline__ float4 load4(const float* __restrict__ p, int g, int C, int vec_ok) {
     const float NI = -KL_INF;
@@ -193,7 +195,11 @@ __device__ __forceinline__ float4 load4(const float* __restrict__ p, int g, int 
 }
 
 __device__ __forceinline__ void store4(float* __restrict__ p, int g, int C, int vec_ok, float4 v) {
+#ifdef KL_STREAM_STORE
+    if (vec_ok) { if (g < (C >> 2)) __stcs(reinterpret_cast<float4*>(p) + g, v); return; }
+#else
     if (vec_ok) { if (g < (C >> 2)) reinterpret_cast<float4*>(p)[g] = v; return; }
+#endif
     const int i = g * 4;
     if (i < C) p[i] = v.x;
     if (i + 1 < C) p[i + 1] = v.y;
@@ -266,7 +272,9 @@ extern "C" __global__ void softmax_05_online_vec4(const float* __restrict__ x, f
 // time for a memory-bound kernel, if each load still moves 16 bytes: one uint4 carries
 // 8 halves. The math stays in fp32 (exp of a half would lose the sum's precision).
 // Same structure as step 05: the row cached in registers (as fp32 exps) when it fits.
+#ifndef H8_PER_THREAD
 #define H8_PER_THREAD 4
+#endif
 
 // 8 halves -> 8 floats; -inf padding beyond C. Scalar loads when vec_ok = 0.
 __device__ __forceinline__ void load8(const __half* __restrict__ p, int g, int C, int vec_ok, float4& lo, float4& hi) {
@@ -295,7 +303,11 @@ __device__ __forceinline__ void store8(__half* __restrict__ p, int g, int C, int
     Half8 h;
     h.h2[0] = __floats2half2_rn(lo.x, lo.y); h.h2[1] = __floats2half2_rn(lo.z, lo.w);
     h.h2[2] = __floats2half2_rn(hi.x, hi.y); h.h2[3] = __floats2half2_rn(hi.z, hi.w);
+#ifdef KL_STREAM_STORE
+    if (vec_ok) { if (g < (C >> 3)) __stcs(reinterpret_cast<uint4*>(p) + g, h.u); return; }
+#else
     if (vec_ok) { if (g < (C >> 3)) reinterpret_cast<uint4*>(p)[g] = h.u; return; }
+#endif
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const int i = g * 8 + 2 * j;
