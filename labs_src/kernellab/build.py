@@ -100,6 +100,8 @@ def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu") -> tuple[str, st
     from cupy_backends.cuda.libs import nvrtc
     prog = nvrtc.createProgram(src, name, [], [])
     opts = [f"--gpu-architecture={arch}", "-Xptxas", "-v", "-lineinfo", *_options()]
+    if tuple(nvrtc.getVersion()) >= (12, 9):
+        opts.append("--no-cache")   # NVRTC >= 12.9 caches compiles, and a cache hit prints no ptxas info
     try:
         nvrtc.compileProgram(prog, opts)
     except Exception as e:
@@ -144,6 +146,9 @@ def ptxas_info(family: str, archs=ARCHS):
             elif cur and (m := _USED.search(line)):
                 cur.update(registers=int(m.group(1)), barriers=int(m.group(2) or 0),
                            smem_bytes=int(m.group(3) or 0))
+        if not any(r["arch"] == arch for r in rows):
+            raise CompileError(f"no ptxas -v info for {family}.cu on {arch}; NVRTC log:\n"
+                               + compiled(family, arch)[1][:3000])
     return pd.DataFrame(rows)
 
 
