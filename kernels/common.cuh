@@ -23,38 +23,26 @@ __device__ __forceinline__ float warp_reduce_max(float v) {
     return v;
 }
 
-// Block-wide sum built from warp sums: each warp reduces in registers, lane 0
+// Block-wide reduction built from warp reductions: each warp reduces in registers, lane 0
 // parks its partial in shared memory (32 floats at most), warp 0 reduces those.
 // Every thread gets the result. `scratch` needs 33 floats.
-__device__ __forceinline__ float block_reduce_sum(float v, float* scratch) {
+template <bool MAX>
+__device__ __forceinline__ float block_reduce(float v, float* scratch) {
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const int nwarps = (blockDim.x + 31) >> 5;
-    v = warp_reduce_sum(v);
+    v = MAX ? warp_reduce_max(v) : warp_reduce_sum(v);
     if (lane == 0) scratch[wid] = v;
     __syncthreads();
     if (wid == 0) {
-        v = lane < nwarps ? scratch[lane] : 0.0f;
-        v = warp_reduce_sum(v);
+        v = lane < nwarps ? scratch[lane] : (MAX ? -KL_INF : 0.0f);
+        v = MAX ? warp_reduce_max(v) : warp_reduce_sum(v);
         if (lane == 0) scratch[32] = v;
     }
     __syncthreads();
     return scratch[32];
 }
-
-__device__ __forceinline__ float block_reduce_max(float v, float* scratch) {
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    const int nwarps = (blockDim.x + 31) >> 5;
-    v = warp_reduce_max(v);
-    if (lane == 0) scratch[wid] = v;
-    __syncthreads();
-    if (wid == 0) {
-        v = lane < nwarps ? scratch[lane] : -KL_INF;
-        v = warp_reduce_max(v);
-        if (lane == 0) scratch[32] = v;
-    }
-    __syncthreads();
-    return scratch[32];
-}
+__device__ __forceinline__ float block_reduce_sum(float v, float* s) { return block_reduce<false>(v, s); }
+__device__ __forceinline__ float block_reduce_max(float v, float* s) { return block_reduce<true>(v, s); }
 
 // 128-bit views for vectorised loads and stores: one ld.global.v4 moves 16 bytes.
 union Half8 {

@@ -241,6 +241,18 @@ bench.claims(res, [
 ])
 
 # %% [markdown]
+# ## Accuracy: error against float64
+# Fast is worthless if wrong. Relative error of each step's fp32 output against the float64
+# reference, as rows grow. The serial sum of step 01 accumulates error with the row length;
+# tree and shuffle reductions add in a balanced order; step 05's `ex2.approx` costs a few
+# ulps and stays far below the 1e-4 the checks allow.
+
+# %%
+SIZES = [2 ** k for k in range(5, 17, 2)]
+errs = kl.check.error_sweep(softmax, ["01_naive", "03_warp_shuffle", "04_online", "05_online_vec4"], SIZES)
+plot.error_vs_fp64(SIZES, errs, "01_softmax_error", title="softmax fp32: max relative error vs float64")
+
+# %% [markdown]
 # ## Exercise: write `warp_reduce_max`
 # Fill in the butterfly: five rounds of `__shfl_xor_sync` with offsets 16, 8, 4, 2, 1,
 # keeping the max. The kernel below uses it to compute each 32-wide row's max; the grading

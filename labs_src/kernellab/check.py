@@ -153,3 +153,24 @@ def grade_exercise(src, kernel_name, *, ptx_must_contain, make_input, reference,
     xd, out = cupy.asarray(x), cupy.empty(out_shape(x), cupy.float32)
     fn(grid(x), block, (xd, out, np.int32(x.shape[0])))
     check(out, want, name=f"exercise {kernel_name}")
+
+
+def error_sweep(family, names, sizes, dtype="float32", rows=4):
+    """Max relative error against the float64 reference for each variant at each row length:
+    {name: [err per size]} (live), or {} with a note (compile-only)."""
+    if not is_live():
+        print(f"SKIPPED (compile-only): on a GPU this measures each variant's error against float64 "
+              f"at row lengths {sizes}.")
+        return {}
+    import cupy
+    errs = {}
+    for nm in names:
+        fn = family.VARIANTS[nm]
+        out = []
+        for c in sizes:
+            (x,) = family.make_input((rows, c), dtype, "randn", seed=c)
+            want = family.reference(x.astype(np.float64))
+            got = fn(cupy.asarray(x)).get().astype(np.float64)
+            out.append(float(np.max(np.abs(got - want) / np.abs(want))))
+        errs[nm] = out
+    return errs

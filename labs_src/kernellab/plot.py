@@ -34,6 +34,17 @@ def _roofs(ax, df):
         ax.axhline(r["read_gbps"], color="gray", ls=":", lw=1, label=f"read roof {r['read_gbps']:.0f} GB/s")
 
 
+def _loglog(fig, ax, name, xlabel, ylabel, title, provenance):
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}\n{provenance}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    return _save(fig, name)
+
+
 def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
     """GB/s against size, one line per (variant or baseline, device), roofs drawn."""
     if df.empty:
@@ -93,29 +104,21 @@ def roofline(points, name: str, peak_gflops: float, copy_gbps: float, title: str
         yy = y if y is not None else min(peak_gflops, x * copy_gbps)
         ax.plot([x], [yy], "o")
         ax.annotate(label, (x, yy), fontsize=8, xytext=(4, -10), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title(f"{title}\n{provenance}", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, which="both")
-    return _save(fig, name)
+    return _loglog(fig, ax, name, "arithmetic intensity (FLOP per byte moved)", "GFLOP/s", title, provenance)
 
 
 def error_vs_fp64(sizes, errors: dict, name: str, title: str = "", provenance: str = ""):
-    """Max relative error against a float64 reference, per method, across sizes."""
+    """Max relative error against a float64 reference, per method, across sizes (measured live)."""
+    if not errors:
+        print(f"(no error measurements for plot {name})")
+        return None
+    if not provenance:
+        from .device import info, now
+        provenance = f"live on {info()['name']}, {now()}"
     fig, ax = plt.subplots(figsize=(7, 4))
     for label, errs in errors.items():
         ax.plot(sizes, np.maximum(errs, 1e-18), marker="o", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("row length")
-    ax.set_ylabel("max relative error vs float64")
-    ax.set_title(f"{title}\n{provenance}", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, which="both")
-    return _save(fig, name)
+    return _loglog(fig, ax, name, "row length", "max relative error vs float64", title, provenance)
 
 
 def device_roofline(fund, kernels, name="00_roofline"):
