@@ -59,9 +59,11 @@ fund
 # RMSNorm over one 4096-wide row moves 16 KB: at 3 TB/s that is 5 ns of data, so its time is
 # all launch. For such kernels the lesson is fusion (fewer launches), not faster loads.
 #
-# **Why flush L2.** The L2-resident copy was timed twice on the same buffers. Warm, it runs
-# from L2 and reports a bandwidth above DRAM's; flushed, it pays for DRAM. A benchmark that
-# repeats one small input without flushing measures the cache, not the kernel.
+# **Why flush L2.** The L2-resident copy was timed twice on the same buffers. Warm, its input
+# is already in L2 and it reports more GB/s than the same kernel flushed, which pays for DRAM
+# (at this small size both are also held back by the launch ramp, so neither reaches the
+# copy roof). A benchmark that repeats one small input without flushing measures the cache,
+# not the kernel.
 # Triton's `do_bench` flushes the same way; `cupyx.profiler.benchmark` does not.
 #
 # **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued.
