@@ -34,11 +34,13 @@ extern "C" __global__ void softmax_01_naive(const float* x, float* y, int R, int
 // (the tutorial's softmax_safe_v1_kernel), and all threads now share the work with
 // a shared-memory tree reduction. Cost: three passes over global memory (max, sum,
 // write), and a __syncthreads() at every level of each tree (8 levels for 256 threads).
-#define SAFE_BLOCK 256
+// Steps 02-04 use this fixed block size. A compile-time stride matters: the compiler can then
+// unroll the row loops and keep several loads in flight; with `i += blockDim.x` it cannot.
+#define ROW_BLOCK 256
 __device__ __forceinline__ float tree_reduce(float v, float* s, bool is_max) {
     s[threadIdx.x] = v;
     __syncthreads();
-    for (int stride = SAFE_BLOCK / 2; stride > 0; stride >>= 1) {
+    for (int stride = ROW_BLOCK / 2; stride > 0; stride >>= 1) {
         if (threadIdx.x < stride) {
             float o = s[threadIdx.x + stride];
             s[threadIdx.x] = is_max ? fmaxf(s[threadIdx.x], o) : s[threadIdx.x] + o;
@@ -51,16 +53,16 @@ __device__ __forceinline__ float tree_reduce(float v, float* s, bool is_max) {
 }
 
 extern "C" __global__ void softmax_02_safe_smem(const float* x, float* y, int R, int C) {
-    __shared__ float s[SAFE_BLOCK];
+    __shared__ float s[ROW_BLOCK];
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     float m = -KL_INF;
-    for (int i = threadIdx.x; i < C; i += SAFE_BLOCK) m = fmaxf(m, xr[i]);      // pass 1
+    for (int i = threadIdx.x; i < C; i += ROW_BLOCK) m = fmaxf(m, xr[i]);      // pass 1
     m = tree_reduce(m, s, true);
     float d = 0.0f;
-    for (int i = threadIdx.x; i < C; i += SAFE_BLOCK) d += expf(xr[i] - m);    // pass 2
+    for (int i = threadIdx.x; i < C; i += ROW_BLOCK) d += expf(xr[i] - m);    // pass 2
     d = tree_reduce(d, s, false);
-    for (int i = threadIdx.x; i < C; i += SAFE_BLOCK) yr[i] = expf(xr[i] - m) / d;  // pass 3
+    for (int i = threadIdx.x; i < C; i += ROW_BLOCK) yr[i] = expf(xr[i] - m) / d;  // pass 3
 }
 
 // === softmax_03_warp_shuffle ===
@@ -73,12 +75,12 @@ extern "C" __global__ void softmax_03_warp_shuffle(const float* x, float* y, int
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     float m = -KL_INF;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) m = fmaxf(m, xr[i]);
+    for (int i = threadIdx.x; i < C; i += ROW_BLOCK) m = fmaxf(m, xr[i]);
     m = block_reduce_max(m, scratch);
     float d = 0.0f;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) d += expf(xr[i] - m);
+    for (int i = threadIdx.x; i < C; i += ROW_BLOCK) d += expf(xr[i] - m);
     d = block_reduce_sum(d, scratch);
-    for (int i = threadIdx.x; i < C; i += blockDim.x) yr[i] = expf(xr[i] - m) / d;
+    for (int i = threadIdx.x; i < C; i += ROW_BLOCK) yr[i] = expf(xr[i] - m) / d;
 }
 
 // === softmax_03_warp_per_row ===
@@ -162,13 +164,13 @@ extern "C" __global__ void softmax_04_online(const float* x, float* y, int R, in
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     MD s = {-KL_INF, 0.0f};
-    for (int i = threadIdx.x; i < C; i += blockDim.x) {        // pass 1: fold each element in
+    for (int i = threadIdx.x; i < C; i += ROW_BLOCK) {        // pass 1: fold each element in
         const float v = xr[i];
         s = md_combine<false>(s, MD{v, v == -KL_INF ? 0.0f : 1.0f});
     }
     s = row_reduce_md<false>(s);
     const float inv = 1.0f / s.d;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) yr[i] = exp_sub(xr[i], s.m) * inv;  // pass 2
+    for (int i = threadIdx.x; i < C; i += ROW_BLOCK) yr[i] = exp_sub(xr[i], s.m) * inv;  // pass 2
 }
 
 // === softmax_05_online_vec4 ===

@@ -87,7 +87,7 @@ def bars(df, name: str, title: str = "", value: str = "gbps"):
     ax.set_xticks(np.arange(len(cases)) + 0.4 - w / 2, cases, fontsize=8)
     ax.set_ylabel({"gbps": "GB/s (unique bytes)", "median_us": "median time (µs)"}.get(value, value))
     ax.set_title(f"{title}\n{_provenance(df)}", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(alpha=0.3, axis="y")
     return _save(fig, name)
 
