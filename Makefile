@@ -9,7 +9,7 @@ WITHPY = PY=$$(scripts/env.sh $(1)) && export PATH="$$(dirname "$$(command -v $$
 ## make lab: set up (once), sync notebooks with labs_src, start JupyterLab on localhost (token on)
 lab:
 	@$(call WITHPY,lab) $$PY -m jupytext --sync $(LABS) && \
-	  $$PY -m jupyter lab --ServerApp.ip=127.0.0.1 --notebook-dir=notebooks
+	  $$PY -m jupyter lab --ServerApp.ip=127.0.0.1 --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 ## make test: set up (once), run the whole suite: pytest + nbval over every notebook
 test:
