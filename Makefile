@@ -18,7 +18,7 @@ test:
 ## make notebooks: regenerate notebooks/*.ipynb (no outputs) from labs_src/*.py
 notebooks:
 	@$(call WITHPY,test) for f in $(LABS); do \
-	  $$PY -m jupytext --quiet --to ipynb --update-metadata '{"jupytext":null}' -o notebooks/$$(basename $${f%.py}).ipynb $$f; done
+	  nb=notebooks/$$(basename $${f%.py}).ipynb; $$PY -m jupytext --quiet --to ipynb $$([ -f $$nb ] && echo --update) -o $$nb $$f; done
 
 ## make bench: on a GPU, record figures/reference/<device>/*.csv + meta.json (the recorded results)
 bench:

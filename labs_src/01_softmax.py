@@ -226,7 +226,7 @@ bench.table(seed)
 # ## Seed claim vs measured here
 # The tutorial argues qualitatively; here are its claims as measured ratios (time of the
 # slower step over time of the faster, at 4096 × 4096 fp32 unless stated).
-
+#
 # Read the first row with care. On the recorded H200, step 04 was *slower* than step 03
 # although it reads the row once less: its per-element (m, d) update costs two `expf` and two
 # branches per element, and at ~4 TB/s that arithmetic, not memory, sets the time. The saved
