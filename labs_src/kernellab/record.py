@@ -9,8 +9,8 @@ from .device import info, is_live, now, save_recorded
 
 
 def _family_cases(fam):
-    return [(s, "float32") for s in fam.SWEEP + list(fam.SHAPES.values())] + \
-           [(s, "float16") for s in fam.SWEEP + list(fam.SHAPES.values())]
+    shapes = list(dict.fromkeys(fam.SWEEP + list(fam.SHAPES.values())))   # sweep and seed shapes overlap
+    return [(s, dt) for dt in ("float32", "float16") for s in shapes]
 
 
 def summary(fam, df) -> None:
