@@ -299,8 +299,8 @@ extern "C" __global__ void row_max32(const float* x, float* out, int rows) {
 # %%
 kl.check.grade_exercise(EXERCISE, "row_max32", ptx_must_contain="shfl.sync.bfly",
                         make_input=lambda: np.random.default_rng(1).standard_normal((37, 32)).astype(np.float32),
-                        reference=lambda x: x.max(axis=1), out_shape=lambda x: (x.shape[0],),
-                        grid=lambda x: (x.shape[0],), block=(32,))
+                        reference=lambda x: x.max(axis=1), grid=lambda x: (x.shape[0],), block=(32,),
+                        scalars=lambda x: (x.shape[0],))
 
 # %% [markdown]
 # ## What to remember

@@ -33,9 +33,21 @@ def test_every_kernel_has_a_marker_and_a_why(family):
 
 VECTOR_STEPS = [("softmax", "05_online_vec4", r"ld\.global\.nc\.v4\.f32"),
                 ("softmax", "06_fp16_vec8", r"ld\.global\.nc\.v4\.u32"),
-                ("measure", "01_copy", r"ld\.global\.nc\.v4\.f32")]
+                ("measure", "01_copy", r"ld\.global\.nc\.v4\.f32"),
+                ("rmsnorm", "02_f32_shfl", r"ld\.global\.nc\.v4\.f32"),
+                ("rmsnorm", "04_f32_fp16w_uint2", r"ld\.global\.nc\.v2\.u32"),
+                ("rmsnorm", "06_fp16_uint4", r"ld\.global\.nc\.v4\.u32"),
+                ("rmsnorm", "07_fp16_uint4_no_ldg", r"ld\.global\.v4\.u32"),
+                ("rmsnorm", "08_fp16_onepass", r"ld\.global\.nc\.v4\.u32"),
+                ("rmsnorm", "09_fused_add_fp16", r"ld\.global\.nc\.v4\.u32"),
+                ("add", "02_f32_float4", r"ld\.global\.nc\.v4\.f32"),
+                ("add", "04_fp16_vec8", r"ld\.global\.nc\.v4\.u32"),
+                ("add", "07_bias_2d_vec8", r"ld\.global\.nc\.v4\.u32"),
+                ("add", "09_rows_inplace", r"ld\.global\.v4\.u32")]
 SHUFFLE_STEPS = [("softmax", s) for s in ("03_warp_shuffle", "03_warp_per_row", "04_online",
-                                          "05_online_vec4", "06_fp16_vec8")]
+                                          "05_online_vec4", "06_fp16_vec8")] + \
+    [("rmsnorm", s) for s in ("02_f32_shfl", "04_f32_fp16w_uint2", "06_fp16_uint4", "08_f32_onepass",
+                              "08_fp16_onepass", "09_fused_add_fp16")]
 
 
 @pytest.mark.parametrize("arch", build.ARCHS)
@@ -50,8 +62,24 @@ def test_shuffle_steps_use_shfl_sync(family, step, arch):
     assert build.ptx(family, step, arch, grep=r"shfl\.sync\.bfly"), f"{step}: no shfl.sync.bfly"
 
 
-def test_scalar_steps_have_no_vector_loads():
-    assert not build.ptx("softmax", "04_online", grep=r"\.v4\.")
+@pytest.mark.parametrize("family,step", [("softmax", "04_online"), ("add", "01_f32_scalar"),
+                                         ("add", "05_bias_mod"), ("add", "06_bias_2d"), ("add", "08_vec_fp16_scalar")])
+def test_scalar_steps_have_no_vector_loads(family, step):
+    assert not build.ptx(family, step, grep=r"\.v[248]\.")
+
+
+def test_seed_claims_visible_in_the_compiler_output():
+    # __ldg / __restrict__: step 06 reads through the read-only path, step 07 does not.
+    assert not build.ptx("rmsnorm", "07_fp16_uint4_no_ldg", grep=r"ld\.global\.nc")
+    # the 1-D bias add pays a remainder per element; the 2-D grids do not.
+    assert build.ptx("add", "05_bias_mod", grep=r"rem\.")
+    assert not build.ptx("add", "06_bias_2d", grep=r"rem\.|div\.")
+    assert not build.ptx("add", "07_bias_2d_vec8", grep=r"rem\.|div\.")
+    # warp shuffles need less shared memory than cub::BlockReduce; the in-place add reads x (which it
+    # writes) through the ordinary path, and only feats through the read-only one.
+    info = build.ptxas_info("rmsnorm").set_index(["kernel", "arch"])["smem_bytes"]
+    assert info["rmsnorm_02_f32_shfl", "sm_87"] == 16 < info["rmsnorm_01_f32_cub", "sm_87"]
+    assert len(build.ptx("add", "09_rows_inplace", grep=r"ld\.global\.nc\.v4")) == 1
 
 
 def test_step_source_and_errors():

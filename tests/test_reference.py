@@ -71,3 +71,39 @@ def test_launchers_reject_host_arrays_before_launch():
     for name, fn in softmax.VARIANTS.items():
         with pytest.raises(ValueError, match="cupy.ndarray"):
             fn(np.zeros((2, 8), np.float32))
+
+
+def test_rmsnorm_reference_matches_definition_and_semantics():
+    from kernellab import rmsnorm
+    x, w = rmsnorm.make_input((5, 33), "float32", "hostile")
+    ref = rmsnorm.reference(x, w)
+    xd = x[0].astype(np.float64)
+    np.testing.assert_allclose(ref[0], xd / np.sqrt(np.mean(xd * xd) + rmsnorm.EPS) * w, rtol=1e-6)
+    assert (ref[1] == 0).all()                                      # all-zero row -> 0
+    assert np.isnan(ref[2]).all()                                   # NaN -> NaN row
+    assert np.isnan(ref[3, 11]) and (np.delete(ref[3], 11) == 0).all()   # +inf: inf * 0 = NaN, rest 0
+    for path in rmsnorm.PATHS:
+        x, w = rmsnorm.make_input((3, 8), path)
+        assert rmsnorm.reference(x, w).dtype == x.dtype and (x.dtype, w.dtype) == tuple(map(np.dtype, rmsnorm.PATHS[path]))
+
+
+def test_fused_reference_is_add_then_rmsnorm():
+    from kernellab import rmsnorm
+    x, r, w = rmsnorm.FUSED.make_input((3, 40), "float16", "randn")
+    h, y = rmsnorm.FUSED.reference(x, r, w)
+    assert h.dtype == np.float16 and (h == (x.astype(np.float32) + r).astype(np.float16)).all()
+    np.testing.assert_array_equal(y, rmsnorm.reference(h, w))
+
+
+def test_add_references_and_hostile_values():
+    from kernellab import add
+    a, b = add.make_input((50,), "float16", "hostile")
+    ref = add.reference(a, b)
+    assert np.isnan(ref).any() and np.isinf(a).any() and (np.abs(a) == 65504).any()
+    a, b = add.make_input((50,), "float16", "large")
+    assert np.isinf(add.reference(a, b)).any()                     # fp16 sums overflow, as they must
+    m, bias = add.BIAS.make_input((4, 10), "float16")
+    np.testing.assert_array_equal(add.BIAS.reference(m, bias), (m.astype(np.float32) + bias).astype(np.float16))
+    x = np.ones((6, 4), np.float16)
+    out = add.rows_reference(x, np.full((2, 4), 2, np.float16), 3)
+    assert (out[3:5] == 3).all() and (out[:3] == 1).all() and (out[5] == 1).all() and (x == 1).all()

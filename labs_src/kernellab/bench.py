@@ -32,23 +32,44 @@ def flush_l2() -> None:
     _flush_buffer().fill(0)
 
 
-def _keep_busy() -> None:
-    """~20 us of register-only work that touches no buffer. Queued before a warm (unflushed)
-    repetition, it keeps the GPU busy while Python queues the start event and the launch, so
-    the events time the kernel and not the host's launch path (the flush does the same job)."""
+def _keep_busy(us: float = 20.0) -> None:
+    """About `us` microseconds of register-only work that touches no buffer. Queued before each
+    timed call, it keeps the GPU busy while Python queues the start event and the launches, so
+    the events time the kernels and not the host's launch path."""
     fma = build.kernel("measure", "measure_03_fma")
-    fma((info()["sms"],), (128,), (_flush_buffer(), np.int32(8192), np.float32(1.0), np.float32(0.0)))
+    iters = int(min(1 << 20, max(256, 8192 * us / _busy_us_per_8192())))
+    fma((info()["sms"],), (128,), (_flush_buffer(), np.int32(iters), np.float32(1.0), np.float32(0.0)))
+
+
+@functools.lru_cache(maxsize=None)
+def _busy_us_per_8192() -> float:
+    import cupy
+    fma = build.kernel("measure", "measure_03_fma")
+    s, e = cupy.cuda.Event(), cupy.cuda.Event()
+    args = (_flush_buffer(), np.int32(8192), np.float32(1.0), np.float32(0.0))
+    fma((info()["sms"],), (128,), args)
+    s.record()
+    fma((info()["sms"],), (128,), args)
+    e.record()
+    e.synchronize()
+    return max(cupy.cuda.get_elapsed_time(s, e) * 1e3, 1.0)
 
 
 def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
             budget_s: float = 0.25) -> Timing:
     """Median/p10/p90 of `fn()` in microseconds, from CUDA events around each call.
     Nothing is allocated inside the timed region; `fn` must be a bound zero-arg call.
-    flush=True evicts L2 before every repetition; flush=False keeps the caches warm."""
+    flush=True evicts L2 before every repetition; flush=False keeps the caches warm. Either way
+    a spacer kernel longer than the host's cost of one call precedes the start event, so the
+    time is the GPU's (a slow host would otherwise show up as kernel time for small calls)."""
     need_gpu("timing")
     import cupy
     for _ in range(warmup):
         fn()
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    fn()                                   # the host's cost of queuing one call
+    host_us = (time.perf_counter() - t0) * 1e6
     cupy.cuda.Device().synchronize()
     if reps is None:   # aim for ~budget_s of kernel time, 10..100 repetitions
         t0 = time.perf_counter()
@@ -61,7 +82,9 @@ def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
     starts = [cupy.cuda.Event() for _ in range(reps)]
     ends = [cupy.cuda.Event() for _ in range(reps)]
     for s, e in zip(starts, ends):
-        flush_l2() if flush else _keep_busy()
+        if flush:
+            flush_l2()
+        _keep_busy(2 * host_us + 10)       # the GPU stays busy until every launch of fn is queued
         s.record()
         fn()
         e.record()
@@ -283,3 +306,69 @@ def claims(df, rows):
             out.append({"claim": claim, "seed says": seed, "measured here": "not measured",
                         "comparison": f"{fast} vs {slow} at {case}", "source": "-"})
     return pd.DataFrame(out)
+
+
+# ---- Nsight Compute, where it is installed and allowed ------------------------------------------
+
+NCU_METRICS = {
+    "gpu__time_duration.sum": "duration",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput (% of peak)",
+    "lts__t_sectors.avg.pct_of_peak_sustained_elapsed": "L2 throughput (% of peak)",
+    "launch__grid_size": "grid size",
+    "launch__block_size": "block size",
+    "launch__registers_per_thread": "registers per thread",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved occupancy (%)",
+}
+
+
+def family_named(name: str):
+    """A family (module or namespace) by its NAME, e.g. 'bias_add'."""
+    import importlib
+    for lab in ("softmax", "rmsnorm", "add"):
+        mod = importlib.import_module(f"kernellab.{lab}")
+        for fam in getattr(mod, "FAMILIES", [mod]):
+            if fam.NAME == name:
+                return fam
+    raise ValueError(f"no family named {name!r}")
+
+
+def ncu(family, name: str, shape, dtype: str, metrics=NCU_METRICS, timeout: int = 300):
+    """Collect the seed's Nsight Compute metrics for one launch of one variant, in a child
+    process under `ncu`. Returns a table, or prints the command to run where ncu is missing,
+    there is no GPU, or profiling is not permitted."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import pandas as pd
+    kname = f"regex:^{family.FAMILY}_{name[:2]}_"
+    script = (f"import cupy; from kernellab.bench import family_named; f = family_named({family.NAME!r}); "
+              f"a = [cupy.asarray(v) for v in f.make_input({tuple(shape)!r}, {dtype!r})]; "
+              f"f.VARIANTS[{name!r}](*a); cupy.cuda.Device().synchronize()")
+    exe = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
+    cmd = [exe or "ncu", "--metrics", ",".join(metrics), "--kernel-name", kname, "--launch-count", "1",
+           "--csv", sys.executable, "-c", script]
+    shown = " ".join(cmd[:7]) + f" {sys.executable} -c \"{script}\""
+    if not is_live() or exe is None:
+        why = "no GPU here" if not is_live() else "ncu is not installed (it ships with the CUDA toolkit)"
+        print(f"SKIPPED ({why}). On a GPU machine with Nsight Compute, run:\n  {shown}")
+        return None
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(build.ROOT / "labs_src"),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        print(f"ncu did not finish in {timeout} s. Run it by hand:\n  {shown}")
+        return None
+    rows = [l for l in p.stdout.splitlines() if l.startswith('"')]
+    if p.returncode or len(rows) < 2:
+        tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-6:])
+        print(f"ncu could not profile here (exit {p.returncode}):\n{tail}\n"
+              f"Profiling may need admin rights (ERR_NVGPUCTRPERM: see NVIDIA's note on GPU performance "
+              f"counters). The command:\n  {shown}")
+        return None
+    import io
+    df = pd.read_csv(io.StringIO("\n".join(rows)))
+    df = df[["Kernel Name", "Metric Name", "Metric Unit", "Metric Value"]]
+    df.insert(2, "meaning", df["Metric Name"].map(metrics))
+    return df.reset_index(drop=True)

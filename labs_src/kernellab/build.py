@@ -188,15 +188,19 @@ def compile_source(src: str, kernel_name: str):
 
 # ---- launching ---------------------------------------------------------------------------------
 
-def launch(family: str, name: str, grid, block, args, smem: int = 0) -> None:
-    """Launch kernel `name` of a family. Python ints become int32 and floats float32, as the
-    kernels declare them (CuPy would otherwise pass 64-bit values)."""
+def kernel_args(args) -> tuple:
+    """Python ints become int32 and floats float32, as the kernels declare them (CuPy would
+    otherwise pass 64-bit values)."""
     import numpy as np
-    conv = tuple(np.int32(a) if isinstance(a, (bool, int)) and not isinstance(a, np.generic) else
+    return tuple(np.int32(a) if isinstance(a, (bool, int)) and not isinstance(a, np.generic) else
                  np.float32(a) if isinstance(a, float) else a for a in args)
+
+
+def launch(family: str, name: str, grid, block, args, smem: int = 0) -> None:
+    """Launch kernel `name` of a family with kernel_args(args)."""
     grid = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
     block = tuple(int(b) for b in (block if isinstance(block, tuple) else (block,)))
-    kernel(family, name)(grid, block, conv, shared_mem=smem)
+    kernel(family, name)(grid, block, kernel_args(args), shared_mem=smem)
 
 
 class Variant:

@@ -92,17 +92,20 @@ def check(got, want, *, name: str = "result", rtol=None, atol=None, quiet=False)
     return stats
 
 
+def _pairs(got, want):
+    """A variant may return several outputs (e.g. the fused kernel's (h, y)): pair them up."""
+    return zip(got, want) if isinstance(want, tuple) else [(got, want)]
+
+
 def variants(family, names=None, cases=None, dtype=None) -> None:
     """Check every variant of a family against family.reference on the family's awkward
     CHECK_CASES (irregular shapes x hostile values). One line per variant; raises on the
     first mismatch. Compile-only: runs the NumPy reference on the same cases and says so."""
-    import numpy as np  # noqa: F811
     cases = family.CHECK_CASES if cases is None else cases
     names = list(family.VARIANTS) if names is None else list(names)
     for nm in names:
         fn = family.VARIANTS[nm]
-        dts = [dtype] if dtype else list(fn.dtypes)
-        for dt in dts:
+        for dt in ([dtype] if dtype else list(fn.dtypes)):
             todo = [c for c in cases if fn.accepts(c)]
             skipped = len(cases) - len(todo)
             note = f" ({skipped} case(s) with values >= 89 left out: this step is not overflow-safe)" \
@@ -115,12 +118,13 @@ def variants(family, names=None, cases=None, dtype=None) -> None:
                     continue
                 import cupy
                 got = fn(*[cupy.asarray(a) for a in host])
-                worst = max(worst, check(got, want, name=f"{family.NAME} {nm} {dt} {shape} {values}",
-                                         quiet=True)["max_rel"])
+                for g, w in _pairs(got, want):
+                    worst = max(worst, check(g, w, name=f"{family.NAME} {nm} {dt} {shape} {values}",
+                                             quiet=True)["max_rel"])
             if is_live():
-                print(f"{family.NAME} {nm:<18} {dt:<8}: {len(todo)} cases OK, max rel err {worst:.1e}{note}")
+                print(f"{family.NAME} {nm:<18} {dt:<9}: {len(todo)} cases OK, max rel err {worst:.1e}{note}")
             else:
-                print(f"{family.NAME} {nm:<18} {dt:<8}: SKIPPED (compile-only): NumPy reference ran on "
+                print(f"{family.NAME} {nm:<18} {dt:<9}: SKIPPED (compile-only): NumPy reference ran on "
                       f"{len(todo)} cases; a GPU would run the kernel on each and compare{note}")
 
 
@@ -135,24 +139,32 @@ def run_variant(family, name, *host_args):
     return family.VARIANTS[name](*[cupy.asarray(a) for a in host_args]).get()
 
 
-def grade_exercise(src, kernel_name, *, ptx_must_contain, make_input, reference, out_shape, grid, block):
-    """Compile an exercise for sm_87 + sm_90, require an instruction in its PTX, and on a GPU
-    run it and compare with the NumPy reference. Raises on any failure."""
-    from .build import ARCHS, compile_source, nvrtc_compile
+def grade_exercise(src, kernel_name, *, ptx_must_contain, make_input, reference, grid, block,
+                   scalars=lambda *inputs: ()):
+    """Compile an exercise for sm_87 + sm_90, require each string of ptx_must_contain in its PTX,
+    and on a GPU run it and compare with the NumPy reference. The kernel's arguments are the
+    inputs, then one output per array the reference returns, then scalars(*inputs).
+    Raises on any failure."""
+    from .build import ARCHS, compile_source, kernel_args, nvrtc_compile
     fn = compile_source(src, kernel_name)
+    needles = (ptx_must_contain,) if isinstance(ptx_must_contain, str) else tuple(ptx_must_contain)
     for arch in ARCHS:
-        if ptx_must_contain not in nvrtc_compile(src, arch, f"{kernel_name}.cu")[0]:
-            raise CheckError(f"exercise: no {ptx_must_contain} in the {arch} PTX; the stub is not done yet")
-    print(f"exercise compiles for {', '.join(ARCHS)} and its PTX contains {ptx_must_contain}")
-    x = make_input()
-    want = reference(x)
+        ptx = nvrtc_compile(src, arch, f"{kernel_name}.cu")[0]
+        for needle in needles:
+            if needle not in ptx:
+                raise CheckError(f"exercise: no {needle} in the {arch} PTX; the stub is not done yet")
+    print(f"exercise compiles for {', '.join(ARCHS)} and its PTX contains {', '.join(needles)}")
+    inputs = make_input()
+    inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+    want = reference(*inputs)
     if fn is None:
         print("SKIPPED (compile-only): on a GPU the kernel runs and is compared with NumPy.")
         return
     import cupy
-    xd, out = cupy.asarray(x), cupy.empty(out_shape(x), cupy.float32)
-    fn(grid(x), block, (xd, out, np.int32(x.shape[0])))
-    check(out, want, name=f"exercise {kernel_name}")
+    outs = [cupy.empty(w.shape, w.dtype) for w in (want if isinstance(want, tuple) else (want,))]
+    fn(grid(*inputs), block, kernel_args([cupy.asarray(a) for a in inputs] + outs + list(scalars(*inputs))))
+    for k, (g, w) in enumerate(_pairs(tuple(outs) if isinstance(want, tuple) else outs[0], want)):
+        check(g, w, name=f"exercise {kernel_name}" + (f" output {k}" if isinstance(want, tuple) else ""))
 
 
 def error_sweep(family, names, sizes, dtype="float32", rows=4):

@@ -1,5 +1,7 @@
 """python -m kernellab.record [lab ...]: measure each lab's standard benchmark set on this
-GPU and write figures/reference/<device>/<lab>.csv + meta.json. `make bench` runs this."""
+GPU and write figures/reference/<device>/<family>.csv + meta.json. `make bench` runs this.
+A lab module may hold several families (FAMILIES, e.g. add and bias_add), each with its
+RECORD_CASES; the default is its sweep and seed shapes in fp32 and fp16."""
 from __future__ import annotations
 
 import sys
@@ -7,14 +9,19 @@ import sys
 from . import bench
 from .device import info, is_live, now, save_recorded
 
+LABS = ["measuring", "softmax", "rmsnorm", "add"]
+
 
 def _family_cases(fam):
+    if hasattr(fam, "RECORD_CASES"):
+        return fam.RECORD_CASES
     shapes = list(dict.fromkeys(fam.SWEEP + list(fam.SHAPES.values())))   # sweep and seed shapes overlap
     return [(s, dt) for dt in ("float32", "float16") for s in shapes]
 
 
-def summary(fam, df) -> None:
-    """Per case: the best variant's fraction of the copy roof and its ratio to each baseline."""
+def summary(fam, df, launch_us) -> None:
+    """Per case: the best variant's fraction of the copy roof, its ratio to each baseline, and
+    for a single row its time in empty-kernel launches."""
     for case, g in df.groupby("case", sort=False):
         dt = case.split(":")[-1]
         best = fam.BEST.get(dt)
@@ -23,7 +30,8 @@ def summary(fam, df) -> None:
             continue
         fc = float(g[g["name"] == best]["frac_copy"].iloc[0])
         vs = ", ".join(f"{t[b] / t[best]:.2f}x vs {b}" for b in fam.BASELINES if b in t)
-        print(f"  {case:<22} {best}: {fc:.2f} of copy roof; {vs}")
+        one = f", {t[best] / launch_us:.2f} empty launches" if case.startswith("1x") else ""
+        print(f"  {case:<22} {best}: {fc:.2f} of copy roof; {vs}{one}")
 
 
 def main(labs) -> int:
@@ -31,19 +39,20 @@ def main(labs) -> int:
         print("kernellab.record needs a CUDA GPU: recorded results are measured, never typed in.")
         return 2
     import importlib
-    labs = labs or ["measuring", "softmax"]
     meta = {"roofs": {k: v for k, v in bench.roofs().items()}, "roofs_date": now()}
-    for lab in labs:
+    for lab in labs or LABS:
         if lab == "measuring":
-            df = bench.fundamentals()
+            families = [None]
         else:
-            fam = importlib.import_module(f"kernellab.{lab}")
-            df = bench.compare(fam, _family_cases(fam))
-        df = df.drop(columns=["device", "date", "source"])
-        path = save_recorded(lab, df, meta)
-        print(f"recorded {len(df)} rows -> {path}")
-        if lab != "measuring":
-            summary(fam, df)
+            mod = importlib.import_module(f"kernellab.{lab}")
+            families = getattr(mod, "FAMILIES", [mod])
+        for fam in families:
+            df = bench.fundamentals() if fam is None else bench.compare(fam, _family_cases(fam))
+            df = df.drop(columns=["device", "date", "source"])
+            path = save_recorded(lab if fam is None else fam.NAME, df, meta)
+            print(f"recorded {len(df)} rows -> {path}")
+            if fam is not None:
+                summary(fam, df, meta["roofs"]["launch_us"])
     print(f"device: {info()['name']}, {now()}")
     return 0
 

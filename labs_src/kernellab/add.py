@@ -1,0 +1,235 @@
+"""Add family (seed 004): element-wise residual adds (fp32, fp16), the broadcast bias add
+(family BIAS) and DeepStack's in-place add into a slice of rows (add_into_rows)."""
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from .build import launch, variant
+from .check import out_like, require
+
+NAME = "add"
+FAMILY = "add"
+MAX_N = 2 ** 31 - 64       # the kernels index with int32 (as the seed's do)
+BIAS_ROWS = 1              # rows per thread of step 07 (BIAS_ROWS in add.cu)
+
+SHAPES = {
+    "decode_residual_4096": (4096,),             # one token's residual add (Qwen3-8B: 72 per token)
+    "seed_4096x512": (4096 * 512,),              # the seed's ncu case: 2,097,152 elements
+    "64M": (2 ** 26,),                           # 256 MiB of fp32 per operand: the bandwidth target
+    "64M_plus_3": (2 ** 26 + 3,),                # and a tail
+}
+SWEEP = [(2 ** k,) for k in range(12, 27, 2)]
+RECORD_CASES = [(s, dt) for dt in ("float32", "float16")
+                for s in dict.fromkeys(SWEEP + list(SHAPES.values()))]
+CHECK_SIZES = [1, 7, 31, 1023, 1152, 3584, 4097, 3 * 4096 + 5, 512 * 4097]
+CHECK_CASES = [((n,), v) for n in CHECK_SIZES for v in ("randn", "large", "hostile")] + [((0,), "randn")]
+
+
+def case_key(shape, dtype) -> str:
+    return f"{'x'.join(map(str, shape))}:{dtype}"
+
+
+def _values(shape, dtype, values, rng, shift=0):
+    """N(0, 1); 'large' is near the top of the range (sums overflow to inf, as they must);
+    'hostile' mixes +-inf, NaN, inf + -inf, the largest finite value and the smallest subnormal."""
+    x = rng.standard_normal(shape)
+    top = 65504.0 if dtype == "float16" else 3e38
+    if values == "large":
+        x = np.clip(x * top / 2, -top, top)
+    elif values == "hostile" and x.size:
+        f = x.reshape(-1)
+        picks = [np.inf, -np.inf, np.nan, top, -top, 6e-8 if dtype == "float16" else 1e-40]
+        picks = picks[shift:] + picks[:shift]      # the second operand's picks are rotated: inf + -inf
+        for k, v in enumerate(picks):
+            f[k * 7 % f.size::max(1, f.size // 3)] = v
+    return x.astype(dtype)
+
+
+def make_input(shape, dtype="float32", values="randn", seed=0):
+    rng = np.random.default_rng(seed)
+    return _values(shape, dtype, values, rng), _values(shape, dtype, values, rng, shift=1)
+
+
+def reference(a, b):
+    """The sum in float64, rounded once to the inputs' dtype (what one fp32/fp16 add does)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (np.asarray(a, np.float64) + np.asarray(b, np.float64)).astype(a.dtype)
+
+
+def bytes_moved(a, b, *_):
+    return a.nbytes + b.nbytes + a.nbytes
+
+
+# ---- launchers ----------------------------------------------------------------------------------
+
+def _aligned(width, *arrays):
+    return int(all(a.data.ptr % width == 0 for a in arrays))
+
+
+def _size_ok(n):
+    if n > MAX_N:
+        raise ValueError(f"{n} elements: these kernels index with int32 (at most {MAX_N}); split the call")
+
+
+def _elementwise(name, dtype, block, per_thread, vec_bytes=0):
+    """Launcher for an element-wise step: each thread handles per_thread elements."""
+    def run(a, b, out=None):
+        require(a, "a", dtype=dtype)
+        require(b, "b", dtype=dtype, shape=a.shape)
+        out_ = out_like(out, a)
+        n = a.size
+        _size_ok(n)
+        if n:
+            extra = (_aligned(vec_bytes, a, b, out_),) if vec_bytes else ()
+            launch(FAMILY, f"add_{name}", (-(-n // (block * per_thread)),), (block,), (a, b, out_, n, *extra))
+        return out_
+    run.__name__ = name
+    return run
+
+
+VARIANTS = {
+    "01_f32_scalar": variant()(_elementwise("01_f32_scalar", "float32", 512, 1)),
+    "02_f32_float4": variant()(_elementwise("02_f32_float4", "float32", 256, 4, 16)),
+    "03_fp16_half2": variant(dtypes=("float16",))(_elementwise("03_fp16_half2", "float16", 256, 2, 4)),
+    "04_fp16_vec8": variant(dtypes=("float16",))(_elementwise("04_fp16_vec8", "float16", 256, 8, 16)),
+    "08_vec_fp16_scalar": variant(dtypes=("float16",))(_elementwise("08_vec_fp16_scalar", "float16", 256, 1)),
+}
+BEST = {"float32": "02_f32_float4", "float16": "04_fp16_vec8"}
+
+
+def _cupy(a, b):
+    import cupy
+    o = cupy.empty_like(a)
+    return lambda: cupy.add(a, b, out=o)
+
+
+def _torch(a, b):
+    try:
+        import torch
+    except ImportError:
+        return None
+    ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+    to = torch.empty_like(ta)
+    return lambda: torch.add(ta, tb, out=to)
+
+
+BASELINES = {"cupy +": _cupy, "torch.add": _torch}
+
+
+# ---- the broadcast bias add: out[r, c] = m[r, c] + bias[c], fp16 -------------------------------
+
+def _bias_input(shape, dtype="float16", values="randn", seed=0):
+    rng = np.random.default_rng(seed)
+    return _values(shape, dtype, values, rng), _values(shape[-1:], dtype, values, rng, shift=1)
+
+
+def _bias_bytes(m, bias, *_):
+    return 2 * m.nbytes + bias.nbytes
+
+
+def _bias_step(name, cols_per_thread, two_d):
+    def run(m, bias, out=None):
+        require(m, "matrix", dtype="float16", ndim=2)
+        require(bias, "bias", dtype="float16", shape=m.shape[-1:])
+        out_ = out_like(out, m)
+        rows, cols = m.shape
+        _size_ok(m.size)
+        if m.size:
+            if not two_d:
+                launch(FAMILY, f"add_{name}", (-(-m.size // 256),), (256,), (m, bias, out_, rows, cols))
+            else:
+                rows_per_block = BIAS_ROWS if cols_per_thread > 1 else 1
+                grid = (-(-cols // (256 * cols_per_thread)), min(-(-rows // rows_per_block), 65535))
+                extra = (int(cols % 8 == 0 and _aligned(16, m, bias, out_)),) if cols_per_thread > 1 else ()
+                launch(FAMILY, f"add_{name}", grid, (256,), (m, bias, out_, rows, cols, *extra))
+        return out_
+    run.__name__ = name
+    return run
+
+
+def _bias_cupy(m, bias):
+    import cupy
+    o = cupy.empty_like(m)
+    return lambda: cupy.add(m, bias, out=o)
+
+
+def _bias_torch(m, bias):
+    try:
+        import torch
+    except ImportError:
+        return None
+    tm, tb = torch.from_dlpack(m), torch.from_dlpack(bias)
+    to = torch.empty_like(tm)
+    return lambda: torch.add(tm, tb, out=to)
+
+
+BIAS_COLS = [1000, 1152, 3584, 4096, 4099, 11008, 151936]     # the modulo sweep: 2**25 elements each
+BIAS = SimpleNamespace(
+    NAME="bias_add", FAMILY=FAMILY, case_key=case_key, make_input=_bias_input, reference=reference,
+    bytes_moved=_bias_bytes,
+    VARIANTS={"05_bias_mod": variant(dtypes=("float16",))(_bias_step("05_bias_mod", 1, False)),
+              "06_bias_2d": variant(dtypes=("float16",))(_bias_step("06_bias_2d", 1, True)),
+              "07_bias_2d_vec8": variant(dtypes=("float16",))(_bias_step("07_bias_2d_vec8", 8, True))},
+    BEST={"float16": "07_bias_2d_vec8"},
+    BASELINES={"cupy + (broadcast)": _bias_cupy, "torch.add (broadcast)": _bias_torch},
+    SHAPES={"seed_qkv_bias_512x4096": (512, 4096), "64M_16384x4096": (16384, 4096)},
+    SWEEP=[(2 ** 25 // c, c) for c in BIAS_COLS],
+    CHECK_CASES=[(s, v) for s in [(1, 1), (3, 31), (1, 1023), (3, 1152), (5, 3584), (64, 4097), (70000, 8),
+                                  (512, 1000), (0, 8)]
+                 for v in ("randn", "large", "hostile")],
+)
+BIAS.RECORD_CASES = [(s, "float16") for s in dict.fromkeys(list(BIAS.SHAPES.values()) + BIAS.SWEEP)]
+
+
+# ---- DeepStack: x[row0 : row0 + k, :] += feats, in place ----------------------------------------
+
+def _span(a):
+    return a.data.ptr, a.data.ptr + a.nbytes
+
+
+def add_into_rows(x, feats, row0):
+    """Add feats (k, hidden) into rows row0 .. row0 + k - 1 of x (rows, hidden), in place, fp16.
+    Every bound is checked here: a bad slice is a ValueError, never a write out of bounds."""
+    require(x, "x", dtype="float16", ndim=2)
+    require(feats, "feats", dtype="float16", ndim=2)
+    if not isinstance(row0, (int, np.integer)) or isinstance(row0, bool):
+        raise ValueError(f"row0: expected an int, got {type(row0).__name__}")
+    rows, cols = x.shape
+    k = feats.shape[0]
+    if feats.shape[1] != cols:
+        raise ValueError(f"feats: expected {cols} columns (x's hidden size), got {feats.shape[1]}")
+    if row0 < 0 or row0 + k > rows:
+        raise ValueError(f"rows {row0}..{row0 + k - 1} are outside x's {rows} rows")
+    (x0, x1), (f0, f1) = _span(x), _span(feats)
+    if feats.size and x0 < f1 and f0 < x1:
+        raise ValueError("feats overlaps x: an in-place add needs a separate source buffer")
+    n = k * cols
+    _size_ok(n)
+    if n:
+        view = x[row0:row0 + k]
+        launch(FAMILY, "add_09_rows_inplace", (-(-n // (256 * 8)),), (256,),
+               (view, feats, n, _aligned(16, view, feats)))
+    return x
+
+
+def rows_reference(x, feats, row0):
+    """NumPy: a copy of x with feats added into rows row0 .. row0 + k - 1."""
+    out = np.array(x, copy=True)
+    out[row0:row0 + len(feats)] = reference(out[row0:row0 + len(feats)], feats)
+    return out
+
+
+FAMILIES = [sys.modules[__name__], BIAS]
+
+
+def waves(n, block, per_thread, sms, blocks_per_sm) -> dict:
+    """How an element-wise launch of n elements fills the GPU: blocks, blocks per wave (all SMs
+    full), waves, and how full the last wave is (the tail effect)."""
+    blocks = -(-n // (block * per_thread))
+    per_wave = sms * blocks_per_sm
+    rem = blocks % per_wave
+    return {"blocks": blocks, "blocks per wave": per_wave, "waves": round(blocks / per_wave, 2),
+            "last wave filled": round(rem / per_wave, 2) if rem else 1.0}

@@ -1,0 +1,283 @@
+"""RMSNorm family (seed 003): three data paths, before and after, plus a one-pass step.
+
+A "dtype" here names a data path, as the seed's kernels do:
+  float32    fp32 x, fp32 weight -> fp32 y      (row_rmsnorm_f32, Qwen2.5-7B)
+  f32_fp16w  fp32 x, fp16 weight -> fp32 y      (row_rmsnorm_f32_fp16w, the AWQ models)
+  float16    fp16 x, fp16 weight -> fp16 y      (row_rmsnorm_pure_fp16, the fp16 models)
+x is (hidden,) for one decode row (grid 1) or (rows, hidden) for prefill (grid = rows).
+"""
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from .build import kernel, launch, variant
+from .check import out_like, require
+
+NAME = "rmsnorm"
+FAMILY = "rmsnorm"
+EPS = 1e-6                 # Qwen's rms_norm_eps
+SEED_BLOCK = 128           # RMS_BLOCK in rmsnorm.cu: steps 01-07 launch exactly this many threads
+PER_THREAD = 4             # RMS_PER_THREAD: 16-byte loads each thread of step 08/09 keeps in registers
+PATHS = {"float32": ("float32", "float32"), "f32_fp16w": ("float32", "float16"),
+         "float16": ("float16", "float16")}
+
+HIDDEN = {"qwen3_8b": 4096, "qwen2.5_7b": 3584, "qwen3_vl_vit": 1152}
+SHAPES = {
+    "decode_1x4096": (1, 4096),
+    "batch4_4096": (4, 4096), "batch16_4096": (16, 4096), "batch64_4096": (64, 4096),
+    "prefill_512x4096": (512, 4096),
+    "prefill_8192x4096": (8192, 4096),          # 64 MiB of fp16: the bandwidth target
+    "prefill_512x3584": (512, 3584), "vit_4096x1152": (4096, 1152),
+}
+# Rows of the seed's per-batch table, at hidden 4096.
+BATCHES = [1, 4, 16, 64, 512, 8192]
+RECORD_CASES = [((b, 4096), p) for p in PATHS for b in BATCHES] + \
+    [(SHAPES["prefill_512x3584"], "float16"), (SHAPES["vit_4096x1152"], "float16")]
+
+# Awkward hidden sizes (1, 31, not multiples of 8, the models' sizes, 4097) x batches.
+CHECK_HIDDEN = [1, 31, 1023, 1152, 3584, 4097]
+CHECK_CASES = [((b, c), v) for c in CHECK_HIDDEN for b in (1, 3) for v in ("randn", "large", "hostile")] \
+    + [((64, 1152), "randn"), ((512, 4097), "hostile"), ((0, 8), "randn"), ((2, 0), "randn")]
+
+
+def case_key(shape, dtype) -> str:
+    return f"{shape[0]}x{shape[1]}:{dtype}"
+
+
+def make_input(shape, dtype="float32", values="randn", seed=0):
+    """(x, weight) on the host, deterministic. dtype is a data path (see PATHS).
+    randn:   x ~ N(0, 1), weight ~ 1 + N(0, 0.1)
+    large:   x ~ N(0, 1) * 1e4 in fp16 (x^2 overflows fp16, not fp32), * 1e15 in fp32
+    hostile: row 0 holds the extremes (fp16: +-65504 and 6e-8), row 1 is all zero,
+             row 2 a NaN, row 3 a +inf, row 4 a -inf."""
+    xdt, wdt = PATHS[dtype]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    w = 1.0 + 0.1 * rng.standard_normal(shape[-1])
+    if values == "large":
+        x *= 1e4 if xdt == "float16" else 1e15
+        x = np.clip(x, -65504, 65504) if xdt == "float16" else x
+    elif values == "hostile" and x.size:
+        x2 = x.reshape(-1, shape[-1])
+        r, c = x2.shape
+        big = 65504.0 if xdt == "float16" else 1e15
+        x2[0, c // 2] = big
+        if c >= 3:
+            x2[0, 0], x2[0, 1] = -big, 6e-8
+        for row, val in ((1, 0.0), (2, np.nan), (3, np.inf), (4, -np.inf)):
+            if r > row:
+                if val == 0.0:
+                    x2[row] = 0.0
+                else:
+                    x2[row, c // 3] = val
+    return x.astype(xdt), w.astype(wdt)
+
+
+def reference(x, w, eps=EPS):
+    """RMSNorm in float64, cast to x's dtype: x / sqrt(mean(x^2) + eps) * w."""
+    xd = np.asarray(x, np.float64)
+    if xd.size == 0:
+        return np.empty_like(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ms = np.mean(xd * xd, axis=-1, keepdims=True)
+        return (xd / np.sqrt(ms + eps) * np.asarray(w, np.float64)).astype(x.dtype)
+
+
+def bytes_moved(x, w, *_):
+    return 2 * x.nbytes + w.nbytes     # x read once, y written once, the weight read once
+
+
+# ---- launchers ----------------------------------------------------------------------------------
+
+def _prep(x, w, out, path, *more):
+    """Validate x (1-D or 2-D, contiguous), the weight (hidden,) and out; returns (out, R, C)."""
+    xdt, wdt = PATHS[path]
+    require(x, "x", dtype=xdt, ndim=(1, 2))
+    C = x.shape[-1]
+    require(w, "weight", dtype=wdt, ndim=1)
+    if w.shape[0] != C:
+        raise ValueError(f"weight: expected length {C} (the hidden size of x), got {w.shape[0]}")
+    for i, m in enumerate(more):
+        require(m, "residual" if i == 0 else "input", dtype=xdt, shape=x.shape)
+    return out_like(out, x), (x.size // C if C else 0), C
+
+
+def _vec_ok(width_bytes, *arrays):
+    C = arrays[0].shape[-1]
+    item = arrays[0].itemsize
+    return int((C * item) % width_bytes == 0 and all(a.data.ptr % width_bytes == 0 for a in arrays))
+
+
+def _seed_step(name, path, width_bytes):
+    """A seed-shaped kernel (steps 01-07): one 128-thread block per row."""
+    def run(x, w, out=None):
+        out_, R, C = _prep(x, w, out, path)
+        if R and C:
+            launch(FAMILY, f"rmsnorm_{name}", (R,), (SEED_BLOCK,),
+                   (x, w, out_, R, C, EPS, _vec_ok(width_bytes, x, w, out_)))
+        return out_
+    run.__name__ = name
+    return run
+
+
+def onepass_threads(name, C, itemsize, R):
+    """Step 08/09's block: enough threads that PER_THREAD 16-byte loads each cover the row
+    (C = 4096 fp16 -> 128). With fewer rows than SMs (decode), a load per thread (more threads,
+    shorter per-thread chains); capped by what the compiled kernel can launch."""
+    per = 16 // itemsize
+    need = -(-C // per)
+    from .device import info
+    if R >= info()["sms"]:
+        need = -(-need // PER_THREAD)
+    cap = min(1024, kernel(FAMILY, name).max_threads_per_block)
+    return int(min(cap, max(32, -(-need // 32) * 32)))
+
+
+def _onepass(x, w, out, path):
+    out_, R, C = _prep(x, w, out, path)
+    if R and C:
+        name = "rmsnorm_08_f32_onepass" if path == "float32" else "rmsnorm_08_fp16_onepass"
+        launch(FAMILY, name, (R,), (onepass_threads(name, C, x.itemsize, R),),
+               (x, w, out_, R, C, EPS, _vec_ok(16, x, w, out_)))
+    return out_
+
+
+f32_cub = variant()(_seed_step("01_f32_cub", "float32", 16))
+f32_shfl = variant()(_seed_step("02_f32_shfl", "float32", 16))
+f32_fp16w_cub = variant(dtypes=("f32_fp16w",))(_seed_step("03_f32_fp16w_cub", "f32_fp16w", 16))
+f32_fp16w_uint2 = variant(dtypes=("f32_fp16w",))(_seed_step("04_f32_fp16w_uint2", "f32_fp16w", 16))
+fp16_half2_cub = variant(dtypes=("float16",))(_seed_step("05_fp16_half2_cub", "float16", 4))
+fp16_uint4 = variant(dtypes=("float16",))(_seed_step("06_fp16_uint4", "float16", 16))
+fp16_uint4_no_ldg = variant(dtypes=("float16",))(_seed_step("07_fp16_uint4_no_ldg", "float16", 16))
+
+
+def _path_of(x) -> str:
+    """The data path of steps 08/09, from x: float32 or float16 (with a weight of the same dtype)."""
+    return str(require(x, "x", dtype=("float32", "float16")).dtype)
+
+
+@variant(dtypes=("float32", "float16"))
+def onepass(x, w, out=None):
+    return _onepass(x, w, out, _path_of(x))
+
+
+VARIANTS = {
+    "01_f32_cub": f32_cub,
+    "02_f32_shfl": f32_shfl,
+    "03_f32_fp16w_cub": f32_fp16w_cub,
+    "04_f32_fp16w_uint2": f32_fp16w_uint2,
+    "05_fp16_half2_cub": fp16_half2_cub,
+    "06_fp16_uint4": fp16_uint4,
+    "07_fp16_uint4_no_ldg": fp16_uint4_no_ldg,
+    "08_onepass": onepass,
+}
+BEST = {"float32": "08_onepass", "f32_fp16w": "04_f32_fp16w_uint2", "float16": "08_onepass"}
+
+
+# ---- baselines ------------------------------------------------------------------------------------
+
+def _composite(x, w):
+    import cupy
+
+    def f():
+        xf = x.astype(cupy.float32)
+        inv = 1.0 / cupy.sqrt((xf * xf).mean(axis=-1, keepdims=True) + EPS)
+        return (xf * inv * w.astype(cupy.float32)).astype(x.dtype)
+    return f
+
+
+def _torch(x, w):
+    try:
+        import torch
+    except ImportError:
+        return None
+    t = torch.from_dlpack(x)
+    tw = torch.from_dlpack(w).to(t.dtype)        # torch wants one dtype; converted outside the timing
+    return lambda: torch.nn.functional.rms_norm(t, (t.shape[-1],), weight=tw, eps=EPS)
+
+
+BASELINES = {"cupy composite": _composite, "torch rms_norm": _torch}
+
+
+# ---- the fused residual add + RMSNorm (step 09): its own signature, so its own family ----------
+
+def _fused_input(shape, dtype="float16", values="randn", seed=0):
+    """(x, residual, weight): x as make_input, the residual ~ N(0, 1)."""
+    x, w = make_input(shape, dtype, values, seed)
+    res = np.random.default_rng(seed + 1).standard_normal(shape).astype(x.dtype)
+    return x, res, w
+
+
+def _fused_reference(x, res, w, eps=EPS):
+    """(h, y): h = x + res rounded to x's dtype (what the add kernel stores), y = RMSNorm(h)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = (np.asarray(x, np.float64) + res).astype(x.dtype)
+    return h, reference(h, w, eps)
+
+
+def _alloc_pair(x, *_):
+    import cupy
+    return cupy.empty_like(x), cupy.empty_like(x)
+
+
+def _pair(out, x):
+    h, y = (None, None) if out is None else out
+    return out_like(h, x, "out[0] (h)"), out_like(y, x, "out[1] (y)")
+
+
+@variant(dtypes=("float32", "float16"), alloc_out=_alloc_pair)
+def separate(x, res, w, out=None):
+    """Two launches, the best of each lab: add (lab 03) then one-pass RMSNorm (step 08)."""
+    from . import add
+    path = _path_of(x)
+    _prep(x, w, None, path, res)
+    h, y = _pair(out, x)
+    add.VARIANTS[add.BEST[path]](x, res, out=h)
+    return h, onepass(h, w, out=y)
+
+
+@variant(dtypes=("float32", "float16"), alloc_out=_alloc_pair)
+def fused(x, res, w, out=None):
+    """One launch: h = x + res and y = RMSNorm(h) * w from the same registers."""
+    path = _path_of(x)
+    _, R, C = _prep(x, w, None, path, res)
+    h, y = _pair(out, x)
+    if R and C:
+        name = f"rmsnorm_09_fused_add_{'f32' if path == 'float32' else 'fp16'}"
+        launch(FAMILY, name, (R,), (onepass_threads(name, C, x.itemsize, R),),
+               (x, res, w, h, y, R, C, EPS, _vec_ok(16, x, res, w, h, y)))
+    return h, y
+
+
+def _torch_separate(x, res, w):
+    try:
+        import torch
+    except ImportError:
+        return None
+    t, r = torch.from_dlpack(x), torch.from_dlpack(res)
+    tw, th = torch.from_dlpack(w), torch.empty_like(t)
+
+    def f():
+        torch.add(t, r, out=th)
+        return th, torch.nn.functional.rms_norm(th, (t.shape[-1],), weight=tw, eps=EPS)
+    return f
+
+
+def _fused_bytes(x, res, w, *_):
+    return 4 * x.nbytes + w.nbytes     # read x and res, write h and y, the weight once
+
+
+FUSED = SimpleNamespace(
+    NAME="add_rmsnorm", FAMILY=FAMILY, case_key=case_key, make_input=_fused_input,
+    reference=_fused_reference, bytes_moved=_fused_bytes,
+    VARIANTS={"01_separate": separate, "02_fused": fused},
+    BEST={"float32": "02_fused", "float16": "02_fused"},
+    BASELINES={"torch add + rms_norm": _torch_separate},
+    SHAPES={k: SHAPES[k] for k in ("decode_1x4096", "batch64_4096", "prefill_512x4096", "prefill_8192x4096")},
+    CHECK_CASES=[c for c in CHECK_CASES if c[0][-1] in (1, 31, 1152, 4097, 8, 0)],
+)
+FUSED.RECORD_CASES = [(s, dt) for dt in ("float16", "float32") for s in FUSED.SHAPES.values()]
+FAMILIES = [sys.modules[__name__], FUSED]
