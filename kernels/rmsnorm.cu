@@ -260,8 +260,9 @@ template <> struct V16<__half> {
 
 // y = rmsnorm(x) * w, or (ADD) h = x + res written out and y = rmsnorm(h) * w.
 // The row stays in registers as raw 16-byte words (unpacked when used: fewer registers, so
-// more blocks per SM), and the weight is loaded before the reduction, so its DRAM latency
-// overlaps the barrier instead of following it.
+// more blocks per SM). The first 16 bytes of weight per thread are loaded before the
+// reduction, so a decode row (one load per thread) has no DRAM round trip left after the
+// barrier; prefetching all of it would cost 4x the registers for no gain at large batch.
 template <typename T, bool ADD>
 __device__ __forceinline__ void rms_onepass(const T* __restrict__ x, const T* __restrict__ res,
                                             const T* __restrict__ w, T* __restrict__ h, T* __restrict__ y,
@@ -273,15 +274,14 @@ __device__ __forceinline__ void rms_onepass(const T* __restrict__ x, const T* __
     const int nv = C / N;
     if (vec_ok && nv <= RMS_PER_THREAD * (int)blockDim.x) {
         const uint4* xv = reinterpret_cast<const uint4*>(x + base);
-        uint4 raw[RMS_PER_THREAD], wraw[RMS_PER_THREAD];   // this thread's slice of the row, and of w
+        const uint4* wv = reinterpret_cast<const uint4*>(w);
+        uint4 raw[RMS_PER_THREAD], w0;                   // this thread's slice of the row
 #pragma unroll
         for (int k = 0; k < RMS_PER_THREAD; ++k) {       // every load in flight at once
             const int g = threadIdx.x + k * blockDim.x;
-            if (g < nv) {
-                raw[k] = __ldg(xv + g);
-                wraw[k] = __ldg(reinterpret_cast<const uint4*>(w) + g);
-            }
+            if (g < nv) raw[k] = __ldg(xv + g);
         }
+        if ((int)threadIdx.x < nv) w0 = __ldg(wv + threadIdx.x);
         float ss = 0.0f;
 #pragma unroll
         for (int k = 0; k < RMS_PER_THREAD; ++k) {
@@ -309,7 +309,7 @@ __device__ __forceinline__ void rms_onepass(const T* __restrict__ x, const T* __
             if (g < nv) {
                 float v[N], wf[N];
                 V::unpack(raw[k], v);
-                V::unpack(wraw[k], wf);
+                V::unpack(k == 0 ? w0 : __ldg(wv + g), wf);
 #pragma unroll
                 for (int j = 0; j < N; ++j) v[j] = inv * v[j] * wf[j];
                 reinterpret_cast<uint4*>(y + base)[g] = V::pack(v);

@@ -158,6 +158,10 @@ def measure(fn, nbytes: int, **kw) -> dict:
 
 # ---- side-by-side comparison of a family's variants and baselines -----------------------------
 
+RESULT_COLUMNS = ["lab", "case", "name", "kind", "dtype", "rows", "cols", "median_us", "p10_us", "p90_us", "reps",
+                  "bytes", "gbps", "frac_copy", "frac_read", "device", "date", "source"]
+
+
 def compare(family, cases, names=None, baselines=True, reps=None):
     """Time variants (and baselines) of a family on cases = [(shape, dtype), ...].
 
@@ -173,7 +177,7 @@ def compare(family, cases, names=None, baselines=True, reps=None):
         if rec.empty:
             print(f"SKIPPED (compile-only): no recorded {family.NAME} results yet; "
                   "on a GPU this times every variant and baseline (make bench records them).")
-            return rec
+            return pd.DataFrame(columns=RESULT_COLUMNS)
         rec = rec[rec["case"].isin(keys) & rec["name"].isin(names + base)]
         dev = ", ".join(f"{d} ({dt})" for d, dt in rec[["device", "date"]].drop_duplicates().values)
         print(f"RECORDED results (not measured now), from: {dev}")
@@ -208,11 +212,12 @@ def compare(family, cases, names=None, baselines=True, reps=None):
 
 
 def select(df, **eq):
-    """Rows of df whose columns equal the given values (an empty frame stays empty)."""
+    """Rows of df whose columns equal the given values, or are in a given list (an empty
+    frame stays empty)."""
     for k, v in eq.items():
         if df.empty or k not in df:
             return df.iloc[0:0]
-        df = df[df[k] == v]
+        df = df[df[k].isin(v) if isinstance(v, (list, tuple, set)) else df[k] == v]
     return df
 
 

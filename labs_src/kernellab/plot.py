@@ -61,7 +61,7 @@ def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel(x)
+    ax.set_xlabel({"cols": "columns (row length, or elements for 1-D data)", "rows": "rows (batch)"}.get(x, x))
     ax.set_ylabel("GB/s (unique bytes read + written)")
     ax.set_title(f"{title}\n{_provenance(df)}", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
