@@ -163,6 +163,12 @@ pd.concat([bench.speedup(sweep, "06_bias_2d", "05_bias_mod").rename("modulo remo
            bench.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d").rename("8-wide loads (06/07)")], axis=1).round(2)
 
 # %% [markdown]
+# Read the two columns before believing the report. On the recorded H200, the modulo alone was
+# worth a few percent at most, while 8-wide loads were worth almost 3×: a 2-byte load per thread
+# is what starved the memory system, and the ALU time of `%` hid behind it. On a 16-SM Orin with
+# a tenth of the bandwidth, the balance of integer work to bytes is different: measure there
+# before you credit either change.
+#
 # ## DeepStack: add into a slice of rows, in place
 # Qwen3-VL adds vision features into the hidden states of the visual tokens only:
 # `x[row0 : row0 + k, :] += feats`. The seed does it on raw pointers. Here the launcher

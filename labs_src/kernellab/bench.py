@@ -238,7 +238,7 @@ def speedup(df, num: str, den: str, by="case"):
     t = df.pivot_table(index=[by, "device", "source"], columns="name", values="median_us")
     if num not in t or den not in t:
         return pd.Series(dtype=float)
-    return (t[den] / t[num]).rename(f"{num} vs {den}")
+    return (t[den] / t[num]).dropna().rename(f"{num} vs {den}")
 
 
 # ---- lab 00: the device's fundamentals, measured (or recorded) -----------------------------
@@ -353,7 +353,7 @@ def ncu(family, name: str, shape, dtype: str, metrics=NCU_METRICS, timeout: int 
     exe = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
     cmd = [exe or "ncu", "--metrics", ",".join(metrics), "--kernel-name", kname, "--launch-count", "1",
            "--csv", sys.executable, "-c", script]
-    shown = " ".join(cmd[:7]) + f" {sys.executable} -c \"{script}\""
+    shown = "PYTHONPATH=labs_src " + " ".join(cmd[:8]) + f" {sys.executable} -c \"{script}\""
     if not is_live() or exe is None:
         why = "no GPU here" if not is_live() else "ncu is not installed (it ships with the CUDA toolkit)"
         print(f"SKIPPED ({why}). On a GPU machine with Nsight Compute, run:\n  {shown}")
