@@ -185,8 +185,9 @@ build.ptxas_info("rmsnorm")
 # ## Timing: the seed's batches at hidden 4096, three data paths
 # Every variant and baseline runs on the same inputs in the same process, with the L2 flushed
 # before each repetition. GB/s counts one read of `x`, one write of `y` and one read of the
-# weight. The baselines are `torch.nn.functional.rms_norm` and a CuPy composite
-# (`x * rsqrt(mean(x²) + eps) * w`, several kernels).
+# weight. The baselines are `torch.nn.functional.rms_norm`, a CuPy composite
+# (`x * rsqrt(mean(x²) + eps) * w`, several kernels), and a floor: a device-to-device memcpy of
+# `x` into `y`, the same bytes with no arithmetic at all (its GB/s omits the weight's few KB).
 
 # %%
 res = bench.compare(rmsnorm, rmsnorm.RECORD_CASES)
@@ -217,7 +218,12 @@ plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, sma
 # is 10% of that. The second column charges the roof one launch too: it says how close the
 # kernel is to what any single kernel could do at this size.
 
+#
+# The memcpy floor makes the same point from the other side: the ratio of its time to step 08's
+# is how close step 08 comes to merely moving the bytes.
+
 # %%
+print(bench.speedup(bench.select(res, rows=8192), "08_onepass", "memcpy x -> y (floor)").round(3))
 roof = bench.roof_values()
 big = bench.select(res, name="08_onepass", rows=8192)
 big.assign(frac_copy_plus_launch=(big["bytes"] / roof.get("copy_gbps", np.nan) / 1e3
