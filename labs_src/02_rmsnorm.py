@@ -211,13 +211,11 @@ plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, sma
 # * **Bandwidth**: fp16 at 8192 × 4096 (64 MiB in, 64 MiB out), as a fraction of the copy roof.
 # * **Against torch**: step 08 vs `F.rms_norm` at 1 × 4096 (decode) and 512 × 4096 (prefill).
 # * **Decode**: a single row, in units of an empty kernel launch timed the same way.
-
 #
 # The copy roof is measured with ~500 MB of traffic, where one launch is noise. At 8192 × 4096
 # fp16 the kernel moves 128 MiB in ~32 µs at the roof, and one launch (~3.5 µs on an H100/H200)
 # is 10% of that. The second column charges the roof one launch too: it says how close the
 # kernel is to what any single kernel could do at this size.
-
 #
 # The memcpy floor makes the same point from the other side: the ratio of its time to step 08's
 # is how close step 08 comes to merely moving the bytes.
