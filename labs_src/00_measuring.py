@@ -47,6 +47,9 @@ build.show("measure", "03_fma")
 # How `bench` times (read `kernellab/bench.py`, it is short):
 # * **CUDA events** around each call, not a CPU clock;
 # * **L2 flushed** before every repetition by writing a buffer of at least 2× the L2;
+# * a **spacer** kernel, longer than the host's cost of one call, queued before each start event:
+#   on a slow host, Python's launch path could otherwise take longer than the flush and show up
+#   in the events as kernel time (a multi-launch call would look slower than it is);
 # * **warm-up** first, then the **median** with p10/p90 over 10–100 repetitions;
 # * **unique bytes**: GB/s counts each input read once and each output written once.
 
