@@ -337,16 +337,18 @@ def family_named(name: str):
     raise ValueError(f"no family named {name!r}")
 
 
-def ncu(family, name: str, shape, dtype: str, metrics=NCU_METRICS, timeout: int = 300):
+def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics=NCU_METRICS,
+        timeout: int = 300):
     """Collect the seed's Nsight Compute metrics for one launch of one variant, in a child
-    process under `ncu`. Returns a table, or prints the command to run where ncu is missing,
-    there is no GPU, or profiling is not permitted."""
+    process under `ncu`. kernel: a regex for the kernel to profile (default: the family's
+    kernel with the variant's step number, e.g. ^add_07_). Returns a table, or prints the
+    command to run where ncu is missing, there is no GPU, or profiling is not permitted."""
     import os
     import shutil
     import subprocess
     import sys
     import pandas as pd
-    kname = f"regex:^{family.FAMILY}_{name[:2]}_"
+    kname = "regex:" + (kernel or f"^{family.FAMILY}_{name[:2]}_")
     script = (f"import cupy; from kernellab.bench import family_named; f = family_named({family.NAME!r}); "
               f"a = [cupy.asarray(v) for v in f.make_input({tuple(shape)!r}, {dtype!r})]; "
               f"f.VARIANTS[{name!r}](*a); cupy.cuda.Device().synchronize()")
