@@ -51,15 +51,21 @@ __device__ __forceinline__ float4 mul4(float4 v, float s, float4 g) {
 // float4 loads are already there; the reduction is cub::BlockReduce<float, 128> plus a
 // broadcast, plain pointers (the compiler must assume x, w and y may alias), and loops
 // strided by the runtime blockDim.x. Two passes: the second re-reads x (mostly from L1).
+// The first pass (this thread's share of sum(x^2): n4 float4, then a scalar tail) is shared
+// with step 03.
+__device__ __forceinline__ float f32_sumsq(const float* xr, int C, int n4) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) ss += sumsq4(reinterpret_cast<const float4*>(xr)[i]);
+    for (int i = n4 * 4 + threadIdx.x; i < C; i += blockDim.x) ss += xr[i] * xr[i];
+    return ss;
+}
+
 extern "C" __global__ void rmsnorm_01_f32_cub(const float* x, const float* w, float* y,
                                               int R, int C, float eps, int vec_ok) {
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     const int n4 = vec_ok ? C / 4 : 0;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n4; i += blockDim.x) ss += sumsq4(reinterpret_cast<const float4*>(xr)[i]);
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += blockDim.x) ss += xr[i] * xr[i];
-    const float inv = rsqrtf(cub_block_sum(ss) / C + eps);
+    const float inv = rsqrtf(cub_block_sum(f32_sumsq(xr, C, n4)) / C + eps);
     for (int i = threadIdx.x; i < n4; i += blockDim.x)
         reinterpret_cast<float4*>(yr)[i] = mul4(reinterpret_cast<const float4*>(xr)[i], inv,
                                                 reinterpret_cast<const float4*>(w)[i]);
@@ -71,17 +77,23 @@ extern "C" __global__ void rmsnorm_01_f32_cub(const float* x, const float* w, fl
 // (16 B of shared memory instead of CUB's TempStorage); (b) __restrict__ lets the compiler
 // reorder and batch loads; (c) a compile-time stride (the seed's BLOCK_DIM template) with
 // #pragma unroll keeps several float4 loads in flight; (d) __ldg for the shared weight.
+// The first pass in that style is shared with step 04.
+__device__ __forceinline__ float f32_sumsq_ldg(const float* __restrict__ xr, int C, int n4) {
+    const float4* xv = reinterpret_cast<const float4*>(xr);
+    float ss = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n4; i += RMS_BLOCK) ss += sumsq4(__ldg(xv + i));
+    for (int i = n4 * 4 + threadIdx.x; i < C; i += RMS_BLOCK) ss += xr[i] * xr[i];
+    return ss;
+}
+
 extern "C" __global__ void rmsnorm_02_f32_shfl(const float* __restrict__ x, const float* __restrict__ w,
                                                float* __restrict__ y, int R, int C, float eps, int vec_ok) {
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     const float4* xv = reinterpret_cast<const float4*>(xr);
     const int n4 = vec_ok ? C / 4 : 0;
-    float ss = 0.0f;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += RMS_BLOCK) ss += sumsq4(__ldg(xv + i));
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += RMS_BLOCK) ss += xr[i] * xr[i];
-    const float inv = rsqrtf(shfl_block_sum(ss) / C + eps);
+    const float inv = rsqrtf(shfl_block_sum(f32_sumsq_ldg(xr, C, n4)) / C + eps);
 #pragma unroll 4
     for (int i = threadIdx.x; i < n4; i += RMS_BLOCK)
         reinterpret_cast<float4*>(yr)[i] = mul4(__ldg(xv + i), inv, __ldg(reinterpret_cast<const float4*>(w) + i));
@@ -97,10 +109,7 @@ extern "C" __global__ void rmsnorm_03_f32_fp16w_cub(const float* x, const __half
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     const int n4 = vec_ok ? C / 4 : 0;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n4; i += blockDim.x) ss += sumsq4(reinterpret_cast<const float4*>(xr)[i]);
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += blockDim.x) ss += xr[i] * xr[i];
-    const float inv = rsqrtf(cub_block_sum(ss) / C + eps);
+    const float inv = rsqrtf(cub_block_sum(f32_sumsq(xr, C, n4)) / C + eps);
     for (int i = threadIdx.x; i < n4; i += blockDim.x) {
         const int b = i * 4;
         const float4 g = make_float4(__half2float(w[b]), __half2float(w[b + 1]),
@@ -119,11 +128,7 @@ extern "C" __global__ void rmsnorm_04_f32_fp16w_uint2(const float* __restrict__ 
     float* yr = y + (size_t)blockIdx.x * C;
     const float4* xv = reinterpret_cast<const float4*>(xr);
     const int n4 = vec_ok ? C / 4 : 0;
-    float ss = 0.0f;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += RMS_BLOCK) ss += sumsq4(__ldg(xv + i));
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += RMS_BLOCK) ss += xr[i] * xr[i];
-    const float inv = rsqrtf(shfl_block_sum(ss) / C + eps);
+    const float inv = rsqrtf(shfl_block_sum(f32_sumsq_ldg(xr, C, n4)) / C + eps);
 #pragma unroll 4
     for (int i = threadIdx.x; i < n4; i += RMS_BLOCK) {
         const uint2 raw = __ldg(reinterpret_cast<const uint2*>(w) + i);   // 4 halves, one load
