@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .build import launch, variant
-from .check import out_like, require
+from .check import aligned, out_like, require
 
 NAME = "add"
 FAMILY = "add"
@@ -65,10 +65,6 @@ def bytes_moved(a, b, *_):
 
 # ---- launchers ----------------------------------------------------------------------------------
 
-def _aligned(width, *arrays):
-    return int(all(a.data.ptr % width == 0 for a in arrays))
-
-
 def _size_ok(n):
     if n > MAX_N:
         raise ValueError(f"{n} elements: these kernels index with int32 (at most {MAX_N}); split the call")
@@ -83,7 +79,7 @@ def _elementwise(name, dtype, block, per_thread, vec_bytes=0):
         n = a.size
         _size_ok(n)
         if n:
-            extra = (_aligned(vec_bytes, a, b, out_),) if vec_bytes else ()
+            extra = (int(aligned(vec_bytes, a, b, out_)),) if vec_bytes else ()
             launch(FAMILY, f"add_{name}", (-(-n // (block * per_thread)),), (block,), (a, b, out_, n, *extra))
         return out_
     run.__name__ = name
@@ -101,6 +97,7 @@ BEST = {"float32": "02_f32_float4", "float16": "04_fp16_vec8"}
 
 
 def _cupy(a, b):
+    """cupy.add into a preallocated output (b may broadcast, as the bias does)."""
     import cupy
     o = cupy.empty_like(a)
     return lambda: cupy.add(a, b, out=o)
@@ -143,27 +140,11 @@ def _bias_step(name, cols_per_thread, two_d):
             else:
                 rows_per_block = BIAS_ROWS if cols_per_thread > 1 else 1
                 grid = (-(-cols // (256 * cols_per_thread)), min(-(-rows // rows_per_block), 65535))
-                extra = (int(cols % 8 == 0 and _aligned(16, m, bias, out_)),) if cols_per_thread > 1 else ()
+                extra = (int(cols % 8 == 0 and aligned(16, m, bias, out_)),) if cols_per_thread > 1 else ()
                 launch(FAMILY, f"add_{name}", grid, (256,), (m, bias, out_, rows, cols, *extra))
         return out_
     run.__name__ = name
     return run
-
-
-def _bias_cupy(m, bias):
-    import cupy
-    o = cupy.empty_like(m)
-    return lambda: cupy.add(m, bias, out=o)
-
-
-def _bias_torch(m, bias):
-    try:
-        import torch
-    except ImportError:
-        return None
-    tm, tb = torch.from_dlpack(m), torch.from_dlpack(bias)
-    to = torch.empty_like(tm)
-    return lambda: torch.add(tm, tb, out=to)
 
 
 BIAS_COLS = [1000, 1152, 3584, 4096, 4099, 11008, 151936]     # the modulo sweep: 2**25 elements each
@@ -174,7 +155,7 @@ BIAS = SimpleNamespace(
               "06_bias_2d": variant(dtypes=("float16",))(_bias_step("06_bias_2d", 1, True)),
               "07_bias_2d_vec8": variant(dtypes=("float16",))(_bias_step("07_bias_2d_vec8", 8, True))},
     BEST={"float16": "07_bias_2d_vec8"},
-    BASELINES={"cupy + (broadcast)": _bias_cupy, "torch.add (broadcast)": _bias_torch},
+    BASELINES={"cupy + (broadcast)": _cupy, "torch.add (broadcast)": _torch},
     SHAPES={"seed_qkv_bias_512x4096": (512, 4096), "64M_16384x4096": (16384, 4096)},
     SWEEP=[(2 ** 25 // c, c) for c in BIAS_COLS],
     CHECK_CASES=[(s, v) for s in [(1, 1), (3, 31), (1, 1023), (3, 1152), (5, 3584), (64, 4097), (70000, 8),
@@ -211,7 +192,7 @@ def add_into_rows(x, feats, row0):
     if n:
         view = x[row0:row0 + k]
         launch(FAMILY, "add_09_rows_inplace", (-(-n // (256 * 8)),), (256,),
-               (view, feats, n, _aligned(16, view, feats)))
+               (view, feats, n, int(aligned(16, view, feats))))
     return x
 
 

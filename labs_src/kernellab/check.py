@@ -42,6 +42,12 @@ def require(x, name: str = "x", *, dtype=None, ndim=None, shape=None, contiguous
     return x
 
 
+def aligned(width: int, *arrays) -> bool:
+    """True when every array's base address is a multiple of `width` bytes: what a vector
+    load (float4, uint4: 16 bytes) needs before the launcher lets a kernel use it."""
+    return all(a.data.ptr % width == 0 for a in arrays)
+
+
 def out_like(out, x, name="out", shape=None, dtype=None):
     """Allocate the output, or validate a caller's `out` (used outside timed regions)."""
     import cupy
@@ -161,10 +167,11 @@ def grade_exercise(src, kernel_name, *, ptx_must_contain, make_input, reference,
         print("SKIPPED (compile-only): on a GPU the kernel runs and is compared with NumPy.")
         return
     import cupy
-    outs = [cupy.empty(w.shape, w.dtype) for w in (want if isinstance(want, tuple) else (want,))]
+    wants = want if isinstance(want, tuple) else (want,)
+    outs = [cupy.empty(w.shape, w.dtype) for w in wants]
     fn(grid(*inputs), block, kernel_args([cupy.asarray(a) for a in inputs] + outs + list(scalars(*inputs))))
-    for k, (g, w) in enumerate(_pairs(tuple(outs) if isinstance(want, tuple) else outs[0], want)):
-        check(g, w, name=f"exercise {kernel_name}" + (f" output {k}" if isinstance(want, tuple) else ""))
+    for k, (g, w) in enumerate(zip(outs, wants)):
+        check(g, w, name=f"exercise {kernel_name}" + (f" output {k}" if len(wants) > 1 else ""))
 
 
 def error_sweep(family, names, sizes, dtype="float32", rows=4):

@@ -12,6 +12,14 @@ from .device import info, is_live, now, save_recorded
 LABS = ["measuring", "softmax", "rmsnorm", "add"]
 
 
+def families(labs):
+    """Every family of the given lab modules (a module may hold several: its FAMILIES)."""
+    import importlib
+    for lab in labs:
+        mod = importlib.import_module(f"kernellab.{lab}")
+        yield from getattr(mod, "FAMILIES", [mod])
+
+
 def _family_cases(fam):
     if hasattr(fam, "RECORD_CASES"):
         return fam.RECORD_CASES
@@ -38,15 +46,9 @@ def main(labs) -> int:
     if not is_live():
         print("kernellab.record needs a CUDA GPU: recorded results are measured, never typed in.")
         return 2
-    import importlib
     meta = {"roofs": {k: v for k, v in bench.roofs().items()}, "roofs_date": now()}
     for lab in labs or LABS:
-        if lab == "measuring":
-            families = [None]
-        else:
-            mod = importlib.import_module(f"kernellab.{lab}")
-            families = getattr(mod, "FAMILIES", [mod])
-        for fam in families:
+        for fam in ([None] if lab == "measuring" else families([lab])):
             df = bench.fundamentals() if fam is None else bench.compare(fam, _family_cases(fam))
             df = df.drop(columns=["device", "date", "source"])
             path = save_recorded(lab if fam is None else fam.NAME, df, meta)

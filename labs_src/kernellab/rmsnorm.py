@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from .build import kernel, launch, variant
-from .check import out_like, require
+from .check import aligned, out_like, require
+from .device import info
 
 NAME = "rmsnorm"
 FAMILY = "rmsnorm"
@@ -92,8 +93,9 @@ def bytes_moved(x, w, *_):
 
 # ---- launchers ----------------------------------------------------------------------------------
 
-def _prep(x, w, out, path, *more):
-    """Validate x (1-D or 2-D, contiguous), the weight (hidden,) and out; returns (out, R, C)."""
+def _validate(x, w, path, *more):
+    """Validate x (1-D or 2-D, contiguous), the weight (hidden,) and any more inputs shaped like
+    x (the residual); returns (rows, hidden). Allocates nothing."""
     xdt, wdt = PATHS[path]
     require(x, "x", dtype=xdt, ndim=(1, 2))
     C = x.shape[-1]
@@ -102,19 +104,19 @@ def _prep(x, w, out, path, *more):
         raise ValueError(f"weight: expected length {C} (the hidden size of x), got {w.shape[0]}")
     for i, m in enumerate(more):
         require(m, "residual" if i == 0 else "input", dtype=xdt, shape=x.shape)
-    return out_like(out, x), (x.size // C if C else 0), C
+    return (x.size // C if C else 0), C
 
 
 def _vec_ok(width_bytes, *arrays):
-    C = arrays[0].shape[-1]
-    item = arrays[0].itemsize
-    return int((C * item) % width_bytes == 0 and all(a.data.ptr % width_bytes == 0 for a in arrays))
+    """Rows of arrays[0] start on width_bytes boundaries, and so does every base."""
+    return int((arrays[0].shape[-1] * arrays[0].itemsize) % width_bytes == 0 and aligned(width_bytes, *arrays))
 
 
 def _seed_step(name, path, width_bytes):
     """A seed-shaped kernel (steps 01-07): one 128-thread block per row."""
     def run(x, w, out=None):
-        out_, R, C = _prep(x, w, out, path)
+        R, C = _validate(x, w, path)
+        out_ = out_like(out, x)
         if R and C:
             launch(FAMILY, f"rmsnorm_{name}", (R,), (SEED_BLOCK,),
                    (x, w, out_, R, C, EPS, _vec_ok(width_bytes, x, w, out_)))
@@ -129,7 +131,6 @@ def onepass_threads(name, C, itemsize, R):
     shorter per-thread chains); capped by what the compiled kernel can launch."""
     per = 16 // itemsize
     need = -(-C // per)
-    from .device import info
     if R >= info()["sms"]:
         need = -(-need // PER_THREAD)
     cap = min(1024, kernel(FAMILY, name).max_threads_per_block)
@@ -137,7 +138,8 @@ def onepass_threads(name, C, itemsize, R):
 
 
 def _onepass(x, w, out, path):
-    out_, R, C = _prep(x, w, out, path)
+    R, C = _validate(x, w, path)
+    out_ = out_like(out, x)
     if R and C:
         name = "rmsnorm_08_f32_onepass" if path == "float32" else "rmsnorm_08_fp16_onepass"
         launch(FAMILY, name, (R,), (onepass_threads(name, C, x.itemsize, R),),
@@ -226,32 +228,28 @@ def _fused_reference(x, res, w, eps=EPS):
     return h, reference(h, w, eps)
 
 
-def _alloc_pair(x, *_):
-    import cupy
-    return cupy.empty_like(x), cupy.empty_like(x)
-
-
 def _pair(out, x):
+    """The (h, y) outputs: validated when given, else allocated."""
     h, y = (None, None) if out is None else out
     return out_like(h, x, "out[0] (h)"), out_like(y, x, "out[1] (y)")
 
 
-@variant(dtypes=("float32", "float16"), alloc_out=_alloc_pair)
+@variant(dtypes=("float32", "float16"), alloc_out=lambda x, *_: _pair(None, x))
 def separate(x, res, w, out=None):
     """Two launches, the best of each lab: add (lab 03) then one-pass RMSNorm (step 08)."""
     from . import add
     path = _path_of(x)
-    _prep(x, w, None, path, res)
+    _validate(x, w, path, res)
     h, y = _pair(out, x)
     add.VARIANTS[add.BEST[path]](x, res, out=h)
     return h, onepass(h, w, out=y)
 
 
-@variant(dtypes=("float32", "float16"), alloc_out=_alloc_pair)
+@variant(dtypes=("float32", "float16"), alloc_out=lambda x, *_: _pair(None, x))
 def fused(x, res, w, out=None):
     """One launch: h = x + res and y = RMSNorm(h) * w from the same registers."""
     path = _path_of(x)
-    _, R, C = _prep(x, w, None, path, res)
+    R, C = _validate(x, w, path, res)
     h, y = _pair(out, x)
     if R and C:
         name = f"rmsnorm_09_fused_add_{'f32' if path == 'float32' else 'fp16'}"

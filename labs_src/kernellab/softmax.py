@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .build import launch, variant
-from .check import out_like, require
+from .check import aligned, out_like, require
 
 NAME = "softmax"
 FAMILY = "softmax"
@@ -91,7 +91,7 @@ def _prep(x, out, dtype="float32"):
 
 def _vec_ok(x, out, width):
     """16-byte loads need every row start aligned: C a multiple of the vector width."""
-    return int(x.shape[1] % width == 0 and x.data.ptr % 16 == 0 and out.data.ptr % 16 == 0)
+    return int(x.shape[1] % width == 0 and aligned(16, x, out))
 
 
 def _run(name, x, out, block, *extra, rows_per_block=1):
