@@ -8,7 +8,7 @@ plot    the few figure kinds, each labelled live or recorded with device and dat
 device  device facts, live vs compile-only mode, recorded results
 """
 from . import device, build, check, bench, plot  # noqa: F401
-from .device import mode, is_live, banner  # noqa: F401
+from .device import mode, is_live, banner, say, provenance  # noqa: F401
 from .check import check as check_close, require, CheckError  # noqa: F401
 
-__all__ = ["device", "build", "check", "bench", "plot", "mode", "is_live", "banner", "require", "CheckError"]
+__all__ = ["device", "build", "check", "bench", "plot", "mode", "is_live", "banner", "say", "provenance", "require", "CheckError"]

@@ -164,3 +164,28 @@ def load_recorded(lab: str):
             df["source"] = "recorded"
             frames.append(df)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+# ---- prose computed from the results on screen -------------------------------------------------
+
+def provenance(df) -> str:
+    """'live on <device>, <date>' / 'recorded on <device>, <date>' for the rows of a results frame."""
+    if df is None or len(df) == 0 or "source" not in df:
+        return "no data"
+    return "; ".join(f"{src} on {dev}, {date}" for src, dev, date in
+                     df[["source", "device", "date"]].drop_duplicates().values)
+
+
+def say(md: str) -> None:
+    """Show a sentence computed from the results on screen (Markdown in a notebook, text
+    elsewhere). Every sentence in a lab that quotes a number or gives a verdict goes through
+    here, built with an f-string from the measured or recorded frame, never typed for one device."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+        if get_ipython() is not None:
+            display(Markdown(md))
+            return
+    except ImportError:
+        pass
+    print(md)
