@@ -87,17 +87,66 @@ __device__ __forceinline__ float f32_sumsq_ldg(const float* __restrict__ xr, int
     return ss;
 }
 
-extern "C" __global__ void rmsnorm_02_f32_shfl(const float* __restrict__ x, const float* __restrict__ w,
-                                               float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+// Step 02's body, with each of its four changes as a switch, so the ablation kernels below can
+// undo one at a time: CUB (the reduction), FIXED (compile-time stride + unroll 4), LDG (__ldg);
+// __restrict__ is on the kernel's parameters. All switches on = step 02.
+template <bool LDG> __device__ __forceinline__ float4 ld4(const float4* p) { return LDG ? __ldg(p) : *p; }
+template <bool LDG> __device__ __forceinline__ float ld1(const float* p) { return LDG ? __ldg(p) : *p; }
+
+template <bool CUB, bool FIXED, bool LDG>
+__device__ __forceinline__ void rms_f32_body(const float* x, const float* w, float* y, int C, float eps, int vec_ok) {
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     const float4* xv = reinterpret_cast<const float4*>(xr);
     const int n4 = vec_ok ? C / 4 : 0;
-    const float inv = rsqrtf(shfl_block_sum(f32_sumsq_ldg(xr, C, n4)) / C + eps);
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += RMS_BLOCK)
-        reinterpret_cast<float4*>(yr)[i] = mul4(__ldg(xv + i), inv, __ldg(reinterpret_cast<const float4*>(w) + i));
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += RMS_BLOCK) yr[i] = inv * xr[i] * __ldg(w + i);
+    const int step = FIXED ? RMS_BLOCK : blockDim.x;
+    float ss = 0.0f;
+#pragma unroll (FIXED ? 4 : 1)
+    for (int i = threadIdx.x; i < n4; i += step) ss += sumsq4(ld4<LDG>(xv + i));
+    for (int i = n4 * 4 + threadIdx.x; i < C; i += step) ss += xr[i] * xr[i];
+    const float inv = rsqrtf((CUB ? cub_block_sum(ss) : shfl_block_sum(ss)) / C + eps);
+#pragma unroll (FIXED ? 4 : 1)
+    for (int i = threadIdx.x; i < n4; i += step)
+        reinterpret_cast<float4*>(yr)[i] = mul4(ld4<LDG>(xv + i), inv, ld4<LDG>(reinterpret_cast<const float4*>(w) + i));
+    for (int i = n4 * 4 + threadIdx.x; i < C; i += step) yr[i] = inv * xr[i] * ld1<LDG>(w + i);
+}
+
+extern "C" __global__ void rmsnorm_02_f32_shfl(const float* __restrict__ x, const float* __restrict__ w,
+                                               float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32_body<false, true, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_02_ablate_cub ===
+// Why: step 02 made four changes at once and the seed credits "the reduction". This is step 02
+// with only the reduction undone (cub::BlockReduce again): its time over step 02's is what the
+// warp-shuffle reduction alone is worth.
+extern "C" __global__ void rmsnorm_02_ablate_cub(const float* __restrict__ x, const float* __restrict__ w,
+                                                 float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32_body<true, true, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_02_ablate_runtime_stride ===
+// Why: step 02 with only the loop undone: stride blockDim.x (unknown to the compiler) and no
+// unrolling, so each thread has one 16-byte load in flight instead of up to four.
+extern "C" __global__ void rmsnorm_02_ablate_runtime_stride(const float* __restrict__ x, const float* __restrict__ w,
+                                                            float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32_body<false, false, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_02_ablate_no_ldg ===
+// Why: step 02 without __ldg, keeping __restrict__: the compiler may still choose the
+// read-only path by itself (the PTX says whether it did).
+extern "C" __global__ void rmsnorm_02_ablate_no_ldg(const float* __restrict__ x, const float* __restrict__ w,
+                                                    float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32_body<false, true, false>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_02_ablate_plain ===
+// Why: step 02 without __ldg and without __restrict__ (plain pointers, as step 01): together
+// with the row above, it separates what __restrict__ is worth from what __ldg is worth.
+extern "C" __global__ void rmsnorm_02_ablate_plain(const float* x, const float* w, float* y,
+                                                   int R, int C, float eps, int vec_ok) {
+    rms_f32_body<false, true, false>(x, w, y, C, eps, vec_ok);
 }
 
 // === rmsnorm_03_f32_fp16w_cub ===
@@ -210,10 +259,19 @@ extern "C" __global__ void rmsnorm_06_fp16_uint4(const __half* __restrict__ x, c
     rms_fp16_uint4<true>(x, w, y, C, eps, vec_ok);
 }
 
+// === rmsnorm_07_fp16_restrict_no_ldg ===
+// Why: the seed credits __ldg with keeping the shared weight out of L1. One change at a time:
+// this is step 06 without the __ldg calls, __restrict__ kept. With const __restrict__ pointers
+// the compiler may use the read-only path on its own: the PTX shows whether it did.
+extern "C" __global__ void rmsnorm_07_fp16_restrict_no_ldg(const __half* __restrict__ x, const __half* __restrict__ w,
+                                                           __half* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_fp16_uint4<false>(x, w, y, C, eps, vec_ok);
+}
+
 // === rmsnorm_07_fp16_uint4_no_ldg ===
-// Why: the seed credits __ldg with keeping the shared weight out of L1. To measure that
-// claim, this is step 06 with plain loads and no __restrict__: the PTX shows ld.global
-// where step 06 has ld.global.nc (the read-only path), and the timing shows what it is worth.
+// Why: the second change: __restrict__ removed as well (plain pointers, plain loads). The PTX
+// shows ld.global where step 06 has ld.global.nc (the read-only path); the timing against
+// the step above is what __restrict__ is worth, the step above against step 06 what __ldg is.
 extern "C" __global__ void rmsnorm_07_fp16_uint4_no_ldg(const __half* x, const __half* w, __half* y,
                                                         int R, int C, float eps, int vec_ok) {
     rms_fp16_uint4<false>(x, w, y, C, eps, vec_ok);

@@ -153,6 +153,7 @@ f32_fp16w_cub = variant(dtypes=("f32_fp16w",))(_seed_step("03_f32_fp16w_cub", "f
 f32_fp16w_uint2 = variant(dtypes=("f32_fp16w",))(_seed_step("04_f32_fp16w_uint2", "f32_fp16w", 16))
 fp16_half2_cub = variant(dtypes=("float16",))(_seed_step("05_fp16_half2_cub", "float16", 4))
 fp16_uint4 = variant(dtypes=("float16",))(_seed_step("06_fp16_uint4", "float16", 16))
+fp16_restrict_no_ldg = variant(dtypes=("float16",))(_seed_step("07_fp16_restrict_no_ldg", "float16", 16))
 fp16_uint4_no_ldg = variant(dtypes=("float16",))(_seed_step("07_fp16_uint4_no_ldg", "float16", 16))
 
 
@@ -173,10 +174,33 @@ VARIANTS = {
     "04_f32_fp16w_uint2": f32_fp16w_uint2,
     "05_fp16_half2_cub": fp16_half2_cub,
     "06_fp16_uint4": fp16_uint4,
+    "07_fp16_restrict_no_ldg": fp16_restrict_no_ldg,
     "07_fp16_uint4_no_ldg": fp16_uint4_no_ldg,
     "08_onepass": onepass,
 }
 BEST = {"float32": "08_onepass", "f32_fp16w": "04_f32_fp16w_uint2", "float16": "08_onepass"}
+
+
+# ---- ablation of step 02: the seed's four changes, undone one at a time ----------------------
+
+ABLATION_STEPS = {   # name -> what it is, for the lab's table
+    "01_f32_cub": "step 01 (before: all four changes undone)",
+    "02_f32_shfl": "step 02 (after: all four changes)",
+    "02_ablate_cub": "step 02 with cub::BlockReduce in place of warp shuffles",
+    "02_ablate_runtime_stride": "step 02 with stride blockDim.x and no unrolling",
+    "02_ablate_no_ldg": "step 02 without __ldg (__restrict__ kept)",
+    "02_ablate_plain": "step 02 without __ldg and without __restrict__",
+}
+ABLATION = SimpleNamespace(
+    NAME="rmsnorm_ablation", FAMILY=FAMILY, case_key=case_key, make_input=make_input,
+    reference=reference, bytes_moved=bytes_moved,
+    VARIANTS={k: (VARIANTS[k] if k in VARIANTS else variant()(_seed_step(k, "float32", 16)))
+              for k in ABLATION_STEPS},
+    BEST={}, BASELINES={},
+    SHAPES={k: SHAPES[k] for k in ("decode_1x4096", "batch64_4096", "prefill_8192x4096")},
+    CHECK_CASES=[c for c in CHECK_CASES if c[0][-1] in (1, 31, 1152, 4097, 8, 0)],
+)
+ABLATION.RECORD_CASES = [(s, "float32") for s in ABLATION.SHAPES.values()]
 
 
 # ---- baselines ------------------------------------------------------------------------------------
@@ -286,4 +310,4 @@ FUSED = SimpleNamespace(
     CHECK_CASES=[c for c in CHECK_CASES if c[0][-1] in (1, 31, 1152, 4097, 8, 0)],
 )
 FUSED.RECORD_CASES = [(s, dt) for dt in ("float16", "float32") for s in FUSED.SHAPES.values()]
-FAMILIES = [sys.modules[__name__], FUSED]
+FAMILIES = [sys.modules[__name__], FUSED, ABLATION]

@@ -1,6 +1,10 @@
 """Softmax family: the ladder of seed 001 (naive -> safe -> warp shuffle -> online -> vectorised)."""
 from __future__ import annotations
 
+import functools
+import sys
+from types import SimpleNamespace
+
 import numpy as np
 
 from .build import launch, variant
@@ -9,6 +13,8 @@ from .check import aligned, out_like, require
 NAME = "softmax"
 FAMILY = "softmax"
 ROW_BLOCK = 256   # steps 02-04 are compiled for this block size (ROW_BLOCK in softmax.cu)
+VEC_PER_THREAD = 8   # float4 per thread that step 05 keeps in registers (VEC_PER_THREAD in softmax.cu)
+H8_PER_THREAD = 4    # 8-half loads per thread that steps 06/07 keep (H8_PER_THREAD in softmax.cu)
 
 # Seed-relevant shapes (rows, cols).
 SHAPES = {
@@ -113,6 +119,11 @@ def safe_smem(x, out=None):
 
 
 @variant()
+def safe_interleaved(x, out=None):
+    return _run("softmax_02_safe_interleaved", x, out, ROW_BLOCK)
+
+
+@variant()
 def warp_shuffle(x, out=None):
     return _run("softmax_03_warp_shuffle", x, out, ROW_BLOCK)
 
@@ -136,37 +147,115 @@ def _threads(name, C, per_thread_elems):
     return int(min(cap, max(32, -(-need // 32) * 32)))
 
 
-def _row_groups(name, x, out, dtype, width, per_thread):
-    """Launch a register-cached kernel: a warp per row (8 rows per block) for short rows,
-    else one block per row with enough threads to hold the row."""
+def _geometry(name, C, width, per_thread):
+    """(threads per row, rows per block) of a register-cached kernel: a warp per row (8 rows per
+    block) for short rows, else one block per row with enough threads to hold the row."""
+    t = _threads(name, C, width * per_thread)
+    return t, (8 if t == 32 else 1)
+
+
+def _row_groups(name, x, out, dtype, width, per_thread, vec_ok=None, threads=None):
+    """Launch a register-cached kernel with _geometry's block (or `threads` per row, one row per
+    block). vec_ok=0 forces the scalar loads (the ablation's "no 16-byte loads" row)."""
     out_, R, C = _prep(x, out, dtype)
     if R and C:
-        t = _threads(name, C, width * per_thread)
-        rows = 8 if t == 32 else 1
-        launch(FAMILY, name, (-(-R // rows),), (t, rows), (x, out_, R, C, _vec_ok(x, out_, width)))
+        t, rows = (threads, 1) if threads else _geometry(name, C, width, per_thread)
+        ok = _vec_ok(x, out_, width) if vec_ok is None else vec_ok
+        launch(FAMILY, name, (-(-R // rows),), (t, rows), (x, out_, R, C, ok))
     return out_
 
 
 @variant()
 def online_vec4(x, out=None):
-    return _row_groups("softmax_05_online_vec4", x, out, "float32", 4, 8)
+    return _row_groups("softmax_05_online_vec4", x, out, "float32", 4, VEC_PER_THREAD)
 
 
 @variant(dtypes=("float16",))
 def fp16_vec8(x, out=None):
-    return _row_groups("softmax_06_fp16_vec8", x, out, "float16", 8, 4)
+    return _row_groups("softmax_06_fp16_vec8", x, out, "float16", 8, H8_PER_THREAD)
+
+
+@functools.lru_cache(maxsize=None)
+def resident_blocks(name, threads) -> int:
+    """How many blocks of `threads` threads of kernel `name` fit on the whole GPU at once
+    (the occupancy API x SMs): the grid of a kernel that walks rows with a stride."""
+    import cupy
+    from .build import kernel
+    from .device import info
+    fn = kernel(FAMILY, name)
+    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, 0)
+    return max(1, per_sm) * info()["sms"]
+
+
+@variant(dtypes=("float16",))
+def fp16_pipelined(x, out=None):
+    """Step 07: as many blocks as fit at once, each walking rows and loading the next row
+    before reducing this one. Rows that step 07 does not cover (not 16-byte aligned, or too
+    long for the registers) go to step 06's kernel."""
+    name = "softmax_07_fp16_pipelined"
+    out_, R, C = _prep(x, out, "float16")
+    if R and C:
+        t, rows = _geometry(name, C, 8, H8_PER_THREAD)
+        if not _vec_ok(x, out_, 8) or -(-C // 8) > H8_PER_THREAD * t:
+            return fp16_vec8(x, out=out_)
+        grid = min(-(-R // rows), resident_blocks(name, t * rows))
+        launch(FAMILY, name, (grid,), (t, rows), (x, out_, R, C, 1))
+    return out_
 
 
 VARIANTS = {
     "01_naive": naive,
     "02_safe_smem": safe_smem,
+    "02_safe_interleaved": safe_interleaved,
     "03_warp_shuffle": warp_shuffle,
     "03_warp_per_row": warp_per_row,
     "04_online": online,
     "05_online_vec4": online_vec4,
     "06_fp16_vec8": fp16_vec8,
+    "07_fp16_pipelined": fp16_pipelined,
 }
-BEST = {"float32": "05_online_vec4", "float16": "06_fp16_vec8"}
+BEST = {"float32": "05_online_vec4", "float16": "07_fp16_pipelined"}
+
+
+# ---- ablation: what each change of steps 04 and 05 is worth on its own --------------------------
+# Step 05 changed four things at once; each row below is step 05 with ONE of them undone (or
+# step 04 with its first, two-exp update), same inputs, same run. time(row) / time(step 05) is
+# what that one change is worth, given the other three.
+
+@variant()
+def online_two_exp(x, out=None):
+    return _run("softmax_04_ablate_two_exp", x, out, ROW_BLOCK)
+
+
+def _ablate(label, name="softmax_05_online_vec4", **kw):
+    def run(x, out=None):
+        return _row_groups(name, x, out, "float32", 4, VEC_PER_THREAD, **kw)
+    run.__name__ = label
+    return variant()(run)
+
+
+ABLATION_STEPS = {   # name -> what is undone, for the lab's table
+    "04_online": "step 04 (one exp per element)",
+    "04_two_exp": "step 04 with its first update: two guarded expf per element",
+    "05_online_vec4": "step 05: all four changes",
+    "05_no_vec_loads": "step 05 with scalar loads (vec_ok = 0) in place of 16-byte loads",
+    "05_no_ex2": "step 05 with expf in place of ex2.approx",
+    "05_no_reg_cache": "step 05 streaming the row twice in place of keeping it in registers",
+    "05_block_256": "step 05 launched like step 04: 256 threads, one row per block",
+}
+ABLATION = SimpleNamespace(
+    NAME="softmax_ablation", FAMILY=FAMILY, case_key=case_key, make_input=make_input,
+    reference=reference, bytes_moved=bytes_moved,
+    VARIANTS={"04_online": online, "04_two_exp": online_two_exp, "05_online_vec4": online_vec4,
+              "05_no_vec_loads": _ablate("05_no_vec_loads", vec_ok=0),
+              "05_no_ex2": _ablate("05_no_ex2", "softmax_05_ablate_expf"),
+              "05_no_reg_cache": _ablate("05_no_reg_cache", "softmax_05_ablate_stream"),
+              "05_block_256": _ablate("05_block_256", threads=ROW_BLOCK)},
+    BEST={}, BASELINES={},
+    SHAPES={k: SHAPES[k] for k in ("square_4096", "long_rows_1024x32768", "short_rows_32768x1024")},
+    CHECK_CASES=CHECK_CASES,
+)
+ABLATION.RECORD_CASES = [(s, "float32") for s in ABLATION.SHAPES.values()]
 
 
 # ---- baselines: factories that bind the inputs once, outside any timed region -----------------
@@ -195,3 +284,5 @@ def _torch(x):
 
 
 BASELINES = {"cupyx.softmax": _cupyx, "cupy composite": _composite, "torch.softmax": _torch}
+
+FAMILIES = [sys.modules[__name__], ABLATION]
