@@ -1,28 +1,66 @@
-# Two commands for a learner: `make lab` and `make test`. See README.md.
+# CUDA Kernel Labs. Learners: `make lab`. Authors: `make author`. CI: `make test`. See README.md.
 SHELL := /bin/bash
 export PYTHONPATH := $(CURDIR)/labs_src$(if $(PYTHONPATH),:$(PYTHONPATH))
 LABS := $(wildcard labs_src/[0-9][0-9]_*.py)
-WITHPY = PY=$$(scripts/env.sh $(1)) && export PATH="$$(dirname "$$(command -v $$PY)"):$$PATH" &&
+MY_LABS ?= my-labs
+# scripts/env.sh prints the python to use (and sets .venv up once); CUDA_PATH is exported on a Jetson.
+WITHPY = PY=$$(scripts/env.sh $(1)) && export PATH="$$(dirname "$$(command -v $$PY)"):$$PATH" && \
+  eval "$$(scripts/env.sh --exports)" &&
+JUPYTER = $$PY -m jupyter lab --ServerApp.ip=127.0.0.1 $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test notebooks bench check-gpu clean
+.PHONY: lab author test test-browser notebooks clean-notebooks student solutions reset bench \
+        headline wheelhouse check-gpu clean
 
-## make lab: set up (once), sync notebooks with labs_src, start JupyterLab on localhost (token on)
+## make lab: (set up once) copy the labs without their solutions into my-labs/ (never overwriting
+## your copies; new labs are added) and open JupyterLab there (localhost, token on)
 lab:
-	@$(call WITHPY,lab) $$PY -m jupytext --sync $(LABS) && \
-	  $$PY -m jupyter lab --ServerApp.ip=127.0.0.1 --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	@$(call WITHPY,lab) $$PY scripts/notebooks.py learner $(MY_LABS) && \
+	  $(JUPYTER) --ServerApp.root_dir=$(MY_LABS)
 
-## make test: set up (once), run the whole suite: pytest + nbval over every notebook
+## make reset LAB=01: move my-labs/01_*.ipynb aside (my-labs/.old/, timestamped), restore a fresh copy
+reset:
+	@[ -n "$(LAB)" ] || { echo "usage: make reset LAB=01"; exit 2; }
+	@$(call WITHPY,test) $$PY scripts/notebooks.py reset $(LAB) $(MY_LABS)
+
+## make student DEST=dir: the solution-free set for a classroom; FORCE=1 overwrites existing notebooks
+student:
+	@[ -n "$(DEST)" ] || { echo "usage: make student DEST=dir [FORCE=1]"; exit 2; }
+	@$(call WITHPY,test) $$PY scripts/notebooks.py learner "$(DEST)" --no-links $(if $(FORCE),--force)
+
+## make solutions [DEST=solutions]: the notebooks with their solutions (the answer key)
+solutions:
+	@$(call WITHPY,test) $$PY scripts/notebooks.py solutions "$(or $(DEST),solutions)" $(if $(FORCE),--force)
+
+## make author: JupyterLab on the repository; saving notebooks/NN_x.ipynb writes labs_src/NN_x.py
+## (jupytext pairing, jupytext.toml). Then `make clean-notebooks` before committing.
+author:
+	@$(call WITHPY,lab) $(JUPYTER) --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+
+## make test: (set up once) the whole suite, no GPU needed: pytest + nbval over notebooks/
 test:
 	@$(call WITHPY,test) MPLBACKEND=Agg $$PY -m pytest tests notebooks --nbval-lax -p no:cacheprovider $(PYTEST_ARGS)
 
-## make notebooks: regenerate notebooks/*.ipynb (no outputs) from labs_src/*.py
-notebooks:
-	@$(call WITHPY,test) for f in $(LABS); do \
-	  nb=notebooks/$$(basename $${f%.py}).ipynb; $$PY -m jupytext --quiet --to ipynb $$([ -f $$nb ] && echo --update) -o $$nb $$f; done
+## make test-browser: optional; JupyterLab driven by Playwright + Chromium (skips when absent)
+test-browser:
+	@$(call WITHPY,lab) KERNELLAB_BROWSER=1 $$PY -m pytest tests/test_browser.py -p no:cacheprovider -rs $(PYTEST_ARGS)
+
+## make notebooks (= make clean-notebooks): notebooks/*.ipynb from labs_src/*.py, outputs cleared,
+## kernelspec set. A notebook edited after its .py keeps its edits: they go into the .py first.
+notebooks clean-notebooks:
+	@$(call WITHPY,test) $$PY scripts/notebooks.py build
 
 ## make bench: on a GPU, record figures/reference/<device>/*.csv + meta.json (the recorded results)
 bench:
 	@$(call WITHPY,test) $$PY -m kernellab.record $(LABS_TO_RECORD)
+
+## make headline: figures/headline.png (the README's figure) from the recorded results
+headline:
+	@$(call WITHPY,test) MPLBACKEND=Agg $$PY -m kernellab.plot headline
+
+## make wheelhouse: on a connected machine, download every wheel a classroom needs into wheelhouse/
+## (PLATFORM=jetson for aarch64 / Python 3.10 / JetPack 6); scripts/env.sh installs from it offline
+wheelhouse:
+	@scripts/wheelhouse.sh $(PLATFORM)
 
 clean:
 	rm -rf figures/*.png .pytest_cache

@@ -1,5 +1,7 @@
 // measure.cu: the reference kernels of lab 00. They measure the device, not an
-// algorithm: an empty launch, and the two roofs every later lab is judged against.
+// algorithm: an empty launch, the two roofs every later lab is judged against, the
+// latency that Little's law turns into "bytes in flight", and the compute ceilings
+// (FMA, the special-function unit's ex2, instruction issue) of the roofline.
 #include "common.cuh"
 
 // === measure_00_empty ===
@@ -19,18 +21,36 @@ extern "C" __global__ void measure_01_copy(const float4* __restrict__ src, float
 
 // === measure_02_read ===
 // Why: the read roof. A streaming sum that writes one float per block: reads only,
-// the ceiling for kernels whose output is tiny (GEMV, reductions).
+// the ceiling for kernels whose output is tiny (GEMV, reductions). A roof must be a
+// ceiling, so this one keeps many bytes in flight: READ_UNROLL independent 16-byte loads
+// per thread are issued before the first is used (one load at a time left it below the
+// copy roof: latency x too few bytes in flight, see measure_05 and Little's law).
+#define READ_UNROLL 8
 extern "C" __global__ void measure_02_read(const float4* __restrict__ src, float* __restrict__ partial,
                                            long long n4) {
     __shared__ float scratch[33];
-    float acc = 0.0f;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4;
-         i += (long long)gridDim.x * blockDim.x) {
-        const float4 v = __ldg(src + i);
-        acc += (v.x + v.y) + (v.z + v.w);
+    float acc[READ_UNROLL];
+#pragma unroll
+    for (int k = 0; k < READ_UNROLL; ++k) acc[k] = 0.0f;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+#pragma unroll 1
+    for (; i + (READ_UNROLL - 1) * stride < n4; i += READ_UNROLL * stride) {
+        float4 v[READ_UNROLL];
+#pragma unroll
+        for (int k = 0; k < READ_UNROLL; ++k) v[k] = __ldg(src + i + k * stride);   // all in flight
+#pragma unroll
+        for (int k = 0; k < READ_UNROLL; ++k) acc[k] += (v[k].x + v[k].y) + (v[k].z + v[k].w);
     }
-    acc = block_reduce_sum(acc, scratch);
-    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+    for (; i < n4; i += stride) {                                                    // the tail
+        const float4 v = __ldg(src + i);
+        acc[0] += (v.x + v.y) + (v.z + v.w);
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < READ_UNROLL; ++k) s += acc[k];
+    s = block_reduce_sum(s, scratch);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
 // === measure_03_fma ===
@@ -49,4 +69,136 @@ extern "C" __global__ void measure_03_fma(float* __restrict__ out, int iters, fl
 #pragma unroll
     for (int k = 0; k < FMA_CHAINS; ++k) s += v[k];
     if (s == 12345.0f) out[0] = s;   // keeps the chains alive, practically never stores
+}
+
+// === measure_04_chase ===
+// Why: latency, the other half of Little's law (bandwidth = bytes in flight / latency).
+// One thread follows a random cycle: each load's address is the previous load's value,
+// so exactly one load is in flight and the time per hop is the load latency. __ldcg
+// skips L1; a cycle over a buffer much larger than L2 (flushed first) measures DRAM,
+// one that fits in L2 (warmed first) measures L2. next[] holds element indices.
+extern "C" __global__ void measure_04_chase(const unsigned int* __restrict__ next, unsigned int* __restrict__ out,
+                                            int hops, unsigned int start) {
+    unsigned int j = start;
+#pragma unroll 1
+    for (int h = 0; h < hops; ++h) j = __ldcg(next + j);
+    out[0] = j;   // the chain's end: keeps every hop alive
+}
+
+// The read kernel of the bytes-in-flight sweep: each thread issues K independent loads of
+// type T (K * sizeof(T) bytes in flight per thread) before it uses any of them, then
+// waits. `#pragma unroll 1` keeps the compiler from overlapping two iterations, so the
+// bytes in flight are exactly what the source says. n counts elements of T.
+__device__ __forceinline__ float hsum(float v) { return v; }
+__device__ __forceinline__ float hsum(float2 v) { return v.x + v.y; }
+__device__ __forceinline__ float hsum(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+template <typename T, int K>
+__device__ __forceinline__ void read_inflight(const T* __restrict__ src, float* __restrict__ partial,
+                                              long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    float acc = 0.0f;
+#pragma unroll 1
+    for (; i + (K - 1) * stride < n; i += K * stride) {
+        T v[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] = __ldcg(src + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < K; ++k) acc += hsum(v[k]);
+    }
+    for (; i < n; i += stride) acc += hsum(__ldcg(src + i));
+    if (acc == 12345.0f) partial[blockIdx.x] = acc;   // keeps the loads alive, practically never stores
+}
+
+// === measure_05_inflight_4B ===
+// Why: 4 bytes in flight per thread (one float): the sweep's first point.
+extern "C" __global__ void measure_05_inflight_4B(const float* __restrict__ s, float* __restrict__ p, long long n) {
+    read_inflight<float, 1>(s, p, n);
+}
+
+// === measure_05_inflight_8B ===
+// Why: 8 bytes in flight per thread (one float2).
+extern "C" __global__ void measure_05_inflight_8B(const float2* __restrict__ s, float* __restrict__ p, long long n) {
+    read_inflight<float2, 1>(s, p, n);
+}
+
+// === measure_05_inflight_16B ===
+// Why: 16 bytes in flight per thread (one float4: the widest single load).
+extern "C" __global__ void measure_05_inflight_16B(const float4* __restrict__ s, float* __restrict__ p, long long n) {
+    read_inflight<float4, 1>(s, p, n);
+}
+
+// === measure_05_inflight_32B ===
+// Why: 32 bytes in flight per thread (two independent float4 loads).
+extern "C" __global__ void measure_05_inflight_32B(const float4* __restrict__ s, float* __restrict__ p, long long n) {
+    read_inflight<float4, 2>(s, p, n);
+}
+
+// === measure_05_inflight_64B ===
+// Why: 64 bytes in flight per thread (four independent float4 loads).
+extern "C" __global__ void measure_05_inflight_64B(const float4* __restrict__ s, float* __restrict__ p, long long n) {
+    read_inflight<float4, 4>(s, p, n);
+}
+
+// === measure_05_inflight_128B ===
+// Why: 128 bytes in flight per thread (eight independent float4 loads).
+extern "C" __global__ void measure_05_inflight_128B(const float4* __restrict__ s, float* __restrict__ p, long long n) {
+    read_inflight<float4, 8>(s, p, n);
+}
+
+// === measure_06_ex2 ===
+// Why: the special-function-unit ceiling. Softmax's exp is not one FLOP: expf/__expf
+// become ex2.approx, which runs on the SFU (MUFU), a unit with far fewer lanes per SM
+// than the FMA units. Independent chains of ex2.approx.ftz measure its throughput.
+// v = 2^-v stays in (0.5, 1]; the negation folds into the MUFU instruction.
+#define EX2_CHAINS 8
+extern "C" __global__ void measure_06_ex2(float* __restrict__ out, int iters, float seed) {
+    float v[EX2_CHAINS];
+#pragma unroll
+    for (int k = 0; k < EX2_CHAINS; ++k) v[k] = seed + 0.001f * (threadIdx.x + k);
+#pragma unroll 1
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int k = 0; k < EX2_CHAINS; ++k) asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(v[k]) : "f"(-v[k]));
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < EX2_CHAINS; ++k) s += v[k];
+    if (s == 12345.0f) out[0] = s;
+}
+
+// === measure_07_issue ===
+// Why: the instruction-issue ceiling. Each SM's schedulers issue a bounded number of warp
+// instructions per clock, whatever the pipe. Independent FP32 (fmaf) and INT32 (add, xor)
+// chains, interleaved, keep two pipes busy at once: 8 FFMA + 8 integer instructions per
+// repeat, ISSUE_REPEAT repeats per loop trip. Its instruction rate, next to the FMA kernel's, is the issue roof
+// that a kernel doing many cheap instructions per byte (fp16 softmax) can hit first.
+#define ISSUE_REPEAT 4
+extern "C" __global__ void measure_07_issue(float* __restrict__ out, int iters, float a, float b,
+                                            unsigned int c, unsigned int d) {
+    float v[8];
+    unsigned int u[4];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = threadIdx.x + k;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) u[k] = threadIdx.x * (k + 3);
+#pragma unroll 1
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int r = 0; r < ISSUE_REPEAT; ++r) {   // 64 instructions per trip, 3 of loop control
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                v[2 * k] = fmaf(v[2 * k], a, b);
+                u[k] = u[k] + c;
+                v[2 * k + 1] = fmaf(v[2 * k + 1], a, b);
+                u[k] = u[k] ^ d;
+            }
+        }
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += v[k];
+    unsigned int t = u[0] ^ u[1] ^ u[2] ^ u[3];
+    if (s == 12345.0f || t == 0xdeadbeefu) out[0] = s + t;
 }

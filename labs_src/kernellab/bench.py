@@ -93,6 +93,87 @@ def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
     return Timing(float(np.median(t)), float(np.percentile(t, 10)), float(np.percentile(t, 90)), reps)
 
 
+# ---- host time, bare launches and CUDA graphs -----------------------------------------------------
+
+def host_us(fn, calls: int = 30, batches: int = 3) -> float:
+    """Host (CPU) microseconds per call of `fn`: perf_counter around `calls` back-to-back calls,
+    the best of `batches` batches (host noise only ever adds). Launches are asynchronous, so this
+    is the Python + driver cost of *queuing* one call, not the GPU's time; the GPU is synchronized
+    before each batch so that a full launch queue never blocks the host."""
+    need_gpu("host timing")
+    import cupy
+    fn()
+    best = float("inf")
+    for _ in range(batches):
+        cupy.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, time.perf_counter() - t0)
+    cupy.cuda.Device().synchronize()
+    return best / calls * 1e6
+
+
+def launches(fn) -> list:
+    """The kernel launches one call of `fn` makes through build.launch, as
+    [(RawKernel, grid, block, packed args, shared memory bytes)]."""
+    return build.record_launches(fn)
+
+
+def bare(fn):
+    """A zero-argument call that makes exactly the launches `fn` makes, as bare RawKernel calls
+    (arguments packed once): the floor a launcher's host cost is compared with. None when `fn`
+    launches nothing through build.launch (a library baseline)."""
+    recs = launches(fn)
+    if not recs:
+        return None
+    if len(recs) == 1:
+        k, g, b, a, sm = recs[0]
+        return (lambda: k(g, b, a)) if not sm else (lambda: k(g, b, a, shared_mem=sm))
+
+    def run():
+        for k, g, b, a, sm in recs:
+            k(g, b, a, shared_mem=sm)
+    return run
+
+
+class Graph:
+    """A sequence of launches captured once into a CUDA graph (CuPy stream capture) and
+    replayed with one call: the host pays for one graph launch instead of one launch per
+    kernel, and the GPU runs the kernels back to back. `fn` must not allocate (pass out=
+    buffers): the graph replays into the memory it was captured with."""
+
+    def __init__(self, fn, warmup: bool = True):
+        need_gpu("capturing a CUDA graph")
+        import cupy
+        self.fn, self.stream = fn, cupy.cuda.Stream(non_blocking=True)
+        pool = cupy.get_default_memory_pool()
+        with self.stream:
+            if warmup:                   # compiles kernels and grows the memory pool outside the capture
+                fn()
+                self.stream.synchronize()
+            before = pool.used_bytes()
+            self.stream.begin_capture()
+            try:
+                res = fn()
+                grew = pool.used_bytes() > before
+                del res
+            finally:
+                self._graph = self.stream.end_capture()
+        if grew:
+            raise ValueError("graph(fn): fn allocated memory during capture; give every call its out= "
+                             "buffer so the replay writes where the capture did")
+
+    def __call__(self):
+        import cupy
+        self._graph.launch(cupy.cuda.get_current_stream())
+
+
+def graph(fn, warmup: bool = True) -> Graph:
+    """Capture the launches of one call of `fn` as a CUDA graph; calling the result replays them."""
+    return Graph(fn, warmup)
+
+
 # ---- roofs ------------------------------------------------------------------------------------
 
 def _roof_elems() -> int:
@@ -107,29 +188,59 @@ def _grid(n4: int, threads=256) -> int:
     return int(min((n4 + threads - 1) // threads, info()["sms"] * 32))
 
 
+def resident_grid(fn, threads: int = 256) -> int:
+    """Blocks that fill every SM exactly once (the occupancy API's blocks per SM x SMs): a
+    grid-stride kernel launched with this many blocks keeps every resident thread busy."""
+    import cupy
+    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, 0)
+    return int(max(1, per_sm) * info()["sms"])
+
+
+LAUNCHES = 100     # empty launches per event pair (back to back) and per graph
+
+
 @functools.lru_cache(maxsize=None)
 def roofs() -> dict:
-    """Copy roof (read + write bytes), read roof (streaming sum), empty-kernel launch time,
-    measured once per process on this device."""
+    """Measured once per process on this device:
+    copy roof (read + write bytes; the best of a copy kernel and cudaMemcpy), read roof
+    (a streaming sum with many bytes in flight), and what an empty launch costs: alone
+    between two events (launch_us), per launch when LAUNCHES run back to back in one event
+    pair (launch_b2b_us), per launch replayed from a CUDA graph (launch_graph_us), and on the
+    host per call (host_launch_us, host_graph_us for one graph of LAUNCHES kernels)."""
     import cupy
     n = _roof_elems()
     src = cupy.ones(n, cupy.float32)
     dst = cupy.empty_like(src)
-    part = cupy.empty(info()["sms"] * 32, cupy.float32)
     n4 = np.int64(n // 4)
     copy_k = build.kernel("measure", "measure_01_copy")
     read_k = build.kernel("measure", "measure_02_read")
     empty_k = build.kernel("measure", "measure_00_empty")
     g = _grid(n // 4)
+    gr = resident_grid(read_k)
+    part = cupy.empty(gr, cupy.float32)
     t_copy = time_fn(lambda: copy_k((g,), (256,), (src, dst, n4)))
     t_memcpy = time_fn(lambda: dst.data.copy_from_device_async(src.data, src.nbytes))
-    t_read = time_fn(lambda: read_k((g,), (256,), (src, part, n4)))
-    t_empty = time_fn(lambda: empty_k((1,), (32,), ()), reps=200)   # timed exactly like every kernel
+    t_read = time_fn(lambda: read_k((gr,), (256,), (src, part, n4)))
+    one = lambda: empty_k((1,), (32,), ())      # noqa: E731
+
+    def many():
+        for _ in range(LAUNCHES):
+            empty_k((1,), (32,), ())
+    t_empty = time_fn(one, reps=200)                 # timed exactly like every kernel
+    t_b2b = time_fn(many, reps=20, flush=False)
+    gm = graph(many)
+    t_graph = time_fn(gm, reps=20, flush=False)
     copy_best = min(t_copy.median_us, t_memcpy.median_us)
     return {
         "copy_gbps": 2 * src.nbytes / copy_best / 1e3,
+        "copy_kernel_gbps": 2 * src.nbytes / t_copy.median_us / 1e3,
+        "copy_memcpy_gbps": 2 * src.nbytes / t_memcpy.median_us / 1e3,
         "read_gbps": src.nbytes / t_read.median_us / 1e3,
         "launch_us": t_empty.median_us,
+        "launch_b2b_us": t_b2b.median_us / LAUNCHES,
+        "launch_graph_us": t_graph.median_us / LAUNCHES,
+        "host_launch_us": host_us(one, calls=LAUNCHES),
+        "host_graph_us": host_us(gm, calls=10),
         "roof_bytes": int(src.nbytes),
     }
 
@@ -159,15 +270,29 @@ def measure(fn, nbytes: int, **kw) -> dict:
 # ---- side-by-side comparison of a family's variants and baselines -----------------------------
 
 RESULT_COLUMNS = ["lab", "case", "name", "kind", "dtype", "rows", "cols", "median_us", "p10_us", "p90_us", "reps",
-                  "bytes", "gbps", "frac_copy", "frac_read", "device", "date", "source"]
+                  "bytes", "gbps", "frac_copy", "frac_read", "warm_us", "host_us", "bare_host_us",
+                  "device", "date", "source"]
+WARM_ROWS = 64     # decode-size shapes (<= this many rows, and fitting in L2) are also timed warm
 
 
-def compare(family, cases, names=None, baselines=True, reps=None):
+def _wants_warm(shape, nbytes) -> bool:
+    rows = shape[0] if len(shape) > 1 else 1
+    return rows <= WARM_ROWS and nbytes <= (info()["l2_bytes"] or 0)
+
+
+def compare(family, cases, names=None, baselines=True, reps=None, host=True):
     """Time variants (and baselines) of a family on cases = [(shape, dtype), ...].
 
     Live: measured now, in this process, on identical inputs. Compile-only: the recorded
     rows for the same cases, from figures/reference/<device>/<lab>.csv, marked 'recorded'.
-    Returns a pandas DataFrame with one row per (case, name)."""
+    Returns a pandas DataFrame with one row per (case, name):
+      median_us, p10_us, p90_us   GPU time with L2 flushed before every repetition (events + spacer)
+      gbps, frac_copy, frac_read  unique bytes per second, and as fractions of the two roofs
+      warm_us                     GPU time without the flush (inputs L2-resident, as in a decoder),
+                                  for shapes of <= WARM_ROWS rows whose bytes fit in L2; else NaN
+      host_us                     host (CPU) µs to queue one call (bench.host_us)
+      bare_host_us                the same for bare RawKernel calls making the same launches
+                                  (variants only; host_us / bare_host_us is the launcher's overhead)"""
     import pandas as pd
     names = list(family.VARIANTS) if names is None else list(names)
     base = list(family.BASELINES) if baselines is True else list(baselines or [])
@@ -187,6 +312,7 @@ def compare(family, cases, names=None, baselines=True, reps=None):
     for (shape, dt), key in zip(cases, keys):
         args = [cupy.asarray(a) for a in family.make_input(shape, dt, "randn")]
         nbytes = family.bytes_moved(*args)
+        warm = _wants_warm(shape, nbytes)
         out = None
         for nm in names + base:
             is_base = nm in family.BASELINES
@@ -201,10 +327,14 @@ def compare(family, cases, names=None, baselines=True, reps=None):
                 out = v.alloc_out(*args)
                 fn = functools.partial(v, *args, out=out)
             res = measure(fn, nbytes, reps=reps)
+            res["warm_us"] = time_fn(fn, reps=reps, flush=False).median_us if warm else float("nan")
+            res["host_us"] = host_us(fn) if host else float("nan")
+            b = None if (is_base or not host) else bare(fn)
+            res["bare_host_us"] = host_us(b) if b is not None else float("nan")
             rows.append({"lab": family.NAME, "case": key, "name": nm, "kind": "baseline" if is_base else "variant",
                          "dtype": dt, "rows": shape[0] if len(shape) > 1 else 1, "cols": shape[-1], **res})
         del args, out
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=[c for c in RESULT_COLUMNS if c not in ("device", "date", "source")])
     df["device"] = info()["name"]
     df["date"] = now()
     df["source"] = "live"
@@ -222,7 +352,7 @@ def select(df, **eq):
 
 
 TABLE_COLUMNS = ["case", "name", "median_us", "p10_us", "p90_us", "gbps", "frac_copy", "frac_read",
-                 "device", "date", "source"]
+                 "warm_us", "host_us", "device", "date", "source"]
 
 
 def table(df, columns=TABLE_COLUMNS):
@@ -243,9 +373,41 @@ def speedup(df, num: str, den: str, by="case"):
 
 # ---- lab 00: the device's fundamentals, measured (or recorded) -----------------------------
 
+INFLIGHT_BYTES = (4, 8, 16, 32, 64, 128)    # the measure_05_inflight_<B>B kernels
+CHASE_HOPS = 4096
+
+
+def _chase_ns(nbytes: int, flush: bool) -> float:
+    """ns per hop of a pointer chase over a random cycle through nbytes (one 4-byte index per
+    128-byte line, so every hop touches a new line). Two chain lengths are timed and
+    subtracted, so launch and spacer costs cancel."""
+    import cupy
+    lines = max(nbytes // 128, 2 * CHASE_HOPS + 1)
+    perm = cupy.random.RandomState(0).permutation(lines).astype(cupy.uint32)
+    nxt = cupy.zeros(lines * 32, cupy.uint32)
+    nxt[perm * 32] = cupy.roll(perm, -1) * 32
+    out = cupy.empty(1, cupy.uint32)
+    k = build.kernel("measure", "measure_04_chase")
+    start = np.uint32(int(perm[0]) * 32)
+    t = {h: time_fn(lambda h=h: k((1,), (1,), (nxt, out, np.int32(h), start)), reps=10, flush=flush).median_us
+         for h in (CHASE_HOPS, 2 * CHASE_HOPS)}
+    return (t[2 * CHASE_HOPS] - t[CHASE_HOPS]) / CHASE_HOPS * 1e3
+
+
+def _rate(kernel: str, args, per_thread_ops: float, iters: int) -> float:
+    """Operations per second (G/s) of a register-only throughput kernel launched over every SM."""
+    k = build.kernel("measure", kernel)
+    blocks = resident_grid(k)
+    t = time_fn(lambda: k((blocks,), (256,), (*args[:1], np.int32(iters), *args[1:])), flush=False)
+    return blocks * 256 * iters * per_thread_ops / t.median_us / 1e3
+
+
 def fundamentals():
-    """Roofs, launch overhead, warm vs flushed L2, the CPU-timer pitfall and the FMA peak,
-    as a table of (quantity, value, unit). Compile-only: the recorded table."""
+    """Everything lab 00 measures, as a table of (quantity, value, unit): the roofs, what a
+    launch costs (alone, back to back, from a graph, on the host), warm vs flushed L2, the
+    CPU-timer pitfall, DRAM and L2 latency (pointer chase), the bytes-in-flight sweep
+    (Little's law), and the compute ceilings (FMA, SFU ex2, instruction issue).
+    Compile-only: the recorded table."""
     import pandas as pd
     if not is_live():
         rec = load_recorded("measuring")
@@ -256,11 +418,19 @@ def fundamentals():
                   ", ".join(f"{d} ({t})" for d, t in rec[["device", "date"]].drop_duplicates().values))
         return rec
     import cupy
+    d = info()
     r = roofs()
-    rows = [("copy roof", r["copy_gbps"], "GB/s"), ("read roof", r["read_gbps"], "GB/s"),
-            ("empty kernel launch", r["launch_us"], "us")]
-    # Warm vs flushed: a copy whose buffers (in + out) fill an eighth of L2.
-    n = max((info()["l2_bytes"] or (4 << 20)) // 32 // 4 * 4, 1 << 16)
+    rows = [("SMs", d["sms"], "count"), ("SM clock", d["sm_clock_mhz"] or float("nan"), "MHz"),
+            ("L2 size", (d["l2_bytes"] or 0) / 2**20, "MiB"),
+            ("copy roof", r["copy_gbps"], "GB/s"), ("copy roof: copy kernel", r["copy_kernel_gbps"], "GB/s"),
+            ("copy roof: cudaMemcpy", r["copy_memcpy_gbps"], "GB/s"), ("read roof", r["read_gbps"], "GB/s"),
+            ("empty kernel launch", r["launch_us"], "us"),
+            (f"empty kernel: {LAUNCHES} back to back, per launch", r["launch_b2b_us"], "us"),
+            (f"empty kernel: CUDA graph of {LAUNCHES}, per launch", r["launch_graph_us"], "us"),
+            ("host: one RawKernel launch call", r["host_launch_us"], "us"),
+            (f"host: one graph launch ({LAUNCHES} kernels)", r["host_graph_us"], "us")]
+    # Warm vs flushed: a copy whose buffers (in + out) fill a quarter of L2.
+    n = max((d["l2_bytes"] or (4 << 20)) // 32 // 4 * 4, 1 << 16)
     src, dst = cupy.ones(n, cupy.float32), cupy.empty(n, cupy.float32)
     copy_k = build.kernel("measure", "measure_01_copy")
     g = _grid(n // 4)
@@ -269,6 +439,7 @@ def fundamentals():
     rows += [("L2-resident copy, warm (no flush)", 2 * src.nbytes / warm.median_us / 1e3, "GB/s"),
              ("L2-resident copy, L2 flushed", 2 * src.nbytes / cold.median_us / 1e3, "GB/s"),
              ("L2-resident copy size", 2 * src.nbytes / 2**20, "MiB")]
+    del src, dst
     # CPU timers: without a sync they time the launch, not the kernel.
     big = _roof_elems()
     bsrc, bdst = cupy.ones(big, cupy.float32), cupy.empty(big, cupy.float32)
@@ -280,18 +451,73 @@ def fundamentals():
     cupy.cuda.Device().synchronize()
     t0 = time.perf_counter(); bcall(); cupy.cuda.Device().synchronize(); t_sync = time.perf_counter() - t0
     ev = time_fn(bcall, flush=True)
-    rows += [(f"{2 * bsrc.nbytes / 2**20:.0f} MiB copy: perf_counter, no sync", t_nosync * 1e6, "us"),
-             (f"{2 * bsrc.nbytes / 2**20:.0f} MiB copy: perf_counter + sync", t_sync * 1e6, "us"),
-             (f"{2 * bsrc.nbytes / 2**20:.0f} MiB copy: CUDA events (median)", ev.median_us, "us")]
-    # FMA peak for the roofline.
-    fma = build.kernel("measure", "measure_03_fma")
+    mib = f"{2 * bsrc.nbytes / 2**20:.0f} MiB copy"
+    rows += [(f"{mib}: perf_counter, no sync", t_nosync * 1e6, "us"),
+             (f"{mib}: perf_counter + sync", t_sync * 1e6, "us"),
+             (f"{mib}: CUDA events (median)", ev.median_us, "us")]
+    del bdst
+    # Little's law: latency (pointer chase), then read bandwidth against bytes in flight per thread.
+    dram_ns = _chase_ns(max(4 * (d["l2_bytes"] or 0), 256 << 20), flush=True)
+    l2_ns = _chase_ns(max((d["l2_bytes"] or (4 << 20)) // 4, 1 << 20), flush=False)
+    need = r["read_gbps"] * dram_ns          # GB/s x ns = bytes in flight
+    rows += [("DRAM latency (pointer chase)", dram_ns, "ns"), ("L2 latency (pointer chase)", l2_ns, "ns"),
+             ("bytes in flight for the read roof, all SMs", need / 2**10, "KiB"),
+             ("bytes in flight for the read roof, per SM", need / d["sms"] / 2**10, "KiB")]
+    part = cupy.empty(1, cupy.float32)
+    threads_sm = []
+    for b in INFLIGHT_BYTES:
+        k = build.kernel("measure", f"measure_05_inflight_{b}B")
+        grid = resident_grid(k)
+        threads_sm.append(grid // d["sms"] * 256)
+        per = min(b, 16) // 4                                    # floats per element of the kernel's type
+        t = time_fn(lambda k=k, grid=grid, per=per: k((grid,), (256,), (bsrc, part, np.int64(big // per))))
+        rows.append((f"read with {b} B in flight per thread", bsrc.nbytes / t.median_us / 1e3, "GB/s"))
+    rows.append(("threads per SM in the sweep", min(threads_sm), "count"))
+    del bsrc
+    # Compute ceilings for the roofline.
     out = cupy.empty(1, cupy.float32)
-    blocks, iters = info()["sms"] * 8, 4096
-    t = time_fn(lambda: fma((blocks,), (256,), (out, np.int32(iters), np.float32(0.999), np.float32(0.001))),
-                flush=False)
-    rows.append(("fp32 FMA peak", blocks * 256 * iters * 8 * 2 / t.median_us / 1e3, "GFLOP/s"))
+    fma = _rate("measure_03_fma", (out, np.float32(0.999), np.float32(0.001)), 8, 4096)   # 8 FMA per trip
+    ex2 = _rate("measure_06_ex2", (out, np.float32(0.5)), 8, 4096)                         # 8 ex2 per trip
+    mix = _rate("measure_07_issue", (out, np.float32(0.999), np.float32(0.001), np.uint32(7), np.uint32(5)),
+                64, 1024)                                          # 64 instructions per trip (loop control not counted)
+    rows += [("fp32 FMA peak", 2 * fma, "GFLOP/s"), ("FFMA instructions", fma, "G instr/s"),
+             ("ex2.approx (SFU) throughput", ex2, "G ex2/s"),
+             ("FFMA + INT32 mix instructions", mix, "G instr/s"),
+             ("instruction issue ceiling", max(fma, mix), "G instr/s")]
     df = pd.DataFrame(rows, columns=["quantity", "value", "unit"])
-    df["device"], df["date"], df["source"] = info()["name"], now(), "live"
+    df["device"], df["date"], df["source"] = d["name"], now(), "live"
+    return df
+
+
+def value(fund, quantity: str, default=float("nan")) -> float:
+    """One value of a fundamentals() table by its quantity (NaN when that row is absent, e.g.
+    in a table recorded before it was measured)."""
+    if fund is None or fund.empty:
+        return default
+    v = fund.loc[fund["quantity"] == quantity, "value"]
+    return float(v.iloc[0]) if len(v) else default
+
+
+def inflight(fund):
+    """The bytes-in-flight sweep of fundamentals() next to Little's law's prediction:
+    predicted GB/s = min(read roof, bytes in flight on all SMs / DRAM latency)."""
+    import pandas as pd
+    if fund is None or fund.empty:
+        return pd.DataFrame()
+    sms, thr = value(fund, "SMs"), value(fund, "threads per SM in the sweep")
+    lat, roof = value(fund, "DRAM latency (pointer chase)"), value(fund, "read roof")
+    rows = []
+    for b in INFLIGHT_BYTES:
+        gbps = value(fund, f"read with {b} B in flight per thread")
+        if np.isnan(gbps):
+            continue
+        per_sm = b * thr
+        rows.append({"B in flight per thread": b, "KiB in flight per SM": per_sm / 2**10, "GB/s": gbps,
+                     "fraction of read roof": gbps / roof,
+                     "Little's law predicts GB/s": min(roof, per_sm * sms / lat)})
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df["device"], df["date"], df["source"] = (fund[c].iloc[0] for c in ("device", "date", "source"))
     return df
 
 

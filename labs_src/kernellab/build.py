@@ -88,18 +88,39 @@ def module(family: str):
     return cupy.RawModule(code=source(family), options=_options(), name_expressions=None)
 
 
+_KERNELS: dict = {}     # (family, name) -> RawKernel: one dict lookup per launch
+
+
 def kernel(family: str, name: str):
     """A compiled kernel by its full name, e.g. kernel('softmax', 'softmax_04_online')."""
-    return module(family).get_function(name)
+    k = _KERNELS.get((family, name))
+    if k is None:
+        k = _KERNELS[family, name] = module(family).get_function(name)
+    return k
 
 
 # ---- both modes: NVRTC for a named arch -------------------------------------------------------
 
+# What CuPy adds to a RawModule's options before NVRTC compiles it (cupy/cuda/compiler.py:
+# _compile_with_cache_cuda adds -ftz=true, _compile_using_nvrtc adds the architecture and
+# --device-as-default-execution-space). The teaching compile uses the same flags, so the PTX
+# and the ptxas -v numbers shown are those of the binary that is timed.
+# tests/test_measure.py asks CuPy itself for its flags and fails if this list falls behind.
+CUPY_FLAGS = ("-ftz=true", "--device-as-default-execution-space")
+
+
+def nvrtc_options(arch: str, extra=()) -> list[str]:
+    """NVRTC options of the teaching compile for `arch`: RawModule's own, plus -Xptxas -v
+    (register/spill report) and -lineinfo, which change no instruction."""
+    return [f"--gpu-architecture={arch}", *_options(), *CUPY_FLAGS, "-Xptxas", "-v", "-lineinfo", *extra]
+
+
 def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu") -> tuple[str, str]:
-    """Compile to a cubin for `arch` with -Xptxas -v. Returns (ptx, log). No GPU needed."""
+    """Compile to a cubin for `arch` with the options CuPy's RawModule uses, plus -Xptxas -v.
+    Returns (ptx, log). No GPU needed."""
     from cupy_backends.cuda.libs import nvrtc
     prog = nvrtc.createProgram(src, name, [], [])
-    opts = [f"--gpu-architecture={arch}", "-Xptxas", "-v", "-lineinfo", *_options()]
+    opts = nvrtc_options(arch)
     if tuple(nvrtc.getVersion()) >= (12, 9):
         opts.append("--no-cache")   # NVRTC >= 12.9 caches compiles, and a cache hit prints no ptxas info
     try:
@@ -188,31 +209,79 @@ def compile_source(src: str, kernel_name: str):
 
 # ---- launching ---------------------------------------------------------------------------------
 
+_I32, _F32, _F64 = None, None, None
+_RECORD: list | None = None     # set by record_launches: launches are noted, not changed
+
+
 def kernel_args(args) -> tuple:
     """Python ints become int32 and floats float32, as the kernels declare them (CuPy would
-    otherwise pass 64-bit values)."""
-    import numpy as np
-    return tuple(np.int32(a) if isinstance(a, (bool, int)) and not isinstance(a, np.generic) else
-                 np.float32(a) if isinstance(a, float) else a for a in args)
+    otherwise pass 64-bit values). Arrays and NumPy scalars pass through."""
+    global _I32, _F32, _F64
+    if _I32 is None:
+        import numpy as np
+        _I32, _F32, _F64 = np.int32, np.float32, np.float64
+    out = []
+    for a in args:
+        t = type(a)
+        if t is int or t is bool:
+            a = _I32(a)
+        elif t is float or t is _F64:
+            a = _F32(a)
+        out.append(a)
+    return tuple(out)
+
+
+def _dims(d) -> tuple:
+    if type(d) is tuple:
+        for x in d:
+            if type(x) is not int:
+                return tuple(int(x) for x in d)
+        return d
+    return (int(d),)
 
 
 def launch(family: str, name: str, grid, block, args, smem: int = 0) -> None:
-    """Launch kernel `name` of a family with kernel_args(args)."""
-    grid = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
-    block = tuple(int(b) for b in (block if isinstance(block, tuple) else (block,)))
-    kernel(family, name)(grid, block, kernel_args(args), shared_mem=smem)
+    """Launch kernel `name` of a family with kernel_args(args). Kept lean: it runs on every
+    call of every launcher, and its host cost adds to each kernel's (bench.host_us)."""
+    k = _KERNELS.get((family, name)) or kernel(family, name)
+    grid, block, args = _dims(grid), _dims(block), kernel_args(args)
+    if _RECORD is not None:
+        _RECORD.append((k, grid, block, args, smem))
+    if smem:
+        k(grid, block, args, shared_mem=smem)
+    else:
+        k(grid, block, args)
+
+
+def record_launches(fn) -> list:
+    """Call fn() once and return the launches it made through launch():
+    [(RawKernel, grid, block, packed args, shared memory bytes)]."""
+    global _RECORD
+    prev, _RECORD = _RECORD, []
+    try:
+        fn()
+        return _RECORD
+    finally:
+        _RECORD = prev
 
 
 class Variant:
-    """One step of a lab: a launcher plus what the harness needs to know about it."""
+    """One step of a lab: a launcher plus what the harness needs to know about it.
+    inplace=True: the step is safe with out= one of its inputs (exactly the same array:
+    an element-wise kernel where each thread reads an index, then writes that index). Any
+    other overlap between out and an input is a ValueError before the launch (the kernels
+    are __restrict__: a partial overlap would read values this launch already wrote)."""
 
-    def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None):
+    def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None, inplace=False):
         self.fn, self.dtypes, self.overflow_safe = fn, tuple(dtypes), overflow_safe
         self._alloc = alloc_out
+        self.inplace = inplace
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
     def __call__(self, *args, out=None):
+        if out is not None:
+            no_alias(out, args, self.inplace)
         return self.fn(*args, out=out)
 
     def alloc_out(self, *args):
@@ -225,8 +294,17 @@ class Variant:
         return self.overflow_safe or case[1] not in ("large", "hostile")
 
 
+def no_alias(out, inputs, inplace_ok=False):
+    """check.no_alias (imported late: check imports build)."""
+    from .check import no_alias as _no_alias
+    global no_alias
+    no_alias = _no_alias
+    return _no_alias(out, inputs, inplace_ok)
+
+
 def variant(**kw):
-    """Decorator: @variant(dtypes=("float16",)) turns a launcher into a Variant."""
+    """Decorator: @variant(dtypes=("float16",)) turns a launcher into a Variant
+    (inplace=True for an element-wise step that may write into one of its inputs)."""
     return lambda fn: Variant(fn, **kw)
 
 

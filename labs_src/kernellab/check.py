@@ -18,23 +18,43 @@ class CheckError(AssertionError):
     """A kernel's output does not match the reference."""
 
 
+_ND = None          # cupy.ndarray, looked up once (require runs on every launch)
+_DTYPES: dict = {}  # a dtype spec -> the tuple of np.dtype it allows
+
+
+def _ndarray():
+    global _ND
+    if _ND is None:
+        import cupy
+        _ND = cupy.ndarray
+    return _ND
+
+
+def _allowed(dtype) -> tuple:
+    key = tuple(dtype) if isinstance(dtype, list) else dtype
+    got = _DTYPES.get(key)
+    if got is None:
+        got = _DTYPES[key] = tuple(np.dtype(d) for d in (key if isinstance(key, tuple) else (key,)))
+    return got
+
+
 def require(x, name: str = "x", *, dtype=None, ndim=None, shape=None, contiguous=True,
             align: int | None = None):
-    """Raise ValueError naming what was expected, before any launch."""
-    import cupy
-    if not isinstance(x, cupy.ndarray):
+    """Raise ValueError naming what was expected, before any launch. Cheap on purpose (it runs
+    on every call of every launcher): a few attribute reads, no allocation."""
+    if not isinstance(x, _ND or _ndarray()):
         raise ValueError(f"{name}: expected a cupy.ndarray on the GPU, got {type(x).__name__}")
     if dtype is not None:
-        allowed = [np.dtype(d) for d in (dtype if isinstance(dtype, (tuple, list)) else (dtype,))]
+        allowed = _allowed(dtype)
         if x.dtype not in allowed:
             raise ValueError(f"{name}: expected dtype {' or '.join(map(str, allowed))}, got {x.dtype}")
     if ndim is not None:
         allowed = ndim if isinstance(ndim, (tuple, list)) else (ndim,)
         if x.ndim not in allowed:
             raise ValueError(f"{name}: expected {' or '.join(map(str, allowed))}-D, got shape {x.shape}")
-    if shape is not None and tuple(x.shape) != tuple(shape):
+    if shape is not None and x.shape != (shape if type(shape) is tuple else tuple(shape)):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {tuple(x.shape)}")
-    if contiguous and not x.flags.c_contiguous:
+    if contiguous and not x._c_contiguous:
         raise ValueError(f"{name}: expected a C-contiguous array (strides {x.strides}); "
                          "use cupy.ascontiguousarray")
     if align and x.data.ptr % align:
@@ -42,20 +62,48 @@ def require(x, name: str = "x", *, dtype=None, ndim=None, shape=None, contiguous
     return x
 
 
+def no_alias(out, inputs, inplace_ok: bool = False) -> None:
+    """Raise ValueError when an output's bytes overlap an input's (a cheap pointer-range test,
+    before any launch). The kernels declare their pointers __restrict__: the compiler may then
+    reorder loads and stores, and read through the read-only cache (ld.global.nc), as if no
+    output byte were an input byte. inplace_ok=True allows one exception: out *is* an input's
+    exact buffer (same address, shape and dtype), for element-wise steps where each thread
+    reads an index before it writes that same index (the in-place residual add)."""
+    nd = _ND or _ndarray()
+    for o in (out if isinstance(out, (tuple, list)) else (out,)):
+        if not isinstance(o, nd) or not o.size:
+            continue
+        o0 = o.data.ptr
+        o1 = o0 + o.nbytes
+        for i, a in enumerate(inputs):
+            if not isinstance(a, nd) or not a.size:
+                continue
+            a0 = a.data.ptr
+            if a0 < o1 and o0 < a0 + a.nbytes:
+                if inplace_ok and a0 == o0 and a.shape == o.shape and a.dtype == o.dtype:
+                    continue
+                raise ValueError(
+                    f"out overlaps input {i} ({a.dtype}{list(a.shape)} at {a0:#x}): this step's kernel "
+                    "is __restrict__ and not safe in place"
+                    + ("; only out= the exact input array is supported" if inplace_ok else
+                       "; pass a separate output buffer"))
+
+
 def aligned(width: int, *arrays) -> bool:
     """True when every array's base address is a multiple of `width` bytes: what a vector
     load (float4, uint4: 16 bytes) needs before the launcher lets a kernel use it."""
-    return all(a.data.ptr % width == 0 for a in arrays)
+    for a in arrays:
+        if a.data.ptr % width:
+            return False
+    return True
 
 
 def out_like(out, x, name="out", shape=None, dtype=None):
     """Allocate the output, or validate a caller's `out` (used outside timed regions)."""
-    import cupy
-    shape = x.shape if shape is None else shape
-    dtype = x.dtype if dtype is None else dtype
     if out is None:
-        return cupy.empty(shape, dtype)
-    require(out, name, dtype=dtype, shape=shape)
+        import cupy
+        return cupy.empty(x.shape if shape is None else shape, x.dtype if dtype is None else dtype)
+    require(out, name, dtype=x.dtype if dtype is None else dtype, shape=x.shape if shape is None else shape)
     return out
 
 
@@ -145,33 +193,142 @@ def run_variant(family, name, *host_args):
     return family.VARIANTS[name](*[cupy.asarray(a) for a in host_args]).get()
 
 
-def grade_exercise(src, kernel_name, *, ptx_must_contain, make_input, reference, grid, block,
-                   scalars=lambda *inputs: ()):
-    """Compile an exercise for sm_87 + sm_90, require each string of ptx_must_contain in its PTX,
-    and on a GPU run it and compare with the NumPy reference. The kernel's arguments are the
-    inputs, then one output per array the reference returns, then scalars(*inputs).
-    Raises on any failure."""
+def _as_tuple(v):
+    return v if isinstance(v, tuple) else (v,)
+
+
+def _bound(fn, inputs):
+    """A zero-argument call of a lab step on the given inputs; a Variant gets its output
+    allocated here, outside any timed region."""
+    if hasattr(fn, "alloc_out"):
+        out = fn.alloc_out(*inputs)
+        return lambda: fn(*inputs, out=out)
+    return lambda: fn(*inputs)
+
+
+def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
+                   scalars=lambda *inputs: (), ptx_must_contain=(), step=None, strict=False):
+    """Grade a learner's kernel: compile it for sm_87 + sm_90 and require each string of
+    ptx_must_contain in its PTX; on a GPU, run it on make_input(), compare each output with
+    reference(*inputs), then time it and the lab's own step on the same inputs (bench.time_fn,
+    L2 flushed) and print "your kernel X µs, <step> Y µs".
+
+    The kernel's arguments are the inputs, then one output per array the reference returns,
+    then scalars(*inputs). grid(*inputs) gives the grid; block is a tuple. step=(label, fn):
+    fn(*cupy_inputs) runs the lab's step. Not strict (the learner's cell): a failure prints
+    "NOT YET: <reason>" and returns None, so Run All goes on. strict=True (the solution cell)
+    raises instead, so a solution that stops working fails the notebook's test.
+    Returns a dict of what was measured (or {} in compile-only mode)."""
+    from .build import CompileError
+    try:
+        return _grade(src, kernel_name, make_input, reference, grid, block, scalars,
+                      ptx_must_contain, step)
+    except (CheckError, CompileError, ValueError, TypeError) as e:
+        if strict:
+            raise
+        print(f"NOT YET: {e}")
+    except Exception as e:   # a crash on the GPU (illegal address, launch failure)
+        if strict:
+            raise
+        print(f"NOT YET: the kernel failed to run: {type(e).__name__}: {e}\n"
+              "An illegal memory access leaves the GPU context unusable: restart the kernel "
+              "(Kernel > Restart) after fixing the indexing.")
+    return None
+
+
+def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_must_contain, step):
     from .build import ARCHS, compile_source, kernel_args, nvrtc_compile
-    fn = compile_source(src, kernel_name)
     needles = (ptx_must_contain,) if isinstance(ptx_must_contain, str) else tuple(ptx_must_contain)
-    for arch in ARCHS:
-        ptx = nvrtc_compile(src, arch, f"{kernel_name}.cu")[0]
+    ptxs = {arch: nvrtc_compile(src, arch, f"{kernel_name}.cu")[0] for arch in ARCHS}
+    if f".entry {kernel_name}(" not in ptxs[ARCHS[0]]:
+        raise CheckError(f"no kernel named {kernel_name} in the source (is it extern \"C\" __global__?)")
+    for arch, ptx in ptxs.items():
         for needle in needles:
             if needle not in ptx:
-                raise CheckError(f"exercise: no {needle} in the {arch} PTX; the stub is not done yet")
-    print(f"exercise compiles for {', '.join(ARCHS)} and its PTX contains {', '.join(needles)}")
-    inputs = make_input()
-    inputs = inputs if isinstance(inputs, tuple) else (inputs,)
-    want = reference(*inputs)
+                raise CheckError(f"the {arch} PTX has no `{needle}` yet: the stub is not done")
+    print(f"compiles for {', '.join(ARCHS)}"
+          + (f"; its PTX contains {', '.join(needles)}" if needles else ""))
+    inputs = _as_tuple(make_input())
+    wants = _as_tuple(reference(*inputs))
+    fn = compile_source(src, kernel_name) if is_live() else None
     if fn is None:
-        print("SKIPPED (compile-only): on a GPU the kernel runs and is compared with NumPy.")
-        return
+        print("SKIPPED (compile-only): on a GPU the kernel runs on inputs of shape "
+              f"{[getattr(a, 'shape', ()) for a in inputs]}, is compared with NumPy and timed"
+              + (f" against {step[0]}." if step else "."))
+        return {}
     import cupy
-    wants = want if isinstance(want, tuple) else (want,)
-    outs = [cupy.empty(w.shape, w.dtype) for w in wants]
-    fn(grid(*inputs), block, kernel_args([cupy.asarray(a) for a in inputs] + outs + list(scalars(*inputs))))
-    for k, (g, w) in enumerate(zip(outs, wants)):
-        check(g, w, name=f"exercise {kernel_name}" + (f" output {k}" if len(wants) > 1 else ""))
+    from .bench import time_fn
+    dev_in = [cupy.asarray(a) for a in inputs]
+    outs = [cupy.full(w.shape, np.nan, w.dtype) if w.dtype.kind == "f" else cupy.empty(w.shape, w.dtype)
+            for w in wants]
+    args = kernel_args(dev_in + outs + list(scalars(*inputs)))
+    g, b = _as_tuple(grid(*inputs)), _as_tuple(block)
+    fn(g, b, args)
+    cupy.cuda.Device().synchronize()
+    for k, (got, want) in enumerate(zip(outs, wants)):
+        check(got, want, name=f"your {kernel_name}" + (f" output {k}" if len(wants) > 1 else ""))
+    mine = time_fn(lambda: fn(g, b, args))
+    result = {"your_us": mine.median_us}
+    line = f"your kernel {mine.median_us:.1f} µs"
+    if step is not None:
+        label, step_fn = step
+        theirs = time_fn(_bound(step_fn, dev_in))
+        result.update(step=label, step_us=theirs.median_us)
+        r = theirs.median_us / mine.median_us
+        line += (f", {label} {theirs.median_us:.1f} µs: yours is {r:.2f}x "
+                 + ("faster" if r > 1 else "slower" if r < 1 else "as fast"))
+    print(line + " (GPU time, L2 flushed, medians)")
+    return result
+
+
+def register(family, name: str, src: str, kernel_name: str, *, grid, block,
+             scalars=lambda *inputs: (), dtypes=("float32",), overflow_safe=True, alloc_out=None):
+    """Add your own kernel to a family as variant `name`, so the lab's harness checks it
+    (check.variants: the awkward shapes and hostile values) and times it (bench.compare)
+    beside the steps and baselines. The kernel takes the family's inputs, then the output(s)
+    (alloc_out(*inputs), default one array like the first input), then scalars(*inputs);
+    grid(*inputs) and block give the launch. Compiles for sm_87 + sm_90 now (raises on a
+    compile error), and on a GPU for this device. Registering the same name again replaces
+    your earlier version. Returns the Variant; check.unregister removes it."""
+    from .build import Variant, compile_source, kernel_args
+    if not isinstance(name, str) or not name:
+        raise ValueError("register: name must be a non-empty string such as '07_mine'")
+    if name in family.VARIANTS and "check.register" not in (family.VARIANTS[name].__doc__ or ""):
+        raise ValueError(f"{family.NAME} already has a step named {name!r}; pick another name")
+    fn = compile_source(src, kernel_name)
+
+    def _alloc(*inputs):
+        import cupy
+        return alloc_out(*inputs) if alloc_out else cupy.empty_like(inputs[0])
+
+    def launcher(*inputs, out=None):
+        if fn is None:
+            from .device import need_gpu
+            need_gpu(f"running {name}")
+        for k, a in enumerate(inputs):
+            require(a, f"input {k}", dtype=dtypes if k == 0 else None)
+        out = _alloc(*inputs) if out is None else out
+        outs = list(out) if isinstance(out, tuple) else [out]
+        if all(a.size for a in inputs):
+            fn(_as_tuple(grid(*inputs)), _as_tuple(block),
+               kernel_args(list(inputs) + outs + list(scalars(*inputs))))
+        return out
+
+    launcher.__name__ = name
+    launcher.__doc__ = f"learner's kernel {kernel_name}, registered with check.register"
+    v = Variant(launcher, dtypes=dtypes, overflow_safe=overflow_safe, alloc_out=_alloc)
+    family.VARIANTS[name] = v
+    print(f"{family.NAME}: registered {name} ({kernel_name}), compiled for sm_87 and sm_90; "
+          f"steps now: {', '.join(family.VARIANTS)}")
+    return v
+
+
+def unregister(family, name: str) -> None:
+    """Remove a variant added with check.register (the lab's own steps cannot be removed)."""
+    v = family.VARIANTS.get(name)
+    if v is None or "check.register" not in (v.__doc__ or ""):
+        raise ValueError(f"{family.NAME} has no registered learner variant {name!r}")
+    del family.VARIANTS[name]
 
 
 def error_sweep(family, names, sizes, dtype="float32", rows=4):

@@ -1,0 +1,131 @@
+"""python -m kernellab.sanitize [tool ...]: run every VARIANTS entry of every family under
+NVIDIA compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on a few small, awkward
+shapes each, and require 0 errors. `make sanitize` runs this.
+
+Families are found through record.families(record.LABS), so a new family joins by being
+listed there. Each tool runs in one child process over all families (the four run side by
+side); the child (`--child`) only launches kernels, the sanitizer watches every launch.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+MAX_ELEMS = 1 << 16          # awkward, but small: the sanitizer slows each launch a lot
+PER_FAMILY = 4               # shapes per variant and dtype
+
+
+def executable() -> str | None:
+    """compute-sanitizer on PATH, under CUDA_HOME/CUDA_PATH, or in /usr/local/cuda."""
+    exe = shutil.which("compute-sanitizer")
+    if exe:
+        return exe
+    for d in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if d and os.path.exists(os.path.join(d, "bin", "compute-sanitizer")):
+            return os.path.join(d, "bin", "compute-sanitizer")
+    return None
+
+
+def _size(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def cases(family) -> list:
+    """Up to PER_FAMILY distinct small shapes of the family's CHECK_CASES (irregular sizes,
+    tails, sizes below a block), each with its most hostile value set the family lists."""
+    by_shape: dict = {}
+    for shape, values in family.CHECK_CASES:
+        if 0 < _size(shape) <= MAX_ELEMS:
+            by_shape.setdefault(tuple(shape), []).append(values)
+    shapes = sorted(by_shape, key=_size)
+    if len(shapes) > PER_FAMILY:    # the smallest, the largest, and two between
+        idx = sorted({0, len(shapes) - 1, len(shapes) // 3, 2 * len(shapes) // 3})
+        shapes = [shapes[i] for i in idx]
+    return [(s, by_shape[s][-1]) for s in shapes]
+
+
+def child() -> int:
+    """Launch every variant of every family on its sanitize cases (run under the sanitizer)."""
+    import cupy
+    from .record import LABS, families
+    n = 0
+    for fam in families([lab for lab in LABS if lab != "measuring"]):
+        for nm, v in fam.VARIANTS.items():
+            for dt in v.dtypes:
+                for shape, values in cases(fam):
+                    if not v.accepts((shape, values)):
+                        values = "randn"
+                    args = [cupy.asarray(a) for a in fam.make_input(shape, dt, values)]
+                    v(*args)
+                    n += 1
+        cupy.cuda.Device().synchronize()
+        print(f"  {fam.NAME}: {len(fam.VARIANTS)} variants launched", flush=True)
+    print(f"CHILD DONE: {n} calls", flush=True)
+    return 0
+
+
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+
+
+def run(tools=TOOLS, timeout: int = 600) -> dict:
+    """Run each tool over the child; returns {tool: (errors, returncode, tail of output)}."""
+    exe = executable()
+    if exe is None:
+        raise FileNotFoundError("compute-sanitizer not found (it ships with the CUDA toolkit: "
+                                "put its bin/ on PATH or set CUDA_HOME)")
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+    procs = {}
+    for tool in tools:
+        cmd = [exe, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20"]
+        cmd += [sys.executable, "-m", "kernellab.sanitize", "--child"]
+        procs[tool] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    out = {}
+    t0 = time.time()
+    for tool, p in procs.items():
+        try:
+            text, _ = p.communicate(timeout=max(1, timeout - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text, _ = p.communicate()
+            text += f"\n(timed out after {timeout} s)"
+        errs = sum(int(m) for m in _SUMMARY.findall(text))
+        done = "CHILD DONE" in text
+        if not done and not errs:
+            errs = -1            # the child did not finish: not a pass
+        out[tool] = (errs, p.returncode, text)
+    return out
+
+
+def main(argv) -> int:
+    if "--child" in argv:
+        return child()
+    tools = [a for a in argv if a in TOOLS] or list(TOOLS)
+    try:
+        res = run(tools)
+    except FileNotFoundError as e:
+        print(f"SKIPPED: {e}")
+        return 3
+    bad = 0
+    for tool, (errs, rc, text) in res.items():
+        calls = re.search(r"CHILD DONE: (\d+) calls", text)
+        state = "OK" if errs == 0 and rc == 0 else "FAILED"
+        bad += state != "OK"
+        print(f"{tool:<10} {state}: {errs if errs >= 0 else '?'} errors, "
+              f"{calls.group(1) if calls else '?'} variant calls (exit {rc})")
+        if state != "OK":
+            print("\n".join(text.strip().splitlines()[-40:]))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
