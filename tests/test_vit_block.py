@@ -1,0 +1,181 @@
+"""Everywhere (no GPU needed): lab 06's float64 references of the ViT block, merger and tower,
+their properties, the error bound, the call counts against the report, and bad input."""
+import numpy as np
+import pytest
+
+from kernellab import vit_block as vb
+
+
+@pytest.fixture(scope="module")
+def layer():
+    return vb.make_layer(0)
+
+
+@pytest.fixture(scope="module")
+def merger():
+    return vb.make_merger(0)
+
+
+def test_block_reference_shape_scale_and_determinism(layer):
+    x = vb.make_input(8, 8)
+    y = vb.reference_block(x, layer, 8, 8)
+    assert y.shape == (64, vb.HIDDEN) and y.dtype == np.float64 and np.isfinite(y).all()
+    assert 0.3 < y.std() < 5                        # unit-scale weights keep unit-scale activations
+    np.testing.assert_array_equal(y, vb.reference_block(x, layer, 8, 8))
+    assert not np.allclose(y, x.astype(np.float64), atol=1e-2)   # the block does something
+
+
+def test_block_is_the_identity_when_its_branches_are_zero(layer):
+    W = dict(layer)
+    for k in ("proj_w", "proj_b", "fc2_w", "fc2_b"):
+        W[k] = np.zeros_like(W[k])
+    x = vb.make_input(5, 7)                           # odd grid: a block needs no merge
+    np.testing.assert_array_equal(vb.reference_block(x, W, 5, 7), x.astype(np.float64))
+
+
+def test_attention_mixes_tokens_and_mlp_does_not(layer):
+    """Change one token: with attention on, every output token moves; with the attention
+    branch zeroed (proj = 0) only that token moves."""
+    x = vb.make_input(4, 4)
+    x2 = x.copy()
+    x2[5] += np.float16(1.0)
+    moved = lambda W: np.abs(vb.reference_block(x2, W, 4, 4) - vb.reference_block(x, W, 4, 4)).max(1) > 1e-9  # noqa: E731
+    assert moved(layer).all()
+    W = dict(layer)
+    W["proj_w"], W["proj_b"] = np.zeros_like(W["proj_w"]), np.zeros_like(W["proj_b"])
+    assert moved(W).tolist() == [i == 5 for i in range(16)]
+
+
+def test_rope_is_a_rotation_that_sees_only_relative_positions():
+    rng = np.random.default_rng(0)
+    gh, gw = 6, 9
+    cos, sin = vb.rope_cos_sin(gh, gw)
+    t = rng.standard_normal((vb.HEADS, gh * gw, vb.HEAD_DIM))
+    rt = vb.ref_rope(t, cos, sin)
+    np.testing.assert_allclose(np.linalg.norm(rt, axis=-1), np.linalg.norm(t, axis=-1), rtol=1e-12)
+    # the same q and k vectors at positions shifted together by (1, 2) give the same score
+    q, k = rng.standard_normal(vb.HEAD_DIM), rng.standard_normal(vb.HEAD_DIM)
+    tok = lambda r, c: r * gw + c  # noqa: E731
+    score = lambda a, b: vb.ref_rope(q, cos[a], sin[a]) @ vb.ref_rope(k, cos[b], sin[b])  # noqa: E731
+    assert score(tok(0, 0), tok(2, 3)) == pytest.approx(score(tok(1, 2), tok(3, 5)), rel=1e-12)
+    assert abs(score(tok(0, 0), tok(2, 3)) - score(tok(0, 0), tok(3, 2))) > 1e-6   # rows and columns differ
+    # position (0, 0) is not rotated
+    np.testing.assert_allclose(rt[:, 0], t[:, 0], rtol=1e-12)
+
+
+def test_softmax_reference_rows_sum_to_one():
+    s = np.random.default_rng(1).standard_normal((3, 5, 7)) * 30
+    p = vb.ref_softmax(s)
+    np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-12)
+    assert (p >= 0).all()
+
+
+def test_gelu_reference_is_the_tanh_approximation():
+    x = np.array([-3.0, -1.0, 0.0, 0.5, 2.0])
+    want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(vb.ref_gelu(x), want, rtol=1e-15)
+
+
+def test_fp16_storage_error_is_inside_the_bound(layer):
+    """The emulation of what the GPU stores (every intermediate rounded to fp16) lands inside the
+    first-order bound, and is not zero (the bound is not vacuous)."""
+    assert vb.STAGES == 14
+    for gh, gw in [(8, 8), (3, 5)]:
+        x = vb.make_input(gh, gw, seed=gh)
+        e = vb.rel_err(vb.reference_block(x, layer, gh, gw, fp16_storage=True), vb.reference_block(x, layer, gh, gw))
+        assert 1e-5 < e < vb.error_bound(), e
+
+
+def test_hostile_tokens_stay_finite_and_nan_spreads_everywhere(layer):
+    x = vb.make_input(4, 4, "hostile")
+    assert np.abs(x[0]).max() == np.float16(60000) and (x[1] == 0).all()
+    y = vb.reference_block(x, layer, 4, 4)
+    assert np.isfinite(y).all()
+    y = vb.reference_block(vb.make_input(4, 4, "nan"), layer, 4, 4)
+    assert np.isnan(y).all()                         # one NaN key poisons every query's softmax row
+
+
+def test_merge_index_is_the_2x2_window_gather():
+    gh, gw = 4, 6
+    idx = vb.merge_index(gh, gw)
+    assert idx.shape == (6, 4)
+    assert sorted(idx.ravel().tolist()) == list(range(24))
+    for r in range(gh):
+        for c in range(gw):
+            assert idx[(r // 2) * (gw // 2) + c // 2, (r % 2) * 2 + c % 2] == r * gw + c
+
+
+def test_merger_reference_shape_and_merge(merger):
+    x = vb.make_input(4, 6)
+    y = vb.reference_merger(x, merger, 4, 6)
+    assert y.shape == (6, vb.MERGE_OUT) and np.isfinite(y).all()
+    # fp16 storage emulation stays in the same first-order bound (7 stages)
+    e = vb.rel_err(vb.reference_merger(x, merger, 4, 6, fp16_storage=True), y)
+    assert e < vb.error_bound(len(vb.MERGER_PLAN))
+
+
+def test_position_interpolation_hits_the_table_on_its_own_grid():
+    P = vb.make_patch(0)
+    pos = P["pos"].astype(np.float64)
+    np.testing.assert_allclose(vb.ref_pos_interpolate(pos, vb.POS_GRID, vb.POS_GRID), pos, rtol=1e-12)
+    mid = vb.ref_pos_interpolate(pos, 3, 3)                     # grid 3: rows 0, 23.5, 47
+    t = pos.reshape(48, 48, -1)
+    np.testing.assert_allclose(mid[4], (t[23, 23] + t[23, 24] + t[24, 23] + t[24, 24]) / 4, rtol=1e-12)
+
+
+def test_small_tower_reference():
+    W = vb.weights(layers=2)
+    assert len(W.mergers) == 1                    # no DeepStack block among the first two
+    patches = vb.make_input(4, 4, width=vb.PATCH_DIM)
+    out, deep = vb.reference_tower(patches, W, 4, 4)
+    assert out.shape == (4, vb.MERGE_OUT) and deep == [] and np.isfinite(out).all()
+
+
+def test_call_counts_match_the_report():
+    cc = vb.call_counts().set_index("kernel")
+    for k in ["layernorm_with_bias_fp16_kernel", "bias_gelu_fp16_kernel", "fused_split_rope_transpose_kernel",
+              "vision_softmax_fp16_kernel", "transpose_head_token_kernel", "gelu_fp16_kernel",
+              "spatial_merge_fp16_kernel", "pos_embed_interpolate_fp16_kernel"]:
+        assert cc.loc[k, "here"] == cc.loc[k, "report"] == vb.REPORT_COUNTS[k]
+    assert cc.loc["layernorm_with_bias_fp16_kernel", "here"] == 58
+    assert cc.loc["bias_add_residual_fp16_kernel", "here"] == 89 + 1        # the patch bias + position add
+    assert cc.loc["cublasHgemm", "here"] == 27 * 4 + 4 * 2 + 1
+    assert len(vb.tower_plan()) == 3 + 27 * 15 + 4 * 7
+
+
+@pytest.mark.parametrize("shape, grid, merge, match", [
+    ((64, 1024), (8, 8), False, "hidden size 1152"),
+    ((64,), (8, 8), False, "hidden size 1152"),
+    ((63, 1152), (8, 8), False, "N must equal grid_h x grid_w"),
+    ((35, 1152), (5, 7), True, "even grid_h and grid_w"),
+    ((0, 1152), (0, 5), False, "must be >= 1"),
+])
+def test_bad_input_raises_value_error(shape, grid, merge, match):
+    with pytest.raises(ValueError, match=match):
+        vb.validate(np.zeros(shape, np.float16), *grid, merge=merge)
+
+
+def test_references_validate_too(layer, merger):
+    with pytest.raises(ValueError, match="N must equal"):
+        vb.reference_block(vb.make_input(4, 4), layer, 4, 5)
+    with pytest.raises(ValueError, match="even"):
+        vb.reference_merger(vb.make_input(3, 4), merger, 3, 4)
+    bad = dict(layer)
+    bad["qkv_w"] = bad["qkv_w"][:, :100]
+    with pytest.raises(ValueError, match="qkv_w expected shape"):
+        vb.reference_block(vb.make_input(2, 2), bad, 2, 2)
+    with pytest.raises(ValueError, match="patches"):
+        vb.reference_patch(vb.make_input(2, 2), vb.make_patch(0), 2, 2)   # 1152 wide, not 1536
+
+
+def test_orin_model_is_labelled_and_scales():
+    m = vb.orin_model((1024, 4096))
+    assert (m["model tokens/s (upper bound)"] > 0).all() and m["assumes"].str.contains("GB/s").all()
+    w1, w4 = vb.work(1024), vb.work(4096)
+    assert 4 < w4["flops"] / w1["flops"] < 16          # linear GEMMs + quadratic attention
+
+
+def test_grid_for():
+    assert vb.grid_for(4096) == (64, 64) and vb.grid_for(400) == (20, 20)
+    with pytest.raises(ValueError):
+        vb.grid_for(300)
