@@ -1,0 +1,618 @@
+// gemv.cu: the GEMV kernels of the matmul report (seed 002, OrinMLLM's matmul_kernel.cu), before
+// and after, its prefill (batched) kernels and conversions, and two steps beyond it.
+// Convention (the report's): y[K] = W[K, M] . x[M], W row-major, M = the input length.
+// Batched (prefill): Y[N, K] = X[N, M] . W[K, M]^T, one (row, token) pair per block, as the seed.
+// Every kernel accumulates in fp32. vec_ok = 0 (a row not a multiple of 16 bytes, or a base that
+// is not 16-byte aligned) selects scalar loads; a vector kernel always has a scalar tail.
+// Row offsets are size_t (64-bit) except in step 11, which keeps the seed's int32 offset on purpose.
+#include <cub/block/block_reduce.cuh>
+#include "common.cuh"
+
+#define SEED_BLOCK 128     // matmul_kernel_cu_fp32<128,1>, matmul_kernel_cu_fp32int8<128,1>
+#define INT8_GROUP 128     // the report's quantisation group along M
+#define WARP_ROWS 8        // warps (rows) per 256-thread block in the warp-per-row kernels
+
+__device__ __forceinline__ float cub_sum128(float v) {
+    typedef cub::BlockReduce<float, SEED_BLOCK> BlockReduce;
+    __shared__ typename BlockReduce::TempStorage temp;
+    return BlockReduce(temp).Sum(v);     // valid in thread 0
+}
+
+// Sum over a 256-thread block (8 warps): shuffles, 8 partials in smem, valid in thread 0.
+__device__ __forceinline__ float block256_sum(float v) {
+    __shared__ float part[8];
+    v = warp_reduce_sum(v);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+    if (threadIdx.x == 0)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s += part[i];
+    return s;
+}
+
+__device__ __forceinline__ float dot4(float4 a, float4 b, float s) {
+    return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, fmaf(a.x, b.x, s))));
+}
+
+// 8 halves of w times 8 halves of x, accumulated in fp32.
+__device__ __forceinline__ float dot8h(uint4 w, uint4 x, float s) {
+    Half8 a, b;
+    a.u = w;
+    b.u = x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 p = __half22float2(a.h2[j]), q = __half22float2(b.h2[j]);
+        s = fmaf(p.x, q.x, fmaf(p.y, q.y, s));
+    }
+    return s;
+}
+
+// === gemv_01_f32_sdata ===
+// Why: the report's "before" matmul_kernel_cu_fp32<128,1>: one 128-thread block per row, each
+// thread accumulates into its own slot of a shared array sdata[128] (a shared-memory load and
+// store per element), scalar 4-byte loads, then cub::BlockReduce. Steps 02-04 change one thing each.
+extern "C" __global__ void gemv_01_f32_sdata(const float* W, const float* x, float* y, int K, int M) {
+    __shared__ float sdata[SEED_BLOCK];
+    const float* wr = W + (size_t)blockIdx.x * M;
+    sdata[threadIdx.x] = 0.0f;
+    for (int i = threadIdx.x; i < M; i += SEED_BLOCK) sdata[threadIdx.x] += wr[i] * x[i];
+    const float s = cub_sum128(sdata[threadIdx.x]);
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_02_f32_register ===
+// Why: the sum lives in a register instead of sdata: no shared load/store per element, no sdata
+// array (the report's first change). Everything else as step 01.
+extern "C" __global__ void gemv_02_f32_register(const float* W, const float* x, float* y, int K, int M) {
+    const float* wr = W + (size_t)blockIdx.x * M;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < M; i += SEED_BLOCK) sum += wr[i] * x[i];
+    const float s = cub_sum128(sum);
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_03_f32_float4 ===
+// Why: one float4 (16 bytes) per load instruction instead of one float: a quarter of the load
+// instructions for the same bytes (the seed's optimised kernel reads float4). Scalar tail for
+// M % 4 and the vec_ok = 0 fallback. Plain pointers and a*b + c, as before.
+extern "C" __global__ void gemv_03_f32_float4(const float* W, const float* x, float* y, int K, int M,
+                                              int vec_ok) {
+    const float* wr = W + (size_t)blockIdx.x * M;
+    const int n4 = vec_ok ? M / 4 : 0;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n4; i += SEED_BLOCK) {
+        const float4 a = reinterpret_cast<const float4*>(wr)[i], b = reinterpret_cast<const float4*>(x)[i];
+        sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    for (int i = n4 * 4 + threadIdx.x; i < M; i += SEED_BLOCK) sum += wr[i] * x[i];
+    const float s = cub_sum128(sum);
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_04_f32_ldg ===
+// Why: the report's optimised matmul_kernel_cu_fp32<128,1>: __restrict__ (no aliasing, so the
+// compiler may batch loads across iterations), __ldg (the read-only path), explicit fmaf.
+// NVRTC already contracts a*b + c into fma (--fmad=true), so fmaf changes no instruction here.
+extern "C" __global__ void gemv_04_f32_ldg(const float* __restrict__ W, const float* __restrict__ x,
+                                           float* __restrict__ y, int K, int M, int vec_ok) {
+    const float* wr = W + (size_t)blockIdx.x * M;
+    const float4* w4 = reinterpret_cast<const float4*>(wr);
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const int n4 = vec_ok ? M / 4 : 0;
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n4; i += SEED_BLOCK) sum = dot4(__ldg(w4 + i), __ldg(x4 + i), sum);
+    for (int i = n4 * 4 + threadIdx.x; i < M; i += SEED_BLOCK) sum = fmaf(__ldg(wr + i), __ldg(x + i), sum);
+    const float s = cub_sum128(sum);
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_05_int8_scalar ===
+// Why: the report's "before" matmul_kernel_cu_fp32int8<128,1>: int8 weights with one fp32 scale
+// per group of 128 along each row (scales[K, ceil(M/128)]), loaded one byte at a time, the input
+// one float at a time, the group's scale looked up per element. Register sum (as step 02).
+extern "C" __global__ void gemv_05_int8_scalar(const signed char* W, const float* scales, const float* x,
+                                               float* y, int K, int M) {
+    const signed char* wr = W + (size_t)blockIdx.x * M;
+    const float* sr = scales + (size_t)blockIdx.x * ((M + INT8_GROUP - 1) / INT8_GROUP);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < M; i += SEED_BLOCK) sum += (float)wr[i] * sr[i / INT8_GROUP] * x[i];
+    const float s = cub_sum128(sum);
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_06_int8_char4 ===
+// Why: the report's optimised matmul_kernel_cu_fp32int8: one char4 (4 weights) and one float4
+// (4 inputs) per step, 4 elements of one group share one scale (__ldg), fmaf, __restrict__.
+// The weight load is still only 4 bytes: a warp moves 128 bytes of weight per instruction.
+extern "C" __global__ void gemv_06_int8_char4(const signed char* __restrict__ W, const float* __restrict__ scales,
+                                              const float* __restrict__ x, float* __restrict__ y, int K, int M,
+                                              int vec_ok) {
+    const signed char* wr = W + (size_t)blockIdx.x * M;
+    const float* sr = scales + (size_t)blockIdx.x * ((M + INT8_GROUP - 1) / INT8_GROUP);
+    const int n4 = vec_ok ? M / 4 : 0;
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n4; i += SEED_BLOCK) {
+        const char4 q = __ldg(reinterpret_cast<const char4*>(wr) + i);
+        const float4 b = __ldg(reinterpret_cast<const float4*>(x) + i);
+        const float sc = __ldg(sr + i * 4 / INT8_GROUP);
+        sum = fmaf(sc, dot4(make_float4(q.x, q.y, q.z, q.w), b, 0.0f), sum);
+    }
+    for (int i = n4 * 4 + threadIdx.x; i < M; i += SEED_BLOCK)
+        sum = fmaf((float)wr[i] * __ldg(sr + i / INT8_GROUP), __ldg(x + i), sum);
+    const float s = cub_sum128(sum);
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+// The fp32-input, fp16-weight dot product of one thread's share of a row: uint2 = 4 halves of
+// weight against a float4 of input, stride `stride` float4s (steps 07 and 08 share it).
+__device__ __forceinline__ float f16w_part(const __half* __restrict__ wr, const float* __restrict__ x,
+                                           int M, int n4, int t, int stride) {
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int i = t; i < n4; i += stride) {
+        const uint2 raw = __ldg(reinterpret_cast<const uint2*>(wr) + i);
+        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+        sum = dot4(make_float4(a.x, a.y, b.x, b.y), __ldg(reinterpret_cast<const float4*>(x) + i), sum);
+    }
+    for (int i = n4 * 4 + t; i < M; i += stride) sum = fmaf(__half2float(wr[i]), __ldg(x + i), sum);
+    return sum;
+}
+
+// === gemv_07_f32_fp16w_warp ===
+// Why: fp32 activations with fp16 weights halve the weight bytes of step 04 (the report's
+// optimized::gemv_fp16_optimized<8,4>, used below M = 2048): one warp per row, 8 rows per
+// 256-thread block, 4 halves (8 bytes) per lane per load. A short row keeps all 32 lanes busy.
+extern "C" __global__ void gemv_07_f32_fp16w_warp(const __half* __restrict__ W, const float* __restrict__ x,
+                                                  float* __restrict__ y, int K, int M, int vec_ok) {
+    const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= K) return;
+    float s = f16w_part(W + (size_t)row * M, x, M, vec_ok ? M / 4 : 0, lane, 32);
+    s = warp_reduce_sum(s);
+    if (lane == 0) y[row] = s;
+}
+
+// === gemv_08_f32_fp16w_block ===
+// Why: the report's optimized::gemv_fp16_bandwidth_optimized<256,1>, used at M >= 2048: one
+// 256-thread block per row, so a long row has 8x the threads (and loads in flight) of step 07's
+// warp; the price is a block reduction (shuffles + 8 partials in shared memory + a barrier).
+extern "C" __global__ void gemv_08_f32_fp16w_block(const __half* __restrict__ W, const float* __restrict__ x,
+                                                   float* __restrict__ y, int K, int M, int vec_ok) {
+    const float s = block256_sum(f16w_part(W + (size_t)blockIdx.x * M, x, M, vec_ok ? M / 4 : 0,
+                                           threadIdx.x, 256));
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_09_fp16_half2 ===
+// Why: the fp16 models' decode path before (the report's gemv_pure_fp16_kernel, removed as dead
+// code once v2 existed): fp16 in, weight and out, a warp per row, one half2 (4 bytes) per lane per
+// load, one fp32 accumulator. A warp moves 128 bytes of weight per load instruction.
+extern "C" __global__ void gemv_09_fp16_half2(const __half* __restrict__ W, const __half* __restrict__ x,
+                                              __half* __restrict__ y, int K, int M, int vec_ok) {
+    const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= K) return;
+    const __half* wr = W + (size_t)row * M;
+    const int n2 = vec_ok ? M / 2 : 0;
+    float sum = 0.0f;
+    for (int i = lane; i < n2; i += 32) {
+        const float2 a = __half22float2(reinterpret_cast<const __half2*>(wr)[i]);
+        const float2 b = __half22float2(reinterpret_cast<const __half2*>(x)[i]);
+        sum = fmaf(a.x, b.x, fmaf(a.y, b.y, sum));
+    }
+    for (int i = n2 * 2 + lane; i < M; i += 32) sum = fmaf(__half2float(wr[i]), __half2float(x[i]), sum);
+    sum = warp_reduce_sum(sum);
+    if (lane == 0) y[row] = __float2half_rn(sum);
+}
+
+// The body of the report's v2 kernels: a warp per row, float4 = 8 halves per lane per load,
+// 4 independent accumulators (4 loads in flight per lane), fp32 accumulation.
+__device__ __forceinline__ float warp_row_fp16x8(const __half* __restrict__ wr, const __half* __restrict__ x,
+                                                 int M, int vec_ok, int lane) {
+    const uint4* w8 = reinterpret_cast<const uint4*>(wr);
+    const uint4* x8 = reinterpret_cast<const uint4*>(x);
+    const int n8 = vec_ok ? M / 8 : 0;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int i = lane;
+    for (; i + 96 < n8; i += 128) {
+        s0 = dot8h(__ldg(w8 + i), __ldg(x8 + i), s0);
+        s1 = dot8h(__ldg(w8 + i + 32), __ldg(x8 + i + 32), s1);
+        s2 = dot8h(__ldg(w8 + i + 64), __ldg(x8 + i + 64), s2);
+        s3 = dot8h(__ldg(w8 + i + 96), __ldg(x8 + i + 96), s3);
+    }
+    for (; i < n8; i += 32) s0 = dot8h(__ldg(w8 + i), __ldg(x8 + i), s0);
+    for (int j = n8 * 8 + lane; j < M; j += 32) s1 = fmaf(__half2float(__ldg(wr + j)), __half2float(__ldg(x + j)), s1);
+    return warp_reduce_sum((s0 + s1) + (s2 + s3));
+}
+
+// === gemv_10_fp16_v2 ===
+// Why: the report's gemv_pure_fp16_kernel_v2<32,8>: 8 halves (16 bytes) per lane per load, 4x
+// step 09's width, and 4 accumulators, so each lane has 4 independent 16-byte loads in flight
+// instead of one dependent chain. Grid (K + 7) / 8 blocks of 256 threads, a warp per row.
+extern "C" __global__ void gemv_10_fp16_v2(const __half* __restrict__ W, const __half* __restrict__ x,
+                                           __half* __restrict__ y, int K, int M, int vec_ok) {
+    const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= K) return;
+    const float s = warp_row_fp16x8(W + (size_t)row * M, x, M, vec_ok, lane);
+    if (lane == 0) y[row] = __float2half_rn(s);
+}
+
+// === gemv_11_fp16_f32out_half2 ===
+// Why: the logits head before (gemv_fp16_input_fp16_weight_fp32_output<8,4>, its old form): fp16
+// in and weight, fp32 logits out, half2 loads, and the row offset computed as int: row * M is a
+// 32-bit product, which wraps once K * M >= 2^31 elements. The launcher refuses such shapes.
+extern "C" __global__ void gemv_11_fp16_f32out_half2(const __half* __restrict__ W, const __half* __restrict__ x,
+                                                     float* __restrict__ y, int K, int M, int vec_ok) {
+    const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= K) return;
+    const __half* wr = W + row * M;                       // int32 offset: the seed's bug, kept on purpose
+    const int n2 = vec_ok ? M / 2 : 0;
+    float sum = 0.0f;
+    for (int i = lane; i < n2; i += 32) {
+        const float2 a = __half22float2(reinterpret_cast<const __half2*>(wr)[i]);
+        const float2 b = __half22float2(reinterpret_cast<const __half2*>(x)[i]);
+        sum = fmaf(a.x, b.x, fmaf(a.y, b.y, sum));
+    }
+    for (int i = n2 * 2 + lane; i < M; i += 32) sum = fmaf(__half2float(wr[i]), __half2float(x[i]), sum);
+    sum = warp_reduce_sum(sum);
+    if (lane == 0) y[row] = sum;
+}
+
+// === gemv_12_fp16_f32out_ilp ===
+// Why: the report's optimised gemv_fp16_input_fp16_weight_fp32_output<8,4>: float4 = 8 halves per
+// load (4x wider), 4 accumulators (4-way ILP), and an int64 row offset (size_t), so any K * M works.
+// Same body as step 10; the output stays fp32 (logits feed a softmax / sampler in fp32).
+extern "C" __global__ void gemv_12_fp16_f32out_ilp(const __half* __restrict__ W, const __half* __restrict__ x,
+                                                   float* __restrict__ y, int K, int M, int vec_ok) {
+    const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= K) return;
+    const float s = warp_row_fp16x8(W + (size_t)row * M, x, M, vec_ok, lane);
+    if (lane == 0) y[row] = s;
+}
+
+// ---- prefill: Y[N, K] = X[N, M] . W[K, M]^T, grid (K, N) ---------------------------------------
+
+// === gemv_13_batched_f32 ===
+// Why: the report's batched_matmul_kernel_cu_fp32<128> (the AWQ/int8 models' prefill), in its
+// optimised form (register sum, float4, __ldg, fmaf): block (row, token) computes one dot product.
+// Every token re-reads the whole weight: from L2 if it fits, from DRAM if not.
+extern "C" __global__ void gemv_13_batched_f32(const float* __restrict__ X, const float* __restrict__ W,
+                                               float* __restrict__ Y, int N, int K, int M, int vec_ok) {
+    const float* wr = W + (size_t)blockIdx.x * M;
+    const float* xr = X + (size_t)blockIdx.y * M;
+    const int n4 = vec_ok ? M / 4 : 0;
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n4; i += SEED_BLOCK)
+        sum = dot4(__ldg(reinterpret_cast<const float4*>(wr) + i), __ldg(reinterpret_cast<const float4*>(xr) + i), sum);
+    for (int i = n4 * 4 + threadIdx.x; i < M; i += SEED_BLOCK) sum = fmaf(__ldg(wr + i), __ldg(xr + i), sum);
+    const float s = cub_sum128(sum);
+    if (threadIdx.x == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = s;
+}
+
+// === gemv_14_batched_f16w_half2 ===
+// Why: batched_matmul_fp16_weight_kernel<256> before: fp32 tokens, fp16 weight, one half2 of
+// weight (4 bytes) and a float2 of input per thread per step.
+extern "C" __global__ void gemv_14_batched_f16w_half2(const float* __restrict__ X, const __half* __restrict__ W,
+                                                      float* __restrict__ Y, int N, int K, int M, int vec_ok) {
+    const __half* wr = W + (size_t)blockIdx.x * M;
+    const float* xr = X + (size_t)blockIdx.y * M;
+    const int n2 = vec_ok ? M / 2 : 0;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n2; i += 256) {
+        const float2 a = __half22float2(__ldg(reinterpret_cast<const __half2*>(wr) + i));
+        const float2 b = __ldg(reinterpret_cast<const float2*>(xr) + i);
+        sum = fmaf(a.x, b.x, fmaf(a.y, b.y, sum));
+    }
+    for (int i = n2 * 2 + threadIdx.x; i < M; i += 256) sum = fmaf(__half2float(wr[i]), __ldg(xr + i), sum);
+    const float s = block256_sum(sum);
+    if (threadIdx.x == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = s;
+}
+
+// === gemv_15_batched_f16w_half2x2 ===
+// Why: the report's optimised batched_matmul_fp16_weight_kernel<256>: 2 x half2 (one 8-byte load,
+// 4 weights) with a float4 of input: twice the bytes per load instruction of step 14.
+extern "C" __global__ void gemv_15_batched_f16w_half2x2(const float* __restrict__ X, const __half* __restrict__ W,
+                                                        float* __restrict__ Y, int N, int K, int M, int vec_ok) {
+    const float s = block256_sum(f16w_part(W + (size_t)blockIdx.x * M, X + (size_t)blockIdx.y * M, M,
+                                           vec_ok ? M / 4 : 0, threadIdx.x, 256));
+    if (threadIdx.x == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = s;
+}
+
+// === gemv_16_batched_fp16_half2 ===
+// Why: batched_gemm_pure_fp16_kernel<256> before (the report's ViT path): fp16 tokens, weight and
+// output, half2 loads (4 bytes per load instruction).
+extern "C" __global__ void gemv_16_batched_fp16_half2(const __half* __restrict__ X, const __half* __restrict__ W,
+                                                      __half* __restrict__ Y, int N, int K, int M, int vec_ok) {
+    const __half* wr = W + (size_t)blockIdx.x * M;
+    const __half* xr = X + (size_t)blockIdx.y * M;
+    const int n2 = vec_ok ? M / 2 : 0;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n2; i += 256) {
+        const float2 a = __half22float2(__ldg(reinterpret_cast<const __half2*>(wr) + i));
+        const float2 b = __half22float2(__ldg(reinterpret_cast<const __half2*>(xr) + i));
+        sum = fmaf(a.x, b.x, fmaf(a.y, b.y, sum));
+    }
+    for (int i = n2 * 2 + threadIdx.x; i < M; i += 256) sum = fmaf(__half2float(wr[i]), __half2float(xr[i]), sum);
+    const float s = block256_sum(sum);
+    if (threadIdx.x == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = __float2half_rn(s);
+}
+
+// === gemv_17_batched_fp16_float4 ===
+// Why: the report's optimised batched_gemm_pure_fp16_kernel<256>, which it credits with +75.6% ViT
+// prefill: float4 = 8 halves per load, 4x step 16's bytes per load instruction.
+extern "C" __global__ void gemv_17_batched_fp16_float4(const __half* __restrict__ X, const __half* __restrict__ W,
+                                                       __half* __restrict__ Y, int N, int K, int M, int vec_ok) {
+    const __half* wr = W + (size_t)blockIdx.x * M;
+    const __half* xr = X + (size_t)blockIdx.y * M;
+    const int n8 = vec_ok ? M / 8 : 0;
+    float sum = 0.0f;
+#pragma unroll 2
+    for (int i = threadIdx.x; i < n8; i += 256)
+        sum = dot8h(__ldg(reinterpret_cast<const uint4*>(wr) + i), __ldg(reinterpret_cast<const uint4*>(xr) + i), sum);
+    for (int i = n8 * 8 + threadIdx.x; i < M; i += 256) sum = fmaf(__half2float(wr[i]), __half2float(xr[i]), sum);
+    const float s = block256_sum(sum);
+    if (threadIdx.x == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = __float2half_rn(s);
+}
+
+// ---- the conversions around the report's cuBLAS route (fp32 -> fp16 -> Hgemm -> fp32) ----------
+
+// === gemv_18_f32_to_f16_x2 ===
+// Why: fp32_to_fp16_kernel before: 2 elements per thread (a float2 in, a half2 out).
+extern "C" __global__ void gemv_18_f32_to_f16_x2(const float* __restrict__ a, __half* __restrict__ b, long long n,
+                                                 int vec_ok) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 2;
+    if (vec_ok && i + 1 < n) {
+        reinterpret_cast<__half2*>(b)[i / 2] = __float22half2_rn(__ldg(reinterpret_cast<const float2*>(a) + i / 2));
+    } else {
+        for (long long j = i; j < i + 2 && j < n; ++j) b[j] = __float2half_rn(a[j]);
+    }
+}
+
+// === gemv_19_f32_to_f16_x4 ===
+// Why: the report's optimised fp32_to_fp16_kernel: a float4 in, 2 x half2 out (4 elements per
+// thread): twice the bytes per load instruction of step 18, half the threads.
+extern "C" __global__ void gemv_19_f32_to_f16_x4(const float* __restrict__ a, __half* __restrict__ b, long long n,
+                                                 int vec_ok) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (vec_ok && i + 3 < n) {
+        const float4 v = __ldg(reinterpret_cast<const float4*>(a) + i / 4);
+        uint2 o;
+        *reinterpret_cast<__half2*>(&o.x) = __floats2half2_rn(v.x, v.y);
+        *reinterpret_cast<__half2*>(&o.y) = __floats2half2_rn(v.z, v.w);
+        reinterpret_cast<uint2*>(b)[i / 4] = o;
+    } else {
+        for (long long j = i; j < i + 4 && j < n; ++j) b[j] = __float2half_rn(a[j]);
+    }
+}
+
+// === gemv_20_f16_to_f32_x2 ===
+// Why: fp16_to_fp32_kernel before: a half2 in, a float2 out per thread.
+extern "C" __global__ void gemv_20_f16_to_f32_x2(const __half* __restrict__ a, float* __restrict__ b, long long n,
+                                                 int vec_ok) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 2;
+    if (vec_ok && i + 1 < n) {
+        reinterpret_cast<float2*>(b)[i / 2] = __half22float2(__ldg(reinterpret_cast<const __half2*>(a) + i / 2));
+    } else {
+        for (long long j = i; j < i + 2 && j < n; ++j) b[j] = __half2float(a[j]);
+    }
+}
+
+// === gemv_21_f16_to_f32_x4 ===
+// Why: the report's optimised fp16_to_fp32_kernel: 2 x half2 (8 bytes) in, a float4 out.
+extern "C" __global__ void gemv_21_f16_to_f32_x4(const __half* __restrict__ a, float* __restrict__ b, long long n,
+                                                 int vec_ok) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (vec_ok && i + 3 < n) {
+        const uint2 raw = __ldg(reinterpret_cast<const uint2*>(a) + i / 4);
+        const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+        const float2 q = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+        reinterpret_cast<float4*>(b)[i / 4] = make_float4(p.x, p.y, q.x, q.y);
+    } else {
+        for (long long j = i; j < i + 4 && j < n; ++j) b[j] = __half2float(a[j]);
+    }
+}
+
+// === gemv_22_fp16_fast ===
+// Why: beyond the report. Step 10 gives a 4096-row matrix one warp per row: 4096 warps, about 31
+// per SM on a 132-SM GPU, and on a short matrix (K = 512) only 4 per SM, too few 16-byte loads in
+// flight to cover DRAM latency (bandwidth = bytes in flight / latency). Here G threads share a row
+// (G = 32..256, chosen by the launcher so the grid has enough warps for every SM: split-K inside
+// a block) and each thread keeps U = 4 independent 16-byte weight loads in flight. One template
+// serves every data path (fp32, fp16, int8, int4): a Path says how wide a vector is and how to
+// multiply one vector of weights by the matching inputs.
+struct PathF32 {          // fp32 weight, fp32 input: 4 per 16 bytes
+    static constexpr int VEC = 4;
+    typedef float TW;
+    typedef float TX;
+    __device__ static float dot(uint4 w, const TX* x, int e, const void*, const void*, size_t, int) {
+        return dot4(*reinterpret_cast<float4*>(&w), __ldg(reinterpret_cast<const float4*>(x + e)), 0.0f);
+    }
+    __device__ static float one(const TW* wr, const TX* x, int e, const void*, const void*, size_t, int) {
+        return __ldg(wr + e) * __ldg(x + e);
+    }
+};
+struct PathF16 {          // fp16 weight, fp16 input: 8 per 16 bytes
+    static constexpr int VEC = 8;
+    typedef __half TW;
+    typedef __half TX;
+    __device__ static float dot(uint4 w, const TX* x, int e, const void*, const void*, size_t, int) {
+        return dot8h(w, __ldg(reinterpret_cast<const uint4*>(x + e)), 0.0f);
+    }
+    __device__ static float one(const TW* wr, const TX* x, int e, const void*, const void*, size_t, int) {
+        return __half2float(__ldg(wr + e)) * __half2float(__ldg(x + e));
+    }
+};
+
+// The launcher's grid: (K + R*rows_per_block - 1) / (R*rows_per_block) blocks of 256 threads;
+// G threads per group, each group computes R consecutive rows.
+template <class P, int R, int U, typename TY>
+__device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, const typename P::TX* __restrict__ x,
+                                          TY* __restrict__ y, const void* __restrict__ sc, const void* __restrict__ zp,
+                                          int K, int M, int G, int row_elems, int vec_ok) {
+    const int t = threadIdx.x & (G - 1), grp = threadIdx.x / G;
+    const int row0 = (blockIdx.x * (256 / G) + grp) * R;
+    const int nv = vec_ok ? M / P::VEC : 0;
+    const typename P::TW* wr[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) wr[r] = W + (size_t)min(row0 + r, K - 1) * row_elems;   // clamped: loads stay in bounds
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    int i = t;
+    for (; i + (U - 1) * G < nv; i += U * G) {
+        uint4 w[U][R];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) w[u][r] = __ldg(reinterpret_cast<const uint4*>(wr[r]) + i + u * G);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+                acc[r] += P::dot(w[u][r], x, (i + u * G) * P::VEC, sc, zp, (size_t)min(row0 + r, K - 1), M);
+    }
+    for (; i < nv; i += G)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            acc[r] += P::dot(__ldg(reinterpret_cast<const uint4*>(wr[r]) + i), x, i * P::VEC, sc, zp,
+                             (size_t)min(row0 + r, K - 1), M);
+    for (int e = nv * P::VEC + t; e < M; e += G)
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] += P::one(wr[r], x, e, sc, zp, (size_t)min(row0 + r, K - 1), M);
+    // Reduce each row's G partial sums: shuffles inside a warp, then (G > 32) across the group's warps.
+    __shared__ float part[R][8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = warp_reduce_sum(acc[r]);
+    if (G == 32) {
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+                if (row0 + r < K) y[row0 + r] = (TY)acc[r];
+        return;
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[r][warp] = acc[r];
+    __syncthreads();
+    if (t < R && row0 + t < K) {
+        float s = 0.0f;
+        for (int j = 0; j < G / 32; ++j) s += part[t][grp * (G / 32) + j];
+        y[row0 + t] = (TY)s;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) gemv_22_fp16_fast(const __half* __restrict__ W,
+        const __half* __restrict__ x, __half* __restrict__ y, int K, int M, int G, int vec_ok) {
+    gemv_fast<PathF16, 1, 4, __half>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
+}
+
+// === gemv_23_fp16_f32out_fast ===
+// Why: the logits head (K = 151936) with step 22's body: same loads, fp32 out, size_t offsets.
+extern "C" __global__ void __launch_bounds__(256) gemv_23_fp16_f32out_fast(const __half* __restrict__ W,
+        const __half* __restrict__ x, float* __restrict__ y, int K, int M, int G, int vec_ok) {
+    gemv_fast<PathF16, 1, 4, float>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
+}
+
+// === gemv_24_f32_fast ===
+// Why: step 04 keeps one 16-byte load in flight per thread per iteration (its unroll is bounded by
+// the CUB reduction's registers) with 128 threads per row; step 22's body gives fp32 the same
+// bytes in flight and the same grid sizing.
+extern "C" __global__ void __launch_bounds__(256) gemv_24_f32_fast(const float* __restrict__ W,
+        const float* __restrict__ x, float* __restrict__ y, int K, int M, int G, int vec_ok) {
+    gemv_fast<PathF32, 1, 4, float>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
+}
+
+// === gemv_25_int8_fast ===
+// Why: step 06 loads 4 bytes of weight per instruction (char4). Here each load is 16 int8 weights
+// (16 bytes), which all lie in one scale group (128 is a multiple of 16), so one scale multiplies
+// one 16-term partial sum. int8 -> float uses step 26's byte-permute trick, not the slow I2F.
+// fp32 input is 4 bytes per weight byte: each group computes R = 2 rows, so every float4 of x
+// read from L1 serves two rows (half the L1 traffic per weight byte).
+struct PathI8 {
+    static constexpr int VEC = 16;
+    typedef signed char TW;
+    typedef float TX;
+    __device__ static float dot(uint4 w, const TX* x, int e, const void* sc, const void*, size_t row, int M) {
+        const float4* x4 = reinterpret_cast<const float4*>(x + e);
+        const unsigned wv[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {     // q + 128 in a byte; 2^23 + (q + 128) - (2^23 + 128) = q exactly
+            const float4 b = __ldg(x4 + k);
+            s = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7540)) - 8388736.0f, b.x, s);
+            s = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7541)) - 8388736.0f, b.y, s);
+            s = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7542)) - 8388736.0f, b.z, s);
+            s = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7543)) - 8388736.0f, b.w, s);
+        }
+        const int groups = (M + INT8_GROUP - 1) / INT8_GROUP;
+        return s * __ldg(reinterpret_cast<const float*>(sc) + row * groups + e / INT8_GROUP);
+    }
+    __device__ static float one(const TW* wr, const TX* x, int e, const void* sc, const void*, size_t row, int M) {
+        const int groups = (M + INT8_GROUP - 1) / INT8_GROUP;
+        return (float)__ldg(wr + e) * __ldg(reinterpret_cast<const float*>(sc) + row * groups + e / INT8_GROUP) * __ldg(x + e);
+    }
+};
+
+extern "C" __global__ void __launch_bounds__(256) gemv_25_int8_fast(const signed char* __restrict__ W,
+        const float* __restrict__ scales, const float* __restrict__ x, float* __restrict__ y, int K, int M, int G,
+        int vec_ok) {
+    gemv_fast<PathI8, 2, 2, float>(W, x, y, scales, nullptr, K, M, G, M, vec_ok);
+}
+
+// === gemv_26_int4_awq ===
+// Why: beyond the report: its AWQ models run int4 weights, which halve int8's bytes again. AWQ
+// style: two 4-bit weights per byte (even column in the low nibble), per group of 128 along the
+// row one fp16 scale and one zero point z (0..15): w = (q - z) * s. fp16 input, fp32 output.
+// Dequantisation costs instructions per byte: a 16-byte load is 32 weights, each needs a nibble
+// extract, a conversion and an FMA. The conversion is a bit trick: the bytes 0x4B0000qq are the
+// float 2^23 + q, so (2^23 + q) - (2^23 + z) = q - z exactly: a byte permute (PRMT) and an FADD
+// instead of an int-to-float conversion (I2F runs at a quarter of the FMA rate or less).
+struct PathI4 {
+    static constexpr int VEC = 32;
+    typedef unsigned char TW;
+    typedef __half TX;
+    __device__ static float group(const void* sc, const void* zp, size_t row, int M, int e, float* zoff) {
+        const int groups = (M + INT8_GROUP - 1) / INT8_GROUP;
+        const size_t g = row * groups + e / INT8_GROUP;
+        *zoff = 8388608.0f + (float)__ldg(reinterpret_cast<const unsigned char*>(zp) + g);
+        return __half2float(__ldg(reinterpret_cast<const __half*>(sc) + g));
+    }
+    __device__ static float dot(uint4 w, const TX* x, int e, const void* sc, const void* zp, size_t row, int M) {
+        float zoff;
+        const float s = group(sc, zp, row, M, e, &zoff);
+        const uint4* x8 = reinterpret_cast<const uint4*>(x + e);
+        const unsigned wv[4] = {w.x, w.y, w.z, w.w};
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {           // 8 weights (one 32-bit word) against 8 halves of x
+            Half8 xv;
+            xv.u = __ldg(x8 + k);
+#pragma unroll
+            const unsigned lo = wv[k] & 0x0F0F0F0Fu, hi = (wv[k] >> 4) & 0x0F0F0F0Fu;   // even, odd columns
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float2 xf = __half22float2(xv.h2[j]);
+                const float q0 = __int_as_float(__byte_perm(lo, 0x4B000000u, 0x7540 | j)) - zoff;
+                const float q1 = __int_as_float(__byte_perm(hi, 0x4B000000u, 0x7540 | j)) - zoff;
+                acc = fmaf(q0, xf.x, fmaf(q1, xf.y, acc));
+            }
+        }
+        return acc * s;
+    }
+    __device__ static float one(const TW* wr, const TX* x, int e, const void* sc, const void* zp, size_t row, int M) {
+        float zoff;
+        const float s = group(sc, zp, row, M, e, &zoff);
+        const int q = (__ldg(wr + e / 2) >> (4 * (e & 1))) & 0xF;
+        return ((float)q + 8388608.0f - zoff) * s * __half2float(__ldg(x + e));
+    }
+};
+
+extern "C" __global__ void __launch_bounds__(256) gemv_26_int4_awq(const unsigned char* __restrict__ W,
+        const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
+        float* __restrict__ y, int K, int M, int G, int vec_ok) {
+    gemv_fast<PathI4, 2, 2, float>(W, x, y, scales, zeros, K, M, G, (M + 1) / 2, vec_ok);
+}

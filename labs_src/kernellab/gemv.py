@@ -1,0 +1,724 @@
+"""GEMV family (seed 002, the matmul report): y[K] = W[K, M] . x[M], W row-major, fp32 accumulation.
+
+A "dtype" here names a data path, as the report's kernels do:
+  float32      fp32 W, fp32 x -> fp32 y                       (matmul_kernel_cu_fp32)
+  int8         int8 W + fp32 scale per 128 along M, fp32 x -> fp32 y   (matmul_kernel_cu_fp32int8)
+  f32_fp16w    fp16 W, fp32 x -> fp32 y                       (optimized::gemv_fp16_*)
+  float16      fp16 W, fp16 x -> fp16 y                       (gemv_pure_fp16_kernel_v2)
+  int4         AWQ-style: 2 weights per byte, fp16 scale + uint8 zero per 128, fp16 x -> fp32 y
+The logits head (fp16 in, fp32 out) is the family LOGITS, the prefill kernels BATCHED
+(Y[N, K] = X[N, M] . W^T), the fp32 <-> fp16 conversions CONVERT; FAMILIES lists all four.
+"""
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from .build import launch, variant
+from .check import aligned, check, out_like, require
+from .device import info, is_live
+
+NAME = "gemv"
+FAMILY = "gemv"
+GROUP = 128                 # quantisation group along M (INT8_GROUP in gemv.cu)
+WARP_ROWS = 8               # rows per 256-thread block of the warp-per-row kernels
+INT32_MAX = 2 ** 31 - 1
+
+# path -> (weight dtype, x dtype, y dtype)
+PATHS = {"float32": ("float32", "float32", "float32"), "int8": ("int8", "float32", "float32"),
+         "f32_fp16w": ("float16", "float32", "float32"), "float16": ("float16", "float16", "float16"),
+         "int4": ("uint8", "float16", "float32"), "fp16_f32out": ("float16", "float16", "float32")}
+
+# The report's table: (K, M) = (output rows, input length).
+SHAPES = {
+    "qwen3_qo_4096x4096": (4096, 4096),
+    "qwen3_kv_512x4096": (512, 4096),
+    "qwen3_gate_up_12288x4096": (12288, 4096),
+    "qwen3_down_4096x12288": (4096, 12288),
+    "qwen25_qkv_3584x3584": (3584, 3584),
+    "qwen25_gate_up_18944x3584": (18944, 3584),
+    "qwen25_down_3584x18944": (3584, 18944),
+    "logits_151936x4096": (151936, 4096),
+}
+TARGET_SHAPES = [(4096, 4096), (12288, 4096), (4096, 12288), (18944, 3584), (151936, 4096)]
+
+CHECK_M = [1, 7, 8, 31, 1023, 4097, 4100]
+CHECK_K = [1, 3, 33, 4097]
+CHECK_CASES = [((k, m), v) for m in CHECK_M for k in (3, 33) for v in ("randn", "large", "hostile")] \
+    + [((k, 1023), "randn") for k in CHECK_K] + [((4097, 4100), "hostile"), ((4097, 1023), "randn")]
+
+
+def case_key(shape, dtype) -> str:
+    return f"{'x'.join(map(str, shape))}:{dtype}"
+
+
+# ---- inputs, quantisers, references ----------------------------------------------------------
+
+def _randn(rng, shape, tile_rows=2048):
+    """N(0, 1) in float32. Tall matrices repeat a 2048-row block (generating 600M normals on the
+    host would take longer than every kernel in the lab): fine for timing and for checks."""
+    if len(shape) == 2 and shape[0] > 2 * tile_rows:
+        base = rng.standard_normal((tile_rows, shape[1]), dtype=np.float32)
+        return np.resize(base, shape)
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def quantize_int8(W, group=GROUP):
+    """Symmetric per-group int8: for each row and each group of `group` columns, scale =
+    max|w| / 127, q = round(w / scale) in [-127, 127]. Returns (q int8 [K, M], scales fp32 [K, G])."""
+    W = np.asarray(W, np.float32)
+    K, M = W.shape
+    G = -(-M // group)
+    pad = np.zeros((K, G * group), np.float32)
+    pad[:, :M] = W
+    g = pad.reshape(K, G, group)
+    amax = np.abs(g).max(axis=2)
+    scales = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(g / scales[:, :, None]), -127, 127).astype(np.int8)
+    return np.ascontiguousarray(q.reshape(K, G * group)[:, :M]), scales
+
+
+def dequantize_int8(q, scales, group=GROUP):
+    """w = q * scale of its group, in float64."""
+    K, M = q.shape
+    return q.astype(np.float64) * np.repeat(np.asarray(scales, np.float64), group, axis=1)[:, :M]
+
+
+def quantize_int4(W, group=GROUP):
+    """AWQ-style asymmetric per-group int4: scale = (max - min) / 15 (rounded to fp16), zero
+    z = round(-min / scale) in [0, 15], q = clip(round(w / scale) + z, 0, 15); w ~ (q - z) * scale.
+    Two weights per byte, the even column in the low nibble. Returns (packed uint8 [K, ceil(M/2)],
+    scales fp16 [K, G], zeros uint8 [K, G])."""
+    W = np.asarray(W, np.float32)
+    K, M = W.shape
+    G = -(-M // group)
+    pad = np.zeros((K, G * group), np.float32)
+    pad[:, :M] = W
+    if G * group > M:                      # padding must not widen a group's range: repeat its last value
+        pad[:, M:] = W[:, -1:]
+    g = pad.reshape(K, G, group)
+    lo, hi = np.minimum(g.min(axis=2), 0), np.maximum(g.max(axis=2), 0)
+    s = ((hi - lo) / 15.0).astype(np.float16).astype(np.float32)
+    s = np.where(s > 0, s, 1.0).astype(np.float32)
+    z = np.clip(np.rint(-lo / s), 0, 15)
+    q = np.clip(np.rint(g / s[:, :, None]) + z[:, :, None], 0, 15).astype(np.uint8).reshape(K, G * group)[:, :M]
+    if M % 2:
+        q = np.concatenate([q, np.zeros((K, 1), np.uint8)], axis=1)
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
+    return np.ascontiguousarray(packed), s.astype(np.float16), z.astype(np.uint8)
+
+
+def unpack_int4(packed, M):
+    q = np.empty((packed.shape[0], packed.shape[1] * 2), np.uint8)
+    q[:, 0::2], q[:, 1::2] = packed & 0xF, packed >> 4
+    return q[:, :M]
+
+
+def dequantize_int4(packed, scales, zeros, M, group=GROUP):
+    """w = (q - z) * scale, in float64."""
+    q = unpack_int4(packed, M).astype(np.float64)
+    z = np.repeat(zeros.astype(np.float64), group, axis=1)[:, :M]
+    s = np.repeat(scales.astype(np.float64), group, axis=1)[:, :M]
+    return (q - z) * s
+
+
+def _hostile_float(W, x, top):
+    """Rows 0-5 of W: a NaN; a +inf; +inf and -inf (NaN); the largest value; an fp16 subnormal-sized
+    value; an inf meeting x == 0 (inf * 0 = NaN)."""
+    K, M = W.shape
+    for r, c, v in ((0, 0, np.nan), (1, M // 2, np.inf), (2, 0, np.inf), (2, M - 1, -np.inf),
+                    (3, M // 3, top), (3, 0, -top), (4, M - 1, 6e-8)):
+        if r < K:
+            W[r, c] = v
+    if K > 5 and M > 2:
+        W[5, M // 3 + 1] = np.inf
+        x[M // 3 + 1] = 0.0
+
+
+def make_input(shape, dtype="float32", values="randn", seed=0):
+    """Host inputs of one data path (see PATHS), deterministic:
+      float paths -> (W, x); int8 -> (q, scales, x); int4 -> (packed, scales, zeros, x).
+    randn: W, x ~ N(0, 1) (quantised paths quantise that W). large: fp32 W * 1e15, fp16 W * 2e4
+    (fp16 sums overflow to inf, as NumPy's do), quantised x * 1e30 (int8) / 6e4 (int4).
+    hostile: NaN, +-inf, inf - inf, extremes and inf * 0 in W (float paths); in the quantised
+    paths a NaN scale, a huge scale, and an inf and a 0 in x."""
+    K, M = shape
+    wdt, xdt, _ = PATHS[dtype]
+    rng = np.random.default_rng(seed)
+    W = _randn(rng, (K, M))
+    x = rng.standard_normal(M, dtype=np.float32)
+    if dtype in ("int8", "int4"):
+        if values == "large":
+            x = x * 1e30 if dtype == "int8" else np.clip(x * 1e4, -65504, 65504)
+        if dtype == "int8":
+            q, s = quantize_int8(W)
+            out = [q, s]
+        else:
+            q, s, z = quantize_int4(W)
+            out = [q, s, z]
+        if values == "hostile":
+            s[0, 0] = np.nan
+            if K > 1:
+                s[1, -1] = 1e30 if dtype == "int8" else 65504
+            x[M // 2] = np.inf
+            if M > 2:
+                x[0] = 0.0
+        return (*out, x.astype(xdt))
+    if values == "large":
+        W *= 1e15 if wdt == "float32" else 2e4
+        W = np.clip(W, -65504, 65504) if wdt == "float16" else W
+    elif values == "hostile":
+        W = np.array(W, copy=True)
+        _hostile_float(W, x, 1e30 if wdt == "float32" else 65504.0)
+    return W.astype(wdt), x.astype(xdt)
+
+
+def _path_of(args) -> str:
+    """The data path of a tuple of inputs (host or device arrays)."""
+    if len(args) == 4:
+        return "int4"
+    if len(args) == 3:
+        return "int8"
+    wdt, xdt = str(args[0].dtype), str(args[1].dtype)
+    return {("float32", "float32"): "float32", ("float16", "float32"): "f32_fp16w",
+            ("float16", "float16"): "float16"}[(wdt, xdt)]
+
+
+def dense_weight(*args) -> np.ndarray:
+    """The float64 weight the kernels multiply by: W itself, or the dequantised weight."""
+    path = _path_of(args)
+    if path == "int8":
+        return dequantize_int8(args[0], args[1])
+    if path == "int4":
+        return dequantize_int4(args[0], args[1], args[2], args[3].shape[0])
+    return np.asarray(args[0], np.float64)
+
+
+def _rowdot(W64, x64, absolute=False, chunk=1 << 22):
+    """sum_j W[k, j] x[j] in float64 with IEEE inf/NaN semantics (products, then sums: BLAS may
+    skip x == 0 and so lose inf * 0 = NaN), in row blocks to bound memory."""
+    K, M = W64.shape
+    out = np.empty(K, np.float64)
+    step = max(1, chunk // max(M, 1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for r in range(0, K, step):
+            p = W64[r:r + step] * x64
+            if absolute:
+                p = np.abs(np.where(np.isfinite(p), p, 0.0))
+            out[r:r + step] = p.sum(axis=1)
+    return out
+
+
+def _ydtype(args):
+    return PATHS[_path_of(args)][2]
+
+
+def reference(*args):
+    """y = W . x in float64 (the dequantised W for int8/int4), rounded once to the path's y dtype."""
+    W64 = dense_weight(*args)
+    with np.errstate(over="ignore"):
+        return _rowdot(W64, np.asarray(args[-1], np.float64)).astype(_ydtype(args))
+
+
+def tolerance(*args, out_dtype=None) -> dict:
+    """rtol/atol for one case. Each kernel sums in fp32 with >= 32 partial sums per row, so a lane's
+    chain is <= ceil(M/32) terms, plus <= 8 levels of reduction and 2 roundings of dequantisation:
+    |y - y_ref| <= n u sum_j |w_j x_j|, n = ceil(M/32) + 10, u = 2^-24 (the standard bound for
+    blocked summation). atol is that bound for the worst row; rtol covers the output rounding."""
+    W64 = dense_weight(*args)
+    M = W64.shape[1]
+    mag = _rowdot(W64, np.asarray(args[-1], np.float64), absolute=True)
+    n = -(-M // 32) + 10
+    atol = float(n * 2.0 ** -24 * (mag.max() if mag.size else 0.0)) + 1e-30
+    ydt = np.dtype(out_dtype or _ydtype(args))
+    return {"rtol": 5e-3 if ydt == np.float16 else 1e-5, "atol": atol}
+
+
+def bytes_moved(*args):
+    """Unique bytes: every input (weight, scales, zeros, x) once, plus y."""
+    K = args[0].shape[0]
+    return sum(int(a.nbytes) for a in args) + K * np.dtype(_ydtype(args)).itemsize
+
+
+# ---- launchers ----------------------------------------------------------------------------------
+
+def validate(args, path):
+    """Check dtypes, shapes and contiguity of one path's inputs before any launch; returns (K, M)."""
+    wdt, xdt, _ = PATHS[path]
+    want = {"float32": 2, "f32_fp16w": 2, "float16": 2, "fp16_f32out": 2, "int8": 3, "int4": 4}[path]
+    if len(args) != want:
+        raise ValueError(f"{path} GEMV: expected {want} arrays "
+                         f"({'W, x' if want == 2 else 'W, scales, x' if want == 3 else 'packed W, scales, zeros, x'}),"
+                         f" got {len(args)}")
+    W, x = args[0], args[-1]
+    require(W, "W", dtype=wdt, ndim=2)
+    require(x, "x", dtype=xdt, ndim=1)
+    K, M = W.shape[0], x.shape[0]
+    width = -(-M // 2) if path == "int4" else M
+    if W.shape[1] != width:
+        raise ValueError(f"W and x disagree: x has M = {M} elements, so W must be (K, {width})"
+                         f"{' (two int4 weights per byte)' if path == 'int4' else ''}; got W {tuple(W.shape)}")
+    if K > INT32_MAX or M > INT32_MAX:
+        raise ValueError(f"K = {K}, M = {M}: the kernels take int32 sizes (at most {INT32_MAX})")
+    G = -(-M // GROUP)
+    if path == "int8":
+        require(args[1], "scales", dtype="float32", ndim=(1, 2))
+    if path == "int4":
+        require(args[1], "scales", dtype="float16", ndim=(1, 2))
+        require(args[2], "zeros", dtype="uint8", ndim=(1, 2))
+    for a, nm in zip(args[1:-1], ("scales", "zeros")):
+        if a.size != K * G:
+            raise ValueError(f"{nm}: expected K x ceil(M/{GROUP}) = {K} x {G} = {K * G} values "
+                             f"(one per row per group of {GROUP}), got {a.size}")
+    return K, M
+
+
+def _vec_ok(row_bytes, wbytes, W, xbytes, x) -> int:
+    """A row starts on a wbytes boundary and both bases are aligned for the vector loads."""
+    return int(row_bytes % wbytes == 0 and aligned(wbytes, W) and aligned(xbytes, x))
+
+
+def _finish(K, M, out_, launch_fn):
+    if K and M:
+        launch_fn()
+    elif K:
+        out_.fill(0)          # an empty dot product is 0
+    return out_
+
+
+def _alloc(path):
+    def alloc(*args):
+        import cupy
+        return cupy.empty((args[0].shape[0],), PATHS[path][2])
+    return alloc
+
+
+def _step(name, path, kind, wvec=16, xvec=16, int32=False):
+    """A launcher for one kernel. kind: 'block128' (the seed's 128-thread block per row),
+    'block256' (256 threads per row), 'warp' (a warp per row, 8 rows per block)."""
+    wbytes = np.dtype(PATHS[path][0]).itemsize
+    threads = {"block128": 128, "block256": 256, "warp": 256}[kind]
+
+    def run(*args, out=None):
+        K, M = validate(args, path)
+        if int32 and K * M > INT32_MAX:
+            raise ValueError(f"{name} indexes W with an int32 row offset (row * M): K x M = {K * M} "
+                             f"elements is past 2^31 - 1 and would wrap; use step 12 (int64 offsets)")
+        out_ = out_like(out, args[-1], "out", shape=(K,), dtype=PATHS[path][2])
+        vec = () if wvec is None else (_vec_ok(M * wbytes, wvec, args[0], xvec, args[-1]),)
+        grid = (-(-K // WARP_ROWS),) if kind == "warp" else (K,)
+        return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", grid, (threads,),
+                                                  (*args, out_, K, M, *vec)))
+    run.__name__ = name
+    return variant(dtypes=(path,), alloc_out=_alloc(path))(run)
+
+
+# The fast template (steps 22-26): (vector width in elements, rows per group R, loads in flight U).
+FAST = {"22_fp16_fast": ("float16", 8, 1, 4), "23_fp16_f32out_fast": ("fp16_f32out", 8, 1, 4),
+        "24_f32_fast": ("float32", 4, 1, 4), "25_int8_fast": ("int8", 16, 2, 2), "26_int4_awq": ("int4", 32, 2, 2)}
+FAST_G: dict = {}           # name -> forced threads per row (for experiments); default: fast_threads()
+
+
+def fast_threads(K, M, vec, R, U, sms=None, warps_per_sm=48) -> int:
+    """Threads per row G (32..256) for the fast template: the smallest power of two that gives
+    the grid at least `warps_per_sm` warps per SM, while each thread still has U vectors to load."""
+    sms = sms or info()["sms"]
+    G, nv = 32, M // vec
+    while G < 256 and (K / R) * G / 32 < sms * warps_per_sm and nv >= 2 * G * U:
+        G *= 2
+    return G
+
+
+def _fast(name):
+    path, vec, R, U = FAST[name]
+
+    def run(*args, out=None):
+        K, M = validate(args, path)
+        out_ = out_like(out, args[-1], "out", shape=(K,), dtype=PATHS[path][2])
+        G = FAST_G.get(name) or fast_threads(K, M, vec, R, U)
+        row_bytes = -(-M // 2) if path == "int4" else M * args[0].itemsize
+        xvec = 16 * (4 if path == "int8" else 1)
+        ok = int(row_bytes % 16 == 0 and aligned(16, args[0]) and aligned(xvec if path != "int4" else 16, args[-1]))
+        rows_per_block = R * 256 // G
+        return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // rows_per_block),), (256,),
+                                                  (*args, out_, K, M, G, ok)))
+    run.__name__ = name
+    return variant(dtypes=(path,), alloc_out=_alloc(path))(run)
+
+
+VARIANTS = {
+    "01_f32_sdata": _step("01_f32_sdata", "float32", "block128", wvec=None),
+    "02_f32_register": _step("02_f32_register", "float32", "block128", wvec=None),
+    "03_f32_float4": _step("03_f32_float4", "float32", "block128"),
+    "04_f32_ldg": _step("04_f32_ldg", "float32", "block128"),
+    "05_int8_scalar": _step("05_int8_scalar", "int8", "block128", wvec=None),
+    "06_int8_char4": _step("06_int8_char4", "int8", "block128", wvec=4),
+    "07_f32_fp16w_warp": _step("07_f32_fp16w_warp", "f32_fp16w", "warp", wvec=8),
+    "08_f32_fp16w_block": _step("08_f32_fp16w_block", "f32_fp16w", "block256", wvec=8),
+    "09_fp16_half2": _step("09_fp16_half2", "float16", "warp", wvec=4, xvec=4),
+    "10_fp16_v2": _step("10_fp16_v2", "float16", "warp"),
+    "22_fp16_fast": _fast("22_fp16_fast"),
+    "24_f32_fast": _fast("24_f32_fast"),
+    "25_int8_fast": _fast("25_int8_fast"),
+    "26_int4_awq": _fast("26_int4_awq"),
+}
+BEST = {"float32": "24_f32_fast", "int8": "25_int8_fast", "f32_fp16w": "08_f32_fp16w_block",
+        "float16": "22_fp16_fast", "int4": "26_int4_awq"}
+
+DISPATCH_M = 2048           # the report's threshold between steps 07 and 08
+
+
+def f32_fp16w_dispatch(W, x, out=None, threshold=DISPATCH_M):
+    """The report's MatmulLayer::forward for fp32 input x fp16 weight: M >= threshold -> the
+    block-per-row kernel (step 08), else the warp-per-row kernel (step 07)."""
+    name = "08_f32_fp16w_block" if x.shape[0] >= threshold else "07_f32_fp16w_warp"
+    return VARIANTS[name](W, x, out=out)
+
+
+# ---- baselines: cuBLAS through CuPy, torch when present ------------------------------------------
+
+def _cublas(*args):
+    path = _path_of(args)
+    if path not in ("float32", "float16"):
+        return None
+    import cupy
+    W, x = args
+    y = cupy.empty((W.shape[0],), W.dtype)
+    return lambda: cupy.matmul(W, x, out=y)
+
+
+def _torch_mv(*args):
+    if _path_of(args) not in ("float32", "float16"):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    W, x = (torch.from_dlpack(a) for a in args)
+    y = torch.empty(W.shape[0], dtype=W.dtype, device=W.device)
+    return lambda: torch.mv(W, x, out=y)
+
+
+def _torch_linear(*args):
+    if _path_of(args) != "float16":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    W, x = (torch.from_dlpack(a) for a in args)
+    x2 = x.view(1, -1)
+    return lambda: torch.nn.functional.linear(x2, W)
+
+
+BASELINES = {"cuBLAS (cupy.matmul)": _cublas, "torch.mv (cuBLAS)": _torch_mv, "torch F.linear": _torch_linear}
+
+# make bench: the report's shapes for the fp16 targets and the ladders, kept to ~1 minute on an H200.
+RECORD_CASES = (
+    [(s, "float16") for s in dict.fromkeys(TARGET_SHAPES + [(512, 4096), (3584, 3584), (3584, 18944)])]
+    + [(s, "float32") for s in [(4096, 4096), (512, 4096), (12288, 4096)]]
+    + [(s, p) for p in ("int8", "int4") for s in [(4096, 4096), (12288, 4096), (4096, 12288), (18944, 3584)]]
+    + [((4096, m), "f32_fp16w") for m in (256, 512, 1024, 2048, 4096, 8192, 16384)]
+    + [((12288, 4096), "f32_fp16w")]
+)
+
+
+# ---- the logits head: fp16 in, fp16 weight, fp32 out ---------------------------------------------
+
+def _logits_input(shape, dtype="fp16_f32out", values="randn", seed=0):
+    return make_input(shape, "float16", values, seed)
+
+
+def _logits_reference(W, x):
+    """The logits in float64, rounded once to fp32."""
+    with np.errstate(over="ignore"):
+        return _rowdot(np.asarray(W, np.float64), np.asarray(x, np.float64)).astype(np.float32)
+
+
+def _logits_bytes(W, x, *_):
+    return W.nbytes + x.nbytes + W.shape[0] * 4
+
+
+def _cublas_f16out(W, x):
+    import cupy
+    y = cupy.empty((W.shape[0],), W.dtype)
+    return lambda: cupy.matmul(W, x, out=y)
+
+
+LOGITS = SimpleNamespace(
+    NAME="gemv_logits", FAMILY=FAMILY, case_key=case_key, make_input=_logits_input,
+    reference=_logits_reference, bytes_moved=_logits_bytes,
+    tolerance=lambda W, x: tolerance(W, x, out_dtype="float32"),
+    VARIANTS={"11_fp16_f32out_half2": _step("11_fp16_f32out_half2", "fp16_f32out", "warp", wvec=4, xvec=4, int32=True),
+              "12_fp16_f32out_ilp": _step("12_fp16_f32out_ilp", "fp16_f32out", "warp"),
+              "23_fp16_f32out_fast": _fast("23_fp16_f32out_fast")},
+    BEST={"fp16_f32out": "23_fp16_f32out_fast"},
+    BASELINES={"cuBLAS (cupy.matmul, fp16 out)": _cublas_f16out},
+    SHAPES={"logits_151936x4096": (151936, 4096), "qwen3_gate_up_12288x4096": (12288, 4096),
+            "qwen3_down_4096x12288": (4096, 12288)},
+    CHECK_CASES=[c for c in CHECK_CASES if c[0][1] in (1, 8, 31, 4097, 4100)] + [((151936, 64), "randn")],
+)
+LOGITS.RECORD_CASES = [(s, "fp16_f32out") for s in LOGITS.SHAPES.values()] + [((512, 4096), "fp16_f32out")]
+
+
+def int32_offsets(shapes=None):
+    """Where row * M (the element offset of the last row) leaves int32, per shape and weight dtype:
+    the element offset, and the byte offset for fp16 and fp32 weights."""
+    import pandas as pd
+    shapes = shapes or {**SHAPES, "vocab_152064x14336 (wider model)": (152064, 14336)}
+    rows = []
+    for nm, (K, M) in shapes.items():
+        last = (K - 1) * M
+        rows.append({"shape": nm, "K": K, "M": M, "(K-1)*M": last, "elements fit int32": last <= INT32_MAX,
+                     "fp16 bytes fit int32": 2 * last <= INT32_MAX, "fp32 bytes fit int32": 4 * last <= INT32_MAX,
+                     "int32 wraps to": int(np.array([last]).astype(np.int64).astype(np.int32)[0])})
+    return pd.DataFrame(rows)
+
+
+# ---- prefill: Y[N, K] = X[N, M] . W[K, M]^T ------------------------------------------------------
+
+BPATHS = {"float32": ("float32", "float32", "float32"), "f32_fp16w": ("float32", "float16", "float32"),
+          "float16": ("float16", "float16", "float16")}
+
+
+def _batched_input(shape, dtype="float16", values="randn", seed=0):
+    """shape = (N tokens, K, M): (X [N, M], W [K, M])."""
+    N, K, M = shape
+    xdt, wdt, _ = BPATHS[dtype]
+    W, x = make_input((K, M), "float32" if wdt == "float32" else "float16", values, seed)
+    X = np.resize(np.random.default_rng(seed + 1).standard_normal(min(N, 64) * M, dtype=np.float32), (N, M))
+    if N:
+        X[0] = x
+    return X.astype(xdt), W.astype(wdt)
+
+
+def _batched_reference(X, W):
+    W64, X64 = np.asarray(W, np.float64), np.asarray(X, np.float64)
+    ydt = BPATHS[{("float32", "float32"): "float32", ("float32", "float16"): "f32_fp16w",
+                  ("float16", "float16"): "float16"}[(str(X.dtype), str(W.dtype))]][2]
+    Y = np.empty((X.shape[0], W.shape[0]), np.float64)
+    for n, xr in enumerate(X64):
+        Y[n] = _rowdot(W64, xr)
+    with np.errstate(over="ignore"):
+        return Y.astype(ydt)
+
+
+def _batched_tolerance(X, W):
+    t = [tolerance(W.astype(np.float32), xr.astype(np.float32)) for xr in X] or [{"atol": 1e-30}]
+    atol = max(d["atol"] for d in t)
+    return {"rtol": 5e-3 if X.dtype == np.float16 else 1e-5, "atol": atol}
+
+
+def _batched_bytes(X, W, *_):
+    return X.nbytes + W.nbytes + X.shape[0] * W.shape[0] * (2 if X.dtype == np.float16 else 4)
+
+
+def _bvalidate(X, W, path):
+    xdt, wdt, _ = BPATHS[path]
+    require(X, "X", dtype=xdt, ndim=2)
+    require(W, "W", dtype=wdt, ndim=2)
+    if X.shape[1] != W.shape[1]:
+        raise ValueError(f"X and W disagree: X has M = {X.shape[1]} columns, W has {W.shape[1]}")
+    N, K = X.shape[0], W.shape[0]
+    if N > 65535:
+        raise ValueError(f"N = {N} tokens: the grid's y dimension holds at most 65535; split the batch")
+    return N, K, X.shape[1]
+
+
+def _bstep(name, path, threads, wvec, xvec):
+    def run(X, W, out=None):
+        N, K, M = _bvalidate(X, W, path)
+        out_ = out_like(out, X, "out", shape=(N, K), dtype=BPATHS[path][2])
+        ok = int((M * W.itemsize) % wvec == 0 and (M * X.itemsize) % xvec == 0 and aligned(wvec, W)
+                 and aligned(xvec, X))
+        if N and K and M:
+            launch(FAMILY, f"gemv_{name}", (K, N), (threads,), (X, W, out_, N, K, M, ok))
+        elif N and K:
+            out_.fill(0)
+        return out_
+    run.__name__ = name
+    return variant(dtypes=(path,), alloc_out=lambda X, W: __import__("cupy").empty((X.shape[0], W.shape[0]),
+                                                                                     BPATHS[path][2]))(run)
+
+
+# ---- conversions: fp32 <-> fp16, the two ends of the report's cuBLAS route ---------------------
+
+CONV = {"18_f32_to_f16_x2": ("float32", "float16", 2), "19_f32_to_f16_x4": ("float32", "float16", 4),
+        "20_f16_to_f32_x2": ("float16", "float32", 2), "21_f16_to_f32_x4": ("float16", "float32", 4)}
+
+
+def _conv_variant(name):
+    src, dst, per = CONV[name]
+
+    def run(a, out=None):
+        require(a, "a", dtype=src)
+        out_ = out_like(out, a, "out", shape=a.shape, dtype=dst)
+        n = a.size
+        if n:
+            ok = int(aligned(16 if per == 4 else 8, a, out_) if src == "float32" else aligned(8 if per == 4 else 4, a, out_))
+            launch(FAMILY, f"gemv_{name}", (-(-n // (256 * per)),), (256,), (a, out_, np.int64(n), ok))
+        return out_
+    run.__name__ = name
+    return variant(dtypes=("f32_to_f16" if src == "float32" else "f16_to_f32",),
+                   alloc_out=lambda a: __import__("cupy").empty(a.shape, dst))(run)
+
+
+def _conv_input(shape, dtype="f32_to_f16", values="randn", seed=0):
+    src = "float32" if dtype == "f32_to_f16" else "float16"
+    a = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+    if values == "large":
+        a *= 3e4
+    elif values == "hostile" and a.size:
+        for k, v in enumerate([np.inf, -np.inf, np.nan, 65519.0, 65520.0, 1e-6, 6e-8, 1e5]):
+            a[k % a.size] = v
+    with np.errstate(over="ignore"):
+        return (a.astype(src),)
+
+
+def _conv_reference(a):
+    with np.errstate(over="ignore"):
+        return a.astype(np.float16 if a.dtype == np.float32 else np.float32)
+
+
+def _cupy_astype(a):
+    import cupy
+    o = cupy.empty(a.shape, cupy.float16 if a.dtype == cupy.float32 else cupy.float32)
+    return lambda: cupy.copyto(o, a, casting="same_kind" if a.dtype == cupy.float32 else "safe")
+
+
+CONVERT = SimpleNamespace(
+    NAME="gemv_convert", FAMILY=FAMILY, case_key=case_key, make_input=_conv_input, reference=_conv_reference,
+    bytes_moved=lambda a, *_: a.nbytes + a.size * (2 if a.dtype == np.float32 else 4),
+    VARIANTS={nm: _conv_variant(nm) for nm in CONV},
+    BEST={"f32_to_f16": "19_f32_to_f16_x4", "f16_to_f32": "21_f16_to_f32_x4"},
+    BASELINES={"cupy copyto (cast)": _cupy_astype},
+    SHAPES={"prefill_512x4096": (512 * 4096,), "prefill_512x12288": (512 * 12288,)},
+    CHECK_CASES=[((n,), v) for n in (1, 3, 5, 4097, 512 * 4096 + 3) for v in ("randn", "large", "hostile")],
+)
+CONVERT.RECORD_CASES = [(s, dt) for dt in ("f32_to_f16", "f16_to_f32") for s in CONVERT.SHAPES.values()]
+
+
+def _hgemm_route(X, W):
+    """The report's route for fp32 tokens x fp16 weight at batch >= 8: X -> fp16 (step 19),
+    cublasHgemm (cupy.matmul on fp16, tensor cores), Y -> fp32 (step 21). Scratch allocated here."""
+    if X.dtype != np.float32 or W.dtype != np.float16:
+        return None
+    import cupy
+    X16 = cupy.empty(X.shape, cupy.float16)
+    Y16 = cupy.empty((X.shape[0], W.shape[0]), cupy.float16)
+    Y = cupy.empty((X.shape[0], W.shape[0]), cupy.float32)
+    to16, to32 = CONVERT.VARIANTS["19_f32_to_f16_x4"], CONVERT.VARIANTS["21_f16_to_f32_x4"]
+
+    def f():
+        to16(X, out=X16)
+        cupy.matmul(X16, W.T, out=Y16)
+        return to32(Y16, out=Y)
+    return f
+
+
+def _bcublas(X, W):
+    if X.dtype != W.dtype:
+        return None
+    import cupy
+    Y = cupy.empty((X.shape[0], W.shape[0]), X.dtype)
+    return lambda: cupy.matmul(X, W.T, out=Y)
+
+
+def _btorch(X, W):
+    if X.dtype != W.dtype:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    tX, tW = torch.from_dlpack(X), torch.from_dlpack(W)
+    return lambda: torch.nn.functional.linear(tX, tW)
+
+
+BATCH_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 512]
+BATCHED = SimpleNamespace(
+    NAME="gemv_batched", FAMILY=FAMILY, case_key=case_key, make_input=_batched_input,
+    reference=_batched_reference, bytes_moved=_batched_bytes, tolerance=_batched_tolerance,
+    VARIANTS={"13_batched_f32": _bstep("13_batched_f32", "float32", 128, 16, 16),
+              "14_batched_f16w_half2": _bstep("14_batched_f16w_half2", "f32_fp16w", 256, 4, 8),
+              "15_batched_f16w_half2x2": _bstep("15_batched_f16w_half2x2", "f32_fp16w", 256, 8, 16),
+              "16_batched_fp16_half2": _bstep("16_batched_fp16_half2", "float16", 256, 4, 4),
+              "17_batched_fp16_float4": _bstep("17_batched_fp16_float4", "float16", 256, 16, 16)},
+    BEST={"float32": "13_batched_f32", "f32_fp16w": "15_batched_f16w_half2x2", "float16": "17_batched_fp16_float4"},
+    BASELINES={"cuBLAS (cupy.matmul)": _bcublas, "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)": _hgemm_route,
+               "torch F.linear": _btorch},
+    SHAPES={"prefill_512x4096x4096": (512, 4096, 4096), "vit_1024x1152x1152": (1024, 1152, 1152)},
+    CHECK_CASES=[((n, k, m), v) for (n, k, m) in [(1, 3, 7), (3, 33, 31), (8, 33, 1023), (9, 17, 4100), (2, 5, 8)]
+                 for v in ("randn", "hostile")] + [((0, 4, 8), "randn"), ((3, 4, 0), "randn")],
+)
+BATCHED.RECORD_CASES = [((n, k, m), p) for (k, m) in [(4096, 4096)] for n in (1, 8, 64)
+                        for p in ("float16", "f32_fp16w")]
+
+
+def crossover_cases(tokens=BATCH_TOKENS, shapes=((4096, 4096), (12288, 4096)), path="float16"):
+    return [((n, k, m), path) for k, m in shapes for n in tokens]
+
+
+FAMILIES = [sys.modules[__name__], LOGITS, BATCHED, CONVERT]
+
+
+# ---- checks with the M-scaled tolerance ---------------------------------------------------------
+
+def check_variants(family=None, names=None, cases=None) -> None:
+    """kernellab.check.variants with each case's tolerance from the family's tolerance() (scaled
+    by M: a dot product of M terms in fp32). One line per variant; raises on the first mismatch.
+    Compile-only: runs the NumPy reference on the same cases and says so."""
+    fam = family or sys.modules[__name__]
+    cases = fam.CHECK_CASES if cases is None else cases
+    tol = getattr(fam, "tolerance", None)
+    for nm in (list(fam.VARIANTS) if names is None else names):
+        fn = fam.VARIANTS[nm]
+        for dt in fn.dtypes:
+            worst = 0.0
+            for i, (shape, values) in enumerate(cases):
+                host = fam.make_input(shape, dt, values, seed=i)
+                want = fam.reference(*host)
+                if not is_live():
+                    continue
+                import cupy
+                t = tol(*host) if tol else {}
+                st = check(fn(*[cupy.asarray(a) for a in host]), want, quiet=True,
+                           name=f"{fam.NAME} {nm} {dt} {shape} {values}", **t)
+                worst = max(worst, st["max_abs"] / t["atol"] if t else st["max_rel"])
+            what = "of the M-scaled bound" if tol else "max rel err"
+            if is_live():
+                print(f"{fam.NAME} {nm:<24} {dt:<11}: {len(cases)} cases OK, worst error {worst:.2g} {what}")
+            else:
+                print(f"{fam.NAME} {nm:<24} {dt:<11}: SKIPPED (compile-only): NumPy reference ran on "
+                      f"{len(cases)} cases; a GPU would run the kernel on each and compare")
+
+
+def waves(K, rows_per_block, threads, sms, blocks_per_sm) -> dict:
+    """How a GEMV grid fills the GPU: blocks, waves, how full the last wave is, warps per SM."""
+    blocks = -(-K // rows_per_block)
+    per_wave = sms * blocks_per_sm
+    rem = blocks % per_wave
+    return {"blocks": blocks, "blocks per wave": per_wave, "waves": round(blocks / per_wave, 2),
+            "last wave filled": round(rem / per_wave, 2) if rem else 1.0,
+            "warps per SM (avg)": round(blocks * threads / 32 / sms, 1)}
+
+
+def orin_model(shapes=None, gbps=None, frac=0.85):
+    """Jetson Orin on paper (a MODEL, not a measurement): time = unique bytes / (frac x roof) for
+    the fp16 and int8/int4 paths, and the rows each of its 16 SMs gets."""
+    import pandas as pd
+    from .device import ORIN_PEAK_GBPS
+    gbps = gbps or ORIN_PEAK_GBPS
+    shapes = shapes or {k: v for k, v in SHAPES.items()}
+    rows = []
+    for nm, (K, M) in shapes.items():
+        b16 = 2 * K * M + 2 * M + 2 * K
+        b8 = K * M + 4 * K * -(-M // GROUP) + 4 * M + 4 * K
+        b4 = K * -(-M // 2) + 3 * K * -(-M // GROUP) + 2 * M + 4 * K
+        for board, bw in gbps.items():
+            rows.append({"shape": nm, "board": f"Orin {board}", "roof GB/s": bw, "rows per SM (16 SMs)": round(K / 16, 1),
+                         "fp16 µs (model)": b16 / (frac * bw) / 1e3, "int8 µs (model)": b8 / (frac * bw) / 1e3,
+                         "int4 µs (model)": b4 / (frac * bw) / 1e3})
+    return pd.DataFrame(rows)
