@@ -9,7 +9,7 @@ WITHPY = PY=$$(scripts/env.sh $(1)) && export PATH="$$(dirname "$$(command -v $$
 JUPYTER = $$PY -m jupyter lab --ServerApp.ip=127.0.0.1 $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: lab author test test-browser notebooks clean-notebooks student solutions reset bench \
-        headline wheelhouse check-gpu clean
+        headline wheelhouse sanitize check-gpu clean
 
 ## make lab: (set up once) copy the labs without their solutions into my-labs/ (never overwriting
 ## your copies; new labs are added) and open JupyterLab there (localhost, token on)
@@ -52,6 +52,11 @@ notebooks clean-notebooks:
 ## make bench: on a GPU, record figures/reference/<device>/*.csv + meta.json (the recorded results)
 bench:
 	@$(call WITHPY,test) $$PY -m kernellab.record $(LABS_TO_RECORD)
+
+## make sanitize: on a GPU, every variant of every family under compute-sanitizer (memcheck,
+## racecheck, initcheck, synccheck), 0 errors required; TOOLS="memcheck" runs one
+sanitize:
+	@$(call WITHPY,test) $$PY -m kernellab.sanitize $(TOOLS)
 
 ## make headline: figures/headline.png (the README's figure) from the recorded results
 headline:

@@ -1,0 +1,143 @@
+"""Everywhere (no GPU needed): the measuring machinery of lab 00 and every timing.
+The teaching compile uses CuPy's own flags; the roof kernels keep many bytes in flight;
+the bytes-in-flight model and the sanitizer's case selection are plain arithmetic."""
+import re
+import uuid
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kernellab import bench, build, sanitize
+from kernellab.record import LABS, families
+
+
+def _cupy_nvrtc_options(arch="90"):
+    """The options CuPy's RawModule hands to NVRTC, captured at the NVRTC call (no GPU needed:
+    the device queries are answered for `arch`, the compile itself is stopped)."""
+    import cupy.cuda.compiler as C
+    from cupy._core import core
+
+    class Captured(Exception):
+        pass
+
+    got = {}
+
+    class FakeProgram:
+        def __init__(self, *a, **k):
+            pass
+
+        def compile(self, options=(), log_stream=None):
+            got["options"] = tuple(options)
+            raise Captured
+
+    saved = {k: getattr(C, k) for k in ("_NVRTCProgram", "_preprocess", "_get_arch_for_options_for_nvrtc")}
+    C._NVRTCProgram = FakeProgram
+    C._preprocess = lambda *a, **k: ""
+    C._get_arch_for_options_for_nvrtc = lambda arch=None: (f"-arch=sm_{arch}", "cubin")
+    try:
+        src = f'// {uuid.uuid4()}\nextern "C" __global__ void k() {{}}\n'   # never a cache hit
+        core.compile_with_cache(src, build._options(), arch=arch, prepend_cupy_headers=False)
+    except Captured:
+        pass
+    finally:
+        for k, v in saved.items():
+            setattr(C, k, v)
+    assert "options" in got, "could not capture CuPy's NVRTC options (CuPy's internals changed?)"
+    return got["options"]
+
+
+def test_teaching_compile_uses_rawmodules_flags():
+    """Finding 11: the PTX shown must be the PTX of the binary that is timed."""
+    cupy_opts = _cupy_nvrtc_options("90")
+    ours = build.nvrtc_options("sm_90")
+    assert "-ftz=true" in cupy_opts
+    codegen = [o for o in cupy_opts if not o.startswith(("-I", "-arch", "--pch"))]
+    missing = [o for o in codegen if o not in ours]
+    assert not missing, f"CuPy compiles RawModules with {missing}; build.nvrtc_options lacks them"
+    assert "-arch=sm_90" in cupy_opts and "--gpu-architecture=sm_90" in ours
+
+
+def test_ptx_shown_is_flush_to_zero():
+    """-ftz=true reaches the PTX: fp32 arithmetic in the softmax kernels carries .ftz."""
+    lines = build.ptx("softmax", "05_online_vec4", "sm_90", grep=r"\.f32")
+    assert any(".ftz" in l for l in lines), "no .ftz.f32 instruction: the PTX was compiled without -ftz=true"
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+def test_read_roof_keeps_many_loads_in_flight(arch):
+    """Finding 7: the read roof issues several independent 16-byte loads before using any."""
+    loads = build.ptx("measure", "02_read", arch, grep=r"ld\.global\.nc\.v4\.f32")
+    assert len(loads) >= 8, f"{len(loads)} 16-byte loads in measure_02_read"
+
+
+@pytest.mark.parametrize("nbytes", bench.INFLIGHT_BYTES)
+def test_inflight_sweep_kernels_load_what_they_say(nbytes):
+    width = {4: r"ld\.global\.cg\.f32", 8: r"ld\.global\.cg\.v2\.f32"}.get(nbytes, r"ld\.global\.cg\.v4\.f32")
+    loads = build.ptx("measure", f"05_inflight_{nbytes}B", "sm_90", grep=width)
+    per_trip = max(1, nbytes // 16)
+    assert len(loads) >= per_trip, f"{nbytes} B: {len(loads)} loads of the expected width"
+
+
+def test_sfu_and_chase_kernels():
+    assert build.ptx("measure", "06_ex2", "sm_90", grep=r"ex2\.approx\.ftz\.f32")
+    assert build.ptx("measure", "04_chase", "sm_90", grep=r"ld\.global\.cg\.u32")
+
+
+def test_kernel_args_pack_like_the_kernels_declare():
+    a = build.kernel_args((3, True, 2.5, np.float64(1.5), np.int64(7), np.float32(1)))
+    assert [type(x) for x in a] == [np.int32, np.int32, np.float32, np.float32, np.int64, np.float32]
+    assert build._dims(5) == (5,) and build._dims((2, np.int64(3))) == (2, 3)
+    assert type(build._dims((2, np.int64(3)))[1]) is int
+
+
+def _fund(**over):
+    q = {"SMs": 100, "threads per SM in the sweep": 2048, "DRAM latency (pointer chase)": 500.0,
+         "read roof": 3000.0, **{f"read with {b} B in flight per thread": 100.0 * b for b in bench.INFLIGHT_BYTES}}
+    q.update(over)
+    df = pd.DataFrame({"quantity": list(q), "value": list(q.values()), "unit": ""})
+    df["device"], df["date"], df["source"] = "test", "2026-01-01", "recorded"
+    return df
+
+
+def test_littles_law_prediction():
+    t = bench.inflight(_fund())
+    assert list(t["B in flight per thread"]) == list(bench.INFLIGHT_BYTES)
+    # 4 B x 2048 threads x 100 SMs / 500 ns = 1638.4 GB/s; from 8 B on the roof (3000) caps it
+    assert t["Little's law predicts GB/s"].iloc[0] == pytest.approx(4 * 2048 * 100 / 500)
+    assert t["Little's law predicts GB/s"].iloc[-1] == 3000.0
+    assert bench.value(_fund(), "no such row") != bench.value(_fund(), "no such row")   # NaN
+    assert bench.inflight(pd.DataFrame()).empty
+
+
+def test_result_columns_carry_warm_and_host_time():
+    for c in ("warm_us", "host_us", "bare_host_us"):
+        assert c in bench.RESULT_COLUMNS
+    assert bench.WARM_ROWS == 64
+
+
+def test_fundamentals_recorded_have_the_rows_labs_read():
+    if bench.is_live():
+        pytest.skip("live: tests/test_gpu_measure.py measures them")
+    fund = bench.fundamentals()
+    if fund.empty:
+        pytest.skip("nothing recorded")
+    for q in ("copy roof", "read roof", "empty kernel launch", "fp32 FMA peak"):
+        assert q in set(fund["quantity"]), q
+
+
+def test_sanitize_cases_are_small_and_awkward():
+    fams = list(families([lab for lab in LABS if lab != "measuring"]))
+    assert fams
+    for fam in fams:
+        cs = sanitize.cases(fam)
+        assert 1 <= len(cs) <= sanitize.PER_FAMILY, fam.NAME
+        for shape, values in cs:
+            n = int(np.prod(shape))
+            assert 0 < n <= sanitize.MAX_ELEMS
+            assert (shape, values) in [(tuple(s), v) for s, v in fam.CHECK_CASES]
+
+
+def test_makefile_has_sanitize():
+    text = (build.ROOT / "Makefile").read_text()
+    assert re.search(r"^sanitize:", text, re.M) and "kernellab.sanitize" in text
