@@ -9,6 +9,19 @@
 # kernels still compile for `sm_87` (Jetson Orin) and `sm_90` (Hopper) and every timing
 # cell shows *recorded* results, labelled with the device and date they came from.
 
+# %% [markdown]
+# **In this lab you will** measure the three numbers every later lab is judged against (the
+# copy roof, the read roof, the cost of a launch), see why a CPU timer lies about GPU work,
+# read `ptxas -v` (registers, spills, shared memory), place kernels on this device's roofline,
+# and write a copy kernel that reaches the copy roof.
+#
+# **Prerequisites:** Python and NumPy; C syntax; what a CUDA grid, block and thread are
+# (NVIDIA's *CUDA C++ Programming Guide*, chapter 2, is enough). No GPU needed: without one,
+# the timing cells show recorded results. **Expected time:** 45 minutes.
+#
+# The source reports these labs are built on are summarised in
+# [docs/sources.md](../docs/sources.md).
+
 # %%
 import kernellab as kl
 from kernellab import bench, build, plot
@@ -107,6 +120,66 @@ build.occupancy("softmax", "05_online_vec4", threads=1024)
 # %%
 plot.device_roofline(fund, [("softmax fp32", 5 / 8), ("add fp32", 1 / 12), ("GEMV fp16", 1.0),
                            ("GEMM 4096³ fp32", 2 * 4096**3 / (3 * 4 * 4096**2))])
+
+# %% [markdown]
+# ## Exercise: your own copy kernel, against the copy roof
+# Write a grid-stride copy of `n` floats that reaches the copy roof: `float4` loads and stores
+# (16 bytes per instruction, `ld.global.nc.v4.f32` in the PTX: use `const float* __restrict__`
+# or `__ldg`) and a scalar tail for the last `n % 4` floats. The grid is fixed at 4 blocks of
+# 256 threads per SM, so each thread must loop (*grid-stride*): the stub below copies one
+# float per thread and stops short. The grading cell compiles your code for sm_87 and sm_90,
+# looks for the 16-byte load in the PTX, and on a GPU checks n = 2²⁴ + 3 floats and times your
+# kernel against the roof kernel `measure_01_copy` of section 1 on the same input. Until it is
+# done it prints **NOT YET** and the lab goes on. (CuPy allocations are 256-byte aligned, so
+# reinterpreting the base pointers as `float4*` is safe here.)
+
+# %%
+import numpy as np
+
+
+@build.variant()
+def roof_copy(x, out=None):
+    """Section 1's measure_01_copy on x (its n // 4 float4s), grid as bench sizes it."""
+    n4 = x.size // 4
+    build.launch("measure", "measure_01_copy", min(-(-n4 // 256), 32 * kl.device.info()["sms"]), 256,
+                 (x, out, np.int64(n4)))
+    return out
+
+
+GRADE = dict(
+    make_input=lambda: np.random.default_rng(0).standard_normal(2 ** 24 + 3).astype(np.float32),
+    reference=lambda x: x.copy(),
+    grid=lambda x: (4 * kl.device.info()["sms"],), block=(256,),
+    scalars=lambda x: (np.int64(x.size),),                   # long long n
+    ptx_must_contain="ld.global.nc.v4.f32",
+    step=("the copy roof kernel measure_01_copy", roof_copy),
+)
+
+# %% tags=["exercise"]
+EXERCISE = r"""
+extern "C" __global__ void my_copy(const float* src, float* dst, long long n) {
+    // TODO: float4 loads and stores in a grid-stride loop, then a scalar tail for n % 4
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i];
+}
+"""
+
+# %%
+kl.check.grade_exercise(EXERCISE, "my_copy", **GRADE)
+
+# %% tags=["solution"]
+SOLUTION = r"""
+extern "C" __global__ void my_copy(const float* __restrict__ src, float* __restrict__ dst, long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const long long n4 = n / 4;
+    const float4* s4 = reinterpret_cast<const float4*>(src);
+    float4* d4 = reinterpret_cast<float4*>(dst);
+    for (long long i = t; i < n4; i += stride) d4[i] = __ldg(s4 + i);   // 16 bytes per load
+    for (long long i = 4 * n4 + t; i < n; i += stride) dst[i] = src[i];  // the tail: n % 4 floats
+}
+"""
+kl.check.grade_exercise(SOLUTION, "my_copy", strict=True, **GRADE)
 
 # %% [markdown]
 # ## What to remember

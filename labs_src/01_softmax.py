@@ -20,6 +20,15 @@
 # | 05 | online + float4, row in registers | 1 read + 1 write | load instructions, re-reads |
 # | 06 | fp16 in/out, 8 halves per load | 1 read + 1 write, half the bytes | bytes |
 
+# %% [markdown]
+# **In this lab you will** make a memory-bound kernel correct (overflow, NaN, ±inf, empty rows)
+# before fast; replace shared-memory trees with warp shuffles; derive and use online softmax;
+# read 16 bytes per load with a scalar fallback; measure each step against the copy roof and
+# torch; add a variant of your own to the ladder; and write a warp reduction.
+#
+# **Prerequisites:** lab 00 (the roofs, how `bench` times). **Expected time:** 90 minutes.
+# Source: the softmax tutorial, summarised in [docs/sources.md](../docs/sources.md#001).
+
 # %%
 import numpy as np
 
@@ -259,48 +268,153 @@ errs = kl.check.error_sweep(softmax, ["01_naive", "03_warp_shuffle", "04_online"
 plot.error_vs_fp64(SIZES, errs, "01_softmax_error", title="softmax fp32: max relative error vs float64")
 
 # %% [markdown]
-# ## Exercise: write `warp_reduce_max`
+# ## Explore: row length, vector width and step, with sliders
+# Pick a row length (at 2²⁵ elements in all), a load width (1: the scalar steps 01–04, 4: step
+# 05's `float4`, 8: step 06's 8 halves) and a step. On a GPU each change is measured now;
+# without one the nearest recorded point is shown, labelled recorded.
+
+# %%
+from kernellab import explore
+
+explore.softmax(cols=1024, width=4)
+
+# %% [markdown]
+# ## Progress: the whole ladder against the copy roof
+# Each step's GB/s as a fraction of the copy roof (what a kernel that reads its input once
+# and writes its output once can reach), beside the library baselines (hatched), at
+# 4096 × 4096 fp32.
+
+# %%
+plot.progress(res, "01_softmax_progress", case=sq, title="softmax fp32 4096 x 4096: the ladder")
+
+# %% [markdown]
+# ## Add your own variant
+# `kl.check.register(family, name, source, kernel_name, grid=..., block=..., scalars=...)` puts
+# a kernel of yours into the family beside the lab's steps. The same harness then checks it on
+# the awkward shapes and hostile values (`check.variants`) and times it against the steps and
+# baselines (`bench.compare`). The kernel takes the family's inputs, then the output, then
+# `scalars(*inputs)`. Running the cell again replaces your variant; `kl.check.unregister(softmax,
+# "07_mine")` removes it.
+#
+# The example below asks a question the ladder leaves open: step 03's *warp per row* with
+# step 04's *online* (m, d), so short rows need one statistics pass instead of two. Change it
+# and run the three cells again.
+
+# %%
+MINE = r"""
+#define NEG_INF (-__int_as_float(0x7f800000))
+extern "C" __global__ void softmax_mine(const float* __restrict__ x, float* __restrict__ y, int R, int C) {
+    const int row = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
+    if (row >= R) return;
+    const float* xr = x + (size_t)row * C;
+    float* yr = y + (size_t)row * C;
+    float m = NEG_INF, d = 0.0f;
+    for (int i = lane; i < C; i += 32) {              // online (m, d): one statistics pass
+        const float v = xr[i];
+        if (v == NEG_INF) continue;                   // adds exp(-inf) = 0
+        const float m2 = fmaxf(m, v);
+        d = (m == NEG_INF ? 0.0f : d * expf(m - m2)) + expf(v - m2);
+        m = m2;
+    }
+    for (int o = 16; o > 0; o >>= 1) {               // merge the lanes' states
+        const float mo = __shfl_xor_sync(0xffffffffu, m, o), dO = __shfl_xor_sync(0xffffffffu, d, o);
+        const float mm = fmaxf(m, mo);
+        d = (m == NEG_INF ? 0.0f : d * expf(m - mm)) + (mo == NEG_INF ? 0.0f : dO * expf(mo - mm));
+        m = mm;
+    }
+    for (int i = lane; i < C; i += 32) yr[i] = expf(xr[i] - m) / d;
+}
+"""
+kl.check.register(softmax, "07_mine", MINE, "softmax_mine",
+                  grid=lambda x: ((x.shape[0] + 7) // 8,), block=(32, 8), scalars=lambda x: x.shape)
+check_variants(softmax, ["07_mine"])
+
+# %%
+SHORT = [((32768, 1024), "float32"), ((65536, 256), "float32")]
+mine = bench.compare(softmax, SHORT, names=["03_warp_per_row", "04_online", "07_mine"])
+bench.table(mine)
+
+# %%
+r = bench.speedup(mine, "07_mine", "03_warp_per_row")
+kl.say("No timing of `07_mine` here: a kernel of yours has no recorded results, so it is timed "
+       "only live, on a GPU." if r.empty else
+       "; ".join(f"at {case}, `07_mine` is **{v:.2f}×** step 03_warp_per_row "
+                 f"({'faster' if v > 1 else 'slower'})" for (case, _, _), v in r.items())
+       + f" ({kl.provenance(mine)}).")
+
+# %% [markdown]
+# ## Exercise: a warp per row, with your own `warp_reduce_max`
 # Fill in the butterfly: five rounds of `__shfl_xor_sync` with offsets 16, 8, 4, 2, 1,
-# keeping the max. The kernel below uses it to compute each 32-wide row's max; the grading
-# cell compiles it for sm_87 and sm_90, checks the PTX for `shfl.sync.bfly`, and on a GPU
-# compares the result with NumPy.
+# keeping the max, so that *every* lane ends with the warp's max. The kernel around it is a
+# whole softmax with one warp per row (like step 03's `03_warp_per_row`); its sum is given.
+# The grading cell compiles your code for sm_87 and sm_90, looks for `shfl.sync.bfly` in the
+# PTX, and on a GPU checks it against NumPy (hostile rows included) and times it against
+# step 03 on the same input. Until it is done it prints **NOT YET** and the lab goes on.
+
+# %%
+GRADE = dict(
+    make_input=lambda: softmax.make_input((16387, 128), "float32", "hostile"),
+    reference=softmax.reference,
+    grid=lambda x: ((x.shape[0] + 3) // 4,), block=(32, 4),            # 4 rows (warps) per block
+    scalars=lambda x: x.shape,                                         # R, C
+    ptx_must_contain="shfl.sync.bfly",
+    step=("step 03_warp_per_row", softmax.VARIANTS["03_warp_per_row"]),
+)
 
 # %% tags=["exercise"]
 EXERCISE = r"""
 __device__ float warp_reduce_max(float v) {
-    // TODO: five butterfly rounds with __shfl_xor_sync, keeping the max
+    // TODO: five butterfly rounds with __shfl_xor_sync (offsets 16, 8, 4, 2, 1), keeping the max
     return v;
 }
-extern "C" __global__ void row_max32(const float* x, float* out, int rows) {
-    int row = blockIdx.x, lane = threadIdx.x;
-    if (row < rows) {
-        float m = warp_reduce_max(x[row * 32 + lane]);
-        if (lane == 0) out[row] = m;
-    }
+__device__ float warp_sum_all(float v) {      // given: shuffle down to lane 0, then broadcast
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+extern "C" __global__ void softmax_warp_rows(const float* x, float* y, int R, int C) {
+    const int row = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
+    if (row >= R) return;                     // whole warps leave together
+    const float* xr = x + (size_t)row * C;
+    float* yr = y + (size_t)row * C;
+    float m = -__int_as_float(0x7f800000);    // -inf
+    for (int i = lane; i < C; i += 32) m = fmaxf(m, xr[i]);
+    m = warp_reduce_max(m);
+    float d = 0.0f;
+    for (int i = lane; i < C; i += 32) d += expf(xr[i] - m);
+    d = warp_sum_all(d);
+    for (int i = lane; i < C; i += 32) yr[i] = expf(xr[i] - m) / d;
 }
 """
 
+# %%
+kl.check.grade_exercise(EXERCISE, "softmax_warp_rows", **GRADE)
+
 # %% tags=["solution"]
-EXERCISE = r"""
+SOLUTION = r"""
 __device__ float warp_reduce_max(float v) {
     for (int offset = 16; offset > 0; offset >>= 1)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
     return v;
 }
-extern "C" __global__ void row_max32(const float* x, float* out, int rows) {
-    int row = blockIdx.x, lane = threadIdx.x;
-    if (row < rows) {
-        float m = warp_reduce_max(x[row * 32 + lane]);
-        if (lane == 0) out[row] = m;
-    }
+__device__ float warp_sum_all(float v) {      // given: shuffle down to lane 0, then broadcast
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+extern "C" __global__ void softmax_warp_rows(const float* x, float* y, int R, int C) {
+    const int row = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
+    if (row >= R) return;                     // whole warps leave together
+    const float* xr = x + (size_t)row * C;
+    float* yr = y + (size_t)row * C;
+    float m = -__int_as_float(0x7f800000);    // -inf
+    for (int i = lane; i < C; i += 32) m = fmaxf(m, xr[i]);
+    m = warp_reduce_max(m);
+    float d = 0.0f;
+    for (int i = lane; i < C; i += 32) d += expf(xr[i] - m);
+    d = warp_sum_all(d);
+    for (int i = lane; i < C; i += 32) yr[i] = expf(xr[i] - m) / d;
 }
 """
-
-# %%
-kl.check.grade_exercise(EXERCISE, "row_max32", ptx_must_contain="shfl.sync.bfly",
-                        make_input=lambda: np.random.default_rng(1).standard_normal((37, 32)).astype(np.float32),
-                        reference=lambda x: x.max(axis=1), grid=lambda x: (x.shape[0],), block=(32,),
-                        scalars=lambda x: (x.shape[0],))
+kl.check.grade_exercise(SOLUTION, "softmax_warp_rows", strict=True, **GRADE)
 
 # %% [markdown]
 # ## What to remember

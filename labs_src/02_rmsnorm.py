@@ -28,6 +28,16 @@
 # row) share one body here: a 1-D `x` of shape `(hidden,)` launches one block, a 2-D `x` of
 # shape `(rows, hidden)` launches `rows` blocks.
 
+# %% [markdown]
+# **In this lab you will** follow a real engine's RMSNorm rewrite step by step, test each of
+# its claims (CUB vs warp shuffles, `half2` vs `uint4`, `__ldg`) on this GPU, see why one row
+# (decode) is launch-bound while 8192 rows (prefill) are bandwidth-bound, go one step past the
+# report (read the row once, fuse the residual add) and write the fused kernel yourself.
+#
+# **Prerequisites:** labs 00 and 01 (roofs, warp shuffles, 16-byte loads).
+# **Expected time:** 75 minutes. Source: the RMSNorm report, summarised in
+# [docs/sources.md](../docs/sources.md#003).
+
 # %%
 import numpy as np
 
@@ -304,12 +314,45 @@ bench.speedup(fres, "02_fused", "01_separate").round(2)
 bench.ncu(rmsnorm, "08_onepass", (8192, 4096), "float16")
 
 # %% [markdown]
+# ## Explore: from decode to prefill, with sliders
+# Move the number of rows from 1 (decode: one token) to 8192 (prefill) and pick a data path:
+# every step of that path and the baselines at that size. The line under the table gives the
+# fastest step's fraction of the copy roof and its time in empty-kernel launches, both computed
+# from the rows shown (measured now, or recorded).
+
+# %%
+from kernellab import explore
+
+explore.rmsnorm(rows=1, path="float16")
+
+# %% [markdown]
+# ## Progress: the fp16 ladder against the copy roof
+# Each step's GB/s as a fraction of the copy roof, beside the baselines (hatched), for the
+# seed's pure-fp16 path at prefill size (8192 × 4096).
+
+# %%
+plot.progress(res, "02_rmsnorm_progress", case=rmsnorm.case_key((8192, 4096), "float16"),
+              title="RMSNorm fp16 8192 x 4096: the ladder")
+
+# %% [markdown]
 # ## Exercise: fuse the residual add into RMSNorm
 # The stub below is a plain fp32 RMSNorm, one block per row, with a correct block reduction.
 # Change it so that it also takes the residual `r`, forms `h = x + r`, writes `h`, and normalises
 # `h`: one launch instead of two. The grading cell compiles it for sm_87 and sm_90, checks that
 # the PTX really reads the residual and writes `h` (the `[..._param_1]` and `[..._param_3]`
-# parameter loads), and on a GPU compares both outputs with NumPy.
+# parameter loads), and on a GPU compares both outputs with NumPy and times your kernel against
+# step 09's fused kernel on the same input. Until it is done it prints **NOT YET** and the lab
+# goes on.
+
+# %%
+GRADE = dict(
+    make_input=lambda: rmsnorm.FUSED.make_input((515, 4097), "float32"),   # x, r, w
+    reference=rmsnorm.FUSED.reference,                                      # (h, y)
+    grid=lambda x, r, w: (x.shape[0],), block=(256,),
+    scalars=lambda x, r, w: (x.shape[1], rmsnorm.EPS),
+    ptx_must_contain=["[fused_add_rmsnorm_param_1]", "[fused_add_rmsnorm_param_3]"],
+    step=("step 09 (02_fused)", rmsnorm.FUSED.VARIANTS["02_fused"]),
+)
 
 # %% tags=["exercise"]
 EXERCISE = r"""
@@ -327,8 +370,11 @@ extern "C" __global__ void fused_add_rmsnorm(const float* x, const float* r, con
 }
 """
 
+# %%
+kl.check.grade_exercise(EXERCISE, "fused_add_rmsnorm", **GRADE)
+
 # %% tags=["solution"]
-EXERCISE = r"""
+SOLUTION = r"""
 #include "common.cuh"
 extern "C" __global__ void fused_add_rmsnorm(const float* x, const float* r, const float* w,
                                              float* h, float* y, int C, float eps) {
@@ -345,14 +391,7 @@ extern "C" __global__ void fused_add_rmsnorm(const float* x, const float* r, con
         y[base + i] = inv * h[base + i] * w[i];   // this thread wrote h[base + i]
 }
 """
-
-# %%
-kl.check.grade_exercise(
-    EXERCISE, "fused_add_rmsnorm",
-    ptx_must_contain=["[fused_add_rmsnorm_param_1]", "[fused_add_rmsnorm_param_3]"],
-    make_input=lambda: rmsnorm.FUSED.make_input((37, 1000), "float32"),
-    reference=rmsnorm.FUSED.reference, grid=lambda x, r, w: (x.shape[0],), block=(256,),
-    scalars=lambda x, r, w: (x.shape[1], rmsnorm.EPS))
+kl.check.grade_exercise(SOLUTION, "fused_add_rmsnorm", strict=True, **GRADE)
 
 # %% [markdown]
 # ## What to remember

@@ -20,6 +20,15 @@
 # Every vectorised kernel has a scalar tail, and its launcher checks alignment: a size that
 # is not a multiple of the vector width, or a base that is not 16-byte aligned, still works.
 
+# %% [markdown]
+# **In this lab you will** take the simplest kernel there is to the copy roof: 16-byte loads
+# with a scalar tail and an alignment check, the cost of an integer modulo in a broadcast,
+# an in-place slice add with its bounds checked before launch, and which of a report's changes
+# really produced its win. You will vectorise an add yourself.
+#
+# **Prerequisites:** lab 00 (the copy roof). **Expected time:** 45 minutes.
+# Source: the add report, summarised in [docs/sources.md](../docs/sources.md#004).
+
 # %%
 import numpy as np
 
@@ -231,13 +240,35 @@ bench.claims(pd.concat([res, bres]), [
 ])
 
 # %% [markdown]
+# ## Progress: both ladders against the copy roof
+# Each step's GB/s as a fraction of the copy roof, beside the baselines (hatched): the fp16 add
+# at 64M elements, and the broadcast bias add at 16384 × 4096 fp16.
+
+# %%
+plot.progress(res, "03_add_progress", case=add.case_key((2 ** 26,), "float16"),
+              title="add fp16, 64M elements: the ladder")
+plot.progress(bres, "03_bias_progress", case=add.BIAS.case_key((16384, 4096), "float16"),
+              title="bias add fp16 16384 x 4096: the ladder")
+
+# %% [markdown]
 # ## Exercise: vectorise the fp32 add
 # The stub is step 01: one float per thread. Make each thread handle 4 floats with one `float4`
 # load per operand and one `float4` store, and keep it correct for any `n`: the last thread's
 # partial group of 4 needs a scalar tail. The grading cell compiles it for sm_87 and sm_90,
 # requires a 128-bit load in the PTX, and on a GPU checks n = 1,000,003 against NumPy (a
-# size with a tail). The grid is one thread per 4 elements, so the stub covers only a quarter
-# of the array and fails the check on purpose.
+# size with a tail) and times your kernel against step 02 on the same input. The grid is one
+# thread per 4 elements, so the stub covers only a quarter of the array and fails the check on
+# purpose: it prints **NOT YET** and the lab goes on.
+
+# %%
+GRADE = dict(
+    make_input=lambda: add.make_input((1_000_003,), "float32"),      # a, b
+    reference=add.reference,
+    grid=lambda a, b: (-(-a.size // (256 * 4)),), block=(256,),      # one thread per 4 elements
+    scalars=lambda a, b: (a.size,),
+    ptx_must_contain=".v4.f32",
+    step=("step 02_f32_float4", add.VARIANTS["02_f32_float4"]),
+)
 
 # %% tags=["exercise"]
 EXERCISE = r"""
@@ -247,8 +278,11 @@ extern "C" __global__ void add_f32_vec4(const float* a, const float* b, float* o
 }
 """
 
+# %%
+kl.check.grade_exercise(EXERCISE, "add_f32_vec4", **GRADE)
+
 # %% tags=["solution"]
-EXERCISE = r"""
+SOLUTION = r"""
 extern "C" __global__ void add_f32_vec4(const float* __restrict__ a, const float* __restrict__ b,
                                         float* __restrict__ out, int n) {
     const int i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
@@ -261,12 +295,7 @@ extern "C" __global__ void add_f32_vec4(const float* __restrict__ a, const float
     }
 }
 """
-
-# %%
-kl.check.grade_exercise(
-    EXERCISE, "add_f32_vec4", ptx_must_contain=".v4.f32",
-    make_input=lambda: add.make_input((1_000_003,), "float32"), reference=add.reference,
-    grid=lambda a, b: (-(-a.size // (256 * 4)),), block=(256,), scalars=lambda a, b: (a.size,))
+kl.check.grade_exercise(SOLUTION, "add_f32_vec4", strict=True, **GRADE)
 
 # %% [markdown]
 # ## What to remember

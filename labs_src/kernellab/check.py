@@ -245,7 +245,7 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
     for arch, ptx in ptxs.items():
         for needle in needles:
             if needle not in ptx:
-                raise CheckError(f"the {arch} PTX has no `{needle}` yet: the stub is not done")
+                raise CheckError(f"the {arch} PTX has no `{needle}` yet (see the exercise text)")
     print(f"compiles for {', '.join(ARCHS)}"
           + (f"; its PTX contains {', '.join(needles)}" if needles else ""))
     inputs = _as_tuple(make_input())

@@ -1,109 +1,208 @@
 """The few figure kinds. Every figure names its device, says live or recorded with the
-date, and is saved under figures/."""
+date, and is saved under figures/.
+
+Readable at notebook width: at most ~1000 px wide (figsize x dpi, legend included), text of
+9 pt or more, legends outside the data, a distinct line style and marker per line.
+In a notebook each helper shows its figure and returns None (so it is not drawn twice);
+elsewhere (scripts, tests) it returns the matplotlib Figure. Never a path.
+
+    python -m kernellab.plot headline     # figures/headline.png from the RECORDED results
+"""
 from __future__ import annotations
 
+import itertools
+
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .bench import roof_values
-from .device import FIGURES
+from .device import FIGURES, provenance
+
+DPI = 100
+WIDTH = 7.0          # inches of axes + labels; a legend outside adds <= 2.5 in: <= ~1000 px
+STYLE = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 9,
+         "xtick.labelsize": 9, "ytick.labelsize": 9, "figure.dpi": DPI, "savefig.dpi": DPI}
+_VARIANT_STYLES = [("-", "o"), ("-", "s"), ("-", "^"), ("-", "v"), ("-", "D"), ("-", "P"),
+                   ("-", "X"), ("-", "<"), ("-", ">"), ("-", "h")]
+_BASELINE_STYLES = [("--", "x"), (":", "+"), ("-.", "*"), ((0, (5, 1, 1, 1)), "1"), ((0, (1, 3)), "2")]
 
 
-def _provenance(df) -> str:
-    if df is None or df.empty:
-        return "no data"
-    parts = [f"{src} on {dev}, {date}" for src, dev, date in
-             df[["source", "device", "date"]].drop_duplicates().values]
-    return "; ".join(parts)
+def _in_notebook() -> bool:
+    """True inside a Jupyter kernel (JupyterLab, nbval), where figures are displayed."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+
+
+def _figure(w=WIDTH, h=4.0):
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(w, h), dpi=DPI)
+    return fig, ax
+
+
+def _legend_outside(ax, below=False, **kw):
+    handles, labels = ax.get_legend_handles_labels()
+    if handles and below:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09 - 0.3 / ax.figure.get_size_inches()[1]),
+                  ncol=3, frameon=False, fontsize=9, **kw)
+    elif handles:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False,
+                  fontsize=9, **kw)
 
 
 def _save(fig, name: str):
+    """Save figures/<name>.png; show it in a notebook (return None) or return the Figure."""
     FIGURES.mkdir(exist_ok=True)
-    path = FIGURES / f"{name}.png"
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.show()
+    with plt.rc_context(STYLE):
+        fig.savefig(FIGURES / f"{name}.png", dpi=DPI, bbox_inches="tight")
+    if _in_notebook():
+        from IPython.display import display
+        display(fig)
+        plt.close(fig)
+        return None
     plt.close(fig)
-    return path
+    return fig
 
 
-def _roofs(ax, df):
+def _title(ax, title, df=None, prov=None):
+    ax.set_title(f"{title}\n{prov if prov is not None else provenance(df)}", fontsize=10)
+
+
+def _roofs(ax, df, horizontal=True):
     r = roof_values()
     src = set(df["source"]) if not df.empty else set()
     if r and (r["source"] in src or not src):
-        ax.axhline(r["copy_gbps"], color="k", ls="--", lw=1, label=f"copy roof {r['copy_gbps']:.0f} GB/s")
-        ax.axhline(r["read_gbps"], color="gray", ls=":", lw=1, label=f"read roof {r['read_gbps']:.0f} GB/s")
+        line = ax.axhline if horizontal else ax.axvline
+        line(r["copy_gbps"], color="k", ls="--", lw=1, label=f"copy roof {r['copy_gbps']:.0f} GB/s")
+        line(r["read_gbps"], color="gray", ls=":", lw=1, label=f"read roof {r['read_gbps']:.0f} GB/s")
 
 
-def _loglog(fig, ax, name, xlabel, ylabel, title, provenance):
+def _loglog(fig, ax, name, xlabel, ylabel, title, prov):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(f"{title}\n{provenance}", fontsize=10)
-    ax.legend(fontsize=8)
+    _title(ax, title, prov=prov)
+    _legend_outside(ax)
     ax.grid(alpha=0.3, which="both")
     return _save(fig, name)
 
 
 def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
-    """GB/s against size, one line per (variant or baseline, device), roofs drawn."""
+    """GB/s against size, one line per (variant or baseline, device), roofs drawn. Variants are
+    solid lines, baselines broken ones; every line has its own marker."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = _figure()
     multi = df["device"].nunique() > 1
+    vstyle, bstyle = itertools.cycle(_VARIANT_STYLES), itertools.cycle(_BASELINE_STYLES)
+    colors = itertools.cycle(plt.get_cmap("tab10").colors)
     for (nm, dev, src), g in df.groupby(["name", "device", "source"], sort=False):
         g = g.sort_values(x)
-        style = "--" if (g["kind"].iloc[0] == "baseline") else "-"
+        base = g["kind"].iloc[0] == "baseline"
+        ls, mk = next(bstyle if base else vstyle)
         label = nm + (f" [{src} {dev}]" if multi else "")
-        ax.plot(g[x], g["gbps"], style, marker="o", ms=3, label=label)
+        ax.plot(g[x], g["gbps"], linestyle=ls, marker=mk, ms=6 if base else 4, lw=1.6 if base else 1.3,
+                color=next(colors), label=label, zorder=3 if base else 2,
+                mfc="none" if base else None)
     _roofs(ax, df)
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel({"cols": "columns (row length, or elements for 1-D data)", "rows": "rows (batch)"}.get(x, x))
     ax.set_ylabel("GB/s (unique bytes read + written)")
-    ax.set_title(f"{title}\n{_provenance(df)}", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    _title(ax, title, df)
+    _legend_outside(ax)
     ax.grid(alpha=0.3)
     return _save(fig, name)
 
 
 def bars(df, name: str, title: str = "", value: str = "gbps"):
-    """One bar per variant/baseline per case: GB/s (or median_us), roofs drawn for GB/s."""
+    """One bar per variant/baseline per case: GB/s (or median_us), roofs drawn for GB/s.
+    Baselines are hatched."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
     cases = list(dict.fromkeys(df["case"]))
     names = list(dict.fromkeys(df["name"]))
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(names) * len(cases) / 2 + 3), 4.5))
+    fig, ax = _figure(WIDTH, 4.2)
     w = 0.8 / len(names)
+    colors = plt.get_cmap("tab20").colors
     for i, nm in enumerate(names):
         vals = [df[(df["case"] == c) & (df["name"] == nm)][value].median() for c in cases]
         kind = df[df["name"] == nm]["kind"].iloc[0]
-        ax.bar(np.arange(len(cases)) + i * w, vals, w, label=nm, hatch="//" if kind == "baseline" else None)
+        ax.bar(np.arange(len(cases)) + i * w, vals, w, label=nm, color=colors[i % len(colors)],
+               hatch="//" if kind == "baseline" else None, edgecolor="k" if kind == "baseline" else None,
+               lw=0.5)
     if value == "gbps":
         _roofs(ax, df)
-    ax.set_xticks(np.arange(len(cases)) + 0.4 - w / 2, cases, fontsize=8)
+    ax.set_xticks(np.arange(len(cases)) + 0.4 - w / 2, cases, rotation=15 if len(cases) > 3 else 0)
     ax.set_ylabel({"gbps": "GB/s (unique bytes)", "median_us": "median time (µs)"}.get(value, value))
-    ax.set_title(f"{title}\n{_provenance(df)}", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    _title(ax, title, df)
+    _legend_outside(ax)
     ax.grid(alpha=0.3, axis="y")
     return _save(fig, name)
 
 
-def roofline(points, name: str, peak_gflops: float, copy_gbps: float, title: str = "", provenance: str = ""):
+def progress(df, name: str, title: str = "", roof: str = "copy", case: str | None = None):
+    """The end of a ladder: for one case (default: the first in df), each step in order as a
+    fraction of the copy (or read) roof, the baselines beside them (hatched), labelled with
+    where the numbers come from (live or recorded, device, date)."""
+    if roof not in ("copy", "read"):
+        raise ValueError(f"roof must be 'copy' or 'read', not {roof!r}")
+    if df is None or df.empty:
+        print(f"(no data for plot {name}: nothing measured or recorded for this case)")
+        return None
+    case = case if case is not None else df["case"].iloc[0]
+    d = df[df["case"] == case]
+    if d.empty:
+        print(f"(no data for plot {name}: no rows for case {case})")
+        return None
+    dev, src = d[["device", "source"]].iloc[0]            # one device: live, else the first recorded
+    d = d[(d["device"] == dev) & (d["source"] == src)]
+    d = d.groupby("name", sort=False).agg(frac=(f"frac_{roof}", "median"), kind=("kind", "first"))
+    d = d.reset_index()
+    d = d.loc[list(d.index[d["kind"] != "baseline"]) + list(d.index[d["kind"] == "baseline"])]
+    fig, ax = _figure(WIDTH, 0.32 * len(d) + 1.4)
+    y = np.arange(len(d))[::-1]
+    for yy, (nm, frac, kind) in zip(y, d[["name", "frac", "kind"]].values):
+        base = kind == "baseline"
+        ax.barh(yy, 100 * frac, color="#bbbbbb" if base else "#3a78b5", hatch="//" if base else None,
+                edgecolor="k" if base else None, lw=0.5)
+        ax.annotate(f"{100 * frac:.0f}%", (100 * frac, yy), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=9)
+    ax.set_yticks(y, [f"{nm}" + ("  (baseline)" if k == "baseline" else "") for nm, k in d[["name", "kind"]].values])
+    ax.axvline(100, color="k", ls="--", lw=1)
+    ax.annotate(f"{roof} roof", (100, y.max() + 0.45), ha="center", va="bottom", fontsize=9)
+    ax.set_ylim(-0.6, y.max() + 1.1)
+    ax.set_xlim(0, max(110, 100 * d["frac"].max() * 1.15))
+    ax.set_xlabel(f"% of the {roof} roof (GB/s of unique bytes / {roof} roof GB/s); {case}")
+    ax.grid(alpha=0.3, axis="x")
+    _title(ax, title or f"progress at {case}", prov=provenance(df[(df['device'] == dev) & (df['source'] == src)]))
+    return _save(fig, name)
+
+
+def roofline(points, name: str, peak_gflops: float, copy_gbps: float, title: str = "", provenance: str = "",
+             ceilings=()):
     """Attainable GFLOP/s = min(peak, AI x bandwidth), with kernels placed as points.
-    points: [(label, flop_per_byte, gflops_or_None)]."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    points: [(label, flop_per_byte, gflops_or_None)]. ceilings: [(label, G ops/s)], other units'
+    roofs (SFU, instruction issue), drawn as min(ceiling, ops per byte x bandwidth), dashed."""
+    fig, ax = _figure(WIDTH, 4.2)
     ai = np.logspace(-2, 3, 200)
     ax.plot(ai, np.minimum(peak_gflops, ai * copy_gbps), "k-", label="roof")
+    for (clabel, cval), ls in zip(ceilings, itertools.cycle(["--", "-.", (0, (1, 1))])):
+        ax.plot(ai, np.minimum(cval, ai * copy_gbps), color="tab:red", ls=ls, lw=1.2, label=clabel)
     ax.axvline(peak_gflops / copy_gbps, color="gray", ls=":", lw=1,
                label=f"ridge {peak_gflops / copy_gbps:.1f} FLOP/B")
-    for label, x, y in points:
-        yy = y if y is not None else min(peak_gflops, x * copy_gbps)
-        ax.plot([x], [yy], "o")
-        ax.annotate(label, (x, yy), fontsize=8, xytext=(4, -10), textcoords="offset points")
+    markers = itertools.cycle("osD^vPX")
+    for label, x, yv in points:
+        yy = yv if yv is not None else min(peak_gflops, x * copy_gbps)
+        ax.plot([x], [yy], linestyle="none", marker=next(markers), label=label)
     return _loglog(fig, ax, name, "arithmetic intensity (FLOP per byte moved)", "GFLOP/s", title, provenance)
 
 
@@ -115,19 +214,114 @@ def error_vs_fp64(sizes, errors: dict, name: str, title: str = "", provenance: s
     if not provenance:
         from .device import info, now
         provenance = f"live on {info()['name']}, {now()}"
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _figure(WIDTH, 3.8)
+    styles = itertools.cycle(_VARIANT_STYLES)
     for label, errs in errors.items():
-        ax.plot(sizes, np.maximum(errs, 1e-18), marker="o", label=label)
+        ls, mk = next(styles)
+        ax.plot(sizes, np.maximum(errs, 1e-18), linestyle=ls, marker=mk, label=label)
     return _loglog(fig, ax, name, "row length", "max relative error vs float64", title, provenance)
 
 
-def device_roofline(fund, kernels, name="00_roofline"):
+def device_roofline(fund, kernels, name="00_roofline", ceilings=()):
     """The roofline of the device in `fund` (bench.fundamentals()), with `kernels` placed by
-    arithmetic intensity: [(label, flop_per_byte)]."""
+    arithmetic intensity: [(label, flop_per_byte)]. ceilings: quantities of `fund` drawn as
+    extra roofs (e.g. "ex2.approx (SFU) throughput"); those absent from `fund` are left out."""
     if fund is None or fund.empty:
         print("SKIPPED: no measured or recorded fundamentals to draw a roofline from.")
         return None
     vals = dict(zip(fund["quantity"], fund["value"]))
+    units = dict(zip(fund["quantity"], fund["unit"]))
+    extra = [(f"{q}: {vals[q]:,.0f} {units[q]}", vals[q]) for q in ceilings if q in vals]
     prov = f"{fund['source'].iloc[0]} on {fund['device'].iloc[0]}, {fund['date'].iloc[0]}"
     return roofline([(k, ai, None) for k, ai in kernels], name, vals["fp32 FMA peak"], vals["copy roof"],
-                    title="Roofline (fp32 CUDA cores)", provenance=prov)
+                    title="Roofline (fp32 CUDA cores)", provenance=prov, ceilings=extra)
+
+
+# ---- the README's headline figure, from the recorded results --------------------------------------
+
+def _headline_rows():
+    """Per recorded device and family: the best step (family.BEST) and each torch/cuBLAS
+    baseline at the family's largest recorded case per dtype, as fractions of the copy roof."""
+    from .device import load_recorded
+    from .record import LABS, families
+    rows = []
+    for fam in families([lab for lab in LABS if lab != "measuring"]):
+        rec = load_recorded(fam.NAME)
+        if rec.empty:
+            continue
+        for (dev, date), g in rec.groupby(["device", "date"], sort=False):
+            for dt, best in fam.BEST.items():
+                gb = g[(g["name"] == best) & (g["dtype"] == dt)]
+                if gb.empty:
+                    continue
+                case = gb.sort_values(["bytes", "case"]).iloc[-1]["case"]
+                at = g[g["case"] == case]
+                libs = [n for n in at.loc[at["kind"] == "baseline", "name"]
+                        if n.startswith("torch") or "cublas" in n.lower()]
+                for nm in [best] + libs:
+                    r = at[at["name"] == nm].iloc[0]
+                    rows.append({"device": dev, "date": date, "family": fam.NAME, "case": case,
+                                 "name": nm, "kind": r["kind"], "frac_copy": float(r["frac_copy"])})
+    import pandas as pd
+    return pd.DataFrame(rows)
+
+
+def headline(name: str = "headline"):
+    """The best step of each lab against torch/cuBLAS, as a fraction of the copy roof, at each
+    family's largest recorded shape: drawn from figures/reference/ (recorded), never live."""
+    rows = _headline_rows()
+    if rows.empty:
+        print("(no recorded results under figures/reference/: run `make bench` on a GPU)")
+        return None
+    figs = []
+    for dev, d in rows.groupby("device", sort=False):
+        date = ", ".join(sorted(set(d["date"])))
+        groups = list(dict.fromkeys(zip(d["family"], d["case"])))
+        fig, ax = _figure(8.5, 0.5 * len(groups) + 1.6)
+        y = np.arange(len(groups))[::-1]
+        h = 0.38
+        seen = set()
+        for yy, (fam, case) in zip(y, groups):
+            g = d[(d["family"] == fam) & (d["case"] == case)]
+            best = g[g["kind"] == "variant"].iloc[0]
+            lib = g[g["kind"] == "baseline"]
+            lab_b = "best step of the lab"
+            ax.barh(yy + h / 2, 100 * best["frac_copy"], h, color="#3a78b5",
+                    label=None if lab_b in seen else lab_b)
+            seen.add(lab_b)
+            ax.annotate(f"{best['name']} {100 * best['frac_copy']:.0f}%", (100 * best["frac_copy"], yy + h / 2),
+                        xytext=(3, 0), textcoords="offset points", va="center", fontsize=9)
+            if not lib.empty:
+                r = lib.iloc[0]
+                lab_t = "torch / cuBLAS"
+                ax.barh(yy - h / 2, 100 * r["frac_copy"], h, color="#bbbbbb", hatch="//", edgecolor="k", lw=0.5,
+                        label=None if lab_t in seen else lab_t)
+                seen.add(lab_t)
+                ax.annotate(f"{r['name']} {100 * r['frac_copy']:.0f}%", (100 * r["frac_copy"], yy - h / 2),
+                            xytext=(3, 0), textcoords="offset points", va="center", fontsize=9)
+        ax.set_yticks(y, [f"{fam}\n{case}" for fam, case in groups])
+        ax.axvline(100, color="k", ls="--", lw=1, label="copy roof (measured)")
+        ax.set_xlim(0, 150)
+        ax.set_xlabel("% of the copy roof (GB/s of unique bytes / copy-roof GB/s)")
+        _title(ax, "CUDA Kernel Labs: the best step of each lab vs the library",
+               prov=f"recorded on {dev}, {date} (make bench)")
+        _legend_outside(ax, below=True)
+        ax.grid(alpha=0.3, axis="x")
+        figs.append(_save(fig, name if not figs else f"{name}_{len(figs)}"))
+    return figs[0] if len(figs) == 1 else figs
+
+
+def main(argv=None) -> int:
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] != ["headline"]:
+        print("usage: python -m kernellab.plot headline")
+        return 2
+    matplotlib.use("Agg")
+    headline()
+    print(f"wrote {FIGURES / 'headline.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

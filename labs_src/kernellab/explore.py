@@ -1,0 +1,159 @@
+"""Sliders instead of code: ipywidgets explorers over a family's steps.
+
+    explore.softmax()    row length, vector width and step -> time and GB/s
+    explore.rmsnorm()    rows from decode (1) to prefill (8192), data path -> every step and baseline
+
+Live (a GPU): each change measures the chosen point now, with bench (L2 flushed). Compile-only:
+the recorded rows nearest the slider values, labelled recorded with device and date. Each call
+first prints the table for its default values, so it shows something useful without a widget
+front end too (nbval, a terminal, ipywidgets not installed)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import bench
+from .device import is_live, load_recorded, provenance, say
+
+COLUMNS = ["case", "name", "kind", "median_us", "gbps", "frac_copy", "source", "device", "date"]
+
+
+def point(family, shape, dtype, names=None, baselines=True):
+    """The results for one (shape, dtype): measured now (live) or, compile-only, the recorded
+    case of the same dtype whose shape is nearest (in log rows and log cols). Returns
+    (frame, note)."""
+    names = list(family.VARIANTS) if names is None else list(names)
+    if is_live():
+        df = bench.compare(family, [(tuple(shape), dtype)], names=names, baselines=baselines)
+        return df, f"measured now at {family.case_key(shape, dtype)}"
+    rec = load_recorded(family.NAME)
+    if rec.empty:
+        return rec, f"no recorded {family.NAME} results (make bench records them on a GPU)"
+    rec = rec[rec["dtype"] == dtype]
+    if rec.empty:
+        return rec, f"nothing recorded for {dtype}"
+    dist = (np.log2(rec["rows"].clip(lower=1)) - np.log2(max(shape[0], 1))) ** 2 + \
+           (np.log2(rec["cols"].clip(lower=1)) - np.log2(max(shape[-1], 1))) ** 2
+    case = rec.loc[dist.idxmin(), "case"]
+    keep = names + (list(family.BASELINES) if baselines is True else list(baselines or []))
+    df = rec[(rec["case"] == case) & rec["name"].isin(keep)].reset_index(drop=True)
+    asked = family.case_key(shape, dtype)
+    note = f"RECORDED, nearest recorded case {case}" + ("" if case == asked else f" (you asked {asked})")
+    return df, note
+
+
+def _show(df, note):
+    from IPython.display import display
+    print(f"{note}; {provenance(df)}")
+    if not df.empty:
+        display(df[[c for c in COLUMNS if c in df]].round(3))
+
+
+def _widgets():
+    try:
+        import ipywidgets as w
+        return w
+    except ImportError:
+        return None
+
+
+def _interactive(controls: dict, render):
+    """Lay the controls out and re-render into an Output on every change. Without ipywidgets,
+    says so (the static table above is what there is)."""
+    w = _widgets()
+    if w is None:
+        print("(ipywidgets is not installed: the table above is for the default values; "
+              "`make lab` installs it and the sliders work in JupyterLab)")
+        return None
+    from IPython.display import display
+    out = w.Output()
+
+    def update(_=None):
+        with out:
+            out.clear_output(wait=True)
+            render(**{k: c.value for k, c in controls.items()})
+    for c in controls.values():
+        c.observe(update, names="value")
+    box = w.VBox([w.HBox(list(controls.values())), out])
+    display(box)
+    update()
+    return box
+
+
+# ---- softmax ---------------------------------------------------------------------------------
+
+def _softmax_steps(width: int) -> list[str]:
+    from . import softmax
+    by = {1: [n for n in softmax.VARIANTS if n[:2] in ("01", "02", "03", "04")],
+          4: ["05_online_vec4"], 8: ["06_fp16_vec8"]}
+    return [n for n in by[width] if n in softmax.VARIANTS]
+
+
+def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
+    """Row length (32 ... 65536 at 2^25 elements in all), vector width (1 = scalar steps 01-04,
+    4 = float4 step 05, 8 = fp16 8 halves step 06) and step -> time and GB/s, beside the
+    baselines."""
+    from . import softmax as sm
+
+    def render(cols, width, step):
+        steps = _softmax_steps(width)
+        step = step if step in steps else steps[-1]
+        dtype = "float16" if width == 8 else "float32"
+        df, note = point(sm, (sm.SWEEP_TOTAL // cols, cols), dtype, names=[step])
+        _show(df, note)
+        t = dict(zip(df["name"], df["median_us"]))
+        if step in t:
+            best = min((b for b in sm.BASELINES if b in t), key=t.get, default=None)
+            g = df.loc[df["name"] == step].iloc[0]
+            say(f"`{step}` ({width}-wide loads, {dtype}): **{g['median_us']:.1f} µs**, "
+                f"{g['gbps']:.0f} GB/s = {100 * g['frac_copy']:.0f}% of the copy roof"
+                + (f"; {t[best] / t[step]:.2f}× the fastest baseline here ({best})" if best else "")
+                + f" ({provenance(df)}).")
+
+    render(cols, width, step)
+    w = _widgets()
+    if w is None:
+        return _interactive({}, render)
+    lengths = [2 ** k for k in range(5, 17)]
+    c_cols = w.SelectionSlider(options=lengths, value=min(lengths, key=lambda c: abs(np.log2(c / cols))),
+                               description="row length")
+    c_width = w.ToggleButtons(options=[1, 4, 8], value=width, description="vector width")
+    c_step = w.Dropdown(options=_softmax_steps(width), value=step if step in _softmax_steps(width)
+                        else _softmax_steps(width)[-1], description="step")
+
+    def follow(change):
+        c_step.options = _softmax_steps(change["new"])
+    c_width.observe(follow, names="value")
+    print("Move the sliders (the table above is the default point):")
+    return _interactive({"cols": c_cols, "width": c_width, "step": c_step}, render)
+
+
+# ---- RMSNorm ---------------------------------------------------------------------------------
+
+def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
+    """Rows from decode (1) to prefill (8192) at hidden 4096, one data path (float32, f32_fp16w,
+    float16) -> every step of that path and the baselines: time, GB/s, fraction of the copy roof."""
+    from . import rmsnorm as rn
+
+    def render(rows, path):
+        names = [n for n, v in rn.VARIANTS.items() if path in v.dtypes]
+        df, note = point(rn, (rows, hidden), path, names=names)
+        _show(df, note)
+        v = df[df["kind"] == "variant"] if not df.empty else df
+        if not v.empty:
+            b = v.loc[v["median_us"].idxmin()]
+            launch = bench.roof_values().get("launch_us")
+            say(f"Fastest step at {b['case']}: `{b['name']}`, **{b['median_us']:.1f} µs**, "
+                f"{100 * b['frac_copy']:.0f}% of the copy roof"
+                + (f", {b['median_us'] / launch:.1f} empty-kernel launches" if launch else "")
+                + f" ({provenance(df)}).")
+
+    render(rows, path)
+    w = _widgets()
+    if w is None:
+        return _interactive({}, render)
+    opts = [1, 4, 16, 64, 512, 8192]
+    c_rows = w.SelectionSlider(options=opts, value=min(opts, key=lambda r: abs(np.log2(r / max(rows, 1)))),
+                               description="rows")
+    c_path = w.ToggleButtons(options=["float32", "f32_fp16w", "float16"], value=path, description="data path")
+    print("Move the sliders (the table above is the default point):")
+    return _interactive({"rows": c_rows, "path": c_path}, render)

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""The notebooks' life cycle, for the Makefile (run from the repository root).
+
+  build                     make notebooks / clean-notebooks: notebooks/*.ipynb from labs_src/*.py,
+                            no outputs, kernelspec python3. Which file wins when their cells differ:
+                            the one with uncommitted edits (git); if both have them, the newer one.
+                            So a notebook edited in JupyterLab keeps its edits (they go into the .py
+                            first), and an edited .py regenerates its notebook. Outputs are cleared.
+  learner DEST [--force] [--only NN]
+                            make lab / make student: solution-free copies (cells tagged `solution`
+                            removed with nbconvert's TagRemovePreprocessor, or nbformat when
+                            nbconvert is absent), outputs cleared. An existing copy is never
+                            overwritten unless --force; new labs are added.
+  reset NN [DEST]           make reset LAB=NN: move DEST/NN_*.ipynb aside (DEST/.old/, timestamped)
+                            and write a fresh learner copy.
+  solutions DEST [--force]  make solutions: the notebooks with their solutions, outputs cleared.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+LINKS = ("kernels", "figures", "docs")       # what a learner's folder shows of the repository
+
+
+def labs(root: Path = ROOT) -> list[Path]:
+    return sorted((root / "labs_src").glob("[0-9][0-9]_*.py"))
+
+
+def _cells(nb):
+    return [(c.cell_type, c.source.strip(), tuple(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+def clear_outputs(nb) -> None:
+    for c in nb.cells:
+        if c.cell_type == "code":
+            c.outputs = []
+            c.execution_count = None
+        c.metadata.pop("execution", None)
+
+
+def _write_if_changed(nb, path: Path) -> bool:
+    text = nbformat.writes(nb) + "\n"
+    if path.exists() and path.read_text() == text:
+        return False
+    path.write_text(text)
+    return True
+
+
+def _git_modified(path: Path, root: Path):
+    """True/False when git knows whether `path` differs from HEAD; None outside a work tree."""
+    import subprocess
+    try:
+        p = subprocess.run(["git", "status", "--porcelain", "--", str(path)], cwd=root,
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return None if p.returncode else bool(p.stdout.strip())
+
+
+def _newer(ipynb: Path, py: Path, root: Path):
+    """Which of the two differing files holds the edit: in a git work tree, the one modified
+    since HEAD; when both are (or outside git), the newer file."""
+    a, b = _git_modified(ipynb, root), _git_modified(py, root)
+    if a is not None and b is not None and a != b:
+        return ipynb if a else py
+    return ipynb if ipynb.stat().st_mtime > py.stat().st_mtime else py
+
+
+def _write_py(nb, py: Path) -> None:
+    """The percent-format source of a notebook, as jupytext.toml asks (no metadata header)."""
+    import copy
+    import jupytext
+    nb = copy.deepcopy(nb)
+    nb.metadata = {"jupytext": {"notebook_metadata_filter": "-all", "cell_metadata_filter": "tags,-all"}}
+    clear_outputs(nb)
+    jupytext.write(nb, py, fmt="py:percent")
+
+
+def build(root: Path = ROOT, quiet=False) -> list[str]:
+    """notebooks/X.ipynb from labs_src/X.py for every lab; returns what it did, one line each."""
+    import jupytext
+    done = []
+    (root / "notebooks").mkdir(exist_ok=True)
+    for py in labs(root):
+        ipynb = root / "notebooks" / f"{py.stem}.ipynb"
+        src = jupytext.read(py)
+        if ipynb.exists():
+            old = nbformat.read(ipynb, as_version=4)
+            if _cells(old) != _cells(src):
+                winner = _newer(ipynb, py, root)
+                if winner == ipynb:      # edited in JupyterLab after its source: keep the edit
+                    _write_py(old, py)
+                    done.append(f"{ipynb.relative_to(root)} has edits not in {py.relative_to(root)}: copied them there")
+                    src = jupytext.read(py)
+            ids = [c.get("id") for c in old.cells]
+            old_cells = _cells(old)
+        else:
+            ids, old_cells = [], []
+        nb = jupytext.read(py)
+        # Keep the cell ids of unchanged cells, so a rebuild does not churn the diff.
+        by_content = {}
+        for key, cid in zip(old_cells, ids):
+            by_content.setdefault(key, []).append(cid)
+        for c, key in zip(nb.cells, _cells(src)):
+            if by_content.get(key):
+                c["id"] = by_content[key].pop(0)
+        nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+        clear_outputs(nb)
+        if _write_if_changed(nb, ipynb):
+            done.append(f"wrote {ipynb.relative_to(root)} (no outputs)")
+    if not quiet:
+        print("\n".join(done) or "notebooks/ already in sync with labs_src/ and free of outputs")
+    return done
+
+
+def strip_solutions(nb):
+    """The learner's copy: cells tagged `solution` removed (nbconvert when present), no outputs."""
+    try:
+        from nbconvert.preprocessors import TagRemovePreprocessor
+        from traitlets.config import Config
+        cfg = Config()
+        cfg.TagRemovePreprocessor.remove_cell_tags = ("solution",)
+        cfg.TagRemovePreprocessor.enabled = True
+        nb, _ = TagRemovePreprocessor(config=cfg).preprocess(nb, {})
+    except ImportError:
+        nb.cells = [c for c in nb.cells if "solution" not in c.metadata.get("tags", [])]
+    clear_outputs(nb)
+    nb.metadata.setdefault("kernelspec", dict(KERNELSPEC))
+    return nb
+
+
+def _sources(root: Path, only=None) -> list[Path]:
+    nbs = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        nbs = [p for p in nbs if p.name.startswith(f"{int(only):02d}_")]
+        if not nbs:
+            raise SystemExit(f"no lab {only}: labs are {', '.join(p.stem for p in sorted((root / 'notebooks').glob('*.ipynb')))}")
+    return nbs
+
+
+def _link_repo(dest: Path, root: Path) -> None:
+    """Make the repository's kernels/, figures/ and docs/ reachable from the learner's folder."""
+    for name in LINKS:
+        link = dest / name
+        if not link.exists() and not link.is_symlink() and (root / name).exists():
+            link.symlink_to(os.path.relpath(root / name, dest))
+    # A learner's copies are plain notebooks: no jupytext pairing here, whatever the repo's config.
+    cfg = dest / "jupytext.toml"
+    if not cfg.exists():
+        cfg.write_text('# a learner\'s own notebooks: plain .ipynb, not paired with labs_src/\nformats = "ipynb"\n')
+
+
+def learner(dest: Path, root: Path = ROOT, force=False, only=None, links=True) -> list[str]:
+    """Write the solution-free set into dest; never overwrite an existing notebook unless force."""
+    dest.mkdir(parents=True, exist_ok=True)
+    done = []
+    for src in _sources(root, only):
+        out = dest / src.name
+        if out.exists() and not force:
+            done.append(f"kept    {out} (yours: never overwritten; `make reset LAB={src.name[:2]}` restores a fresh one)")
+            continue
+        nb = strip_solutions(nbformat.read(src, as_version=4))
+        out.write_text(nbformat.writes(nb) + "\n")
+        done.append(f"wrote   {out} ({sum(1 for c in nb.cells if 'exercise' in c.metadata.get('tags', []))} exercise(s), solutions removed)")
+    if links:
+        _link_repo(dest, root)
+    print("\n".join(done))
+    return done
+
+
+def reset(lab: str, dest: Path, root: Path = ROOT) -> Path | None:
+    """Move dest/NN_*.ipynb aside (dest/.old/NN_x.<timestamp>.ipynb) and write a fresh copy."""
+    src = _sources(root, lab)[0]
+    cur = dest / src.name
+    moved = None
+    if cur.exists():
+        old = dest / ".old"
+        old.mkdir(parents=True, exist_ok=True)
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        moved = old / f"{src.stem}.{stamp}.ipynb"
+        n = 1
+        while moved.exists():
+            moved, n = old / f"{src.stem}.{stamp}-{n}.ipynb", n + 1
+        shutil.move(str(cur), moved)
+        print(f"moved   {cur} -> {moved}")
+    learner(dest, root, only=lab)
+    return moved
+
+
+def solutions(dest: Path, root: Path = ROOT, force=False) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for src in _sources(root):
+        out = dest / src.name
+        if out.exists() and not force:
+            print(f"kept    {out} (FORCE=1 overwrites)")
+            continue
+        nb = nbformat.read(src, as_version=4)
+        clear_outputs(nb)
+        out.write_text(nbformat.writes(nb) + "\n")
+        print(f"wrote   {out} (with solutions)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("build")
+    p = sub.add_parser("learner"); p.add_argument("dest"); p.add_argument("--force", action="store_true")
+    p.add_argument("--only"); p.add_argument("--no-links", action="store_true")
+    p = sub.add_parser("reset"); p.add_argument("lab"); p.add_argument("dest", nargs="?", default="my-labs")
+    p = sub.add_parser("solutions"); p.add_argument("dest"); p.add_argument("--force", action="store_true")
+    a = ap.parse_args(argv)
+    if a.cmd == "build":
+        build()
+    elif a.cmd == "learner":
+        learner(Path(a.dest).resolve(), force=a.force, only=a.only, links=not a.no_links)
+    elif a.cmd == "reset":
+        if not a.lab or not a.lab.isdigit():
+            raise SystemExit("usage: make reset LAB=01   (the two-digit number of the lab)")
+        reset(a.lab, Path(a.dest).resolve())
+    elif a.cmd == "solutions":
+        solutions(Path(a.dest).resolve(), force=a.force)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
