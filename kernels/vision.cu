@@ -1,0 +1,743 @@
+// vision.cu: the vision-encoder kernels of Qwen3-VL (seed 000, OrinMLLM's vision_encoder_kernel.cu),
+// each in its "before" and "after" form, plus a step beyond the seed where the seed's "after" is
+// still far from the copy roof. All fp16 in and out, fp32 arithmetic.
+//
+// Token order: the vision tower keeps its patches in "merge-window order" (as Qwen2-VL and Qwen3-VL
+// do): the four patches of every 2x2 window are consecutive tokens. kernellab/vision.py documents it.
+#include "common.cuh"
+
+#define LN_BLOCK 256   // the seed's LayerNorm block (steps 01, 02)
+#define LN_VEC 5       // step 03: 16-byte vectors per lane held in registers (5 x 32 x 8 = 1280 >= 1152)
+
+__device__ __forceinline__ float vl_h(__half v) { return __half2float(v); }
+
+// ---- GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) -----------------
+#define GELU_K0 0.7978845608028654f
+#define GELU_K1 0.044715f
+// The seed's gelu_approx before: x * x * x, then a multiply and an add.
+__device__ __forceinline__ float gelu_seed(float x) {
+    float x3 = x * x * x;
+    float inner = GELU_K0 * (x + GELU_K1 * x3);
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+// The seed's gelu_approx after: __fmaf_rn(coeff, x_sq * x, x).
+__device__ __forceinline__ float gelu_fma(float x) {
+    float x_sq = x * x;
+    float inner = GELU_K0 * __fmaf_rn(GELU_K1, x_sq * x, x);
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+// Beyond the seed: 0.5 x (1 + tanh u) == x / (1 + exp(-2u)). One __expf (ex2.approx) and one
+// approximate divide instead of tanhf's longer sequence; no cancellation in 1 + tanh u for x < 0.
+// x = -inf gives -inf / inf = NaN, as the formula (and the float64 reference) does.
+__device__ __forceinline__ float gelu_exp(float x) {
+    float x_sq = x * x;
+    float u2 = -2.0f * GELU_K0 * __fmaf_rn(GELU_K1, x_sq * x, x);
+    return __fdividef(x, 1.0f + __expf(u2));
+}
+
+template <int FORM>
+__device__ __forceinline__ float gelu_form(float x) {
+    if (FORM == 0) return gelu_seed(x);
+    if (FORM == 1) return gelu_fma(x);
+    return gelu_exp(x);
+}
+
+// Element-wise GELU / bias+GELU body. Thread i handles elements [V i, V i + V). The vector path
+// (V = 2: one half2; V = 8: one 16-byte uint4) needs `vec` (aligned, and with a bias, C % V == 0 so
+// a vector never straddles two rows); everything else, and the tail, goes element by element.
+template <int V, int FORM, bool BIAS>
+__device__ __forceinline__ void gelu_body(const __half* __restrict__ x, const __half* __restrict__ bias,
+                                          __half* __restrict__ y, int n, int C, int vec) {
+    const int i = (blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= n) return;
+    if (vec && i + V <= n) {
+        if constexpr (V == 2) {
+            float2 v = __half22float2(*reinterpret_cast<const __half2*>(x + i));
+            if (BIAS) {
+                float2 b = __half22float2(*reinterpret_cast<const __half2*>(bias + i % C));
+                v.x += b.x; v.y += b.y;
+            }
+            *reinterpret_cast<__half2*>(y + i) = __floats2half2_rn(gelu_form<FORM>(v.x), gelu_form<FORM>(v.y));
+        } else {
+            Half8 a, o;
+            a.u = __ldg(reinterpret_cast<const uint4*>(x + i));
+            Half8 b;
+            if (BIAS) b.u = __ldg(reinterpret_cast<const uint4*>(bias + i % C));
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                float2 v = __half22float2(a.h2[k]);
+                if (BIAS) {
+                    float2 bb = __half22float2(b.h2[k]);
+                    v.x += bb.x; v.y += bb.y;
+                }
+                o.h2[k] = __floats2half2_rn(gelu_form<FORM>(v.x), gelu_form<FORM>(v.y));
+            }
+            *reinterpret_cast<uint4*>(y + i) = o.u;
+        }
+    } else {
+        const int end = min(i + V, n);
+        for (int j = i; j < end; ++j) {
+            float v = vl_h(x[j]);
+            if (BIAS) v += vl_h(bias[j % C]);
+            y[j] = __float2half(gelu_form<FORM>(v));
+        }
+    }
+}
+
+// =================================================================================================
+// === vision_01_layernorm_scalar_tree ===
+// Why: the seed's layernorm_with_bias_fp16_kernel before: one 256-thread block per token, each
+// thread reads 2-byte halves one at a time (1152 scalar loads per row), and the block reduces sum
+// and sum of squares in a dynamic shared-memory tree: log2(256) = 8 rounds, each ending in a
+// __syncthreads (9 barriers with the first store). Then a second pass writes
+// (x - mean) * rstd * w + b.
+extern "C" __global__ void __launch_bounds__(LN_BLOCK)
+vision_01_layernorm_scalar_tree(const __half* __restrict__ x, const __half* __restrict__ w,
+                                const __half* __restrict__ b, __half* __restrict__ y, int rows, int C, float eps) {
+    extern __shared__ float s[];          // 2 * LN_BLOCK floats: sums, then sums of squares
+    const int tid = threadIdx.x;
+    const __half* xr = x + (size_t)blockIdx.x * C;
+    __half* yr = y + (size_t)blockIdx.x * C;
+    float sum = 0.0f, sq = 0.0f;
+    for (int i = tid; i < C; i += LN_BLOCK) {
+        float v = vl_h(xr[i]);
+        sum += v;
+        sq += v * v;
+    }
+    s[tid] = sum;
+    s[LN_BLOCK + tid] = sq;
+    __syncthreads();
+#pragma unroll
+    for (int k = LN_BLOCK / 2; k > 0; k >>= 1) {
+        if (tid < k) {
+            s[tid] += s[tid + k];
+            s[LN_BLOCK + tid] += s[LN_BLOCK + tid + k];
+        }
+        __syncthreads();
+    }
+    const float mean = s[0] / C;
+    float var = s[LN_BLOCK] / C - mean * mean;
+    var = var < 0.0f ? 0.0f : var;        // (a NaN variance stays NaN)
+    const float rstd = rsqrtf(var + eps);
+    for (int i = tid; i < C; i += LN_BLOCK)
+        yr[i] = __float2half((vl_h(xr[i]) - mean) * rstd * vl_h(w[i]) + vl_h(b[i]));
+}
+
+// === vision_02_layernorm_half2_shfl ===
+// Why: step 01 spends one load instruction per 2 bytes and 9 block barriers per row. The seed's
+// layernorm_with_bias_fp16_kernel after: half2 loads (__half22float2, 4 bytes each), sum and sum of
+// squares reduced together with __shfl_xor_sync (5 rounds in registers), one static __shared__
+// float2[32] for the per-warp partials (2 barriers), and the output as __fmaf_rn(norm, w, b).
+// Odd C or a misaligned base (vec = 0) takes the scalar loop.
+extern "C" __global__ void __launch_bounds__(LN_BLOCK)
+vision_02_layernorm_half2_shfl(const __half* __restrict__ x, const __half* __restrict__ w,
+                               const __half* __restrict__ b, __half* __restrict__ y, int rows, int C, float eps,
+                               int vec) {
+    __shared__ float2 part[32];
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const __half* xr = x + (size_t)blockIdx.x * C;
+    __half* yr = y + (size_t)blockIdx.x * C;
+    float sum = 0.0f, sq = 0.0f;
+    if (vec) {
+        const __half2* x2 = reinterpret_cast<const __half2*>(xr);
+        for (int i = tid; i < C / 2; i += LN_BLOCK) {
+            float2 v = __half22float2(x2[i]);
+            sum += v.x + v.y;
+            sq = __fmaf_rn(v.x, v.x, __fmaf_rn(v.y, v.y, sq));
+        }
+    } else {
+        for (int i = tid; i < C; i += LN_BLOCK) {
+            float v = vl_h(xr[i]);
+            sum += v;
+            sq = __fmaf_rn(v, v, sq);
+        }
+    }
+    sum = warp_reduce_sum(sum);
+    sq = warp_reduce_sum(sq);
+    if (lane == 0) part[wid] = make_float2(sum, sq);
+    __syncthreads();
+    if (wid == 0) {
+        float2 p = lane < LN_BLOCK / 32 ? part[lane] : make_float2(0.0f, 0.0f);
+        p.x = warp_reduce_sum(p.x);
+        p.y = warp_reduce_sum(p.y);
+        if (lane == 0) part[0] = p;
+    }
+    __syncthreads();
+    const float mean = part[0].x / C;
+    float var = part[0].y / C - mean * mean;
+    var = var < 0.0f ? 0.0f : var;
+    const float rstd = rsqrtf(var + eps);
+    if (vec) {
+        const __half2* x2 = reinterpret_cast<const __half2*>(xr);
+        const __half2* w2 = reinterpret_cast<const __half2*>(w);
+        const __half2* b2 = reinterpret_cast<const __half2*>(b);
+        __half2* y2 = reinterpret_cast<__half2*>(yr);
+        for (int i = tid; i < C / 2; i += LN_BLOCK) {
+            float2 v = __half22float2(x2[i]), ww = __half22float2(w2[i]), bb = __half22float2(b2[i]);
+            y2[i] = __floats2half2_rn(__fmaf_rn((v.x - mean) * rstd, ww.x, bb.x),
+                                      __fmaf_rn((v.y - mean) * rstd, ww.y, bb.y));
+        }
+    } else {
+        for (int i = tid; i < C; i += LN_BLOCK)
+            yr[i] = __float2half(__fmaf_rn((vl_h(xr[i]) - mean) * rstd, vl_h(w[i]), vl_h(b[i])));
+    }
+}
+
+// === vision_03_layernorm_warp_vec8 ===
+// Why (beyond the seed): step 02 still gives a 1152-wide row a whole 256-thread block (2.25 half2
+// per thread, most of the block waiting at the two barriers) and reads the row from memory twice.
+// Here one warp owns a row: each lane loads 16-byte vectors (8 halves) and keeps up to LN_VEC of
+// them in registers, so the row is read once; mean and variance are two warp reductions with no
+// shared memory and no barrier, and the variance is the two-pass sum((x - mean)^2), exact where
+// E[x^2] - mean^2 cancels. Longer rows re-read the part beyond the registers; an odd or misaligned
+// row (vec = 0) takes the scalar path.
+__device__ __forceinline__ float h8_sum(const Half8& a) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        float2 v = __half22float2(a.h2[k]);
+        s += v.x + v.y;
+    }
+    return s;
+}
+__device__ __forceinline__ float h8_sqdev(const Half8& a, float mean) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        float2 v = __half22float2(a.h2[k]);
+        s = __fmaf_rn(v.x - mean, v.x - mean, s);
+        s = __fmaf_rn(v.y - mean, v.y - mean, s);
+    }
+    return s;
+}
+__device__ __forceinline__ uint4 h8_norm(const Half8& a, uint4 wv, uint4 bv, float mean, float rstd) {
+    Half8 w8, b8, o;
+    w8.u = wv;
+    b8.u = bv;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        float2 v = __half22float2(a.h2[k]), ww = __half22float2(w8.h2[k]), bb = __half22float2(b8.h2[k]);
+        o.h2[k] = __floats2half2_rn(__fmaf_rn((v.x - mean) * rstd, ww.x, bb.x),
+                                    __fmaf_rn((v.y - mean) * rstd, ww.y, bb.y));
+    }
+    return o.u;
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+vision_03_layernorm_warp_vec8(const __half* __restrict__ x, const __half* __restrict__ w,
+                              const __half* __restrict__ b, __half* __restrict__ y, int rows, int C, float eps,
+                              int vec) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const __half* xr = x + (size_t)row * C;
+    __half* yr = y + (size_t)row * C;
+    if (vec) {
+        const int nv = C >> 3;
+        const uint4* xv = reinterpret_cast<const uint4*>(xr);
+        const uint4* wv = reinterpret_cast<const uint4*>(w);
+        const uint4* bv = reinterpret_cast<const uint4*>(b);
+        uint4* yv = reinterpret_cast<uint4*>(yr);
+        Half8 r[LN_VEC];
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_VEC; ++k) {
+            const int i = k * 32 + lane;
+            if (i < nv) {
+                r[k].u = __ldg(xv + i);
+                sum += h8_sum(r[k]);
+            }
+        }
+        for (int i = LN_VEC * 32 + lane; i < nv; i += 32) {
+            Half8 a;
+            a.u = __ldg(xv + i);
+            sum += h8_sum(a);
+        }
+        const float mean = warp_reduce_sum(sum) / C;
+        float sq = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_VEC; ++k)
+            if (k * 32 + lane < nv) sq += h8_sqdev(r[k], mean);
+        for (int i = LN_VEC * 32 + lane; i < nv; i += 32) {
+            Half8 a;
+            a.u = __ldg(xv + i);
+            sq += h8_sqdev(a, mean);
+        }
+        const float rstd = rsqrtf(warp_reduce_sum(sq) / C + eps);
+#pragma unroll
+        for (int k = 0; k < LN_VEC; ++k) {
+            const int i = k * 32 + lane;
+            if (i < nv) yv[i] = h8_norm(r[k], __ldg(wv + i), __ldg(bv + i), mean, rstd);
+        }
+        for (int i = LN_VEC * 32 + lane; i < nv; i += 32) {
+            Half8 a;
+            a.u = __ldg(xv + i);
+            yv[i] = h8_norm(a, __ldg(wv + i), __ldg(bv + i), mean, rstd);
+        }
+    } else {
+        float sum = 0.0f;
+        for (int i = lane; i < C; i += 32) sum += vl_h(xr[i]);
+        const float mean = warp_reduce_sum(sum) / C;
+        float sq = 0.0f;
+        for (int i = lane; i < C; i += 32) {
+            float d = vl_h(xr[i]) - mean;
+            sq = __fmaf_rn(d, d, sq);
+        }
+        const float rstd = rsqrtf(warp_reduce_sum(sq) / C + eps);
+        for (int i = lane; i < C; i += 32)
+            yr[i] = __float2half(__fmaf_rn((vl_h(xr[i]) - mean) * rstd, vl_h(w[i]), vl_h(b[i])));
+    }
+}
+
+// =================================================================================================
+// === vision_04_gelu_half2 ===
+// Why: the seed's gelu_fp16_kernel before: 256 threads, one half2 (4 bytes) per thread, and the
+// seed's gelu_approx before (x * x * x, tanhf). Used 4 times per image, in the merger MLP.
+extern "C" __global__ void vision_04_gelu_half2(const __half* __restrict__ x, __half* __restrict__ y, int n,
+                                                int vec) {
+    gelu_body<2, 0, false>(x, nullptr, y, n, 1, vec);
+}
+
+// === vision_05_gelu_vec8 ===
+// Why: step 04 moves 4 bytes per thread, so a 16384 x 4304 activation needs 35 M threads. The
+// seed's gelu_fp16_kernel after: 8 halves (one 16-byte load, one 16-byte store) per thread, a
+// quarter of the threads and memory instructions, and gelu_approx's __fmaf_rn form.
+extern "C" __global__ void vision_05_gelu_vec8(const __half* __restrict__ x, __half* __restrict__ y, int n,
+                                               int vec) {
+    gelu_body<8, 1, false>(x, nullptr, y, n, 1, vec);
+}
+
+// === vision_06_gelu_vec8_exp ===
+// Why (beyond the seed): with 16-byte accesses the instruction count of tanhf itself is what is
+// left. One change: 0.5 x (1 + tanh u) computed as x / (1 + exp(-2u)), one ex2.approx and one
+// approximate divide per element. Same formula, the same tanh approximation of GELU.
+extern "C" __global__ void vision_06_gelu_vec8_exp(const __half* __restrict__ x, __half* __restrict__ y, int n,
+                                                   int vec) {
+    gelu_body<8, 2, false>(x, nullptr, y, n, 1, vec);
+}
+
+// === vision_07_bias_gelu_half2 ===
+// Why: the seed's bias_gelu_fp16_kernel before: gelu(x + bias[col]) after the fc1 GEMM of every
+// ViT block (intermediate 4304), one half2 per thread, col = i % C.
+extern "C" __global__ void vision_07_bias_gelu_half2(const __half* __restrict__ x, const __half* __restrict__ bias,
+                                                     __half* __restrict__ y, int n, int C, int vec) {
+    gelu_body<2, 0, true>(x, bias, y, n, C, vec);
+}
+
+// === vision_08_bias_gelu_vec8 ===
+// Why: the seed's bias_gelu_fp16_kernel after: 8 halves per thread (16-byte loads of x and of the
+// bias, 4304 % 8 == 0 so a vector never straddles two rows), gelu_approx with __fmaf_rn.
+extern "C" __global__ void vision_08_bias_gelu_vec8(const __half* __restrict__ x, const __half* __restrict__ bias,
+                                                    __half* __restrict__ y, int n, int C, int vec) {
+    gelu_body<8, 1, true>(x, bias, y, n, C, vec);
+}
+
+// === vision_09_bias_gelu_vec8_exp ===
+// Why (beyond the seed): as step 06, tanh through one __expf and one approximate divide.
+extern "C" __global__ void vision_09_bias_gelu_vec8_exp(const __half* __restrict__ x,
+                                                        const __half* __restrict__ bias, __half* __restrict__ y,
+                                                        int n, int C, int vec) {
+    gelu_body<8, 2, true>(x, bias, y, n, C, vec);
+}
+
+// =================================================================================================
+// === vision_10_bias_residual_scalar ===
+// Why: the seed's bias_add_residual_fp16_kernel before, the most called kernel of the tower
+// (27 x 3 + 4 x 2 = 89 calls per image): one half per thread, 2 bytes per load, and the
+// `residual != nullptr` test made by every thread. residual == nullptr is the QKV-bias form.
+// The residual is added before the (small) bias: x + residual is exact in fp32 for fp16 inputs of
+// one scale, so a sum that cancels stays exact.
+extern "C" __global__ void vision_10_bias_residual_scalar(const __half* __restrict__ x,
+                                                          const __half* __restrict__ bias,
+                                                          const __half* __restrict__ residual,
+                                                          __half* __restrict__ y, int n, int C) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = vl_h(x[i]);
+    if (residual != nullptr) v += vl_h(residual[i]);
+    y[i] = __float2half(v + vl_h(bias[i % C]));
+}
+
+// === vision_11_bias_residual_vec8 ===
+// Why: step 10 spends a memory instruction per 2 bytes. The seed's bias_add_residual_fp16_kernel
+// after: 8 halves per thread (16-byte loads of x, bias and residual, 16-byte store), the null test
+// hoisted out of the unrolled loop into two paths. C % 8 != 0 or a misaligned base (vec = 0) goes
+// element by element.
+extern "C" __global__ void vision_11_bias_residual_vec8(const __half* __restrict__ x,
+                                                        const __half* __restrict__ bias,
+                                                        const __half* __restrict__ residual,
+                                                        __half* __restrict__ y, int n, int C, int vec) {
+    const int i = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) return;
+    if (vec && i + 8 <= n) {
+        Half8 a, bb, o;
+        a.u = __ldg(reinterpret_cast<const uint4*>(x + i));
+        bb.u = __ldg(reinterpret_cast<const uint4*>(bias + i % C));
+        if (residual != nullptr) {
+            Half8 r;
+            r.u = __ldg(reinterpret_cast<const uint4*>(residual + i));
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                float2 v = __half22float2(a.h2[k]), rv = __half22float2(r.h2[k]), bv = __half22float2(bb.h2[k]);
+                o.h2[k] = __floats2half2_rn(v.x + rv.x + bv.x, v.y + rv.y + bv.y);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                float2 v = __half22float2(a.h2[k]), bv = __half22float2(bb.h2[k]);
+                o.h2[k] = __floats2half2_rn(v.x + bv.x, v.y + bv.y);
+            }
+        }
+        *reinterpret_cast<uint4*>(y + i) = o.u;
+    } else {
+        const int end = min(i + 8, n);
+        for (int j = i; j < end; ++j) {
+            float v = vl_h(x[j]);
+            if (residual != nullptr) v += vl_h(residual[j]);
+            y[j] = __float2half(v + vl_h(bias[j % C]));
+        }
+    }
+}
+
+// =================================================================================================
+// === vision_12_patch_embed_scalar ===
+// Why: the seed's patch_embed_conv3d_fp16_kernel before. The Conv3d (kernel = stride = 2 x 16 x 16,
+// 3 channels) over non-overlapping patches is a matrix product: out[n, o] = bias[o] +
+// sum_i patches[n, i] * weight[o, i], with patch_dim K = 1536. One thread per output channel,
+// one block row per patch, a scalar loop of 1536 multiply-adds.
+extern "C" __global__ void vision_12_patch_embed_scalar(const __half* __restrict__ patches,
+                                                        const __half* __restrict__ weight,
+                                                        const __half* __restrict__ bias,
+                                                        __half* __restrict__ y, int N, int O, int K) {
+    const int o = blockIdx.x * blockDim.x + threadIdx.x;
+    const int n = blockIdx.y;
+    if (o >= O) return;
+    const __half* p = patches + (size_t)n * K;
+    const __half* f = weight + (size_t)o * K;
+    float sum = 0.0f;
+    for (int i = 0; i < K; ++i) sum += vl_h(p[i]) * vl_h(f[i]);
+    y[(size_t)n * O + o] = __float2half(sum + vl_h(bias[o]));
+}
+
+// === vision_13_patch_embed_half2_fma ===
+// Why: step 12 issues two 2-byte loads per multiply-add. The seed's after: half2 loads of the patch
+// and the filter (768 instead of 1536 of each), __fmaf_rn for the products. Odd K or a misaligned
+// base (vec = 0) keeps the scalar loop.
+extern "C" __global__ void vision_13_patch_embed_half2_fma(const __half* __restrict__ patches,
+                                                           const __half* __restrict__ weight,
+                                                           const __half* __restrict__ bias,
+                                                           __half* __restrict__ y, int N, int O, int K, int vec) {
+    const int o = blockIdx.x * blockDim.x + threadIdx.x;
+    const int n = blockIdx.y;
+    if (o >= O) return;
+    const __half* p = patches + (size_t)n * K;
+    const __half* f = weight + (size_t)o * K;
+    float sum = 0.0f;
+    if (vec) {
+        const __half2* p2 = reinterpret_cast<const __half2*>(p);
+        const __half2* f2 = reinterpret_cast<const __half2*>(f);
+        for (int i = 0; i < K / 2; ++i) {
+            float2 a = __half22float2(p2[i]), c = __half22float2(f2[i]);
+            sum = __fmaf_rn(a.x, c.x, sum);
+            sum = __fmaf_rn(a.y, c.y, sum);
+        }
+    } else {
+        for (int i = 0; i < K; ++i) sum = __fmaf_rn(vl_h(p[i]), vl_h(f[i]), sum);
+    }
+    y[(size_t)n * O + o] = __float2half(sum + vl_h(bias[o]));
+}
+
+// =================================================================================================
+// === vision_14_pos_interp_mul_add ===
+// Why: the seed's pos_embed_interpolate_fp16_kernel before. The learned position table is a
+// 48 x 48 grid; an image's grid_h x grid_w patches each take a bilinear mix of 4 table rows:
+// out[n, c] = w0 t[i0, c] + w1 t[i1, c] + w2 t[i2, c] + w3 t[i3, c] (4 multiplies + 3 adds as
+// written). idx / wts [n, 4] come from the launcher (the same host-side tables Qwen3-VL builds).
+extern "C" __global__ void vision_14_pos_interp_mul_add(const __half* __restrict__ table,
+                                                        const int* __restrict__ idx,
+                                                        const float* __restrict__ wts,
+                                                        __half* __restrict__ y, int N, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int n = blockIdx.y;
+    if (c >= C) return;
+    const int* id = idx + 4 * n;
+    const float* wt = wts + 4 * n;
+    float v = wt[0] * vl_h(table[(size_t)id[0] * C + c]) + wt[1] * vl_h(table[(size_t)id[1] * C + c]) +
+              wt[2] * vl_h(table[(size_t)id[2] * C + c]) + wt[3] * vl_h(table[(size_t)id[3] * C + c]);
+    y[(size_t)n * C + c] = __float2half(v);
+}
+
+// === vision_15_pos_interp_fma ===
+// Why: the seed's after: the same sum as 3 __fmaf_rn + 1 multiply. (Look at step 14's PTX first:
+// nvcc contracts a * b + c into fma on its own, so this step may change nothing at all.)
+extern "C" __global__ void vision_15_pos_interp_fma(const __half* __restrict__ table, const int* __restrict__ idx,
+                                                    const float* __restrict__ wts, __half* __restrict__ y,
+                                                    int N, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int n = blockIdx.y;
+    if (c >= C) return;
+    const int* id = idx + 4 * n;
+    const float* wt = wts + 4 * n;
+    float v = wt[3] * vl_h(table[(size_t)id[3] * C + c]);
+    v = __fmaf_rn(wt[2], vl_h(table[(size_t)id[2] * C + c]), v);
+    v = __fmaf_rn(wt[1], vl_h(table[(size_t)id[1] * C + c]), v);
+    v = __fmaf_rn(wt[0], vl_h(table[(size_t)id[0] * C + c]), v);
+    y[(size_t)n * C + c] = __float2half(v);
+}
+
+// =================================================================================================
+// === vision_16_spatial_merge_scalar ===
+// Why: the seed's spatial_merge_fp16_kernel before: [N, C] -> [N/4, 4C], one half per thread, and
+// the seed's index remap: output token t, position j of its 4C row, reads input token 4t + j / C,
+// channel j % C. In merge-window order that address is 4tC + j: the remap is the identity.
+extern "C" __global__ void vision_16_spatial_merge_scalar(const __half* __restrict__ x, __half* __restrict__ y,
+                                                          int n_out, int C) {
+    const int t = blockIdx.x;
+    const int j = blockIdx.y * blockDim.x + threadIdx.x;
+    if (j >= 4 * C) return;
+    const int patch = j / C, h = j % C;
+    y[(size_t)t * 4 * C + j] = x[((size_t)t * 4 + patch) * C + h];
+}
+
+// === vision_17_spatial_merge_vec8 ===
+// Why: the seed's after: 8 halves per thread (16-byte load and store); C % 8 == 0, so a vector never
+// straddles two patches. grid (N/4, ceil(4C / 8 / 256)) as the seed launches it.
+extern "C" __global__ void vision_17_spatial_merge_vec8(const __half* __restrict__ x, __half* __restrict__ y,
+                                                        int n_out, int C, int vec) {
+    const int t = blockIdx.x;
+    const int j = (blockIdx.y * blockDim.x + threadIdx.x) * 8;
+    if (j >= 4 * C) return;
+    if (vec) {
+        const int patch = j / C, h = j % C;
+        *reinterpret_cast<uint4*>(y + (size_t)t * 4 * C + j) =
+            __ldg(reinterpret_cast<const uint4*>(x + ((size_t)t * 4 + patch) * C + h));
+    } else {
+        const int end = min(j + 8, 4 * C);
+        for (int k = j; k < end; ++k) y[(size_t)t * 4 * C + k] = x[((size_t)t * 4 + k / C) * C + k % C];
+    }
+}
+
+// =================================================================================================
+// Split + 2-D vision RoPE + transpose: qkv [N, 3, H, D] -> q, k, v [H, N, D]. Rotate-half on Q and K:
+// for d < D/2, out[d] = x[d] cos - x[d + D/2] sin and out[d + D/2] = x[d + D/2] cos + x[d] sin, with
+// cos/sin [N, D/2] float32 per token (vision.py's rope_tables).
+
+// === vision_18_split_rope_scalar ===
+// Why: the seed's fused_split_rope_transpose_kernel before: one 64-thread block per (head, token),
+// threads d < D/2 rotate one pair of Q and one of K with 4 scalar multiplies each, and V is copied
+// one half at a time. (It already replaced three kernels: split, rope and transpose.)
+extern "C" __global__ void vision_18_split_rope_scalar(const __half* __restrict__ qkv, const float* __restrict__ cosv,
+                                                       const float* __restrict__ sinv, __half* __restrict__ q,
+                                                       __half* __restrict__ k, __half* __restrict__ v,
+                                                       int N, int H, int D) {
+    const int h = blockIdx.x, t = blockIdx.y, half = D / 2;
+    const __half* src = qkv + (size_t)t * 3 * H * D + (size_t)h * D;
+    const size_t dst = ((size_t)h * N + t) * D;
+    for (int d = threadIdx.x; d < half; d += blockDim.x) {
+        const float c = cosv[(size_t)t * half + d], s = sinv[(size_t)t * half + d];
+        float a = vl_h(src[d]), b = vl_h(src[d + half]);
+        q[dst + d] = __float2half(a * c - b * s);
+        q[dst + d + half] = __float2half(b * c + a * s);
+        a = vl_h(src[H * D + d]);
+        b = vl_h(src[H * D + d + half]);
+        k[dst + d] = __float2half(a * c - b * s);
+        k[dst + d + half] = __float2half(b * c + a * s);
+    }
+    for (int d = threadIdx.x; d < D; d += blockDim.x) v[dst + d] = src[2 * H * D + d];
+}
+
+// === vision_19_split_rope_fma ===
+// Why: the seed's after: block 128, the rotation as __fmaf_rn(q1, cos, -(q2 * sin)), and V copied
+// with 16-byte loads (D = 72: 9 per head). One change of launch shape, one of arithmetic, one of
+// width: the lab's ablation separates them. vec = 0 (D % 8 != 0, misaligned) copies V by halves.
+extern "C" __global__ void vision_19_split_rope_fma(const __half* __restrict__ qkv, const float* __restrict__ cosv,
+                                                    const float* __restrict__ sinv, __half* __restrict__ q,
+                                                    __half* __restrict__ k, __half* __restrict__ v,
+                                                    int N, int H, int D, int vec) {
+    const int h = blockIdx.x, t = blockIdx.y, half = D / 2;
+    const __half* src = qkv + (size_t)t * 3 * H * D + (size_t)h * D;
+    const size_t dst = ((size_t)h * N + t) * D;
+    for (int d = threadIdx.x; d < half; d += blockDim.x) {
+        const float c = cosv[(size_t)t * half + d], s = sinv[(size_t)t * half + d];
+        float a = vl_h(src[d]), b = vl_h(src[d + half]);
+        q[dst + d] = __float2half(__fmaf_rn(a, c, -(b * s)));
+        q[dst + d + half] = __float2half(__fmaf_rn(b, c, a * s));
+        a = vl_h(src[H * D + d]);
+        b = vl_h(src[H * D + d + half]);
+        k[dst + d] = __float2half(__fmaf_rn(a, c, -(b * s)));
+        k[dst + d + half] = __float2half(__fmaf_rn(b, c, a * s));
+    }
+    if (vec) {
+        const uint4* vs = reinterpret_cast<const uint4*>(src + 2 * H * D);
+        uint4* vd = reinterpret_cast<uint4*>(v + dst);
+        for (int d = threadIdx.x; d < D / 8; d += blockDim.x) vd[d] = __ldg(vs + d);
+    } else {
+        for (int d = threadIdx.x; d < D; d += blockDim.x) v[dst + d] = src[2 * H * D + d];
+    }
+}
+
+// === vision_20_split_rope_vec ===
+// Why (beyond the seed): steps 18-19 give each (head, token) its own block: 144 bytes of Q in a
+// 64- or 128-thread block, most threads idle, tiny blocks by the million. Here every thread moves
+// 16 bytes: item (token, part, head, c) reads 4 + 4 halves of a Q or K pair (two 8-byte loads, 4
+// cos/sin as float4) and writes them rotated, or copies 8 halves of V (one 16-byte load/store).
+// Consecutive threads read consecutive bytes of a token's qkv row; writes are 144-byte runs.
+// vec = 0 (D % 8 != 0, misaligned) does the same items element by element.
+extern "C" __global__ void vision_20_split_rope_vec(const __half* __restrict__ qkv, const float* __restrict__ cosv,
+                                                    const float* __restrict__ sinv, __half* __restrict__ q,
+                                                    __half* __restrict__ k, __half* __restrict__ v,
+                                                    int N, int H, int D, int vec) {
+    const int P = (D + 7) / 8;                    // items per (token, part, head)
+    const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (long long)N * 3 * H * P) return;
+    const int c = (int)(item % P);
+    const long long th = item / P;
+    const int h = (int)(th % H);
+    const int part = (int)((th / H) % 3);
+    const int t = (int)(th / (3 * H));
+    const int half = D / 2;
+    const __half* src = qkv + ((size_t)t * 3 + part) * H * D + (size_t)h * D;
+    const size_t dst = ((size_t)h * N + t) * D;
+    if (part == 2) {
+        if (vec) {
+            *reinterpret_cast<uint4*>(v + dst + 8 * c) = __ldg(reinterpret_cast<const uint4*>(src + 8 * c));
+        } else {
+            const int end = min(8 * c + 8, D);
+            for (int d = 8 * c; d < end; ++d) v[dst + d] = src[d];
+        }
+        return;
+    }
+    __half* out = part == 0 ? q : k;
+    const float* cs = cosv + (size_t)t * half;
+    const float* sn = sinv + (size_t)t * half;
+    if (vec) {
+        union { uint2 u; __half2 h2[2]; } a, b, oa, ob;
+        a.u = __ldg(reinterpret_cast<const uint2*>(src + 4 * c));
+        b.u = __ldg(reinterpret_cast<const uint2*>(src + half + 4 * c));
+        const float4 c4 = __ldg(reinterpret_cast<const float4*>(cs + 4 * c));
+        const float4 s4 = __ldg(reinterpret_cast<const float4*>(sn + 4 * c));
+        const float cc[4] = {c4.x, c4.y, c4.z, c4.w}, ss[4] = {s4.x, s4.y, s4.z, s4.w};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            float2 x1 = __half22float2(a.h2[j]), x2 = __half22float2(b.h2[j]);
+            const float c0 = cc[2 * j], c1 = cc[2 * j + 1], s0 = ss[2 * j], s1 = ss[2 * j + 1];
+            oa.h2[j] = __floats2half2_rn(__fmaf_rn(x1.x, c0, -(x2.x * s0)), __fmaf_rn(x1.y, c1, -(x2.y * s1)));
+            ob.h2[j] = __floats2half2_rn(__fmaf_rn(x2.x, c0, x1.x * s0), __fmaf_rn(x2.y, c1, x1.y * s1));
+        }
+        *reinterpret_cast<uint2*>(out + dst + 4 * c) = oa.u;
+        *reinterpret_cast<uint2*>(out + dst + half + 4 * c) = ob.u;
+    } else {
+        const int end = min(4 * c + 4, half);
+        for (int d = 4 * c; d < end; ++d) {
+            const float a = vl_h(src[d]), b = vl_h(src[d + half]);
+            out[dst + d] = __float2half(__fmaf_rn(a, cs[d], -(b * sn[d])));
+            out[dst + d + half] = __float2half(__fmaf_rn(b, cs[d], a * sn[d]));
+        }
+    }
+}
+
+// =================================================================================================
+// === vision_21_transpose_half2 ===
+// Why: the seed's transpose_head_token_kernel before: attention's output [H, N, D] back to
+// [N, H * D] for the output projection, one half2 (4 bytes) per thread: grid N * 16 * 36.
+// Item (h, t, c) moves elements [2c, 2c + 2) of one head row; odd D or a misaligned base (vec = 0)
+// moves them one at a time.
+extern "C" __global__ void vision_21_transpose_half2(const __half* __restrict__ o, __half* __restrict__ y,
+                                                     int H, int N, int D, int vec) {
+    const int P = (D + 1) / 2;
+    const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (long long)H * N * P) return;
+    const int c = (int)(item % P);
+    const long long ht = item / P;
+    const int t = (int)(ht % N), h = (int)(ht / N);
+    const __half* src = o + ((size_t)h * N + t) * D;
+    __half* dst = y + (size_t)t * H * D + (size_t)h * D;
+    if (vec) {
+        *reinterpret_cast<__half2*>(dst + 2 * c) = *reinterpret_cast<const __half2*>(src + 2 * c);
+    } else {
+        const int end = min(2 * c + 2, D);
+        for (int d = 2 * c; d < end; ++d) dst[d] = src[d];
+    }
+}
+
+// === vision_22_transpose_vec8 ===
+// Why: the seed's after: 8 halves (16 bytes) per thread, a quarter of the threads (grid N * 16 * 9
+// for D = 72), with the seed's fallback `vec_size = (head_dim & 7) == 0 ? 8 : 2` (the launcher picks
+// vec = 8, 2, or 1 for odd D or a misaligned base; uniform across the grid, so no divergence).
+extern "C" __global__ void vision_22_transpose_vec8(const __half* __restrict__ o, __half* __restrict__ y,
+                                                    int H, int N, int D, int vec) {
+    const int P = (D + vec - 1) / vec;
+    const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (long long)H * N * P) return;
+    const int c = (int)(item % P);
+    const long long ht = item / P;
+    const int t = (int)(ht % N), h = (int)(ht / N);
+    const __half* src = o + ((size_t)h * N + t) * D;
+    __half* dst = y + (size_t)t * H * D + (size_t)h * D;
+    if (vec == 8) {
+        *reinterpret_cast<uint4*>(dst + 8 * c) = __ldg(reinterpret_cast<const uint4*>(src + 8 * c));
+    } else if (vec == 2) {
+        *reinterpret_cast<__half2*>(dst + 2 * c) = *reinterpret_cast<const __half2*>(src + 2 * c);
+    } else {
+        dst[c] = src[c];
+    }
+}
+
+// =================================================================================================
+// === vision_23_softmax_half2_shfl ===
+// Why: the seed's vision_softmax_fp16_kernel, which the report keeps unchanged ("already
+// optimised"): one 256-thread block per row of the 16 x N x N attention scores, half2 loads, fp32
+// max and sum through warp shuffles (block_reduce), three passes over the row. The lab sets it
+// against lab 01's fp16 step. Odd rows or a misaligned base (vec = 0) read halves.
+extern "C" __global__ void __launch_bounds__(256)
+vision_23_softmax_half2_shfl(const __half* __restrict__ x, __half* __restrict__ y, int rows, int C, int vec) {
+    __shared__ float scratch[33];
+    const __half* xr = x + (size_t)blockIdx.x * C;
+    __half* yr = y + (size_t)blockIdx.x * C;
+    const __half2* x2 = reinterpret_cast<const __half2*>(xr);
+    __half2* y2 = reinterpret_cast<__half2*>(yr);
+    const int n2 = vec ? C / 2 : 0;
+    float m = -KL_INF;
+    for (int i = threadIdx.x; i < n2; i += blockDim.x) {
+        float2 v = __half22float2(x2[i]);
+        m = fmaxf(m, fmaxf(v.x, v.y));
+    }
+    for (int i = 2 * n2 + threadIdx.x; i < C; i += blockDim.x) m = fmaxf(m, vl_h(xr[i]));
+    m = block_reduce_max(m, scratch);
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n2; i += blockDim.x) {
+        float2 v = __half22float2(x2[i]);
+        s += __expf(v.x - m) + __expf(v.y - m);
+    }
+    for (int i = 2 * n2 + threadIdx.x; i < C; i += blockDim.x) s += __expf(vl_h(xr[i]) - m);
+    s = block_reduce_sum(s, scratch);
+    const float inv = 1.0f / s;
+    for (int i = threadIdx.x; i < n2; i += blockDim.x) {
+        float2 v = __half22float2(x2[i]);
+        y2[i] = __floats2half2_rn(__expf(v.x - m) * inv, __expf(v.y - m) * inv);
+    }
+    for (int i = 2 * n2 + threadIdx.x; i < C; i += blockDim.x) yr[i] = __float2half(__expf(vl_h(xr[i]) - m) * inv);
+}
+
+// =================================================================================================
+// === vision_24_replace_image_tokens ===
+// Why: the seed's replace_image_tokens_kernel: the merger's output rows replace the text
+// embedding's image-placeholder rows, emb[pos[i], :] = feats[i, :], in place. One block per image
+// token, 16-byte copies where the row allows (vec), halves otherwise. vision.replace_image_tokens
+// raises on an out-of-range position before the launch; the kernel still never writes outside
+// the embedding (such a row is skipped), so a timed call needs no device-to-host check.
+extern "C" __global__ void vision_24_replace_image_tokens(__half* __restrict__ emb, const __half* __restrict__ feats,
+                                                          const int* __restrict__ pos, int n_img, int rows, int C,
+                                                          int vec) {
+    const int i = blockIdx.x;
+    const int p = pos[i];
+    if (p < 0 || p >= rows) return;
+    const size_t row = (size_t)p;
+    if (vec) {
+        const uint4* s = reinterpret_cast<const uint4*>(feats + (size_t)i * C);
+        uint4* d = reinterpret_cast<uint4*>(emb + row * C);
+        for (int j = threadIdx.x; j < C / 8; j += blockDim.x) d[j] = __ldg(s + j);
+    } else {
+        for (int j = threadIdx.x; j < C; j += blockDim.x) emb[row * C + j] = feats[(size_t)i * C + j];
+    }
+}

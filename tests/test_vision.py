@@ -1,0 +1,205 @@
+"""Everywhere (no GPU needed): the vision references and their properties (token order, 2-D
+rotary, bilinear tables, GELU tanh vs erf), bad input caught before any launch, and what the
+compiler made of each vision step (vector widths, barriers, shuffles, FMAs)."""
+import numpy as np
+import pytest
+
+from kernellab import build, vision as v
+
+
+def test_window_order_is_a_permutation_of_the_grid_in_2x2_windows():
+    pos = v.window_positions(6, 8)
+    assert sorted(map(tuple, pos)) == [(r, c) for r in range(6) for c in range(8)]
+    for m in range(len(pos) // 4):          # every 4 consecutive tokens: one 2x2 window
+        w = pos[4 * m:4 * m + 4]
+        assert (w[:, 0] // 2 == w[0, 0] // 2).all() and (w[:, 1] // 2 == w[0, 1] // 2).all()
+        assert [tuple(p - w[0]) for p in w] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_spatial_merge_reference_concatenates_each_window():
+    gh, gw, C = 4, 6, 5
+    x = np.random.default_rng(0).standard_normal((gh * gw, C))
+    pos = v.window_positions(gh, gw)
+    raster = np.empty((gh, gw, C))
+    raster[pos[:, 0], pos[:, 1]] = x
+    merged = v.ref_spatial_merge(x, gh, gw)
+    for m, (r, c) in enumerate(pos[::4]):
+        want = np.concatenate([raster[r, c], raster[r, c + 1], raster[r + 1, c], raster[r + 1, c + 1]])
+        np.testing.assert_array_equal(merged[m], want)
+
+
+@pytest.mark.parametrize("grid", [(3, 4), (4, 5), (0, 2), (2.0, 2)])
+def test_odd_or_bad_grids_raise(grid):
+    with pytest.raises(ValueError, match="grid_h|grid_w"):
+        v.window_positions(*grid)
+    with pytest.raises(ValueError, match="grid_h|grid_w"):
+        v.spatial_merge(np.zeros((12, 8), np.float16), *grid)
+    with pytest.raises(ValueError, match="grid_h|grid_w"):
+        v.split_rope_transpose(np.zeros((12, 3456), np.float16), *grid)
+
+
+def test_token_count_and_head_dim_mismatches_raise():
+    with pytest.raises(ValueError, match="grid_h \\* grid_w"):
+        v.ref_spatial_merge(np.zeros((12, 8)), 2, 2)
+    with pytest.raises(ValueError, match="grid_h \\* grid_w"):
+        v.ref_split_rope_transpose(np.zeros((12, 3456)), 2, 2)
+    with pytest.raises(ValueError, match="multiple of 48"):
+        v._head_dim(3457, 16)
+    with pytest.raises(ValueError, match="head_dim % 4"):
+        v._head_dim(3 * 16 * 6, 16)
+    with pytest.raises(ValueError, match="cupy.ndarray"):
+        v.layernorm(np.zeros((2, 1152), np.float16), np.zeros(1152, np.float16), np.zeros(1152, np.float16))
+
+
+def test_rope_angles_follow_qwen_vision_rotary():
+    a = v.rope_angles(4, 6)
+    pos = v.window_positions(4, 6)
+    inv = 10000.0 ** (-np.arange(18) * 2 / 36)          # VisionRotaryEmbedding(36): 18 frequencies
+    np.testing.assert_allclose(a[:, :18], pos[:, :1] * inv)
+    np.testing.assert_allclose(a[:, 18:], pos[:, 1:] * inv)
+    cos, sin = v.rope_tables(4, 6)
+    assert cos.dtype == np.float32 and cos.shape == (24, 36)
+    np.testing.assert_allclose(cos, np.cos(a), atol=1e-7)
+
+
+def test_rope_reference_rotates_half_and_keeps_norms():
+    gh, gw, H, D = 4, 4, 2, 8
+    rng = np.random.default_rng(1)
+    qkv = rng.standard_normal((gh * gw, 3 * H * D))
+    q, k, vv = v.ref_split_rope_transpose(qkv, gh, gw, heads=H)
+    parts = qkv.reshape(-1, 3, H, D)
+    assert q.shape == k.shape == vv.shape == (H, gh * gw, D)
+    np.testing.assert_array_equal(vv, parts[:, 2].transpose(1, 0, 2))   # V: only transposed
+    np.testing.assert_allclose(q[:, 0], parts[0, 0])                    # token 0 at (0, 0): angle 0
+    half = D // 2                                                       # each (d, d + D/2) pair: a rotation
+    np.testing.assert_allclose(q[..., :half] ** 2 + q[..., half:] ** 2,
+                               (parts[:, 0, :, :half] ** 2 + parts[:, 0, :, half:] ** 2).transpose(1, 0, 2))
+    a = v.rope_angles(gh, gw, D)
+    t = 5
+    x1, x2 = parts[t, 0, 0, :half], parts[t, 0, 0, half:]
+    np.testing.assert_allclose(q[0, t], np.concatenate([x1 * np.cos(a[t]) - x2 * np.sin(a[t]),
+                                                        x2 * np.cos(a[t]) + x1 * np.sin(a[t])]))
+
+
+def test_rope_scores_depend_only_on_relative_position():
+    # the point of RoPE: <rot(q, p1), rot(k, p2)> depends on p1 - p2 only
+    gh = gw = 8
+    D = 72
+    rng = np.random.default_rng(2)
+    qv, kv = rng.standard_normal(D), rng.standard_normal(D)
+    N = gh * gw
+    qkv = np.zeros((N, 3 * D))
+    qkv[:, :D], qkv[:, D:2 * D] = qv, kv
+    q, k, _ = v.ref_split_rope_transpose(qkv, gh, gw, heads=1)
+    pos = {tuple(p): i for i, p in enumerate(v.window_positions(gh, gw))}
+    s1 = q[0, pos[(3, 5)]] @ k[0, pos[(1, 2)]]
+    s2 = q[0, pos[(6, 4)]] @ k[0, pos[(4, 1)]]          # the same offset (2, 3)
+    s3 = q[0, pos[(6, 4)]] @ k[0, pos[(4, 2)]]          # another offset
+    assert abs(s1 - s2) < 1e-9 and abs(s1 - s3) > 1e-6
+
+
+def test_pos_interpolation_tables():
+    idx, w = v.interp_tables(48, 48)                    # the table's own grid: the identity
+    pos = v.window_positions(48, 48)
+    np.testing.assert_allclose(w[:, 0], 1.0)
+    np.testing.assert_array_equal(idx[:, 0], pos[:, 0] * 48 + pos[:, 1])
+    idx, w = v.interp_tables(28, 40)
+    np.testing.assert_allclose(w.sum(1), 1.0)
+    assert idx.min() >= 0 and idx.max() < 48 * 48 and (w >= 0).all()
+    table = np.random.default_rng(3).standard_normal((48 * 48, 4))
+    same = v.ref_pos_embed_interpolate(table, 48, 48)
+    np.testing.assert_allclose(same, table[pos[:, 0] * 48 + pos[:, 1]])
+    corners = v.ref_pos_embed_interpolate(table, 2, 2)  # align-corners: the 4 corners of the grid
+    np.testing.assert_allclose(corners, table[[0, 47, 47 * 48, 48 * 48 - 1]])
+
+
+def test_gelu_tanh_vs_erf_difference_is_below_fp16_resolution():
+    d = v.gelu_tanh_vs_erf()
+    assert 1e-4 < d["max_abs_diff"] < 1e-3
+    assert d["max_abs_diff"] < d["fp16_spacing_there"]
+    x = np.array([-np.inf, -3.0, 0.0, 1.0, np.inf, np.nan])
+    g = v.ref_gelu(x)
+    assert np.isnan(g[0]) and g[2] == 0 and g[4] == np.inf and np.isnan(g[5])
+    np.testing.assert_allclose(v.ref_gelu_erf(np.array([1.0])), 0.8413447460685429)
+
+
+def test_references_on_small_cases():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 16)) * 5 + 2
+    y = v.ref_layernorm(x, np.ones(16), np.zeros(16))
+    np.testing.assert_allclose(y.mean(1), 0, atol=1e-12)
+    np.testing.assert_allclose(y.var(1), 1, rtol=1e-4)
+    b = rng.standard_normal(16)
+    np.testing.assert_allclose(v.ref_bias_add_residual(x, b, x), 2 * x + b)
+    np.testing.assert_allclose(v.ref_bias_gelu(x, b), v.ref_gelu(x + b))
+    o = rng.standard_normal((4, 5, 6))
+    np.testing.assert_array_equal(v.ref_transpose_head_token(o)[2], o[:, 2].reshape(-1))
+    s = v.ref_softmax(rng.standard_normal((2, 3, 7)))
+    np.testing.assert_allclose(s.sum(-1), 1)
+    emb = rng.standard_normal((6, 4))
+    got = v.ref_replace_image_tokens(emb, np.ones((2, 4)), np.array([1, 4]))
+    assert (got[[1, 4]] == 1).all() and (got[[0, 2, 3, 5]] == emb[[0, 2, 3, 5]]).all()
+    w = rng.standard_normal((5, 16))
+    np.testing.assert_allclose(v.ref_patch_embed(x, w, b[:5]), x @ w.T + b[:5])
+
+
+def test_every_family_has_the_api_and_its_references_run():
+    names = set()
+    for f in v.FAMILIES:
+        assert f.NAME == "vision" and f.BEST["float16"] in f.VARIANTS
+        for nm in f.VARIANTS:
+            assert nm.startswith("lab01") or build.step_source("vision", f"vision_{nm}")
+        keys = [f.case_key(s, dt) for s, dt in f.RECORD_CASES]
+        assert all(k.startswith(f.OP + ":") for k in keys)
+        names |= set(f.BASELINES)
+        shape, values = f.CHECK_CASES[0]
+        f.reference(*f.make_input(shape, "float16", values))
+    assert any("torch" in b for b in names) and any("cuBLAS" in b for b in names)
+
+
+# ---- the compiler's view -------------------------------------------------------------------------
+
+VEC8 = ["03_layernorm_warp_vec8", "05_gelu_vec8", "06_gelu_vec8_exp", "08_bias_gelu_vec8",
+        "09_bias_gelu_vec8_exp", "11_bias_residual_vec8", "17_spatial_merge_vec8", "19_split_rope_fma",
+        "20_split_rope_vec", "22_transpose_vec8", "24_replace_image_tokens"]
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+@pytest.mark.parametrize("step", VEC8)
+def test_vec8_steps_use_16_byte_loads(step, arch):
+    assert build.ptx("vision", step, arch, grep=r"ld\.global\.nc\.v4\.u32"), step
+
+
+@pytest.mark.parametrize("step", ["01_layernorm_scalar_tree", "10_bias_residual_scalar", "12_patch_embed_scalar",
+                                  "16_spatial_merge_scalar", "18_split_rope_scalar"])
+def test_scalar_steps_have_no_vector_loads(step):
+    assert not build.ptx("vision", step, grep=r"ld\.global.*\.v[248]\.")
+
+
+def test_barriers_and_shuffles_of_the_layernorm_steps():
+    bars = {s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in
+            ("01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}
+    assert bars == {"01_layernorm_scalar_tree": 9, "02_layernorm_half2_shfl": 2, "03_layernorm_warp_vec8": 0}
+    assert not build.ptx("vision", "01_layernorm_scalar_tree", grep=r"shfl\.sync")
+    for s in ("02_layernorm_half2_shfl", "03_layernorm_warp_vec8", "23_softmax_half2_shfl"):
+        assert build.ptx("vision", s, grep=r"shfl\.sync\.bfly"), s
+    info = build.ptxas_info("vision").set_index(["kernel", "arch"])["smem_bytes"]
+    assert info["vision_02_layernorm_half2_shfl", "sm_90"] == 256      # static float2[32]
+    assert info["vision_03_layernorm_warp_vec8", "sm_90"] == 0
+
+
+def test_half2_steps_use_4_byte_loads():
+    for s in ("02_layernorm_half2_shfl", "04_gelu_half2", "07_bias_gelu_half2", "13_patch_embed_half2_fma",
+              "21_transpose_half2", "23_softmax_half2_shfl"):
+        assert build.ptx("vision", s, grep=r"ld\.global(\.nc)?\.(u32|b32)"), s
+
+
+def test_fma_claims_are_visible_in_ptx():
+    # the compiler contracts a * b + c on its own: the "before" bilinear mix already has its FMAs
+    steps = ("14_pos_interp_mul_add", "15_pos_interp_fma")
+    fma = {s: len(build.ptx("vision", s, grep=r"^fma\.rn(\.ftz)?\.f32")) for s in steps}
+    mul = {s: len(build.ptx("vision", s, grep=r"^mul(\.rn)?(\.ftz)?\.f32")) for s in steps}
+    assert fma == {s: 3 for s in steps} and mul == {s: 1 for s in steps}
+    # and gelu_approx's x + 0.044715 x^3 is an FMA before the seed wrote __fmaf_rn
+    assert build.ptx("vision", "04_gelu_half2", grep=r"^fma\.rn(\.ftz)?\.f32.*0f3D372713")
+    assert build.ptx("vision", "06_gelu_vec8_exp", grep=r"ex2\.approx")
