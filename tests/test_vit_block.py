@@ -29,8 +29,8 @@ def test_block_is_the_identity_when_its_branches_are_zero(layer):
     W = dict(layer)
     for k in ("proj_w", "proj_b", "fc2_w", "fc2_b"):
         W[k] = np.zeros_like(W[k])
-    x = vb.make_input(5, 7)                           # odd grid: a block needs no merge
-    np.testing.assert_array_equal(vb.reference_block(x, W, 5, 7), x.astype(np.float64))
+    x = vb.make_input(6, 10)
+    np.testing.assert_array_equal(vb.reference_block(x, W, 6, 10), x.astype(np.float64))
 
 
 def test_attention_mixes_tokens_and_mlp_does_not(layer):
@@ -48,18 +48,19 @@ def test_attention_mixes_tokens_and_mlp_does_not(layer):
 
 def test_rope_is_a_rotation_that_sees_only_relative_positions():
     rng = np.random.default_rng(0)
-    gh, gw = 6, 9
+    gh, gw = 6, 10
     cos, sin = vb.rope_cos_sin(gh, gw)
+    where = {tuple(p): t for t, p in enumerate(vb.positions(gh, gw).tolist())}
     t = rng.standard_normal((vb.HEADS, gh * gw, vb.HEAD_DIM))
     rt = vb.ref_rope(t, cos, sin)
     np.testing.assert_allclose(np.linalg.norm(rt, axis=-1), np.linalg.norm(t, axis=-1), rtol=1e-12)
     # the same q and k vectors at positions shifted together by (1, 2) give the same score
     q, k = rng.standard_normal(vb.HEAD_DIM), rng.standard_normal(vb.HEAD_DIM)
-    tok = lambda r, c: r * gw + c  # noqa: E731
+    tok = lambda r, c: where[(r, c)]  # noqa: E731
     score = lambda a, b: vb.ref_rope(q, cos[a], sin[a]) @ vb.ref_rope(k, cos[b], sin[b])  # noqa: E731
     assert score(tok(0, 0), tok(2, 3)) == pytest.approx(score(tok(1, 2), tok(3, 5)), rel=1e-12)
     assert abs(score(tok(0, 0), tok(2, 3)) - score(tok(0, 0), tok(3, 2))) > 1e-6   # rows and columns differ
-    # position (0, 0) is not rotated
+    # token 0 sits at position (0, 0): not rotated
     np.testing.assert_allclose(rt[:, 0], t[:, 0], rtol=1e-12)
 
 
@@ -80,7 +81,7 @@ def test_fp16_storage_error_is_inside_the_bound(layer):
     """The emulation of what the GPU stores (every intermediate rounded to fp16) lands inside the
     first-order bound, and is not zero (the bound is not vacuous)."""
     assert vb.STAGES == 14
-    for gh, gw in [(8, 8), (3, 5)]:
+    for gh, gw in [(8, 8), (2, 6)]:
         x = vb.make_input(gh, gw, seed=gh)
         e = vb.rel_err(vb.reference_block(x, layer, gh, gw, fp16_storage=True), vb.reference_block(x, layer, gh, gw))
         assert 1e-5 < e < vb.error_bound(), e
@@ -97,12 +98,16 @@ def test_hostile_tokens_stay_finite_and_nan_spreads_everywhere(layer):
 
 def test_merge_index_is_the_2x2_window_gather():
     gh, gw = 4, 6
-    idx = vb.merge_index(gh, gw)
+    idx, pos = vb.merge_index(gh, gw), vb.positions(gh, gw)
     assert idx.shape == (6, 4)
     assert sorted(idx.ravel().tolist()) == list(range(24))
-    for r in range(gh):
-        for c in range(gw):
-            assert idx[(r // 2) * (gw // 2) + c // 2, (r % 2) * 2 + c % 2] == r * gw + c
+    windows = set()
+    for m in range(6):
+        (r, c) = pos[idx[m, 0]]
+        assert r % 2 == 0 and c % 2 == 0
+        assert pos[idx[m]].tolist() == [[r, c], [r, c + 1], [r + 1, c], [r + 1, c + 1]]
+        windows.add((r, c))
+    assert len(windows) == 6
 
 
 def test_merger_reference_shape_and_merge(merger):
@@ -117,10 +122,14 @@ def test_merger_reference_shape_and_merge(merger):
 def test_position_interpolation_hits_the_table_on_its_own_grid():
     P = vb.make_patch(0)
     pos = P["pos"].astype(np.float64)
-    np.testing.assert_allclose(vb.ref_pos_interpolate(pos, vb.POS_GRID, vb.POS_GRID), pos, rtol=1e-12)
-    mid = vb.ref_pos_interpolate(pos, 3, 3)                     # grid 3: rows 0, 23.5, 47
     t = pos.reshape(48, 48, -1)
-    np.testing.assert_allclose(mid[4], (t[23, 23] + t[23, 24] + t[24, 23] + t[24, 24]) / 4, rtol=1e-12)
+    rc = vb.positions(48, 48)
+    np.testing.assert_allclose(vb.ref_pos_interpolate(pos, 48, 48), t[rc[:, 0], rc[:, 1]], rtol=1e-12)
+    got = vb.ref_pos_interpolate(pos, 4, 4)[3]          # token 3: position (1, 1), at 47/3 = 15.67
+    d = 47 / 3 - 15
+    want = (1 - d) ** 2 * t[15, 15] + (1 - d) * d * (t[15, 16] + t[16, 15]) + d * d * t[16, 16]
+    assert vb.positions(4, 4)[3].tolist() == [1, 1]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def test_small_tower_reference():
@@ -143,21 +152,25 @@ def test_call_counts_match_the_report():
     assert len(vb.tower_plan()) == 3 + 27 * 15 + 4 * 7
 
 
-@pytest.mark.parametrize("shape, grid, merge, match", [
-    ((64, 1024), (8, 8), False, "hidden size 1152"),
-    ((64,), (8, 8), False, "hidden size 1152"),
-    ((63, 1152), (8, 8), False, "N must equal grid_h x grid_w"),
-    ((35, 1152), (5, 7), True, "even grid_h and grid_w"),
-    ((0, 1152), (0, 5), False, "must be >= 1"),
+@pytest.mark.parametrize("shape, grid, match", [
+    ((64, 1024), (8, 8), "hidden size 1152"),
+    ((64,), (8, 8), "hidden size 1152"),
+    ((63, 1152), (8, 8), "N must equal grid_h x grid_w"),
+    ((35, 1152), (5, 7), "even grid_h and grid_w"),
+    ((36, 1152), (2, 18), None),
+    ((0, 1152), (0, 4), "must be >= 1"),
 ])
-def test_bad_input_raises_value_error(shape, grid, merge, match):
+def test_bad_input_raises_value_error(shape, grid, match):
+    if match is None:
+        assert vb.validate(np.zeros(shape, np.float16), *grid) == grid
+        return
     with pytest.raises(ValueError, match=match):
-        vb.validate(np.zeros(shape, np.float16), *grid, merge=merge)
+        vb.validate(np.zeros(shape, np.float16), *grid)
 
 
 def test_references_validate_too(layer, merger):
     with pytest.raises(ValueError, match="N must equal"):
-        vb.reference_block(vb.make_input(4, 4), layer, 4, 5)
+        vb.reference_block(vb.make_input(4, 4), layer, 4, 6)
     with pytest.raises(ValueError, match="even"):
         vb.reference_merger(vb.make_input(3, 4), merger, 3, 4)
     bad = dict(layer)
@@ -179,3 +192,26 @@ def test_grid_for():
     assert vb.grid_for(4096) == (64, 64) and vb.grid_for(400) == (20, 20)
     with pytest.raises(ValueError):
         vb.grid_for(300)
+
+
+def test_block_pieces_agree_with_lab_05s_references():
+    """The block's reference uses lab 05's conventions: same rotary (window order, row then column
+    frequencies), same 2x2 merge, same position interpolation, LayerNorm and GELU."""
+    from kernellab import vision as V
+    rng = np.random.default_rng(3)
+    gh, gw = 4, 6
+    qkv = rng.standard_normal((gh * gw, vb.QKV))
+    cos, sin = vb.rope_cos_sin(gh, gw)
+    q, k, v = qkv.reshape(-1, 3, vb.HEADS, vb.HEAD_DIM).transpose(1, 2, 0, 3)
+    rq, rk, rv = V.ref_split_rope_transpose(qkv, gh, gw)
+    np.testing.assert_allclose(vb.ref_rope(q, cos, sin), rq, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(vb.ref_rope(k, cos, sin), rk, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(v, rv)
+    x = rng.standard_normal((gh * gw, vb.HIDDEN))
+    np.testing.assert_array_equal(x[vb.merge_index(gh, gw)].reshape(-1, vb.MERGE_IN), V.ref_spatial_merge(x, gh, gw))
+    pos = vb.make_patch(0)["pos"].astype(np.float64)
+    np.testing.assert_allclose(vb.ref_pos_interpolate(pos, gh, gw), V.ref_pos_embed_interpolate(pos, gh, gw),
+                               rtol=1e-12)
+    w, b = rng.standard_normal(vb.HIDDEN), rng.standard_normal(vb.HIDDEN)
+    np.testing.assert_allclose(vb.ref_layernorm(x, w, b), V.ref_layernorm(x, w, b), rtol=1e-12)
+    np.testing.assert_allclose(vb.ref_gelu(x), V.ref_gelu(x), rtol=1e-12)

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import bench
+from . import vision as V
 from .check import require
 from .device import ORIN_PEAK_GBPS, info, is_live, load_recorded, need_gpu, now
 
@@ -73,14 +74,8 @@ PATCH_PLAN = [
     ("position interpolate", "kernel", "pos_embed_interpolate_fp16_kernel"),
     ("patch bias + position", "kernel", "bias_add_residual_fp16_kernel"),
 ]
-# The report's kernel call counts per ViT forward (seed 000, section 3.4).
-REPORT_COUNTS = {
-    "layernorm_with_bias_fp16_kernel": 58, "bias_add_residual_fp16_kernel": 89,
-    "bias_gelu_fp16_kernel": 27, "fused_split_rope_transpose_kernel": 27,
-    "vision_softmax_fp16_kernel": 27, "transpose_head_token_kernel": 27, "gelu_fp16_kernel": 4,
-    "spatial_merge_fp16_kernel": 4, "patch_embed_conv3d_fp16_kernel": 1,
-    "pos_embed_interpolate_fp16_kernel": 1,
-}
+# The report's kernel call counts per ViT forward (seed 000, section 3.4), as lab 05 lists them.
+REPORT_COUNTS = V.CALLS_PER_FORWARD
 # fp16 roundings on the longest path through a block: every op stores an fp16 tensor except the
 # transpose (an exact copy).
 STAGES = sum(1 for name, _, _ in BLOCK_PLAN if name != "transpose")
@@ -119,20 +114,22 @@ def call_counts(layers: int = LAYERS):
 
 # ---- bad input: checked on shapes, before anything is allocated or launched -----------------------
 
-def validate(x, grid_h, grid_w, *, hidden=HIDDEN, merge=False, name="x"):
-    """Raise ValueError naming what was expected: x is [N, hidden], N = grid_h x grid_w, and for a
-    2x2 merge both grid sides are even. Works on NumPy and CuPy arrays alike."""
+def validate(x, grid_h, grid_w, *, hidden=HIDDEN, name="x"):
+    """Raise ValueError naming what was expected: x is [N, hidden] and N = grid_h x grid_w, both
+    sides even (tokens are in merge-window order, which the rotary positions, the position
+    embedding and the 2x2 merge all assume). Works on NumPy and CuPy arrays alike."""
     shape = tuple(getattr(x, "shape", ()))
     if len(shape) != 2 or shape[1] != hidden:
         raise ValueError(f"{name}: expected shape [N, {hidden}] (hidden size {hidden}), got {shape}")
     gh, gw = int(grid_h), int(grid_w)
     if gh < 1 or gw < 1:
         raise ValueError(f"grid {gh}x{gw}: grid_h and grid_w must be >= 1")
+    if gh % 2 or gw % 2:
+        raise ValueError(f"grid {gh}x{gw}: the 2x2 spatial merge (and the merge-window token order the "
+                         "rotary and position tables use) needs an even grid_h and grid_w")
     if shape[0] != gh * gw:
         raise ValueError(f"{name}: {shape[0]} tokens, but the grid {gh}x{gw} has {gh * gw}: "
                          "N must equal grid_h x grid_w")
-    if merge and (gh % 2 or gw % 2):
-        raise ValueError(f"grid {gh}x{gw}: the 2x2 spatial merge needs an even grid_h and grid_w")
     return gh, gw
 
 
@@ -245,19 +242,17 @@ def ref_softmax(s):
 
 
 def positions(grid_h, grid_w):
-    """(row, col) of each token: tokens are in row-major patch order."""
-    t = np.arange(grid_h * grid_w)
-    return t // grid_w, t % grid_w
+    """(row, col) of each token, [N, 2]: merge-window order (lab 05's vision.window_positions),
+    the four patches of each 2x2 window consecutive."""
+    return V.window_positions(grid_h, grid_w)
 
 
 def rope_cos_sin(grid_h, grid_w):
-    """Qwen3-VL's 2-D vision rotary, float64 [N, 72] each: 18 frequencies 10000^(-2j/36) on the
-    token's row, 18 on its column (36 angles), repeated for the two halves of head_dim."""
-    r, c = positions(grid_h, grid_w)
-    inv = ROPE_THETA ** (-np.arange(0, HEAD_DIM // 2, 2) / (HEAD_DIM // 2))      # 18
-    ang = np.concatenate([np.outer(r, inv), np.outer(c, inv)], axis=1)             # [N, 36]
-    ang = np.concatenate([ang, ang], axis=1)                                       # [N, 72]
-    return np.cos(ang), np.sin(ang)
+    """Qwen3-VL's 2-D vision rotary, float64 [N, 72] each: lab 05's angles (18 frequencies
+    10000^(-2j/36) on the token's row, then 18 on its column) repeated for the two halves."""
+    a = V.rope_angles(grid_h, grid_w, HEAD_DIM)
+    a = np.concatenate([a, a], axis=1)
+    return np.cos(a), np.sin(a)
 
 
 def ref_rope(t, cos, sin):
@@ -269,34 +264,19 @@ def ref_rope(t, cos, sin):
 
 
 def merge_index(grid_h, grid_w):
-    """[N/4, 4]: the tokens of each 2x2 window (top-left, top-right, bottom-left, bottom-right),
-    windows in row-major order: output row o = (r//2) * (grid_w//2) + c//2 takes token r*grid_w+c
-    at slot (r%2)*2 + c%2."""
-    r, c = positions(grid_h, grid_w)
-    o = (r // 2) * (grid_w // 2) + c // 2
-    idx = np.empty((grid_h * grid_w // 4, 4), np.int64)
-    idx[o, (r % 2) * 2 + c % 2] = np.arange(grid_h * grid_w)
-    return idx
+    """[N/4, 4]: the tokens merged into each output row. In merge-window order these are
+    tokens 4m .. 4m+3, the 2x2 window m (top-left, top-right, bottom-left, bottom-right)."""
+    validate(np.empty((grid_h * grid_w, 1)), grid_h, grid_w, hidden=1)
+    return np.arange(grid_h * grid_w).reshape(-1, 4)
 
 
 def ref_pos_interpolate(pos, grid_h, grid_w):
-    """Bilinear interpolation of the learned 48 x 48 position table onto the grid (corners
-    aligned: row i samples table row i*47/(grid_h-1)), float64 [N, 1152]."""
+    """Bilinear (align-corners) interpolation of the learned 48 x 48 position table onto the grid,
+    in token order, float64 [N, 1152], from lab 05's tables (vision.interp_tables)."""
     xp = _xp(pos)
-    table = pos.reshape(POS_GRID, POS_GRID, -1)
-
-    def axis(n):
-        f = np.linspace(0, POS_GRID - 1, n) if n > 1 else np.zeros(1)
-        lo = np.floor(f).astype(np.int64)
-        hi = np.minimum(lo + 1, POS_GRID - 1)
-        return lo, hi, f - lo
-    r0, r1, fr = axis(grid_h)
-    c0, c1, fc = axis(grid_w)
-    fr, fc = xp.asarray(fr)[:, None, None], xp.asarray(fc)[None, :, None]
-    t = lambda a, b: table[a][:, b]   # noqa: E731
-    out = (t(r0, c0) * (1 - fr) * (1 - fc) + t(r0, c1) * (1 - fr) * fc +
-           t(r1, c0) * fr * (1 - fc) + t(r1, c1) * fr * fc)
-    return out.reshape(grid_h * grid_w, -1)
+    idx, wts = V.interp_tables(grid_h, grid_w, POS_GRID)
+    idx, wts = xp.asarray(idx.astype(np.int64)), xp.asarray(wts)
+    return (pos[idx] * wts[:, :, None]).sum(1)
 
 
 def _f64(W, xp):
@@ -332,7 +312,7 @@ def reference_block(x, W, grid_h, grid_w, fp16_storage=False):
 def reference_merger(x, M, grid_h, grid_w, fp16_storage=False):
     """LN -> 2x2 spatial merge -> fc1 -> bias -> GELU -> fc2 -> bias, float64: [N, 1152] ->
     [N/4, 4096]."""
-    validate(x, grid_h, grid_w, merge=True)
+    validate(x, grid_h, grid_w)
     _check_weights(M, MERGER_SHAPES, "merger")
     xp = _xp(x)
     r = _round16 if fp16_storage else (lambda a: a)
@@ -387,116 +367,6 @@ def weights(layers=1, mergers=None, seed=0, xp=np):
     return SimpleNamespace(layers=[make_layer(seed + i, xp) for i in range(layers)],
                            mergers=[make_merger(seed + j, xp) for j in range(mergers)],
                            patch=make_patch(seed, xp))
-
-
-# ---- lab 05's launchers, or a CuPy stand-in where one is missing ---------------------------------
-
-@functools.lru_cache(maxsize=None)
-def _vision():
-    try:
-        from . import vision
-        return vision
-    except Exception:                    # not written yet, or broken while being edited
-        return None
-
-
-def _standin_layernorm(x, weight, bias, eps=EPS, out=None):
-    import cupy
-    xf = x.astype(cupy.float32)
-    m = xf.mean(-1, keepdims=True)
-    v = ((xf - m) ** 2).mean(-1, keepdims=True)
-    y = ((xf - m) * (1.0 / cupy.sqrt(v + eps)) * weight.astype(cupy.float32) + bias.astype(cupy.float32))
-    return _put(y, out)
-
-
-def _gelu32(x):
-    import cupy
-    return 0.5 * x * (1.0 + cupy.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
-
-def _put(y, out):
-    import cupy
-    if out is None:
-        return y.astype(cupy.float16)
-    out[...] = y
-    return out
-
-
-def _standin_bias_gelu(x, bias, out=None):
-    import cupy
-    return _put(_gelu32(x.astype(cupy.float32) + bias.astype(cupy.float32)), out)
-
-
-def _standin_gelu(x, out=None):
-    import cupy
-    return _put(_gelu32(x.astype(cupy.float32)), out)
-
-
-def _standin_bias_add_residual(x, bias, residual=None, out=None):
-    import cupy
-    y = x.astype(cupy.float32) + bias.astype(cupy.float32)
-    if residual is not None:
-        y += residual.astype(cupy.float32)
-    return _put(y, out)
-
-
-def _standin_spatial_merge(x, grid_h, grid_w, out=None):
-    import cupy
-    y = x[cupy.asarray(merge_index(grid_h, grid_w))].reshape(-1, MERGE_IN)
-    return _put(y, out)
-
-
-@functools.lru_cache(maxsize=None)
-def _standin_tables(grid_h, grid_w):
-    import cupy
-    cos, sin = rope_cos_sin(grid_h, grid_w)
-    return cupy.asarray(cos, cupy.float32), cupy.asarray(sin, cupy.float32)
-
-
-def _standin_split_rope_transpose(qkv, grid_h, grid_w):
-    import cupy
-    n = qkv.shape[0]
-    cos, sin = _standin_tables(grid_h, grid_w)
-    q, k, v = qkv.reshape(n, 3, HEADS, HEAD_DIM).transpose(1, 2, 0, 3)
-    rot = lambda t: ref_rope(t.astype(cupy.float32), cos, sin).astype(cupy.float16)  # noqa: E731
-    return rot(q), rot(k), cupy.ascontiguousarray(v)
-
-
-def _standin_transpose_head_token(o, out=None):
-    return _put(o.transpose(1, 0, 2).reshape(o.shape[1], -1), out)
-
-
-def _standin_softmax(s, out=None):
-    import cupy
-    xf = s.astype(cupy.float32)
-    e = cupy.exp(xf - xf.max(-1, keepdims=True))
-    return _put(e / e.sum(-1, keepdims=True), out)
-
-
-def _standin_pos_embed_interpolate(pos_table, grid_h, grid_w, out=None):
-    import cupy
-    return _put(ref_pos_interpolate(pos_table.astype(cupy.float32), grid_h, grid_w), out)
-
-
-_STANDIN = {"layernorm": _standin_layernorm, "bias_gelu": _standin_bias_gelu, "gelu": _standin_gelu,
-            "bias_add_residual": _standin_bias_add_residual, "spatial_merge": _standin_spatial_merge,
-            "split_rope_transpose": _standin_split_rope_transpose,
-            "transpose_head_token": _standin_transpose_head_token, "softmax": _standin_softmax,
-            "pos_embed_interpolate": _standin_pos_embed_interpolate}
-
-
-def op(name: str):
-    """Lab 05's public launcher `kernellab.vision.<name>`, or (while it is missing) a CuPy
-    composite of the same math."""
-    v = _vision()
-    f = getattr(v, name, None) if v is not None else None
-    return f if f is not None else _STANDIN[name]
-
-
-def sources() -> dict:
-    """Which ops run lab 05's kernels and which run a CuPy stand-in."""
-    return {k: ("kernellab.vision" if _vision() is not None and getattr(_vision(), k, None) else "CuPy stand-in")
-            for k in _STANDIN}
 
 
 # ---- cuBLAS: GEMMs of the block ---------------------------------------------------------------
@@ -563,7 +433,7 @@ class Workspace:
         self.n = n
         self.xa, self.xb, self.x1, self.h, self.t, self.attn = (_f16(n, HIDDEN) for _ in range(6))
         self.qkv, self.qkvb = _f16(n, QKV), _f16(n, QKV)
-        self.q = self.k = self.v = None                  # set by split+RoPE+transpose
+        self.q, self.k, self.v = (_f16(HEADS, n, HEAD_DIM) for _ in range(3))
         self.scores, self.probs = _f16(HEADS, n, n), _f16(HEADS, n, n)
         self.o = _f16(HEADS, n, HEAD_DIM)
         self.m1, self.m2 = _f16(n, MLP), _f16(n, MLP)
@@ -583,25 +453,21 @@ def block_ops(L, ws, x, y):
     """The block as a list of Ops, reading x and writing y ([N, 1152] each), exactly in the
     report's order (BLOCK_PLAN)."""
     gh, gw = ws.grid
-    n = ws.n
-    ln, bar, bg = op("layernorm"), op("bias_add_residual"), op("bias_gelu")
-
-    def split():
-        ws.q, ws.k, ws.v = op("split_rope_transpose")(ws.qkvb, gh, gw)
+    ln, bar = V.layernorm, V.bias_add_residual
     fns = [
         lambda: ln(x, L["ln1_w"], L["ln1_b"], out=ws.h),
         lambda: gemm(ws.h, L["qkv_w"], ws.qkv),
         lambda: bar(ws.qkv, L["qkv_b"], out=ws.qkvb),
-        split,
+        lambda: V.split_rope_transpose(ws.qkvb, gh, gw, out=(ws.q, ws.k, ws.v)),
         lambda: bgemm(ws.q, ws.k, ws.scores, trans_b=True, alpha=SCALE),
-        lambda: op("softmax")(ws.scores.reshape(HEADS * n, n), out=ws.probs.reshape(HEADS * n, n)),
+        lambda: V.softmax(ws.scores, out=ws.probs),
         lambda: bgemm(ws.probs, ws.v, ws.o, trans_b=False),
-        lambda: op("transpose_head_token")(ws.o, out=ws.attn),
+        lambda: V.transpose_head_token(ws.o, out=ws.attn),
         lambda: gemm(ws.attn, L["proj_w"], ws.t),
         lambda: bar(ws.t, L["proj_b"], residual=x, out=ws.x1),
         lambda: ln(ws.x1, L["ln2_w"], L["ln2_b"], out=ws.h),
         lambda: gemm(ws.h, L["fc1_w"], ws.m1),
-        lambda: bg(ws.m1, L["fc1_b"], out=ws.m2),
+        lambda: V.bias_gelu(ws.m1, L["fc1_b"], out=ws.m2),
         lambda: gemm(ws.m2, L["fc2_w"], ws.t),
         lambda: bar(ws.t, L["fc2_b"], residual=ws.x1, out=y),
     ]
@@ -611,13 +477,13 @@ def block_ops(L, ws, x, y):
 def merger_ops(M, ws, x, y):
     """LN -> 2x2 merge -> fc1 -> bias -> GELU -> fc2 -> bias, [N, 1152] -> y [N/4, 4096]."""
     gh, gw = ws.grid
-    bar = op("bias_add_residual")
+    bar = V.bias_add_residual
     fns = [
-        lambda: op("layernorm")(x, M["ln_w"], M["ln_b"], out=ws.mh),
-        lambda: op("spatial_merge")(ws.mh, gh, gw, out=ws.mg),
+        lambda: V.layernorm(x, M["ln_w"], M["ln_b"], out=ws.mh),
+        lambda: V.spatial_merge(ws.mh, gh, gw, out=ws.mg),
         lambda: gemm(ws.mg, M["fc1_w"], ws.mf),
         lambda: bar(ws.mf, M["fc1_b"], out=ws.mb),
-        lambda: op("gelu")(ws.mb, out=ws.ma),
+        lambda: V.gelu(ws.mb, out=ws.ma),
         lambda: gemm(ws.ma, M["fc2_w"], ws.mt),
         lambda: bar(ws.mt, M["fc2_b"], out=y),
     ]
@@ -628,8 +494,8 @@ def patch_ops(P, ws, patches, y):
     gh, gw = ws.grid
     fns = [
         lambda: gemm(patches, P["w"], ws.t),
-        lambda: op("pos_embed_interpolate")(P["pos"], gh, gw, out=ws.pos),
-        lambda: op("bias_add_residual")(ws.t, P["b"], residual=ws.pos, out=y),
+        lambda: V.pos_embed_interpolate(P["pos"], gh, gw, out=ws.pos),
+        lambda: V.bias_add_residual(ws.t, P["b"], residual=ws.pos, out=y),
     ]
     return [Op(nm, kind, k, f) for (nm, kind, k), f in zip(PATCH_PLAN, fns, strict=True)]
 
@@ -667,7 +533,7 @@ class Merger:
     def __init__(self, grid_h, grid_w, M=None, x=None, seed=0):
         need_gpu("the merger")
         import cupy
-        validate(x if x is not None else np.empty((grid_h * grid_w, HIDDEN)), grid_h, grid_w, merge=True)
+        validate(x if x is not None else np.empty((grid_h * grid_w, HIDDEN)), grid_h, grid_w)
         M = make_merger(seed, cupy) if M is None else M
         _check_weights(M, MERGER_SHAPES, "merger")
         self.M = _device_weights(M)
@@ -695,7 +561,7 @@ class Tower:
         need_gpu("the vision tower")
         import cupy
         validate(np.empty((grid_h * grid_w, PATCH_DIM)) if patches is None else patches, grid_h, grid_w,
-                 hidden=PATCH_DIM, merge=True, name="patches")
+                 hidden=PATCH_DIM, name="patches")
         W = _gpu_weights(layers, seed) if W is None else W
         for L in W.layers:
             _check_weights(L, LAYER_SHAPES, "block")
@@ -727,29 +593,10 @@ class Tower:
 
 # ---- CUDA graphs ------------------------------------------------------------------------------------
 
-class Graph:
-    """A CUDA graph of a list of Ops, captured with CuPy stream capture and replayed with one
-    launch. Any memory a launcher allocates while being captured comes from a private pool that
-    lives as long as the graph, so nothing outside can be handed the graph's buffers."""
-
-    def __init__(self, ops):
-        need_gpu("graph capture")
-        import cupy
-        self.pool = cupy.cuda.MemoryPool()
-        self.stream = cupy.cuda.Stream(non_blocking=True)
-        with cupy.cuda.using_allocator(self.pool.malloc), self.stream:
-            run(ops)                        # warm-up: compiles, cuBLAS heuristics, pool blocks
-            self.stream.synchronize()
-            self.stream.begin_capture()
-            try:
-                run(ops)
-            finally:
-                self.graph = self.stream.end_capture()
-        self.stream.synchronize()
-        self.n_ops = len(ops)
-
-    def __call__(self):
-        self.graph.launch()                 # on the current stream, so CUDA events see it
+def graph(ops):
+    """A CUDA graph of a list of Ops (bench.graph: CuPy stream capture, replayed with one launch
+    on the current stream). Every buffer is in the Workspace, so the capture allocates nothing."""
+    return bench.graph(lambda: run(ops))
 
 
 # ---- timing: GPU time, wall time with launches, host time, per-op breakdown -----------------------
@@ -866,11 +713,10 @@ def torch_block(W, x, grid_h, grid_w, sdpa=False):
 
 def attention_ops(ws):
     """Our attention alone: QK^T (scale in alpha) -> softmax -> .V, on ws.q, ws.k, ws.v."""
-    n = ws.n
     return [Op("QK^T", "gemm", "cublasHgemmStridedBatched",
                lambda: bgemm(ws.q, ws.k, ws.scores, trans_b=True, alpha=SCALE)),
             Op("softmax", "kernel", "vision_softmax_fp16_kernel",
-               lambda: op("softmax")(ws.scores.reshape(HEADS * n, n), out=ws.probs.reshape(HEADS * n, n))),
+               lambda: V.softmax(ws.scores, out=ws.probs)),
             Op("P.V", "gemm", "cublasHgemmStridedBatched",
                lambda: bgemm(ws.probs, ws.v, ws.o, trans_b=False))]
 
@@ -1012,7 +858,7 @@ def graphs(ns=(256, 1024, 4096), layers=LAYERS, seed=0, reps=10):
             gh, gw = grid_for(n)
             for what, obj in (("block", Block(gh, gw, seed=seed)), (f"tower ({layers} layers)",
                                                                      Tower(gh, gw, layers, seed=seed))):
-                g = Graph(obj.ops)
+                g = graph(obj.ops)
                 for nm, fn in (("eager", obj), ("graph replay", g)):
                     w = wall_time(fn, reps=reps)
                     rows.append(_row("graph", n, f"{what}: {nm}", "variant", w, value=w["median_us"],
@@ -1031,7 +877,7 @@ def check_graph_replay(grid_h=8, grid_w=8, seed=0) -> float:
     b = Block(grid_h, grid_w, seed=seed)
     want = b().copy()
     b.output.fill(0)
-    g = Graph(b.ops)
+    g = graph(b.ops)
     b.output.fill(0)
     g()
     cupy.cuda.Device().synchronize()
