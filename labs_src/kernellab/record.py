@@ -9,7 +9,7 @@ import sys
 from . import bench
 from .device import info, is_live, now, save_recorded
 
-LABS = ["measuring", "softmax", "rmsnorm", "add"]
+LABS = ["measuring", "softmax", "rmsnorm", "add", "vision"]
 
 
 def families(labs):
@@ -43,15 +43,19 @@ def summary(fam, df, launch_us) -> None:
 
 
 def main(labs) -> int:
+    import pandas as pd
     if not is_live():
         print("kernellab.record needs a CUDA GPU: recorded results are measured, never typed in.")
         return 2
     meta = {"roofs": {k: v for k, v in bench.roofs().items()}, "roofs_date": now()}
+    saved = {}    # families sharing a NAME (vision's ops) are written into one CSV
     for lab in labs or LABS:
         for fam in ([None] if lab == "measuring" else families([lab])):
             df = bench.fundamentals() if fam is None else bench.compare(fam, _family_cases(fam))
             df = df.drop(columns=["device", "date", "source"])
-            path = save_recorded(lab if fam is None else fam.NAME, df, meta)
+            key = lab if fam is None else fam.NAME
+            saved[key] = pd.concat([saved[key], df], ignore_index=True) if key in saved else df
+            path = save_recorded(key, saved[key], meta)
             print(f"recorded {len(df)} rows -> {path}")
             if fam is not None:
                 summary(fam, df, meta["roofs"]["launch_us"])
