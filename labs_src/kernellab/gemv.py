@@ -128,13 +128,13 @@ def _hostile_float(W, x, top):
     """Rows 0-5 of W: a NaN; a +inf; +inf and -inf (NaN); the largest value; an fp16 subnormal-sized
     value; an inf meeting x == 0 (inf * 0 = NaN)."""
     K, M = W.shape
-    for r, c, v in ((0, 0, np.nan), (1, M // 2, np.inf), (2, 0, np.inf), (2, M - 1, -np.inf),
+    for r, c, v in ((0, 0, np.nan), (1, min(1, M - 1), np.inf), (2, 0, np.inf), (2, M - 1, -np.inf),
                     (3, M // 3, top), (3, 0, -top), (4, M - 1, 6e-8)):
         if r < K:
             W[r, c] = v
-    if K > 5 and M > 2:
-        W[5, M // 3 + 1] = np.inf
-        x[M // 3 + 1] = 0.0
+    if K > 5 and M > 3:
+        W[5, M - 2] = np.inf
+        x[M - 2] = 0.0
 
 
 def make_input(shape, dtype="float32", values="randn", seed=0):

@@ -9,7 +9,7 @@ import sys
 from . import bench
 from .device import info, is_live, now, save_recorded
 
-LABS = ["measuring", "softmax", "rmsnorm", "add", "vision", "vit_block"]
+LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block"]
 
 
 def families(labs):

@@ -1,0 +1,158 @@
+"""Everywhere (no GPU needed): the GEMV references, the int8/int4 quantisers, the M-scaled
+tolerance (large enough for fp32 summation, small enough to catch a dropped term), the int32
+offset table, the launch-shape helpers, and the PTX that each step's lesson points at."""
+import numpy as np
+import pytest
+
+from kernellab import build, gemv
+
+
+def test_reference_matches_blas_on_finite_inputs():
+    for path in ("float32", "float16", "f32_fp16w", "int8", "int4"):
+        host = gemv.make_input((37, 1031), path, seed=1)
+        want = gemv.dense_weight(*host) @ host[-1].astype(np.float64)
+        got = gemv.reference(*host)
+        assert got.dtype == np.dtype(gemv.PATHS[path][2])
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-3 if path == "float16" else 1e-6,
+                                   atol=1e-2 if path == "float16" else 1e-9)
+
+
+def test_reference_propagates_nan_and_inf_like_ieee():
+    W, x = gemv.make_input((6, 9), "float32", "hostile")
+    y = gemv.reference(W, x)
+    assert np.isnan(y[0]) and np.isinf(y[1]) and np.isnan(y[2])      # NaN; +-inf; inf + -inf
+    assert np.isnan(y[5])                                             # inf * 0 (BLAS could skip x == 0)
+    assert np.isfinite(y[3]) and np.isfinite(y[4])
+
+
+def test_int8_quantiser_is_symmetric_per_group():
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((5, 300)).astype(np.float32)
+    W[2, 130:140] = 0.0
+    W[3, 256:] = 0.0                                  # an all-zero group gets scale 1, q = 0
+    q, s = gemv.quantize_int8(W)
+    assert q.dtype == np.int8 and q.shape == W.shape and s.shape == (5, 3) and s.dtype == np.float32
+    assert np.abs(q).max() <= 127 and (q[3, 256:] == 0).all() and s[3, 2] == 1.0
+    err = np.abs(gemv.dequantize_int8(q, s) - W)
+    assert (err <= np.repeat(s, 128, axis=1)[:, :300] / 2 + 1e-6).all()  # half a step at most
+    for k in range(5):                               # the largest |w| of each group maps to +-127
+        for g in range(3):
+            blk = W[k, g * 128:(g + 1) * 128]
+            if np.abs(blk).max() > 0:
+                assert np.abs(q[k, g * 128:(g + 1) * 128]).max() == 127
+
+
+def test_int4_quantiser_packs_two_per_byte_with_zero_points():
+    rng = np.random.default_rng(1)
+    for M in (1, 7, 128, 257):
+        W = rng.standard_normal((4, M)).astype(np.float32)
+        p, s, z = gemv.quantize_int4(W)
+        G = -(-M // 128)
+        assert p.shape == (4, -(-M // 2)) and p.dtype == np.uint8
+        assert s.shape == z.shape == (4, G) and s.dtype == np.float16 and z.dtype == np.uint8 and z.max() <= 15
+        q = gemv.unpack_int4(p, M)
+        assert q.max() <= 15 and ((p & 0xF) == gemv.unpack_int4(p, 2 * p.shape[1])[:, 0::2]).all()
+        err = np.abs(gemv.dequantize_int4(p, s, z, M) - W)
+        step = np.repeat(s.astype(np.float64), 128, axis=1)[:, :M]
+        assert (err <= step * 0.5 + 1e-3 * step + 1e-6).all()
+
+
+def test_quantisation_error_against_fp32_is_small_and_ordered():
+    """int8 is about 16x closer to the fp32 result than int4 (127 vs 7.5 steps per half range)."""
+    host = gemv.make_input((256, 4096), "float32", seed=2)
+    y = gemv.reference(*host).astype(np.float64)
+    e8 = np.abs(gemv.reference(*gemv.make_input((256, 4096), "int8", seed=2)) - y).max() / np.abs(y).max()
+    e4 = np.abs(gemv.reference(*gemv.make_input((256, 4096), "int4", seed=2)) - y).max() / np.abs(y).max()
+    assert e8 < 0.02 and e8 * 4 < e4 < 0.5
+
+
+def _fp32_blocked_sum(W, x, lanes=32):
+    """What a kernel does: fp32 products summed in `lanes` fp32 chains, then a tree."""
+    p = (W.astype(np.float32) * x.astype(np.float32)).astype(np.float32)
+    K, M = p.shape
+    acc = np.zeros((K, lanes), np.float32)
+    for j in range(0, M, lanes):
+        blk = p[:, j:j + lanes]
+        acc[:, :blk.shape[1]] += blk
+    return acc.sum(axis=1, dtype=np.float32)
+
+
+def test_tolerance_covers_fp32_summation_and_catches_a_dropped_term():
+    for M in (31, 1023, 4097):
+        W, x = gemv.make_input((64, M), "float32", seed=M)
+        tol = gemv.tolerance(W, x)
+        want = gemv.reference(W, x).astype(np.float64)
+        got = _fp32_blocked_sum(W, x)
+        assert np.abs(got - want).max() <= tol["atol"]
+        dropped = got - W[:, M // 2] * x[M // 2]           # a kernel that skips one element
+        assert (np.abs(dropped - want) > tol["atol"] + tol["rtol"] * np.abs(want)).mean() > 0.5
+
+
+def test_int32_offsets_table():
+    t = gemv.int32_offsets().set_index("shape")
+    logits = t.loc["logits_151936x4096"]
+    assert logits["elements fit int32"] and logits["fp16 bytes fit int32"] and not logits["fp32 bytes fit int32"]
+    wide = t.loc["vocab_152064x14336 (wider model)"]
+    assert not wide["elements fit int32"] and wide["int32 wraps to"] < 0
+
+
+def test_fast_threads_fill_the_sms():
+    assert gemv.fast_threads(512, 4096, 8, 1, 4, sms=132) == 128       # few rows: split each row 4 warps wide
+    assert gemv.fast_threads(151936, 4096, 8, 1, 4, sms=132) == 32     # many rows: a warp per row
+    assert gemv.fast_threads(4096, 64, 8, 1, 4, sms=132) == 32         # a short row cannot be split further
+    w = gemv.waves(4096, 8, 256, 132, 8)
+    assert w["blocks"] == 512 and w["waves"] == round(512 / 1056, 2)
+
+
+def test_bytes_moved_counts_each_input_once():
+    W, x = gemv.make_input((64, 256), "float16")
+    assert gemv.bytes_moved(W, x) == 64 * 256 * 2 + 256 * 2 + 64 * 2
+    q, s, z, x4 = gemv.make_input((64, 256), "int4")
+    assert gemv.bytes_moved(q, s, z, x4) == 64 * 128 + 64 * 2 * 2 + 64 * 2 + 256 * 2 + 64 * 4
+    assert gemv.LOGITS.bytes_moved(W, x) == 64 * 256 * 2 + 256 * 2 + 64 * 4
+    X, W2 = gemv.BATCHED.make_input((3, 64, 256), "f32_fp16w")
+    assert gemv.BATCHED.bytes_moved(X, W2) == 3 * 256 * 4 + 64 * 256 * 2 + 3 * 64 * 4
+
+
+def test_every_kernel_has_a_launcher():
+    launched = {f"gemv_{nm}" for fam in gemv.FAMILIES for nm in fam.VARIANTS}
+    assert set(build.steps("gemv")) == launched
+    for fam in gemv.FAMILIES:
+        for dt, best in fam.BEST.items():
+            assert dt in fam.VARIANTS[best].dtypes
+
+
+def test_compile_only_checks_say_skipped(capsys, monkeypatch):
+    import kernellab.gemv as g
+    monkeypatch.setattr(g, "is_live", lambda: False)
+    g.check_variants(names=["22_fp16_fast"], cases=[((3, 31), "randn")])
+    assert "SKIPPED (compile-only)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+def test_ptx_shows_each_steps_change(arch):
+    ptx = lambda step, pat: build.ptx("gemv", step, arch, grep=pat)   # noqa: E731
+    # sdata[tid] is private to its thread: the compiler keeps it in a register inside the loop, so
+    # step 01 has only the extra stores before and after the loop, not one per element.
+    assert len(ptx("01_f32_sdata", r"ld\.shared")) == len(ptx("02_f32_register", r"ld\.shared"))
+    assert len(ptx("01_f32_sdata", r"st\.shared")) > len(ptx("02_f32_register", r"st\.shared"))
+    assert not ptx("02_f32_register", r"\.v4\.") and ptx("03_f32_float4", r"ld\.global\.v4\.f32")
+    assert not ptx("03_f32_float4", r"ld\.global\.nc") and ptx("04_f32_ldg", r"ld\.global\.nc\.v4\.f32")
+    assert ptx("03_f32_float4", r"fma\.rn") and ptx("04_f32_ldg", r"fma\.rn")   # NVRTC contracts a*b+c anyway
+    assert not ptx("05_int8_scalar", r"\.v4\.") and ptx("06_int8_char4", r"ld\.global\.nc\.v4\.s8")
+    assert not ptx("09_fp16_half2", r"\.v4\.") and ptx("10_fp16_v2", r"ld\.global\.nc\.v4\.u32")
+    assert ptx("07_f32_fp16w_warp", r"ld\.global\.nc\.v2\.u32")
+    assert ptx("11_fp16_f32out_half2", r"mul\.lo\.s32") and not ptx("12_fp16_f32out_ilp", r"mul\.lo\.s32")
+    for step in ("22_fp16_fast", "23_fp16_f32out_fast", "24_f32_fast", "25_int8_fast", "26_int4_awq"):
+        assert ptx(step, r"ld\.global\.nc\.v4\.u32"), step
+    assert ptx("25_int8_fast", r"prmt\.b32") and ptx("26_int4_awq", r"prmt\.b32")
+    assert ptx("10_fp16_v2", r"shfl\.sync\.bfly") and ptx("22_fp16_fast", r"shfl\.sync\.bfly")
+    assert ptx("17_batched_fp16_float4", r"ld\.global\.nc\.v4\.u32") and not ptx("16_batched_fp16_half2", r"\.v4\.")
+    assert ptx("19_f32_to_f16_x4", r"ld\.global\.nc\.v4\.f32") and ptx("18_f32_to_f16_x2", r"ld\.global\.nc\.v2\.f32")
+
+
+def test_sdata_and_block_reduce_shared_memory():
+    info = build.ptxas_info("gemv").set_index(["kernel", "arch"])["smem_bytes"]
+    for arch in build.ARCHS:
+        assert info["gemv_01_f32_sdata", arch] > info["gemv_02_f32_register", arch] + 500   # sdata[128]
+        assert info["gemv_10_fp16_v2", arch] == 0                                          # shuffles only

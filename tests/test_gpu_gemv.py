@@ -1,0 +1,173 @@
+"""GPU only: every GEMV, logits, batched and conversion variant against its float64 NumPy reference
+on awkward shapes x hostile values with the M-scaled tolerance; K = 151936 and K x M past 2^31;
+misaligned bases and odd M take the scalar fallback; bad input raises ValueError before a launch."""
+import numpy as np
+import pytest
+
+from conftest import gpu
+from kernellab import check, gemv
+
+pytestmark = gpu
+FAMILIES = {f.NAME: f for f in gemv.FAMILIES}
+PARAMS = [(fam, nm, dt) for fam, f in FAMILIES.items() for nm, v in f.VARIANTS.items() for dt in v.dtypes]
+M_SIZES = [1, 7, 8, 31, 1023, 4097, 4100]
+K_SIZES = [1, 3, 33, 4097]
+CASES = {
+    "gemv": [(k, m) for m in M_SIZES for k in (1, 3, 33)] + [(4097, m) for m in (8, 1023, 4100)] + [(4097, 4097)],
+    "gemv_logits": [(k, m) for m in M_SIZES for k in (3, 33)] + [(4097, 4100)],
+    "gemv_batched": [(n, k, m) for n in (1, 3, 9) for k in (1, 33) for m in (1, 7, 31, 1023, 4100)],
+    "gemv_convert": [(n,) for n in (1, 2, 3, 5, 7, 4097, 2 ** 20 + 3)],
+}
+
+
+def _gpu(host):
+    import cupy
+    return [cupy.asarray(a) for a in host]
+
+
+def _check(f, got, host, name):
+    tol = f.tolerance(*host) if hasattr(f, "tolerance") else {}
+    check.check(got, f.reference(*host), name=name, quiet=True, **tol)
+
+
+@pytest.mark.parametrize("values", ["randn", "large", "hostile"])
+@pytest.mark.parametrize("fam,name,dtype", PARAMS, ids=["-".join(p) for p in PARAMS])
+def test_variant_matches_reference(fam, name, dtype, values):
+    f = FAMILIES[fam]
+    for i, shape in enumerate(CASES[fam]):
+        host = f.make_input(shape, dtype, values, seed=i)
+        _check(f, f.VARIANTS[name](*_gpu(host)), host, f"{fam} {name} {dtype} {shape} {values}")
+
+
+def test_logits_at_vocab_151936():
+    host = gemv.LOGITS.make_input((151936, 4096), "fp16_f32out", "randn", seed=3)
+    want, tol, dev = gemv.LOGITS.reference(*host), gemv.LOGITS.tolerance(*host), _gpu(host)
+    for name, v in gemv.LOGITS.VARIANTS.items():
+        check.check(v(*dev), want, name=name, quiet=True, **tol)
+
+
+def test_past_int32_elements_int64_offsets_are_right_and_int32_step_refuses():
+    """K x M > 2^31 elements (5 GB of fp16): the int64-offset kernels get the last rows right;
+    the int32-offset step refuses before launching (it would read from a wrapped offset)."""
+    import cupy
+    K, M = 151936, 16384
+    if cupy.cuda.Device().mem_info[0] < 8 * K * M // 2 + (2 << 30):
+        pytest.skip("needs ~6 GB of free GPU memory")
+    W = cupy.empty((K, M), cupy.float16)
+    rng = cupy.random.default_rng(0)
+    for r in range(0, K, 16384):                       # fill in slices: no 10 GB fp32 temporary
+        W[r:r + 16384] = rng.standard_normal((min(16384, K - r), M), dtype=cupy.float32).astype(cupy.float16)
+    x = rng.standard_normal(M, dtype=cupy.float32).astype(cupy.float16)
+    rows = np.r_[0:4, K - 64:K]                        # the last rows sit past 2^31 elements
+    assert (K - 64) * M > gemv.INT32_MAX
+    host = (W[rows].get(), x.get())
+    for name in ("12_fp16_f32out_ilp", "23_fp16_f32out_fast"):
+        y = gemv.LOGITS.VARIANTS[name](W, x)
+        check.check(y[rows], gemv.LOGITS.reference(*host), name=name, quiet=True, **gemv.LOGITS.tolerance(*host))
+    y16 = gemv.VARIANTS["22_fp16_fast"](W, x)
+    check.check(y16[rows], gemv.reference(*host), name="22_fp16_fast", quiet=True, **gemv.tolerance(*host))
+    with pytest.raises(ValueError, match="int32"):
+        gemv.LOGITS.VARIANTS["11_fp16_f32out_half2"](W, x)
+    del W
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+def test_misaligned_bases_and_odd_m_take_the_scalar_fallback():
+    import cupy
+    for path in ("float32", "float16", "f32_fp16w", "int8", "int4"):
+        for K, M in ((33, 4096), (33, 4095), (5, 1025)):
+            host = gemv.make_input((K, M), path, "randn", seed=M)
+            dev = _gpu(host)
+            x = host[-1]
+            big = cupy.asarray(np.concatenate([np.zeros(1, x.dtype), x]))
+            dev[-1] = big[1:]                          # x one element off its 16-byte alignment
+            for nm, v in gemv.VARIANTS.items():
+                if path in v.dtypes:
+                    _check(gemv, v(*dev), host, f"{nm} misaligned x {K}x{M}")
+                    _check(gemv, v(*_gpu(host)), host, f"{nm} {K}x{M}")
+
+
+def test_f32_fp16w_dispatch_picks_the_reports_kernel():
+    for M in (1024, 2048, 4100):
+        host = gemv.make_input((33, M), "f32_fp16w")
+        _check(gemv, gemv.f32_fp16w_dispatch(*_gpu(host)), host, f"dispatch M={M}")
+
+
+def test_every_fast_config_is_correct():
+    """The launcher picks the threads per row G; every G the template allows must be right."""
+    try:
+        for name, (path, vec, R, U) in gemv.FAST.items():
+            f = gemv.LOGITS if path == "fp16_f32out" else gemv
+            v = f.VARIANTS[name]
+            for G in (32, 64, 128, 256):
+                gemv.FAST_G[name] = G
+                for shape in ((5, 4100), (67, 1023), (2, 8192)):
+                    host = f.make_input(shape, path, "randn", seed=G)
+                    _check(f, v(*_gpu(host)), host, f"{name} G={G} {shape}")
+    finally:
+        gemv.FAST_G.clear()
+
+
+def test_empty_shapes():
+    import cupy
+    for nm, v in gemv.VARIANTS.items():
+        path = v.dtypes[0]
+        W, x = gemv.make_input((4, 8), path)[0], gemv.make_input((4, 8), path)[-1]
+        host = gemv.make_input((0, 8), path)
+        assert v(*_gpu(host)).shape == (0,)
+        host = gemv.make_input((3, 0), path) if path not in ("int8", "int4") else None
+        if host:
+            assert float(abs(v(*_gpu(host))).max()) == 0.0
+    assert gemv.BATCHED.VARIANTS["17_batched_fp16_float4"](cupy.zeros((0, 8), cupy.float16),
+                                                           cupy.zeros((4, 8), cupy.float16)).shape == (0, 4)
+
+
+def test_bad_input_raises_before_launch():
+    import cupy
+    f16, f32 = cupy.float16, cupy.float32
+    W16, x16 = cupy.zeros((4, 256), f16), cupy.zeros(256, f16)
+    W32, x32 = cupy.zeros((4, 256), f32), cupy.zeros(256, f32)
+    q8, s8 = cupy.zeros((4, 256), cupy.int8), cupy.zeros((4, 2), f32)
+    q4, s4, z4 = cupy.zeros((4, 128), cupy.uint8), cupy.zeros((4, 2), f16), cupy.zeros((4, 2), cupy.uint8)
+    V = gemv.VARIANTS
+    bad = [
+        (V["22_fp16_fast"], (W32, x16), "dtype"),
+        (V["22_fp16_fast"], (W16, x32), "dtype"),
+        (V["24_f32_fast"], (W32.astype(cupy.float64), x32), "dtype"),
+        (V["22_fp16_fast"], (W16, cupy.zeros(255, f16)), "disagree"),
+        (V["10_fp16_v2"], (cupy.zeros(256, f16), x16), "2-D"),
+        (V["04_f32_ldg"], (cupy.zeros((256, 4), f32).T, cupy.zeros(256, f32)), "contiguous"),
+        (V["22_fp16_fast"], (W16, cupy.zeros(512, f16)[::2]), "contiguous"),
+        (V["25_int8_fast"], (q8, cupy.zeros((4, 3), f32), x32), r"4 x 2 = 8"),
+        (V["06_int8_char4"], (q8, cupy.zeros(7, f32), x32), "scales"),
+        (V["25_int8_fast"], (q8, s8.astype(f16), x32), "dtype"),
+        (V["25_int8_fast"], (q8, x32), "expected 3 arrays"),
+        (V["26_int4_awq"], (q4, s4, z4, cupy.zeros(255, f16)), "disagree"),
+        (V["26_int4_awq"], (q4, s4, cupy.zeros((4, 3), cupy.uint8), x16), "zeros"),
+        (V["26_int4_awq"], (q4, s4.astype(f32), z4, x16), "dtype"),
+        (V["08_f32_fp16w_block"], (W16, x16), "dtype"),
+        (V["22_fp16_fast"], (W16.get(), x16), "cupy.ndarray"),
+        (gemv.BATCHED.VARIANTS["17_batched_fp16_float4"], (cupy.zeros((3, 255), f16), W16), "disagree"),
+        (gemv.BATCHED.VARIANTS["15_batched_f16w_half2x2"], (cupy.zeros((3, 256), f16), W16), "dtype"),
+        (gemv.CONVERT.VARIANTS["19_f32_to_f16_x4"], (x16,), "dtype"),
+    ]
+    for fn, args, match in bad:
+        with pytest.raises(ValueError, match=match):
+            fn(*args)
+    with pytest.raises(ValueError, match="shape"):
+        V["22_fp16_fast"](W16, x16, out=cupy.empty(5, f16))
+    with pytest.raises(ValueError, match="dtype"):
+        V["22_fp16_fast"](W16, x16, out=cupy.empty(4, f32))
+    cupy.cuda.Device().synchronize()                  # the context is still healthy
+    check.check(V["22_fp16_fast"](W16, x16), np.zeros(4, np.float16), quiet=True)
+
+
+def test_hgemm_route_matches_reference():
+    for n in (1, 8, 9):
+        host = gemv.BATCHED.make_input((n, 33, 4100), "f32_fp16w", seed=n)
+        f = gemv.BATCHED.BASELINES["cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)"](*_gpu(host))
+        # x is rounded to fp16 on the way in: compare with the reference of the rounded tokens
+        X16 = host[0].astype(np.float16).astype(np.float32)
+        tol = gemv.BATCHED.tolerance(X16, host[1])
+        check.check(f(), gemv.BATCHED.reference(X16, host[1]), quiet=True,
+                    rtol=5e-3, atol=tol["atol"] + 1e-3 * float(np.abs(X16).max()) * 4100 ** 0.5)
