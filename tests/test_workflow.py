@@ -1,0 +1,346 @@
+"""The learner's and the author's workflow: exercises that grade the learner, registering a
+variant of one's own, learner copies / reset / student build, `make clean-notebooks`, jupytext
+pairing through the Jupyter server, readable plots, the explorers without a widget front end."""
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+import kernellab as kl
+from kernellab import check, softmax
+from kernellab.build import CompileError
+from conftest import gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("nbtool", ROOT / "scripts" / "notebooks.py")
+nbtool = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(nbtool)
+
+MAX_KERNEL = r"""
+__device__ float warp_reduce_max(float v) {
+    BODY
+}
+extern "C" __global__ void row_max32(const float* x, float* out, int rows) {
+    int row = blockIdx.x, lane = threadIdx.x;
+    if (row < rows) {
+        float m = warp_reduce_max(x[row * 32 + lane]);
+        if (lane == 0) out[row] = m;
+    }
+}
+"""
+STUB = MAX_KERNEL.replace("BODY", "// TODO\n    return v;")
+DONE = MAX_KERNEL.replace("BODY", "for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+                                  "    return v;")
+WRONG = MAX_KERNEL.replace("BODY", "for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+                                   "    return v;")
+GRADE = dict(make_input=lambda: np.random.default_rng(1).standard_normal((37, 32)).astype(np.float32),
+             reference=lambda x: x.max(axis=1), grid=lambda x: (x.shape[0],), block=(32,),
+             scalars=lambda x: (x.shape[0],), ptx_must_contain="shfl.sync.bfly")
+
+
+# ---- exercises ------------------------------------------------------------------------------------
+
+def test_unfinished_stub_says_not_yet_and_does_not_raise(capsys):
+    assert check.grade_exercise(STUB, "row_max32", **GRADE) is None
+    assert "NOT YET" in capsys.readouterr().out
+
+
+def test_unfinished_stub_raises_when_strict():
+    with pytest.raises(check.CheckError, match="shfl.sync.bfly"):
+        check.grade_exercise(STUB, "row_max32", strict=True, **GRADE)
+
+
+def test_compile_error_says_not_yet(capsys):
+    assert check.grade_exercise(DONE.replace("fmaxf", "fmaxf("), "row_max32", **GRADE) is None
+    assert "NOT YET" in capsys.readouterr().out
+    with pytest.raises(CompileError):
+        check.grade_exercise(DONE.replace("fmaxf", "fmaxf("), "row_max32", strict=True, **GRADE)
+
+
+def test_wrong_kernel_name_says_not_yet(capsys):
+    check.grade_exercise(DONE, "row_max", **GRADE)
+    assert "NOT YET" in capsys.readouterr().out
+
+
+def test_finished_kernel_passes_strict(capsys):
+    res = check.grade_exercise(DONE, "row_max32", strict=True, **GRADE)
+    out = capsys.readouterr().out
+    assert "NOT YET" not in out and "shfl.sync.bfly" in out
+    assert res is not None
+
+
+@gpu
+def test_grade_checks_and_times_against_the_step(capsys):
+    step = ("numpy-free cupy max", lambda x: x.max(axis=1))
+    res = check.grade_exercise(DONE, "row_max32", strict=True, step=step, **GRADE)
+    out = capsys.readouterr().out
+    assert "your kernel" in out and "numpy-free cupy max" in out and "GPU time, L2 flushed" in out
+    assert res["your_us"] > 0 and res["step_us"] > 0
+
+
+@gpu
+def test_wrong_answer_is_not_yet_on_a_gpu(capsys):
+    assert check.grade_exercise(WRONG, "row_max32", **GRADE) is None
+    assert "NOT YET" in capsys.readouterr().out
+    with pytest.raises(check.CheckError):
+        check.grade_exercise(WRONG, "row_max32", strict=True, **GRADE)
+
+
+# ---- your own variant -----------------------------------------------------------------------------
+
+MINE = r"""
+extern "C" __global__ void softmax_test_mine(const float* x, float* y, int R, int C) {
+    const int row = blockIdx.x;
+    if (row >= R) return;
+    const float* xr = x + (size_t)row * C;
+    float m = -__int_as_float(0x7f800000), d = 0.0f;
+    for (int i = 0; i < C; ++i) m = fmaxf(m, xr[i]);
+    for (int i = 0; i < C; ++i) d += expf(xr[i] - m);
+    for (int i = threadIdx.x; i < C; i += blockDim.x) y[(size_t)row * C + i] = expf(xr[i] - m) / d;
+}
+"""
+
+
+@pytest.fixture
+def registered():
+    v = check.register(softmax, "99_test_mine", MINE, "softmax_test_mine", grid=lambda x: (x.shape[0],),
+                       block=(32,), scalars=lambda x: x.shape)
+    yield v
+    check.unregister(softmax, "99_test_mine")
+    assert "99_test_mine" not in softmax.VARIANTS
+
+
+def test_register_adds_a_checked_variant(registered, capsys):
+    assert list(softmax.VARIANTS)[-1] == "99_test_mine"
+    check.variants(softmax, ["99_test_mine"])
+    assert "99_test_mine" in capsys.readouterr().out
+    # registering again replaces the learner's own version; a lab step cannot be replaced
+    check.register(softmax, "99_test_mine", MINE, "softmax_test_mine", grid=lambda x: (x.shape[0],),
+                   block=(32,), scalars=lambda x: x.shape)
+    with pytest.raises(ValueError, match="already has a step"):
+        check.register(softmax, "05_online_vec4", MINE, "softmax_test_mine", grid=lambda x: (1,), block=(32,))
+    with pytest.raises(ValueError):
+        check.unregister(softmax, "05_online_vec4")
+
+
+def test_register_compile_error_raises():
+    with pytest.raises(CompileError):
+        check.register(softmax, "98_broken", MINE.replace("fmaxf", "fmaxf("), "softmax_test_mine",
+                       grid=lambda x: (1,), block=(32,))
+    assert "98_broken" not in softmax.VARIANTS
+
+
+@gpu
+def test_registered_variant_is_checked_and_timed(registered):
+    from kernellab import bench
+    check.variants(softmax, ["99_test_mine"])          # raises on a mismatch
+    df = bench.compare(softmax, [((256, 1000), "float32")], names=["03_warp_per_row", "99_test_mine"],
+                       baselines=False, reps=10)
+    assert set(df["name"]) == {"03_warp_per_row", "99_test_mine"}
+
+
+# ---- learner copies, reset, student build, solutions ------------------------------------------------
+
+def _tags(nb):
+    return [t for c in nb.cells for t in c.metadata.get("tags", [])]
+
+
+def test_learner_copies_have_no_solutions_and_are_never_overwritten(tmp_path):
+    dest = tmp_path / "my-labs"
+    nbtool.learner(dest)
+    nbs = sorted(dest.glob("[0-9][0-9]_*.ipynb"))
+    assert [p.name for p in nbs] == sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for p in nbs:
+        nb = nbformat.read(p, as_version=4)
+        assert "solution" not in _tags(nb) and "exercise" in _tags(nb), p.name
+        assert not any("SOLUTION" in c.source for c in nb.cells), p.name
+        assert nb.metadata["kernelspec"]["name"] == "python3"
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    for name in ("kernels", "figures", "docs"):
+        if (ROOT / name).exists():
+            assert (dest / name).resolve() == (ROOT / name).resolve()
+    mine = nbs[1]
+    mine.write_text(mine.read_text().replace("TODO", "MY WORK"))
+    (dest / "00_measuring.ipynb").unlink()
+    nbtool.learner(dest)                               # adds the missing lab, keeps the edited one
+    assert "MY WORK" in mine.read_text() and (dest / "00_measuring.ipynb").exists()
+    moved = nbtool.reset(mine.name[:2], dest)          # moves aside, restores a fresh copy
+    assert moved.exists() and "MY WORK" in moved.read_text() and moved.parent == dest / ".old"
+    assert "MY WORK" not in mine.read_text()
+
+
+def test_make_student_refuses_to_overwrite_without_force(tmp_path):
+    dest = tmp_path / "class"
+    env = {**os.environ, "MAKEFLAGS": ""}
+    run = lambda *a: subprocess.run(["make", "-s", "student", f"DEST={dest}", *a], cwd=ROOT, env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=300)
+    p = run()
+    assert p.returncode == 0, p.stderr
+    target = sorted(dest.glob("*.ipynb"))[0]
+    target.write_text(target.read_text().replace("TODO", "EDITED"))
+    assert run().returncode == 0 and "EDITED" in target.read_text()
+    assert run("FORCE=1").returncode == 0 and "EDITED" not in target.read_text()
+    assert not (dest / "kernels").exists()             # a classroom set is notebooks only
+
+
+def test_solutions_keep_the_solutions(tmp_path):
+    nbtool.solutions(tmp_path)
+    nb = nbformat.read(sorted(tmp_path.glob("01_*.ipynb"))[0], as_version=4)
+    assert "solution" in _tags(nb)
+
+
+# ---- authors: make clean-notebooks keeps edits, clears outputs ------------------------------------
+
+def _repo_copy(tmp_path):
+    for d in ("labs_src", "notebooks"):
+        (tmp_path / d).mkdir()
+    for p in sorted((ROOT / "labs_src").glob("0[01]_*.py")):
+        shutil.copy(p, tmp_path / "labs_src" / p.name)
+        shutil.copy(ROOT / "notebooks" / f"{p.stem}.ipynb", tmp_path / "notebooks")
+    shutil.copy(ROOT / "jupytext.toml", tmp_path)
+    return tmp_path
+
+
+def test_clean_notebooks_keeps_the_edit_and_clears_outputs(tmp_path):
+    root = _repo_copy(tmp_path)
+    ipynb, py = root / "notebooks" / "01_softmax.ipynb", root / "labs_src" / "01_softmax.py"
+    nb = nbformat.read(ipynb, as_version=4)
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.source += "\nprint('an author edit')"
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n")]
+    code.execution_count = 3
+    time.sleep(0.01)
+    nbformat.write(nb, ipynb)
+    nbtool.build(root)
+    assert "print('an author edit')" in py.read_text()          # the edit reached the source
+    clean = json.loads(ipynb.read_text())
+    assert all(not c.get("outputs") and c.get("execution_count") is None
+               for c in clean["cells"] if c["cell_type"] == "code")
+    assert any("an author edit" in "".join(c["source"]) for c in clean["cells"])
+    assert clean["metadata"]["kernelspec"]["name"] == "python3"
+    # the other way round: an edited source regenerates its notebook
+    time.sleep(0.01)
+    py.write_text(py.read_text().replace("print('an author edit')", "print('edited in the .py')"))
+    nbtool.build(root)
+    assert "edited in the .py" in ipynb.read_text()
+
+
+# ---- authors: saving in JupyterLab writes labs_src/ (jupytext pairing) ----------------------------
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_saving_a_notebook_through_the_server_writes_the_py(tmp_path):
+    pytest.importorskip("jupyter_server", reason="jupyter_server is not installed (the lab extra)")
+    pytest.importorskip("jupytext")
+    root = _repo_copy(tmp_path)
+    port, token = _free_port(), "kernellab-test"
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jcfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / ".jrt")}
+    srv = subprocess.Popen([sys.executable, "-m", "jupyter_server", f"--ServerApp.root_dir={root}",
+                            f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1", "--ServerApp.open_browser=False",
+                            f"--IdentityProvider.token={token}", "--allow-root"],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=root)
+    url = f"http://127.0.0.1:{port}/api/contents/notebooks/01_softmax.ipynb"
+    hdr = {"Authorization": f"token {token}", "Content-Type": "application/json"}
+    try:
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=hdr), timeout=5) as r:
+                    model = json.load(r)
+                break
+            except OSError:
+                if srv.poll() is not None:
+                    pytest.fail("jupyter_server exited: " + srv.stderr.read().decode()[-2000:])
+                time.sleep(0.5)
+        else:
+            pytest.fail("jupyter_server did not answer in 60 s")
+        nb = model["content"]
+        first_md = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+        first_md["source"] = first_md["source"] + "\n\nSaved through the Jupyter server."
+        body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
+        req = urllib.request.Request(url, data=body, headers=hdr, method="PUT")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status in (200, 201)
+        py = (root / "labs_src" / "01_softmax.py").read_text()
+        assert "Saved through the Jupyter server." in py, "jupytext pairing did not write labs_src/01_softmax.py"
+        assert not py.startswith("# ---"), "the .py gained a metadata header"
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+
+
+# ---- plots ----------------------------------------------------------------------------------------
+
+def _png_width(path):
+    import struct
+    return struct.unpack(">II", path.read_bytes()[16:24])[0]
+
+
+def test_plots_are_readable_and_return_figures(tmp_path, monkeypatch):
+    from kernellab import bench, plot
+    monkeypatch.setattr(plot, "FIGURES", tmp_path)
+    cases = [((4096, 4096), "float32"), ((32768, 1024), "float32")]
+    res = bench.compare(softmax, cases)
+    sw = bench.compare(softmax, [(s, "float32") for s in softmax.SWEEP])
+    if res.empty or sw.empty:
+        pytest.skip("no recorded or live softmax results to plot")
+    for fig, name in [(plot.sweep(sw, "t_sweep", title="t", logy=True), "t_sweep"),
+                      (plot.bars(res, "t_bars", title="t"), "t_bars"),
+                      (plot.progress(res, "t_progress", title="t"), "t_progress")]:
+        assert fig is not None and type(fig).__name__ == "Figure", name
+        assert _png_width(tmp_path / f"{name}.png") <= 1000, name
+        texts = [t for ax in fig.axes for t in ax.texts + ax.get_xticklabels() + ax.get_yticklabels()
+                 + [ax.title, ax.xaxis.label, ax.yaxis.label] if t.get_text()]
+        for ax in fig.axes:
+            if ax.get_legend():
+                texts += ax.get_legend().get_texts()
+        assert min(t.get_fontsize() for t in texts) >= 9, name
+    ax = plot.sweep(sw, "t_sweep2", logy=True).axes[0]
+    styles = [(ln.get_linestyle(), ln.get_marker()) for ln in ax.get_lines() if not ln.get_label().startswith(("copy", "read"))]
+    assert len(set(styles)) == len(styles), "every line has its own style"
+    fig = plot.sweep(sw, "t_sweep3", logy=True)
+    fig.canvas.draw()
+    leg = fig.axes[0].get_legend().get_window_extent()
+    box = fig.axes[0].get_window_extent()
+    assert leg.x0 >= box.x1, "the legend sits outside the data"
+
+
+def test_headline_draws_from_recorded_results(tmp_path, monkeypatch):
+    from kernellab import device, plot
+    if not device.recorded_meta():
+        pytest.skip("nothing recorded")
+    monkeypatch.setattr(plot, "FIGURES", tmp_path)
+    rows = plot._headline_rows()
+    assert {"softmax", "rmsnorm", "add"} <= set(rows["family"])
+    assert plot.headline() is not None and _png_width(tmp_path / "headline.png") <= 1000
+
+
+# ---- explorers without a widget front end ---------------------------------------------------------
+
+def test_explorers_print_a_table_without_widgets(capsys):
+    from kernellab import explore
+    explore.softmax(cols=3000, width=4)
+    explore.rmsnorm(rows=100, path="float16")
+    out = capsys.readouterr().out
+    assert "softmax" in out or "05_online_vec4" in out
+    assert ("RECORDED" in out or "measured now" in out or "no recorded" in out)
+
+
+def test_env_exports_only_on_jetson():
+    p = subprocess.run(["scripts/env.sh", "--exports"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0
+    jetson = Path("/etc/nv_tegra_release").exists()
+    assert ("CUDA_PATH" in p.stdout) == jetson
