@@ -85,6 +85,10 @@ extern "C" __global__ void measure_04_chase(const unsigned int* __restrict__ nex
     out[0] = j;   // the chain's end: keeps every hop alive
 }
 
+// === measure_05_inflight_4B ===
+// Why: Little's law says a streaming kernel's bandwidth is the bytes it keeps in flight
+// divided by the latency. This sweep varies only the bytes in flight per thread; this first
+// point keeps 4 bytes (one float) in flight per thread.
 // The read kernel of the bytes-in-flight sweep: each thread issues K independent loads of
 // type T (K * sizeof(T) bytes in flight per thread) before it uses any of them, then
 // waits. `#pragma unroll 1` keeps the compiler from overlapping two iterations, so the
@@ -111,8 +115,6 @@ __device__ __forceinline__ void read_inflight(const T* __restrict__ src, float* 
     if (acc == 12345.0f) partial[blockIdx.x] = acc;   // keeps the loads alive, practically never stores
 }
 
-// === measure_05_inflight_4B ===
-// Why: 4 bytes in flight per thread (one float): the sweep's first point.
 extern "C" __global__ void measure_05_inflight_4B(const float* __restrict__ s, float* __restrict__ p, long long n) {
     read_inflight<float, 1>(s, p, n);
 }

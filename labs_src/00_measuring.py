@@ -30,7 +30,7 @@ kl.banner()
 
 # %% [markdown]
 # ## 1. The kernels that measure the device
-# Three tiny kernels live in `kernels/measure.cu`. The first does nothing at all:
+# Small kernels in `kernels/measure.cu` measure the device itself. The first does nothing at all:
 
 # %%
 build.show("measure", "00_empty")
@@ -38,60 +38,266 @@ build.show("measure", "00_empty")
 # %% [markdown]
 # The copy roof: a grid-stride copy with 16-byte loads. It reads *n* × 4 bytes and writes
 # *n* × 4 bytes, and we count both. A softmax, an add or an RMSNorm reads its input once and
-# writes its output once, so this is its ceiling.
+# writes its output once, so this is its ceiling. `bench` also times `cudaMemcpy` on the same
+# buffers and keeps the faster of the two: a roof is the best this device can do.
 
 # %%
 build.show("measure", "01_copy")
 
 # %% [markdown]
 # The read roof: a streaming sum. Kernels whose output is tiny next to their input (GEMV,
-# reductions) are judged against this one.
+# reductions) are judged against this one. Each thread issues eight independent 16-byte
+# loads before it adds any of them up: section 4 shows why that matters (a version with one
+# load at a time measured *less* than the copy roof, so it was no ceiling at all).
 
 # %%
 build.show("measure", "02_read")
+
+# %% [markdown]
+# The compute ceiling for the roofline: independent chains of fused multiply-adds, in registers.
+
+# %%
 build.show("measure", "03_fma")
 
 # %% [markdown]
 # ## 2. The numbers
-# `bench.fundamentals()` measures everything this lab talks about, in one process:
-# the two roofs, the launch overhead of the empty kernel, an L2-resident copy timed
-# warm and flushed, the CPU-timer pitfall, and the fp32 FMA peak for the roofline.
+# `bench.fundamentals()` measures everything this lab talks about, in one process: the roofs,
+# what a launch costs, an L2-resident copy timed warm and flushed, the CPU-timer pitfall,
+# the latency of DRAM and L2, the bytes-in-flight sweep and the compute ceilings.
 #
 # How `bench` times (read `kernellab/bench.py`, it is short):
 # * **CUDA events** around each call, not a CPU clock;
 # * **L2 flushed** before every repetition by writing a buffer of at least 2× the L2;
-# * a **spacer** kernel, longer than the host's cost of one call, queued before each start event:
-#   on a slow host, Python's launch path could otherwise take longer than the flush and show up
-#   in the events as kernel time (a multi-launch call would look slower than it is);
+# * a **spacer** kernel, longer than the host's cost of one call, queued before each start
+#   event, so the events see the GPU's time even when Python queues work slower than the GPU
+#   runs it (section 3 measures both sides);
 # * **warm-up** first, then the **median** with p10/p90 over 10–100 repetitions;
 # * **unique bytes**: GB/s counts each input read once and each output written once.
 
 # %%
 fund = bench.fundamentals()
+v = lambda q: bench.value(fund, q)   # noqa: E731  one number of the table, by its quantity
+prov = kl.provenance(fund)
 fund
 
-# %% [markdown]
-# **Launch overhead.** The empty kernel's time is the floor under any kernel. A decode-time
-# RMSNorm over one 4096-wide row moves 16 KB: at 3 TB/s that is 5 ns of data, so its time is
-# all launch. For such kernels the lesson is fusion (fewer launches), not faster loads.
-#
-# **Why flush L2.** The L2-resident copy was timed twice on the same buffers. Warm, its input
-# is already in L2 and it reports more GB/s than the same kernel flushed, which pays for DRAM
-# (at this small size both are also held back by the launch ramp, so neither reaches the
-# copy roof). A benchmark that repeats one small input without flushing measures the cache,
-# not the kernel.
-# Triton's `do_bench` flushes the same way; `cupyx.profiler.benchmark` does not.
-#
-# **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued.
-# `perf_counter()` around a launch without a synchronize measures the launch (microseconds),
-# not the copy; with a synchronize it also includes the host round trip. Events recorded on
-# the stream measure the GPU's own time.
+# %%
+copy, read = v("copy roof"), v("read roof")
+kl.say(f"Copy roof **{copy:,.0f} GB/s** (copy kernel {v('copy roof: copy kernel'):,.0f}, cudaMemcpy "
+       f"{v('copy roof: cudaMemcpy'):,.0f}); read roof **{read:,.0f} GB/s**, {read / copy:.3f}× the copy "
+       f"roof ({prov}). " +
+       ("Reading alone is at least as fast as reading and writing, as a ceiling must be."
+        if read >= 0.99 * copy else
+        "The read roof is *below* the copy roof here: some reader beats it, so it is not yet a ceiling "
+        "on this device (more bytes in flight, section 4, is the first thing to try)."))
 
 # %% [markdown]
-# ## 3. Reading `ptxas -v`
+# **A fraction above 1.** Later labs divide each kernel's GB/s by a roof. A fraction a little
+# above 1 is either noise (the kernel's p10–p90 band reaches below the roof: two medians of
+# the same bytes differ by about a percent run to run), or a sign that the roof kernel is not
+# the best way to move those bytes on this device: then the *roof* is wrong, and the fix is a
+# better roof kernel (that is how `measure_02_read` got its eight loads in flight), never a
+# claim that a kernel beat the hardware.
+#
+# **Why flush L2.** The L2-resident copy was timed twice on the same buffers:
+
+# %%
+warm, cold = v("L2-resident copy, warm (no flush)"), v("L2-resident copy, L2 flushed")
+kl.say(f"A {v('L2-resident copy size'):.0f} MiB copy (a quarter of the {v('L2 size'):.0f} MiB L2) reaches "
+       f"**{warm:,.0f} GB/s warm** and **{cold:,.0f} GB/s flushed**: {warm / cold:.2f}× "
+       f"{'faster' if warm > cold else 'slower'} when its input is already in L2 ({prov}). A benchmark that "
+       "repeats one small input without flushing measures the cache, not the kernel. Triton's `do_bench` "
+       "flushes the same way; `cupyx.profiler.benchmark` does not. In a decoder, though, a small weight "
+       "*is* in L2 from one token to the next: that is why `bench.compare` also reports `warm_us` for "
+       "shapes of ≤ 64 rows that fit in L2.")
+
+# %% [markdown]
+# **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued:
+
+# %%
+big = [q for q in fund["quantity"] if str(q).endswith("copy: perf_counter, no sync")]
+if big:   # the label carries the buffer size measured
+    size = big[0].split(":")[0]
+    kl.say(f"Around a {size}: `perf_counter()` without a synchronize says "
+           f"{v(size + ': perf_counter, no sync'):,.1f} µs (the launch), with one "
+           f"{v(size + ': perf_counter + sync'):,.1f} µs (the copy plus a host round trip); CUDA events say "
+           f"{v(size + ': CUDA events (median)'):,.1f} µs, the GPU's own time ({prov}).")
+
+# %% [markdown]
+# ## 3. What a launch costs: host time and GPU time
+# A launch costs twice. The **host** (Python, CuPy, the driver) spends microseconds *queuing*
+# it; the **GPU** spends microseconds starting it. The two overlap: while the GPU runs one
+# kernel, the host queues the next. So a stream of launches goes at the pace of the slower
+# side, and the two must be measured separately:
+# * *one empty launch between two events*: what the old yardstick measured; it includes the
+#   event records around a lone launch;
+# * *100 empty launches back to back in one event pair*: the GPU's own cost per launch;
+# * *the same 100 launches captured once as a CUDA graph and replayed*;
+# * *host µs per call*: `bench.host_us` (perf_counter over many calls; launches are
+#   asynchronous, so this is the cost of queuing, not of running).
+
+# %%
+kl.say(f"Empty kernel, alone between two events: **{v('empty kernel launch'):.2f} µs**; "
+       f"100 back to back: **{v('empty kernel: 100 back to back, per launch'):.2f} µs** per launch; "
+       f"replayed from a CUDA graph: **{v('empty kernel: CUDA graph of 100, per launch'):.2f} µs** per launch. "
+       f"The host needs **{v('host: one RawKernel launch call'):.2f} µs** to queue one bare `RawKernel` "
+       f"launch, and {v('host: one graph launch (100 kernels)'):.2f} µs to queue the whole graph of 100 "
+       f"({prov}).")
+
+# %% [markdown]
+# So a chain of small kernels is **host-bound** whenever queuing one costs more than running
+# it. A decode step is such a chain. Here: 8 residual adds of one 4096-wide fp16 row (lab 03's
+# best step), launched one by one, then captured once and replayed as a graph with the
+# kernellab helper (it wraps CuPy's stream capture):
+# ```python
+# g = bench.graph(lambda: [step(a, b, out=h) for _ in range(8)])   # captured once (out= given: no allocation)
+# g()                                                              # replays all 8 launches: one host call
+# ```
+# Lab 06 uses the same helper for a whole ViT block.
+
+# %%
+chain = fund[fund["quantity"].str.contains("small launches")][["quantity", "value", "unit"]]
+chain
+
+# %%
+n = bench.CHAIN
+gpu1, host1, e2e1 = (v(f"{n} small launches: {w}") for w in ("GPU time (events)", "host time", "end to end"))
+gpu2, host2, e2e2 = (v(f"{n} small launches as a graph: {w}") for w in ("GPU time (events)", "host time",
+                                                                         "end to end"))
+kl.say(f"One by one, the {n} launches take the GPU {gpu1:.1f} µs and the host {host1:.1f} µs; end to end "
+       f"they take {e2e1:.1f} µs per chain, about the slower of the two: this chain is "
+       f"**{'host' if host1 > gpu1 else 'GPU'}-bound**. As one graph the host spends {host2:.1f} µs, and the "
+       f"chain takes {e2e2:.1f} µs end to end: **{e2e1 / e2e2:.2f}×** {'faster' if e2e1 > e2e2 else 'slower'} "
+       f"({prov}).")
+
+# %% [markdown]
+# **Why the spacer.** `bench.time_fn` reports the GPU's time. If the host were still queuing
+# when the start event fired, the events would time the host instead, and every launch-bound
+# kernel would look as slow as Python. The spacer (a register-only kernel longer than the
+# host's cost of the call) keeps the GPU busy until the whole call is queued. The host's cost
+# is then reported on its own: `bench.compare` has a `host_us` column (and `bare_host_us`,
+# the same launches made as bare `RawKernel` calls), and a decode-size row gets `warm_us` too.
+# Here for one decode row of RMSNorm (lab 02), beside torch:
+
+# %%
+from kernellab import rmsnorm
+
+one = bench.compare(rmsnorm, [((1, 4096), "float16")], names=[rmsnorm.BEST["float16"]],
+                    baselines=[b for b in rmsnorm.BASELINES if b.startswith("torch")])
+bench.table(one, ["case", "name", "median_us", "warm_us", "host_us", "bare_host_us", "device", "source"])
+
+# %%
+best = rmsnorm.BEST["float16"]
+torch_name = next((b for b in rmsnorm.BASELINES if b.startswith("torch")), "")
+ours, bare_, gpu = (bench.pick(one, best, c) for c in ("host_us", "bare_host_us", "median_us"))
+kl.say(f"Step {best}: the GPU needs {gpu:.1f} µs, the host {ours:.1f} µs to queue it, "
+       f"{ours / bare_:.2f}× a bare `RawKernel` call of the same kernel ({bare_:.1f} µs); {torch_name} costs "
+       f"the host {bench.pick(one, torch_name, 'host_us'):.1f} µs ({kl.provenance(one)}). "
+       "The launchers validate their inputs with a few attribute reads and pack arguments once per call; "
+       "a chain of them is best captured as a graph.")
+
+# %% [markdown]
+# ## 4. Little's law: latency × bytes in flight = bandwidth
+# A load takes a while to come back (its **latency**), and memory delivers bandwidth only for
+# the loads that are in flight. Little's law ties them together:
+#
+# > bytes in flight = bandwidth × latency
+#
+# To measure latency, one thread follows a random chain of pointers: each load's address is
+# the previous load's value, so exactly one load is ever in flight and the time per hop *is*
+# the latency. Over a buffer much larger than L2 (flushed first) that is DRAM; over one that
+# fits in L2 (warmed first), L2.
+
+# %%
+build.show("measure", "04_chase")
+
+# %%
+dram, l2 = v("DRAM latency (pointer chase)"), v("L2 latency (pointer chase)")
+need_sm = v("bytes in flight for the read roof, per SM")
+thr = v("threads per SM in the sweep")
+kl.say(f"DRAM latency **{dram:.0f} ns**, L2 latency **{l2:.0f} ns** ({prov}). To read at the roof "
+       f"({read:,.0f} GB/s) the device must keep {read:,.0f} GB/s × {dram:.0f} ns = "
+       f"**{v('bytes in flight for the read roof, all SMs'):,.0f} KiB** in flight: "
+       f"**{need_sm:.0f} KiB per SM**, or {need_sm * 1024 / thr:.0f} bytes per thread with {thr:.0f} "
+       f"threads resident per SM.")
+
+# %% [markdown]
+# The sweep below changes one thing: the bytes each thread keeps in flight (4 B = one `float`,
+# 8 B = `float2`, 16 B = `float4`, then 2, 4 and 8 independent `float4` loads), with every
+# SM full of threads. Little's law predicts each point from the latency just measured.
+
+# %%
+build.show("measure", "05_inflight_4B")
+build.show("measure", "05_inflight_64B")
+
+# %%
+sweep = bench.inflight(fund)
+sweep.round(3)
+
+# %%
+import matplotlib.pyplot as plt
+
+if sweep.empty:
+    print("SKIPPED: no bytes-in-flight sweep in these results (recorded before it existed); "
+          "a GPU measures it live.")
+else:
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    ax.plot(sweep["KiB in flight per SM"], sweep["GB/s"], "o-", label="measured (read)")
+    ax.plot(sweep["KiB in flight per SM"], sweep["Little's law predicts GB/s"], "s--",
+            label="Little's law: min(roof, in flight / DRAM latency)")
+    ax.axhline(read, color="k", lw=1, label="read roof")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("KiB in flight per SM (bytes per thread × threads per SM)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(f"Bandwidth needs bytes in flight\n{prov}", fontsize=10)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    plt.show()
+
+# %%
+pred = "Little's law predicts GB/s"
+if not sweep.empty:
+    first, last = sweep.iloc[0], sweep.iloc[-1]
+    reach = sweep[sweep["fraction of read roof"] >= 0.9]
+    kl.say(f"With {first['B in flight per thread']:.0f} B in flight per thread the read reaches "
+           f"{first['fraction of read roof']:.2f} of the roof (Little's law predicted "
+           f"{first[pred] / read:.2f}); with "
+           f"{last['B in flight per thread']:.0f} B, {last['fraction of read roof']:.2f}. "
+           + (f"It first gets within 10% of the roof at {reach.iloc[0]['B in flight per thread']:.0f} B per "
+              "thread." if len(reach) else "No point of the sweep gets within 10% of the roof.")
+           + f" Across the sweep, measured / predicted stays between {sweep['measured / predicted'].min():.2f} "
+           f"and {sweep['measured / predicted'].max():.2f} ({prov}).")
+
+# %% [markdown]
+# **Predict the ladder before timing it.** Every later lab has steps that differ in the bytes
+# each thread loads at once. Lab 03's fp16 adds load two inputs per thread: one `__half` each
+# (4 B in flight per thread), a `half2` each (8 B), or 8 halves each (32 B). `bench.little`
+# turns that into a prediction on this device (the same model, full SMs):
+
+# %%
+steps = {"08_vec_fp16_scalar (2 × 2 B)": 4, "03_fp16_half2 (2 × 4 B)": 8, "04_fp16_vec8 (2 × 16 B)": 32}
+for step, b in steps.items():
+    kl.say(f"add {step}: Little's law predicts {bench.little(fund, b) / read:.2f} of the read roof ({prov}).")
+
+# %% [markdown]
+# One decode row is the extreme case: a single block of 128 threads on one SM. Its time is
+# not "launch overhead": it is *round trips*. Each trip brings 128 threads × (bytes per
+# thread) and costs about one DRAM latency, so lab 02's fp16 RMSNorm over one 4096-wide row
+# (8 KiB of x) needs 16 trips with `half2` loads (step 05) and 4 with `uint4` loads (step 06):
+
+# %%
+for step, b in (("05_fp16_half2_cub", 4), ("06_fp16_uint4", 16)):
+    trips = -(-4096 * 2 // (128 * b))
+    kl.say(f"rmsnorm {step}: {trips} trips × {dram:.0f} ns ≈ **{trips * dram / 1e3:.1f} µs** of latency "
+           f"before any launch cost ({prov}); lab 02 times both.")
+
+# %% [markdown]
+# ## 5. Reading `ptxas -v`
 # The compiler reports, per kernel and per architecture, the registers per thread, spill
 # bytes (registers that did not fit and went to local memory: slow), static shared memory
-# and barriers. `build.ptxas_info` parses it; no GPU is needed.
+# and barriers. `build.ptxas_info` parses it; no GPU is needed. The PTX and the numbers come
+# from exactly the options CuPy's `RawModule` compiles with (CuPy adds `-ftz=true`, for one),
+# so what you read is the binary that is timed.
 
 # %%
 build.ptxas_info("measure")
@@ -101,6 +307,7 @@ build.ptxas_info("measure")
 # 256. A 256-thread block of a kernel that uses 64 registers needs 16,384 registers, so 4 such
 # blocks fit (32 warps). `build.occupancy` does that arithmetic from ptxas for both arches,
 # and, on a GPU, asks `cudaOccupancyMaxActiveBlocksPerMultiprocessor` for this device.
+# Occupancy matters here because resident threads are what hold bytes in flight.
 
 # %%
 build.occupancy("measure", "02_read", threads=256)
@@ -112,14 +319,41 @@ build.occupancy("softmax", "05_online_vec4", threads=1024)
 # The softmax kernel of lab 01 caches a whole row in registers (over 48 per thread). At 1024
 # threads that is most of the register file: one block per SM. Lab 01 measures what that costs.
 #
-# ## 4. This device's roofline
-# Attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × bandwidth). Softmax does about
-# 5 FLOP per element on 8 bytes (fp32 read + write): 0.6 FLOP/byte, far left of the ridge.
-# It is memory-bound on every GPU ever made, so bytes, not FLOPs, are what we optimise.
+# ## 6. This device's roofline, with more than one ceiling
+# Attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × bandwidth). But not every
+# operation is an FMA. Softmax's `exp` becomes `ex2.approx`, which runs on the
+# **special-function unit** (SFU), a unit with far fewer lanes per SM than the FMA pipes. And
+# every instruction, whatever its unit, must be **issued**: each SM's schedulers issue a
+# bounded number per clock. Two more kernels measure those ceilings, like the FMA peak:
+
+# %%
+build.show("measure", "06_ex2")
+build.show("measure", "07_issue")
+
+# %%
+sms, clk = v("SMs"), v("SM clock")
+ex2, ffma, issue = v("ex2.approx (SFU) throughput"), v("FFMA instructions"), v("instruction issue ceiling")
+per_clk = lambda g: g * 1e9 / (sms * clk * 1e6)   # noqa: E731  per SM per clock, at the nominal clock
+kl.say(f"Per SM per clock (at the nominal {clk:,.0f} MHz): **{per_clk(ex2):.1f} ex2**, {per_clk(ffma):.0f} FFMA, "
+       f"and an issue ceiling of **{per_clk(issue):.0f} instructions** (the FFMA + INT32 mix issued "
+       f"{v('FFMA + INT32 mix instructions') / ffma:.2f}× as many instructions per second as FFMA alone) "
+       f"({prov}).")
+kl.say(f"At the copy roof, fp32 softmax (8 B per element: read once, write once) streams {copy / 8:,.0f} G "
+       f"elements/s, and the SFU can take {ex2:,.0f} G ex2/s: {ex2 / (copy / 8):.1f}× more than one exp per "
+       f"element needs. In fp16 (4 B per element) the margin is {ex2 / (copy / 4):.1f}×. Instruction issue "
+       f"allows **{issue / (copy / 8):.0f} instructions per element** in fp32 and "
+       f"**{issue / (copy / 4):.0f} in fp16** before instructions, not DRAM, set the time: a kernel that "
+       f"spends more (loads, converts, max, exp, sums, shuffles, stores) is issue-bound.")
+
+# %% [markdown]
+# On the plot the x axis is operations per byte moved, read in the unit of each ceiling: FLOP
+# for the FMA roof, ex2 for the SFU roof, instructions for the issue roof. Softmax at fp32
+# does about 5 FLOP (1 ex2) per 8 bytes; counted in instructions it sits much further right.
 
 # %%
 plot.device_roofline(fund, [("softmax fp32", 5 / 8), ("add fp32", 1 / 12), ("GEMV fp16", 1.0),
-                           ("GEMM 4096³ fp32", 2 * 4096**3 / (3 * 4 * 4096**2))])
+                           ("GEMM 4096³ fp32", 2 * 4096**3 / (3 * 4 * 4096**2))],
+                     ceilings=("ex2.approx (SFU) throughput", "instruction issue ceiling"))
 
 # %% [markdown]
 # ## Exercise: your own copy kernel, against the copy roof
@@ -186,3 +420,9 @@ kl.check.grade_exercise(SOLUTION, "my_copy", strict=True, **GRADE)
 # * Report **GB/s of unique bytes** and the **fraction of the copy roof**, never a bare time.
 # * Flush L2, time with events, take medians, compare with a baseline *in the same run*.
 # * Speedups are ratios on one device; absolute times do not carry across machines.
+# * GPU time and host time are different quantities: a chain of small launches goes at the
+#   pace of the slower side. Report both; capture a chain as a CUDA graph (`bench.graph`).
+# * Bandwidth = bytes in flight / latency (Little's law): count the bytes each thread keeps in
+#   flight, and predict a step's fraction of the roof before timing it.
+# * A roof is a ceiling: a fraction above 1 is noise or a roof kernel that is not the best.
+# * `exp` is not one FLOP: the SFU and instruction issue are ceilings too.

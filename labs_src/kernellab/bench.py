@@ -114,6 +114,21 @@ def host_us(fn, calls: int = 30, batches: int = 3) -> float:
     return best / calls * 1e6
 
 
+def end_to_end_us(fn, calls: int = 100) -> float:
+    """Wall microseconds per call of `calls` back-to-back calls, synchronized once at the end,
+    with no spacer: what a caller (a decoding engine, do_bench without a flush) sees. Per call
+    that is about max(host time, GPU time): whichever side is slower sets the pace."""
+    need_gpu("timing")
+    import cupy
+    fn()
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    cupy.cuda.Device().synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
 def launches(fn) -> list:
     """The kernel launches one call of `fn` makes through build.launch, as
     [(RawKernel, grid, block, packed args, shared memory bytes)]."""
@@ -351,6 +366,15 @@ def select(df, **eq):
     return df
 
 
+def pick(df, name: str, column: str, **eq) -> float:
+    """One number of a results frame: `column` of the row named `name` (and matching eq, e.g.
+    case=...), or NaN when that row or column is absent (an older recording)."""
+    if df is None or df.empty or column not in df:
+        return float("nan")
+    d = select(df, name=name, **eq)
+    return float(d[column].iloc[0]) if len(d) else float("nan")
+
+
 TABLE_COLUMNS = ["case", "name", "median_us", "p10_us", "p90_us", "gbps", "frac_copy", "frac_read",
                  "warm_us", "host_us", "device", "date", "source"]
 
@@ -374,6 +398,7 @@ def speedup(df, num: str, den: str, by="case"):
 # ---- lab 00: the device's fundamentals, measured (or recorded) -----------------------------
 
 INFLIGHT_BYTES = (4, 8, 16, 32, 64, 128)    # the measure_05_inflight_<B>B kernels
+CHAIN = 8                                    # launches in the chain that lab 00 captures as a graph
 CHASE_HOPS = 4096
 
 
@@ -429,6 +454,24 @@ def fundamentals():
             (f"empty kernel: CUDA graph of {LAUNCHES}, per launch", r["launch_graph_us"], "us"),
             ("host: one RawKernel launch call", r["host_launch_us"], "us"),
             (f"host: one graph launch ({LAUNCHES} kernels)", r["host_graph_us"], "us")]
+    # A chain of small launches (CHAIN residual adds, fp16, 4096 wide: one decode step's worth),
+    # launched one by one and replayed as one CUDA graph: GPU time, host time, end to end.
+    from . import add
+    a, b = (cupy.asarray(v) for v in add.make_input((4096,), "float16"))
+    h = cupy.empty_like(a)
+    step = add.VARIANTS[add.BEST["float16"]]
+
+    def chain():
+        for _ in range(CHAIN):
+            step(a, b, out=h)
+    gc = graph(chain)
+    rows += [(f"{CHAIN} small launches: GPU time (events)", time_fn(chain, flush=False).median_us, "us"),
+             (f"{CHAIN} small launches: host time", host_us(chain), "us"),
+             (f"{CHAIN} small launches: end to end", end_to_end_us(chain), "us"),
+             (f"{CHAIN} small launches as a graph: GPU time (events)", time_fn(gc, flush=False).median_us, "us"),
+             (f"{CHAIN} small launches as a graph: host time", host_us(gc), "us"),
+             (f"{CHAIN} small launches as a graph: end to end", end_to_end_us(gc), "us")]
+    del a, b, h, gc
     # Warm vs flushed: a copy whose buffers (in + out) fill a quarter of L2.
     n = max((d["l2_bytes"] or (4 << 20)) // 32 // 4 * 4, 1 << 16)
     src, dst = cupy.ones(n, cupy.float32), cupy.empty(n, cupy.float32)
@@ -498,23 +541,32 @@ def value(fund, quantity: str, default=float("nan")) -> float:
     return float(v.iloc[0]) if len(v) else default
 
 
+def little(fund, bytes_per_thread, threads_per_sm=None) -> float:
+    """Little's law's predicted GB/s for a streaming kernel that keeps `bytes_per_thread` in
+    flight in each of `threads_per_sm` resident threads (default: the sweep's), on the device
+    of `fund`: min(read roof, bytes in flight on all SMs / DRAM latency)."""
+    thr = value(fund, "threads per SM in the sweep") if threads_per_sm is None else threads_per_sm
+    inflight_all = bytes_per_thread * thr * value(fund, "SMs")
+    return min(value(fund, "read roof"), inflight_all / value(fund, "DRAM latency (pointer chase)"))
+
+
 def inflight(fund):
     """The bytes-in-flight sweep of fundamentals() next to Little's law's prediction:
     predicted GB/s = min(read roof, bytes in flight on all SMs / DRAM latency)."""
     import pandas as pd
     if fund is None or fund.empty:
         return pd.DataFrame()
-    sms, thr = value(fund, "SMs"), value(fund, "threads per SM in the sweep")
-    lat, roof = value(fund, "DRAM latency (pointer chase)"), value(fund, "read roof")
+    thr, roof = value(fund, "threads per SM in the sweep"), value(fund, "read roof")
     rows = []
     for b in INFLIGHT_BYTES:
         gbps = value(fund, f"read with {b} B in flight per thread")
         if np.isnan(gbps):
             continue
         per_sm = b * thr
+        pred = little(fund, b, thr)
         rows.append({"B in flight per thread": b, "KiB in flight per SM": per_sm / 2**10, "GB/s": gbps,
-                     "fraction of read roof": gbps / roof,
-                     "Little's law predicts GB/s": min(roof, per_sm * sms / lat)})
+                     "fraction of read roof": gbps / roof, "Little's law predicts GB/s": pred,
+                     "measured / predicted": gbps / pred})
     df = pd.DataFrame(rows)
     if not df.empty:
         df["device"], df["date"], df["source"] = (fund[c].iloc[0] for c in ("device", "date", "source"))
