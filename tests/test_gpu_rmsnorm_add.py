@@ -13,11 +13,12 @@ BATCHES = [1, 3, 64, 512]
 VALUES = ["randn", "large", "hostile"]
 CASES = {
     "rmsnorm": [(b, c) for c in HIDDEN for b in BATCHES],
+    "rmsnorm_ablation": [(b, c) for c in HIDDEN for b in BATCHES],
     "add_rmsnorm": [(b, c) for c in HIDDEN for b in BATCHES],
     "add": [(n,) for n in [1, 7, 8, 9, 31, 1023, 1152, 3584, 4097, 64 * 4097, 512 * 3584 + 3, 2 ** 20 + 5]],
     "bias_add": [(b, c) for c in HIDDEN + [8, 4096] for b in BATCHES] + [(70000, 16), (3, 151936)],
 }
-FAMILIES = {f.NAME: f for f in (rmsnorm, rmsnorm.FUSED, add, add.BIAS)}
+FAMILIES = {f.NAME: f for f in (rmsnorm, rmsnorm.FUSED, rmsnorm.ABLATION, add, add.BIAS)}
 PARAMS = [(fam, nm, dt) for fam, f in FAMILIES.items() for nm, v in f.VARIANTS.items() for dt in v.dtypes]
 
 

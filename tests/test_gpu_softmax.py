@@ -11,16 +11,20 @@ SHAPES = [(1, c) for c in (1, 31, 33, 1023, 4097, 65537)] + [(3, c) for c in (1,
     + [(5, 1024), (7, 32768), (2, 40000)]
 
 
+# every step of the lab, and every row of the step-05 ablation table
+ALL = {**softmax.VARIANTS, **softmax.ABLATION.VARIANTS}
+
+
 def _run(name, x):
     import cupy
-    return softmax.VARIANTS[name](cupy.asarray(x))
+    return ALL[name](cupy.asarray(x))
 
 
 @pytest.mark.parametrize("values", ["randn", "large", "hostile"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("name", list(softmax.VARIANTS))
+@pytest.mark.parametrize("name", list(ALL))
 def test_variant_matches_reference(name, shape, values):
-    v = softmax.VARIANTS[name]
+    v = ALL[name]
     if not v.accepts((shape, values)):
         pytest.skip("not overflow-safe by design (see test_naive_overflows)")
     for dt in v.dtypes:
@@ -34,10 +38,10 @@ def test_naive_overflows_at_89():
     assert np.isnan(got).all() and np.isfinite(softmax.reference(x)).all()
 
 
-@pytest.mark.parametrize("name", list(softmax.VARIANTS))
+@pytest.mark.parametrize("name", list(ALL))
 def test_empty_inputs(name):
     import cupy
-    v = softmax.VARIANTS[name]
+    v = ALL[name]
     for shape in [(0, 7), (3, 0)]:
         out = v(cupy.zeros(shape, v.dtypes[0]))
         assert out.shape == shape
@@ -52,12 +56,32 @@ def test_unaligned_and_odd_lengths_use_the_fallback():
     (h,) = softmax.make_input((4, 1024), "float16")
     hb = cupy.asarray(np.concatenate([[0], h.ravel()]).astype(np.float16))
     check.check(softmax.fp16_vec8(hb[1:].reshape(4, 1024)), softmax.reference(h), quiet=True)
+    check.check(softmax.fp16_pipelined(hb[1:].reshape(4, 1024)), softmax.reference(h), quiet=True)
 
 
-@pytest.mark.parametrize("name", list(softmax.VARIANTS))
+@pytest.mark.parametrize("values", ["randn", "hostile"])
+@pytest.mark.parametrize("shape", [(20000, 1024), (3000, 4096), (2001, 2048), (40, 40000)], ids=str)
+def test_pipelined_walks_more_rows_than_resident_blocks(shape, values):
+    """Step 07's grid holds only the blocks that fit at once: each walks many rows, loading the
+    next before finishing this one. Many more rows than resident blocks exercise that loop
+    (and rows too long for the registers go to step 06)."""
+    (x,) = softmax.make_input(shape, "float16", values, seed=3)
+    check.check(_run("07_fp16_pipelined", x), softmax.reference(x), name=f"07 {shape} {values}", quiet=True)
+
+
+def test_one_exp_online_keeps_the_semantics_of_two_exp():
+    """The one-exp update and the first two-exp version agree on every hostile row."""
+    for shape in [(5, 4097), (6, 33), (5, 1)]:
+        (x,) = softmax.make_input(shape, values="hostile", seed=1)
+        a, b = _run("04_online", x).get(), _run("04_two_exp", x).get()
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-30)
+
+
+@pytest.mark.parametrize("name", list(ALL))
 def test_bad_input_raises_before_launch(name):
     import cupy
-    v = softmax.VARIANTS[name]
+    v = ALL[name]
     good = v.dtypes[0]
     wrong = "float64" if good == "float32" else "float32"
     with pytest.raises(ValueError, match="dtype"):

@@ -283,6 +283,77 @@ def _torch(x):
     return lambda: torch.softmax(t, dim=-1)
 
 
-BASELINES = {"cupyx.softmax": _cupyx, "cupy composite": _composite, "torch.softmax": _torch}
+def _memcpy(x):
+    """The floor for any kernel that reads x once and writes y once: a device-to-device copy
+    of the same bytes (cudaMemcpyAsync), timed exactly like the kernels."""
+    import cupy
+    y = cupy.empty_like(x)
+    return lambda: y.data.copy_from_device_async(x.data, x.nbytes)
+
+
+BASELINES = {"cupyx.softmax": _cupyx, "cupy composite": _composite, "torch.softmax": _torch,
+             "memcpy x -> y (floor)": _memcpy}
+
+
+# ---- where do re-reads come from? A model of DRAM passes -----------------------------------------
+# Steps 02-03 read each row 3 times and write it once; step 04 reads it twice. A re-read costs DRAM
+# bandwidth only if the row has left the caches by then. With one block per row, an SM holds
+# `blocks_per_sm` rows at once: they stay in its L1 if they fit; the rows of all SMs stay in L2 if
+# they fit there. L1 here is the SM's unified L1/shared-memory array (the most L1 can be).
+L1_BYTES = {"sm_70": 128 << 10, "sm_75": 96 << 10, "sm_80": 192 << 10, "sm_86": 128 << 10,
+            "sm_87": 192 << 10, "sm_89": 128 << 10, "sm_90": 256 << 10, "sm_100": 256 << 10,
+            "sm_120": 128 << 10}
+
+
+def dram_passes(cols, itemsize, blocks_per_sm, sms, l1_bytes, l2_bytes, reads=3, writes=1) -> dict:
+    """The model: where the re-reads of a row are served from, and how many passes over the data
+    must cross DRAM (the first read and every write always do). bound = 2 / DRAM passes is the
+    largest fraction of the copy roof (1 read + 1 write = 2 passes) such a kernel can reach."""
+    row = cols * itemsize
+    per_sm, gpu = row * blocks_per_sm, row * blocks_per_sm * sms
+    where = "L1" if per_sm < l1_bytes else "L2" if gpu < l2_bytes else "DRAM"   # L1 also holds smem
+    passes = (reads if where == "DRAM" else 1) + writes
+    return {"row KiB": row / 1024, "rows in flight per SM": blocks_per_sm, "KiB per SM": per_sm / 1024,
+            "MiB on the GPU": gpu / 2**20, "re-reads from": where, "passes counted": reads + writes,
+            "DRAM passes (model)": passes, "bound (2 / DRAM passes)": 2 / passes}
+
+
+def device_facts(df) -> dict:
+    """SMs, L2 and arch of the device the rows of `df` were measured on (live: this GPU;
+    recorded: its meta.json), for models that need them. Empty when unknown."""
+    from .device import info, is_live, recorded_meta
+    if df is not None and len(df) and (df["source"] == "live").any() and is_live():
+        d = info()
+        return {"sms": d["sms"], "l2_bytes": d["l2_bytes"], "arch": d["arch"], "device": d["name"]}
+    dev = df["device"].iloc[0] if df is not None and len(df) else None
+    for meta in recorded_meta().values():
+        if meta.get("device") == dev and meta.get("sms"):
+            return {"sms": meta["sms"], "l2_bytes": meta["l2_bytes"], "arch": meta["arch"], "device": dev}
+    return {}
+
+
+def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
+    """For each row length measured in `df` (fp32): the model's DRAM passes for `step` beside
+    the measured fraction of the copy roof, and the passes that fraction implies (2 / fraction).
+    Empty when the frame has no rows of `step` or the device is unknown."""
+    import pandas as pd
+    from .build import occupancy
+    d = df[(df["name"] == step) & (df["dtype"] == "float32")] if len(df) else df
+    facts = device_facts(d)
+    if d is None or d.empty or not facts:
+        return pd.DataFrame()
+    occ = occupancy(FAMILY, step, threads)
+    arch = facts["arch"] if (occ["arch"] == facts["arch"]).any() else "sm_90"
+    blocks = int(occ[(occ["arch"] == arch) & (occ["source"] == "ptxas -v")]["blocks/SM"].iloc[0])
+    rows = []
+    for r in d.sort_values("cols").itertuples():
+        m = dram_passes(int(r.cols), 4, blocks, facts["sms"], L1_BYTES.get(facts["arch"], 128 << 10),
+                        facts["l2_bytes"], reads=reads)
+        rows.append({"shape": f"{r.rows}x{r.cols}", **m, "measured fraction of copy": r.frac_copy,
+                     "passes implied (2 / fraction)": 2 / r.frac_copy})
+    out = pd.DataFrame(rows)
+    out["device"], out["source"] = facts["device"], d["source"].iloc[0]
+    return out
+
 
 FAMILIES = [sys.modules[__name__], ABLATION]
