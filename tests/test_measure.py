@@ -127,7 +127,7 @@ def test_fundamentals_recorded_have_the_rows_labs_read():
 
 
 def test_sanitize_cases_are_small_and_awkward():
-    fams = list(families([lab for lab in LABS if lab != "measuring"]))
+    fams = [f for f in families([lab for lab in LABS if lab != "measuring"]) if getattr(f, "VARIANTS", None)]
     assert fams
     for fam in fams:
         cs = sanitize.cases(fam)
