@@ -579,22 +579,30 @@ extern "C" __global__ void vision_19_split_rope_fma(const __half* __restrict__ q
 // === vision_20_split_rope_vec ===
 // Why (beyond the seed): steps 18-19 give each (head, token) its own block: 144 bytes of Q in a
 // 64- or 128-thread block, most threads idle, tiny blocks by the million. Here every thread moves
-// 16 bytes: item (token, part, head, c) reads 4 + 4 halves of a Q or K pair (two 8-byte loads, 4
-// cos/sin as float4) and writes them rotated, or copies 8 halves of V (one 16-byte load/store).
-// Consecutive threads read consecutive bytes of a token's qkv row; writes are 144-byte runs.
-// vec = 0 (D % 8 != 0, misaligned) does the same items element by element.
+// 16 bytes: item (tile, part, head, token in tile, c) reads 4 + 4 halves of a Q or K pair (two
+// 8-byte loads, 4 cos/sin as float4) and writes them rotated, or copies 8 halves of V (one 16-byte
+// load/store). SR_TILE = 8 tokens per tile: the 72 threads of one (part, head) write 8 x 144 =
+// 1152 contiguous bytes of q/k/v[head] (whole sectors), and read 144-byte runs whose neighbours
+// (the next head) the next 72 threads read. vec = 0 (D % 8 != 0, misaligned) does the same items
+// element by element.
+#define SR_TILE 8
 extern "C" __global__ void vision_20_split_rope_vec(const __half* __restrict__ qkv, const float* __restrict__ cosv,
                                                     const float* __restrict__ sinv, __half* __restrict__ q,
                                                     __half* __restrict__ k, __half* __restrict__ v,
                                                     int N, int H, int D, int vec) {
     const int P = (D + 7) / 8;                    // items per (token, part, head)
     const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (item >= (long long)N * 3 * H * P) return;
-    const int c = (int)(item % P);
-    const long long th = item / P;
-    const int h = (int)(th % H);
-    const int part = (int)((th / H) % 3);
-    const int t = (int)(th / (3 * H));
+    const long long per_tile = 3LL * H * SR_TILE * P;
+    const long long tile = item / per_tile;
+    int r = (int)(item % per_tile);
+    const int part = r / (H * SR_TILE * P);
+    r %= H * SR_TILE * P;
+    const int h = r / (SR_TILE * P);
+    r %= SR_TILE * P;
+    const int c = r % P;
+    const long long tt = tile * SR_TILE + r / P;
+    if (tt >= N) return;
+    const int t = (int)tt;
     const int half = D / 2;
     const __half* src = qkv + ((size_t)t * 3 + part) * H * D + (size_t)h * D;
     const size_t dst = ((size_t)h * N + t) * D;
@@ -640,16 +648,18 @@ extern "C" __global__ void vision_20_split_rope_vec(const __half* __restrict__ q
 // === vision_21_transpose_half2 ===
 // Why: the seed's transpose_head_token_kernel before: attention's output [H, N, D] back to
 // [N, H * D] for the output projection, one half2 (4 bytes) per thread: grid N * 16 * 36.
-// Item (h, t, c) moves elements [2c, 2c + 2) of one head row; odd D or a misaligned base (vec = 0)
-// moves them one at a time.
+// Item (t, h, c) moves elements [2c, 2c + 2) of one head row; items go in output order, so the
+// writes are one sequential stream (whole 32-byte sectors) and the reads are 144-byte runs whose
+// neighbours (token t + 1) the next threads read. Odd D or a misaligned base (vec = 0) moves
+// them one at a time.
 extern "C" __global__ void vision_21_transpose_half2(const __half* __restrict__ o, __half* __restrict__ y,
                                                      int H, int N, int D, int vec) {
     const int P = (D + 1) / 2;
     const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (item >= (long long)H * N * P) return;
     const int c = (int)(item % P);
-    const long long ht = item / P;
-    const int t = (int)(ht % N), h = (int)(ht / N);
+    const long long th = item / P;
+    const int h = (int)(th % H), t = (int)(th / H);
     const __half* src = o + ((size_t)h * N + t) * D;
     __half* dst = y + (size_t)t * H * D + (size_t)h * D;
     if (vec) {
@@ -670,8 +680,8 @@ extern "C" __global__ void vision_22_transpose_vec8(const __half* __restrict__ o
     const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (item >= (long long)H * N * P) return;
     const int c = (int)(item % P);
-    const long long ht = item / P;
-    const int t = (int)(ht % N), h = (int)(ht / N);
+    const long long th = item / P;
+    const int h = (int)(th % H), t = (int)(th / H);
     const __half* src = o + ((size_t)h * N + t) * D;
     __half* dst = y + (size_t)t * H * D + (size_t)h * D;
     if (vec == 8) {

@@ -148,7 +148,7 @@ def test_every_family_has_the_api_and_its_references_run():
     for f in v.FAMILIES:
         assert f.NAME == "vision" and f.BEST["float16"] in f.VARIANTS
         for nm in f.VARIANTS:
-            assert nm.startswith("lab01") or build.step_source("vision", f"vision_{nm}")
+            assert nm.startswith(("lab01", "ablate_")) or build.step_source("vision", f"vision_{nm}")
         keys = [f.case_key(s, dt) for s, dt in f.RECORD_CASES]
         assert all(k.startswith(f.OP + ":") for k in keys)
         names |= set(f.BASELINES)

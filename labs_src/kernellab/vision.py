@@ -44,6 +44,7 @@ EPS = 1e-6                       # the vision tower's LayerNorm eps
 THETA = 10000.0                  # vision rotary base
 MAX_N = 2 ** 31 - 64             # the element-wise kernels index with int32
 LN_BLOCK = 256                   # LN_BLOCK in vision.cu (steps 01, 02)
+SR_TILE = 8                      # SR_TILE in vision.cu (step 20: tokens per tile)
 TOKENS = (4096, 16384)           # the lab's token counts
 F16 = np.float16
 
@@ -311,6 +312,16 @@ def ln_half2_shfl(x, weight, bias, out=None):
 
 
 @variant(dtypes=FP16)
+def ln_shfl_scalar_loads(x, weight, bias, out=None):
+    """Ablation: step 02's kernel with its scalar-load path (vec = 0): the shuffle reduction,
+    static shared memory and fma of step 02, with step 01's 2-byte loads."""
+    out_, R, C = _ln_check(x, weight, bias, out)
+    if R and C:
+        launch(FAMILY, "vision_02_layernorm_half2_shfl", (R,), (LN_BLOCK,), (x, weight, bias, out_, R, C, EPS, 0))
+    return out_
+
+
+@variant(dtypes=FP16)
 def ln_warp_vec8(x, weight, bias, out=None):
     out_, R, C = _ln_check(x, weight, bias, out)
     if R and C:
@@ -355,8 +366,8 @@ def _ln_cupy(x, w, b):
 LAYERNORM = SimpleNamespace(
     NAME=NAME, FAMILY=FAMILY, OP="layernorm", case_key=_key("layernorm"), make_input=_ln_input,
     reference=_cast(ref_layernorm), bytes_moved=lambda x, w, b, *_: 2 * x.nbytes + w.nbytes + b.nbytes,
-    VARIANTS={"01_layernorm_scalar_tree": ln_scalar_tree, "02_layernorm_half2_shfl": ln_half2_shfl,
-              "03_layernorm_warp_vec8": ln_warp_vec8},
+    VARIANTS={"01_layernorm_scalar_tree": ln_scalar_tree, "ablate_02_scalar_loads": ln_shfl_scalar_loads,
+              "02_layernorm_half2_shfl": ln_half2_shfl, "03_layernorm_warp_vec8": ln_warp_vec8},
     BEST={"float16": "03_layernorm_warp_vec8"},
     BASELINES={"torch F.layer_norm": _ln_torch, "cupy composite (LayerNorm)": _ln_cupy},
     SHAPES={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
@@ -844,9 +855,15 @@ def _sr_alloc(qkv, cos, sin):
     return tuple(cupy.empty((H, qkv.shape[0], D), cupy.float16) for _ in range(3))
 
 
+def _grid_y(N):
+    if N > 65535:
+        raise ValueError(f"{N} tokens: steps 18 and 19 launch one block row per token (grid.y <= 65535)")
+
+
 @variant(dtypes=FP16, alloc_out=_sr_alloc)
 def sr_scalar(qkv, cos, sin, out=None):
     (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
+    _grid_y(N)
     if N:
         launch(FAMILY, "vision_18_split_rope_scalar", (H, N), (64,), (qkv, cos, sin, q, k, v, N, H, D))
     return q, k, v
@@ -855,9 +872,30 @@ def sr_scalar(qkv, cos, sin, out=None):
 @variant(dtypes=FP16, alloc_out=_sr_alloc)
 def sr_fma(qkv, cos, sin, out=None):
     (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
+    _grid_y(N)
     if N:
         vec = int(D % 8 == 0 and aligned(16, qkv, v))
         launch(FAMILY, "vision_19_split_rope_fma", (H, N), (128,), (qkv, cos, sin, q, k, v, N, H, D, vec))
+    return q, k, v
+
+
+@variant(dtypes=FP16, alloc_out=_sr_alloc)
+def sr_scalar_128(qkv, cos, sin, out=None):
+    """Ablation: step 18's kernel launched with step 19's 128 threads (the block size alone)."""
+    (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
+    _grid_y(N)
+    if N:
+        launch(FAMILY, "vision_18_split_rope_scalar", (H, N), (128,), (qkv, cos, sin, q, k, v, N, H, D))
+    return q, k, v
+
+
+@variant(dtypes=FP16, alloc_out=_sr_alloc)
+def sr_fma_scalar_v(qkv, cos, sin, out=None):
+    """Ablation: step 19 with V copied by halves (vec = 0): block 128 and fma, no float4 V copy."""
+    (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
+    _grid_y(N)
+    if N:
+        launch(FAMILY, "vision_19_split_rope_fma", (H, N), (128,), (qkv, cos, sin, q, k, v, N, H, D, 0))
     return q, k, v
 
 
@@ -866,7 +904,7 @@ def sr_vec(qkv, cos, sin, out=None):
     (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
     if N:
         vec = int(D % 8 == 0 and aligned(16, qkv, cos, sin, q, k, v))
-        items = N * 3 * H * (-(-D // 8))
+        items = -(-N // SR_TILE) * SR_TILE * 3 * H * (-(-D // 8))
         launch(FAMILY, "vision_20_split_rope_vec", (-(-items // 256),), (256,), (qkv, cos, sin, q, k, v, N, H, D, vec))
     return q, k, v
 
@@ -912,13 +950,14 @@ SPLIT_ROPE = SimpleNamespace(
     NAME=NAME, FAMILY=FAMILY, OP="split_rope", case_key=_key("split_rope"), make_input=_sr_input,
     reference=_cast(_sr_ref),
     bytes_moved=lambda qkv, c, s, *_: 2 * qkv.nbytes + c.nbytes + s.nbytes,
-    VARIANTS={"18_split_rope_scalar": sr_scalar, "19_split_rope_fma": sr_fma, "20_split_rope_vec": sr_vec},
+    VARIANTS={"18_split_rope_scalar": sr_scalar, "ablate_18_block128": sr_scalar_128,
+              "ablate_19_scalar_v": sr_fma_scalar_v, "19_split_rope_fma": sr_fma, "20_split_rope_vec": sr_vec},
     BEST={"float16": "20_split_rope_vec"},
     BASELINES={"torch eager (split, rope, transpose)": _sr_torch},
     SHAPES={"vit_64x64": (64, 64, HEADS, HEAD_DIM), "vit_128x128": (128, 128, HEADS, HEAD_DIM)},
     CHECK_CASES=[(s, v) for s in [(2, 2, HEADS, HEAD_DIM), (2, 6, HEADS, HEAD_DIM), (10, 14, HEADS, HEAD_DIM),
-                                  (32, 32, HEADS, HEAD_DIM), (2, 2, 3, 8), (2, 4, 2, 12), (4, 2, 1, 4)]
-                 for v in ("randn", "large", "hostile")],
+                                  (32, 32, HEADS, HEAD_DIM), (2, 2, 3, 8), (2, 4, 2, 12), (4, 2, 1, 4), (2, 18, 2, 72)]
+                 for v in ("randn", "hostile")],   # 'large': test_gpu_vision, with a tolerance for cancellation
 )
 
 
@@ -1250,3 +1289,180 @@ CALLS_PER_FORWARD = {   # the report's table 3.4 (one ViT forward: 27 layers, 1 
     "transpose_head_token_kernel": 27, "gelu_fp16_kernel": 4, "spatial_merge_fp16_kernel": 4,
     "patch_embed_conv3d_fp16_kernel": 1, "pos_embed_interpolate_fp16_kernel": 1,
 }
+
+
+# ---- sentences and tables the lab computes from the results on screen -----------------------------
+
+def _one_device(df, case):
+    """The rows of one case, from the first device (and source) present."""
+    if df is None or len(df) == 0:
+        return df.iloc[0:0] if df is not None else None
+    d = df[df["case"] == case]
+    if len(d):
+        d = d[(d["device"] == d["device"].iloc[0]) & (d["source"] == d["source"].iloc[0])]
+    return d
+
+
+def ratio(df, fast, slow, case):
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster), or None where not measured."""
+    d = _one_device(df, case)
+    if d is None or not len(d):
+        return None
+    t = dict(zip(d["name"], d["median_us"]))
+    return t[slow] / t[fast] if fast in t and slow in t else None
+
+
+def frac(df, name, case, col="frac_copy"):
+    d = _one_device(df, case)
+    if d is None or not len(d):
+        return None
+    d = d[d["name"] == name]
+    return float(d[col].iloc[0]) if len(d) else None
+
+
+def compare_text(df, fast, slow, case):
+    """'`fast` is **r×** faster than `slow` at `case` (provenance)', computed, or a note that
+    nothing is measured or recorded for it yet."""
+    from .device import provenance
+    r = ratio(df, fast, slow, case)
+    if r is None:
+        return (f"`{fast}` vs `{slow}` at `{case}`: not measured here and not recorded yet "
+                "(on a GPU this cell measures it; `make bench` records it)")
+    word = "faster than" if r >= 1.05 else "slower than" if r <= 0.95 else "as fast as"
+    shown = r if r >= 1 else 1 / r
+    return (f"`{fast}` is **{shown:.2f}×** {word} `{slow}` at `{case}` " if word != "as fast as" else
+            f"`{fast}` is **as fast as** `{slow}` (ratio {r:.2f}) at `{case}` ") + \
+        f"({provenance(_one_device(df, case))})"
+
+
+def roof_text(df, name, case, target=None):
+    """'`name` reaches **f** of the copy roof at `case`' (+ the issue's target, met or not)."""
+    f = frac(df, name, case)
+    if f is None:
+        return f"`{name}` at `{case}`: not measured here and not recorded yet"
+    t = "" if target is None else (f" (target {target:.2f}: **{'met' if f >= target else 'not met'}**)")
+    return f"`{name}` reaches **{f:.2f}** of the copy roof at `{case}`{t}"
+
+
+def _verdict(measured, claimed):
+    if measured is None:
+        return "not measured yet"
+    if claimed is not None and measured >= 0.8 * claimed:
+        return "holds"
+    if measured >= 1.1:
+        return "partly: faster, by less than claimed" if claimed is not None else "holds: faster"
+    if measured > 0.9:
+        return "no measurable change"
+    return "does not hold: slower"
+
+
+def claims_table(df, rows):
+    """The 'seed claim vs measured here' table with a verdict per row.
+    rows: [(claim, seed_says, claimed_ratio or None, fast, slow, case)]."""
+    import pandas as pd
+    from .device import provenance
+    out = []
+    for claim, seed, claimed, fast, slow, case in rows:
+        r = ratio(df, fast, slow, case)
+        out.append({"claim": claim, "seed says": seed,
+                    "measured here": "-" if r is None else f"{r:.2f}x",
+                    "verdict": _verdict(r, claimed), "comparison": f"{fast} vs {slow} at {case}",
+                    "source": provenance(_one_device(df, case)) if r is not None else "-"})
+    return pd.DataFrame(out)
+
+
+def _count(step, pattern, arch="sm_90"):
+    from .build import ptx
+    return len(ptx(FAMILY, step, arch, grep=pattern))
+
+
+def _gelu_inner_ops(arch):
+    """(fma, mul) counts of gelu_approx's inner polynomial, before and after the seed's edit,
+    each compiled alone."""
+    from .build import nvrtc_compile
+    import re
+    src = r"""
+extern "C" __global__ void before(float* p) { float x = p[0]; float x3 = x * x * x;
+    p[0] = 0.7978845608f * (x + 0.044715f * x3); }
+extern "C" __global__ void after(float* p) { float x = p[0]; float x_sq = x * x;
+    p[0] = 0.7978845608f * __fmaf_rn(0.044715f, x_sq * x, x); }
+"""
+    ptx = nvrtc_compile(src, arch, "gelu_inner.cu")[0]
+    out = []
+    for k in ("before", "after"):
+        body = re.search(rf"\.entry {k}\(.*?\n}}", ptx, re.S).group(0)
+        out.append((len(re.findall(r"\bfma\.rn(\.ftz)?\.f32", body)), len(re.findall(r"\bmul(\.rn)?(\.ftz)?\.f32", body))))
+    return tuple(out)
+
+
+def ptx_claims(arch="sm_90"):
+    """The report's mechanism claims, checked in the compiler's output (no GPU needed)."""
+    import pandas as pd
+    fma = r"^fma\.rn(\.ftz)?\.f32"
+    mul = r"^mul(\.rn)?(\.ftz)?\.f32"
+    bars = {s: _count(s, r"bar\.sync", arch) for s in ("01_layernorm_scalar_tree", "02_layernorm_half2_shfl",
+                                                        "03_layernorm_warp_vec8")}
+    shfl = _count("02_layernorm_half2_shfl", r"shfl\.sync\.bfly", arch)
+    pi = {s: (_count(s, fma, arch), _count(s, mul, arch)) for s in ("14_pos_interp_mul_add", "15_pos_interp_fma")}
+    g04, g05 = _gelu_inner_ops(arch)
+    r18, r19 = _count("18_split_rope_scalar", fma, arch), _count("19_split_rope_fma", fma, arch)
+    v4 = [s for s in ("05_gelu_vec8", "08_bias_gelu_vec8", "11_bias_residual_vec8", "17_spatial_merge_vec8",
+                      "19_split_rope_fma", "22_transpose_vec8") if _count(s, r"ld\.global\.nc\.v4", arch)]
+    rows = [
+        ("LayerNorm: 8 rounds of __syncthreads -> 2", "8 -> 2",
+         f"bar.sync in the PTX: step 01 {bars['01_layernorm_scalar_tree']} (8 tree rounds + the store), "
+         f"step 02 {bars['02_layernorm_half2_shfl']}, step 03 {bars['03_layernorm_warp_vec8']}",
+         "holds" if bars["02_layernorm_half2_shfl"] == 2 and bars["01_layernorm_scalar_tree"] >= 8 else "does not hold"),
+        ("LayerNorm: 5 rounds of __shfl_xor_sync per warp reduction", "5 rounds",
+         f"shfl.sync.bfly in step 02: {shfl} (2 values x (5 in every warp + 5 in warp 0))",
+         "holds" if shfl == 20 else f"{shfl} shuffles"),
+        ("gelu_approx: __fmaf_rn replaces a multiply and an add", "FMA, 2 cycles -> 1",
+         f"(fma, mul) of the inner polynomial alone: before (k0 * (x + k1 * x * x * x)) {g04}, "
+         f"after (k0 * __fmaf_rn(k1, x_sq * x, x)) {g05}",
+         "the compiler already fuses it (nvcc contracts a * b + c by default)" if g04 == g05 else "holds"),
+        ("pos-embed: 4 mul + 3 add -> 3 fma + 1 mul", "fewer instructions",
+         f"(fma, mul) in the PTX: step 14 {pi['14_pos_interp_mul_add']}, step 15 {pi['15_pos_interp_fma']}",
+         "the compiler already emits 3 fma + 1 mul for the 'before' source"
+         if pi["14_pos_interp_mul_add"] == pi["15_pos_interp_fma"] else "holds"),
+        ("RoPE: fma(q1, cos, -(q2 sin)) saves an instruction", "one instruction less",
+         f"fma.rn.f32: step 18 {r18}, step 19 {r19}",
+         "the compiler already fuses it" if r18 == r19 else "holds"),
+        ("float4: 16 bytes per load", "2/4 B -> 16 B per thread",
+         f"ld.global.nc.v4 in: {', '.join(v4)}", "holds" if len(v4) == 6 else "partly"),
+    ]
+    return pd.DataFrame(rows, columns=["claim", "seed says", "compiler shows (" + arch + ")", "verdict"])
+
+
+SEED_CLAIMS = [   # (claim, seed says, claimed ratio, fast, slow, case) for claims_table
+    ("LayerNorm: half2 + warp shuffle + FMA", "2x memory throughput; ~80% less reduction latency", 2.0,
+     "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", "layernorm:16384x1152:float16"),
+    ("  ablation: the reduction alone (shuffle, static smem, fma)", "~80% less latency", None,
+     "ablate_02_scalar_loads", "01_layernorm_scalar_tree", "layernorm:16384x1152:float16"),
+    ("  ablation: half2 loads alone", "2x", 2.0,
+     "02_layernorm_half2_shfl", "ablate_02_scalar_loads", "layernorm:16384x1152:float16"),
+    ("gelu_fp16_kernel: float4 (8 halves)", "4x", 4.0, "05_gelu_vec8", "04_gelu_half2", "gelu:16384x4304:float16"),
+    ("bias_gelu_fp16_kernel: float4 (8 halves)", "4x", 4.0, "08_bias_gelu_vec8", "07_bias_gelu_half2",
+     "bias_gelu:16384x4304:float16"),
+    ("bias_add_residual: float4, null check hoisted", "4x (2 B -> 16 B per thread)", 4.0, "11_bias_residual_vec8",
+     "10_bias_residual_scalar", "bias_residual:16384x1152:float16"),
+    ("  the same, QKV-bias form (no residual)", "4x", 4.0, "11_bias_residual_vec8", "10_bias_residual_scalar",
+     "qkv_bias:16384x3456:float16"),
+    ("patch_embed_conv3d: half2 dot + FMA", "2x", 2.0, "13_patch_embed_half2_fma", "12_patch_embed_scalar",
+     "patch_embed:4096x1536x1152:float16"),
+    ("patch embedding 'or cublasHgemm'", "(no number)", None, "cuBLAS GEMM (cupy.matmul) + bias",
+     "13_patch_embed_half2_fma", "patch_embed:4096x1536x1152:float16"),
+    ("pos_embed_interpolate: FMA bilinear", "lower latency", None, "15_pos_interp_fma", "14_pos_interp_mul_add",
+     "pos_interp:128x128x48x1152:float16"),
+    ("spatial_merge: float4 copy", "4x", 4.0, "17_spatial_merge_vec8", "16_spatial_merge_scalar",
+     "spatial_merge:16384x1152:float16"),
+    ("fused split+RoPE+transpose: FMA + float4 V + block 128", "V copy 4x", None, "19_split_rope_fma",
+     "18_split_rope_scalar", "split_rope:128x128x16x72:float16"),
+    ("  ablation: block 64 -> 128 alone", "better occupancy", None, "ablate_18_block128", "18_split_rope_scalar",
+     "split_rope:128x128x16x72:float16"),
+    ("  ablation: float4 V copy alone", "V copy 4x", None, "19_split_rope_fma", "ablate_19_scalar_v",
+     "split_rope:128x128x16x72:float16"),
+    ("transpose_head_token: float4 (8 halves)", "4x", 4.0, "22_transpose_vec8", "21_transpose_half2",
+     "transpose:16x16384x72:float16"),
+    ("vision_softmax: 'already optimised, kept'", "no change needed", None, "23_softmax_half2_shfl",
+     "lab01_06_fp16_vec8", "softmax:65536x4096:float16"),
+]
