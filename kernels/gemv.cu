@@ -427,8 +427,10 @@ struct PathF32 {          // fp32 weight, fp32 input: 4 per 16 bytes
     static constexpr int VEC = 4;
     typedef float TW;
     typedef float TX;
-    __device__ static float dot(uint4 w, const TX* x, int e, const void*, const void*, size_t, int) {
-        return dot4(*reinterpret_cast<float4*>(&w), __ldg(reinterpret_cast<const float4*>(x + e)), 0.0f);
+    struct XV { float4 v; };
+    __device__ static void loadx(XV& xv, const TX* x, int e) { xv.v = __ldg(reinterpret_cast<const float4*>(x + e)); }
+    __device__ static float dot(uint4 w, const XV& xv, int, const void*, const void*, size_t, int) {
+        return dot4(*reinterpret_cast<float4*>(&w), xv.v, 0.0f);
     }
     __device__ static float one(const TW* wr, const TX* x, int e, const void*, const void*, size_t, int) {
         return __ldg(wr + e) * __ldg(x + e);
@@ -438,8 +440,10 @@ struct PathF16 {          // fp16 weight, fp16 input: 8 per 16 bytes
     static constexpr int VEC = 8;
     typedef __half TW;
     typedef __half TX;
-    __device__ static float dot(uint4 w, const TX* x, int e, const void*, const void*, size_t, int) {
-        return dot8h(w, __ldg(reinterpret_cast<const uint4*>(x + e)), 0.0f);
+    struct XV { uint4 v; };
+    __device__ static void loadx(XV& xv, const TX* x, int e) { xv.v = __ldg(reinterpret_cast<const uint4*>(x + e)); }
+    __device__ static float dot(uint4 w, const XV& xv, int, const void*, const void*, size_t, int) {
+        return dot8h(w, xv.v, 0.0f);
     }
     __device__ static float one(const TW* wr, const TX* x, int e, const void*, const void*, size_t, int) {
         return __half2float(__ldg(wr + e)) * __half2float(__ldg(x + e));
@@ -463,22 +467,28 @@ __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, 
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     int i = t;
     for (; i + (U - 1) * G < nv; i += U * G) {
-        uint4 w[U][R];
+        uint4 w[U][R];                       // U x R independent 16-byte loads in flight
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int r = 0; r < R; ++r) w[u][r] = __ldg(reinterpret_cast<const uint4*>(wr[r]) + i + u * G);
 #pragma unroll
-        for (int u = 0; u < U; ++u)
+        for (int u = 0; u < U; ++u) {
+            typename P::XV xv;               // the inputs are loaded once and serve all R rows
+            P::loadx(xv, x, (i + u * G) * P::VEC);
 #pragma unroll
             for (int r = 0; r < R; ++r)
-                acc[r] += P::dot(w[u][r], x, (i + u * G) * P::VEC, sc, zp, (size_t)min(row0 + r, K - 1), M);
+                acc[r] += P::dot(w[u][r], xv, (i + u * G) * P::VEC, sc, zp, (size_t)min(row0 + r, K - 1), M);
+        }
     }
-    for (; i < nv; i += G)
+    for (; i < nv; i += G) {
+        typename P::XV xv;
+        P::loadx(xv, x, i * P::VEC);
 #pragma unroll
         for (int r = 0; r < R; ++r)
-            acc[r] += P::dot(__ldg(reinterpret_cast<const uint4*>(wr[r]) + i), x, i * P::VEC, sc, zp,
+            acc[r] += P::dot(__ldg(reinterpret_cast<const uint4*>(wr[r]) + i), xv, i * P::VEC, sc, zp,
                              (size_t)min(row0 + r, K - 1), M);
+    }
     for (int e = nv * P::VEC + t; e < M; e += G)
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] += P::one(wr[r], x, e, sc, zp, (size_t)min(row0 + r, K - 1), M);
@@ -536,20 +546,25 @@ struct PathI8 {
     static constexpr int VEC = 16;
     typedef signed char TW;
     typedef float TX;
-    __device__ static float dot(uint4 w, const TX* x, int e, const void* sc, const void*, size_t row, int M) {
-        const float4* x4 = reinterpret_cast<const float4*>(x + e);
+    struct XV { float4 v[4]; };
+    __device__ static void loadx(XV& xv, const TX* x, int e) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) xv.v[k] = __ldg(reinterpret_cast<const float4*>(x + e) + k);
+    }
+    __device__ static float dot(uint4 w, const XV& xv, int e, const void* sc, const void*, size_t row, int M) {
         const unsigned wv[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
-        float s = 0.0f;
+        float s[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {     // q + 128 in a byte; 2^23 + (q + 128) - (2^23 + 128) = q exactly
-            const float4 b = __ldg(x4 + k);
-            s = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7540)) - 8388736.0f, b.x, s);
-            s = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7541)) - 8388736.0f, b.y, s);
-            s = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7542)) - 8388736.0f, b.z, s);
-            s = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7543)) - 8388736.0f, b.w, s);
+            const float4 b = xv.v[k];    // 4 independent accumulators: no 16-long dependent FMA chain
+            s[k] = __int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7540)) - 8388736.0f;
+            s[k] = s[k] * b.x;
+            s[k] = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7541)) - 8388736.0f, b.y, s[k]);
+            s[k] = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7542)) - 8388736.0f, b.z, s[k]);
+            s[k] = fmaf(__int_as_float(__byte_perm(wv[k], 0x4B000000u, 0x7543)) - 8388736.0f, b.w, s[k]);
         }
         const int groups = (M + INT8_GROUP - 1) / INT8_GROUP;
-        return s * __ldg(reinterpret_cast<const float*>(sc) + row * groups + e / INT8_GROUP);
+        return ((s[0] + s[1]) + (s[2] + s[3])) * __ldg(reinterpret_cast<const float*>(sc) + row * groups + e / INT8_GROUP);
     }
     __device__ static float one(const TW* wr, const TX* x, int e, const void* sc, const void*, size_t row, int M) {
         const int groups = (M + INT8_GROUP - 1) / INT8_GROUP;
@@ -575,39 +590,46 @@ struct PathI4 {
     static constexpr int VEC = 32;
     typedef unsigned char TW;
     typedef __half TX;
+    struct XV { float2 f[16]; };            // 32 inputs, converted to fp32 once for all R rows
+    __device__ static void loadx(XV& xv, const TX* x, int e) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            Half8 xh;
+            xh.u = __ldg(reinterpret_cast<const uint4*>(x + e) + k);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) xv.f[4 * k + j] = __half22float2(xh.h2[j]);
+        }
+    }
     __device__ static float group(const void* sc, const void* zp, size_t row, int M, int e, float* zoff) {
         const int groups = (M + INT8_GROUP - 1) / INT8_GROUP;
         const size_t g = row * groups + e / INT8_GROUP;
-        *zoff = 8388608.0f + (float)__ldg(reinterpret_cast<const unsigned char*>(zp) + g);
+        *zoff = __int_as_float(0x4B000000 | __ldg(reinterpret_cast<const unsigned char*>(zp) + g));  // 2^23 + z
         return __half2float(__ldg(reinterpret_cast<const __half*>(sc) + g));
     }
-    __device__ static float dot(uint4 w, const TX* x, int e, const void* sc, const void* zp, size_t row, int M) {
+    __device__ static float dot(uint4 w, const XV& xv, int e, const void* sc, const void* zp, size_t row, int M) {
         float zoff;
         const float s = group(sc, zp, row, M, e, &zoff);
-        const uint4* x8 = reinterpret_cast<const uint4*>(x + e);
         const unsigned wv[4] = {w.x, w.y, w.z, w.w};
-        float acc = 0.0f;
+        float acc[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {           // 8 weights (one 32-bit word) against 8 halves of x
-            Half8 xv;
-            xv.u = __ldg(x8 + k);
-#pragma unroll
             const unsigned lo = wv[k] & 0x0F0F0F0Fu, hi = (wv[k] >> 4) & 0x0F0F0F0Fu;   // even, odd columns
+            acc[k] = 0.0f;                      // 4 independent accumulators
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                const float2 xf = __half22float2(xv.h2[j]);
+                const float2 xf = xv.f[4 * k + j];
                 const float q0 = __int_as_float(__byte_perm(lo, 0x4B000000u, 0x7540 | j)) - zoff;
                 const float q1 = __int_as_float(__byte_perm(hi, 0x4B000000u, 0x7540 | j)) - zoff;
-                acc = fmaf(q0, xf.x, fmaf(q1, xf.y, acc));
+                acc[k] = fmaf(q0, xf.x, fmaf(q1, xf.y, acc[k]));
             }
         }
-        return acc * s;
+        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) * s;
     }
     __device__ static float one(const TW* wr, const TX* x, int e, const void* sc, const void* zp, size_t row, int M) {
         float zoff;
         const float s = group(sc, zp, row, M, e, &zoff);
-        const int q = (__ldg(wr + e / 2) >> (4 * (e & 1))) & 0xF;
-        return ((float)q + 8388608.0f - zoff) * s * __half2float(__ldg(x + e));
+        const unsigned q = (__ldg(wr + e / 2) >> (4 * (e & 1))) & 0xF;
+        return (__int_as_float(0x4B000000 | q) - zoff) * s * __half2float(__ldg(x + e));
     }
 };
 
