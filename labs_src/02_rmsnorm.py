@@ -8,7 +8,7 @@
 #
 # Qwen3-8B runs it 73 times per generated token: before attention and before the FFN in each of
 # 36 layers, plus once at the end. It does ~3 FLOP per element and moves every byte once, so
-# it is **memory-bound**. The lab follows the RMSNorm report (seed 003), which rewrote six
+# it is **memory-bound**. The lab follows the RMSNorm report ([seed 003](../docs/sources.md#003)), which rewrote six
 # kernels of an Orin inference engine. Each kernel comes in its "before" form and its "after"
 # form, and the report's claims are checked against this GPU:
 #
@@ -20,7 +20,7 @@
 # | 04 | `row_rmsnorm_f32_fp16w` after | fp32 x, fp16 w | weight as one 64-bit `uint2` |
 # | 05 | `row_rmsnorm_pure_fp16` before | fp16 x, fp16 w | `half2` loads (4 bytes) |
 # | 06 | `row_rmsnorm_pure_fp16` after | fp16 x, fp16 w | `uint4` loads (16 bytes) |
-# | 07 | step 06 without `__ldg` | fp16 | measures the `__ldg` claim |
+# | 07 | step 06 without `__ldg`, then without `__restrict__` | fp16 | measures each claim alone |
 # | 08 | beyond the seed: one pass | fp32 or fp16 | the row read once, kept in registers |
 # | 09 | beyond the seed: fused residual add | fp32 or fp16 | `h = x + r; y = rmsnorm(h)` in one launch |
 #
@@ -83,7 +83,9 @@ check_variants(rmsnorm, ["01_f32_cub"])
 # The seed's four general changes: a warp-shuffle reduction (16 bytes of shared memory for the
 # four warp partials); `__restrict__`, so the compiler may reorder loads; a compile-time stride
 # with `#pragma unroll`, so several `float4` loads are in flight per thread; and `__ldg` for
-# the weight, which every row rereads.
+# the weight, which every row rereads. The seed credits "the reduction" with the gain; four
+# changes in one step cannot say which one earned it, so the ablation section below undoes
+# each one alone (`rmsnorm.ABLATION`: step 02's body with one switch off).
 
 # %%
 build.show("rmsnorm", "02_f32_shfl")
@@ -102,13 +104,20 @@ check_variants(rmsnorm, ["02_f32_shfl"])
 info = build.ptxas_info("rmsnorm")
 info[info.kernel.isin(["rmsnorm_01_f32_cub", "rmsnorm_02_f32_shfl"])]
 
+# %%
+_i = info.set_index(["kernel", "arch"])
+kl.say("From ptxas: " + "; ".join(
+    f"{a}: CUB's reduction takes {_i.loc[('rmsnorm_01_f32_cub', a), 'smem_bytes']} B of shared memory and "
+    f"{_i.loc[('rmsnorm_01_f32_cub', a), 'registers']} registers, the shuffle version "
+    f"{_i.loc[('rmsnorm_02_f32_shfl', a), 'smem_bytes']} B and {_i.loc[('rmsnorm_02_f32_shfl', a), 'registers']} registers"
+    for a in build.ARCHS) + ". CUB's default `BLOCK_REDUCE_WARP_REDUCTIONS` needs one float per warp plus "
+    "a little bookkeeping, so the report's \"~512 bytes\" does not match this CUB.")
+
 # %% [markdown]
-# CUB's default `BLOCK_REDUCE_WARP_REDUCTIONS` algorithm needs one float per warp plus a little
-# bookkeeping: a few dozen bytes here, not 512, and a few bytes of shared memory never limit
-# occupancy. The registers did roughly double, as the seed says. Whether that leaves occupancy
-# "unaffected" is arithmetic: registers per thread × 128 threads per block, against the SM's
-# 65,536 registers, its thread limit and its block limit. The table does it for both archs from
-# the ptxas numbers above (and, on a GPU, with the occupancy API):
+# Whether the extra registers leave occupancy "unaffected" is arithmetic: registers per thread ×
+# 128 threads per block, against the SM's 65,536 registers, its thread limit and its block limit.
+# The table does it for both archs from the ptxas numbers above (and, on a GPU, with the
+# occupancy API):
 
 # %%
 import pandas as pd
@@ -118,10 +127,19 @@ pd.concat([build.occupancy("rmsnorm", k, threads=128) for k in ("01_f32_cub", "0
 # %% [markdown]
 # ## Decode vs prefill: one row is one block is one SM
 # During decode, each RMSNorm sees one token: one row of 4096, one block of 128 threads, **one
-# SM**. An H100 has 132 SMs, so 131 sit idle. The kernel moves 16–32 KB, which DRAM delivers in
-# well under a microsecond; what remains is the launch itself. The honest yardstick is therefore
-# not the copy roof but an empty kernel, timed the same way. Prefill has hundreds of rows: now
-# every SM has work and bandwidth matters. The table below times both regimes.
+# SM**; every other SM sits idle. The row is a few KB (computed below), which the GPU's DRAM
+# could stream in a fraction of a microsecond. What sets the time is **latency × bytes in
+# flight** (Little's law, lab 00): one block can only ask for as many bytes as its threads have
+# loads outstanding, and each batch of loads costs a full DRAM round trip. A thread whose loop
+# keeps one 4-byte load in flight needs many round trips for its share of the row; one that keeps
+# four 16-byte loads in flight needs one. The timing section puts that count beside the measured
+# times. Prefill has hundreds of rows: every SM has work, and bandwidth matters.
+
+# %%
+for path, (xdt, wdt) in rmsnorm.PATHS.items():
+    x1, w1 = rmsnorm.make_input((1, 4096), path)
+    kl.say(f"1 × 4096, {path}: x {x1.nbytes // 1024} KiB + y {x1.nbytes // 1024} KiB + weight "
+           f"{w1.nbytes // 1024} KiB = **{rmsnorm.bytes_moved(x1, w1) // 1024} KiB** per call.")
 
 # %% [markdown]
 # ## Steps 03–04: fp32 activations with an fp16 weight
@@ -156,18 +174,22 @@ for step in ("05_fp16_half2_cub", "06_fp16_uint4"):
 check_variants(rmsnorm, ["05_fp16_half2_cub", "06_fp16_uint4"])
 
 # %% [markdown]
-# ## Step 07: what is `__ldg` worth?
-# The report credits `__ldg` with keeping the shared weight out of L1. Step 07 is step 06 with
-# plain loads and no `__restrict__`. The PTX differs exactly there: `ld.global.nc` (the read-only,
-# non-coherent path) against `ld.global`. The timing section measures the difference.
+# ## Step 07: what are `__ldg` and `__restrict__` worth?
+# The report credits `__ldg` with keeping the shared weight out of L1. One change at a time:
+# `07_fp16_restrict_no_ldg` is step 06 without the `__ldg` calls (`__restrict__` kept), and
+# `07_fp16_uint4_no_ldg` drops `__restrict__` as well. The PTX shows what each did: with
+# `const __restrict__` pointers the compiler may choose the read-only path (`ld.global.nc`) by
+# itself; with plain pointers it cannot, and every load is `ld.global`.
 
 # %%
+build.show("rmsnorm", "07_fp16_restrict_no_ldg")
 build.show("rmsnorm", "07_fp16_uint4_no_ldg")
-print("step 06:", build.ptx("rmsnorm", "06_fp16_uint4", grep=r"ld\.global")[0])
-print("step 07:", build.ptx("rmsnorm", "07_fp16_uint4_no_ldg", grep=r"ld\.global")[0])
+for step in ("06_fp16_uint4", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg"):
+    loads = build.ptx("rmsnorm", step, grep=r"ld\.global")
+    print(f"{step:<24}: {sum('.nc' in l for l in loads)} of {len(loads)} global loads use the read-only path (.nc)")
 
 # %%
-check_variants(rmsnorm, ["07_fp16_uint4_no_ldg"])
+check_variants(rmsnorm, ["07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg"])
 
 # %% [markdown]
 # ## Step 08 (beyond the seed): read the row once
@@ -197,10 +219,11 @@ build.ptxas_info("rmsnorm")
 # before each repetition. GB/s counts one read of `x`, one write of `y` and one read of the
 # weight. The baselines are `torch.nn.functional.rms_norm`, a CuPy composite
 # (`x * rsqrt(mean(x²) + eps) * w`, several kernels), and a floor: a device-to-device memcpy of
-# `x` into `y`, the same bytes with no arithmetic at all (its GB/s omits the weight's few KB).
+# `x` into `y`, the same bytes with no arithmetic at all. The memcpy does not read the weight,
+# so its GB/s counts only x and y (`rmsnorm.memcpy_counts_its_own_bytes`).
 
 # %%
-res = bench.compare(rmsnorm, rmsnorm.RECORD_CASES)
+res = rmsnorm.memcpy_counts_its_own_bytes(bench.compare(rmsnorm, rmsnorm.RECORD_CASES))
 bench.table(res)
 
 # %%
@@ -209,12 +232,49 @@ for path in rmsnorm.PATHS:
                title=f"RMSNorm {path}, hidden 4096: GB/s vs batch (rows)")
 
 # %% [markdown]
-# Small batches sit far below the roof: a handful of blocks cannot fill the GPU, and the launch
-# dominates. Compare those cases in time, not GB/s:
+# Small batches sit far below the roof: a handful of blocks cannot fill the GPU. Compare those
+# cases in time, not GB/s:
 
 # %%
 small = bench.select(res, dtype="float16", rows=[1, 4, 16, 64])
 plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, small batches", value="median_us")
+
+# %% [markdown]
+# ### One row: round trips, not launches
+# For a single row, the model counts how many DRAM round trips the first pass needs: each thread
+# has `loads per thread` loads to make and keeps `loads in flight per thread` of them
+# outstanding (the load width and the loop's unrolling, read from the kernel; the widths are
+# checked against the PTX in `tests/test_compile.py`). Beside it, the measured time.
+
+# %%
+one_rows = []
+for step, v in rmsnorm.VARIANTS.items():
+    for path in v.dtypes:
+        itemsize = np.dtype(rmsnorm.PATHS[path][0]).itemsize
+        t = bench.pick(res, step, "median_us", case=rmsnorm.case_key((1, 4096), path))
+        one_rows.append({"step": step, "path": path, **rmsnorm.round_trips(step, 4096, itemsize), "median_us": t})
+rt = pd.DataFrame(one_rows)
+rt
+
+# %%
+def _t(step, path="float16"):
+    return float(rt[(rt.step == step) & (rt.path == path)]["median_us"].iloc[0])
+
+
+def _n(step, path="float16"):
+    return int(rt[(rt.step == step) & (rt.path == path)]["round trips (first pass)"].iloc[0])
+
+
+t05, t06 = _t("05_fp16_half2_cub"), _t("06_fp16_uint4")
+per_rt = (t05 - t06) / (_n("05_fp16_half2_cub") - _n("06_fp16_uint4"))
+kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips per pass and step 06 "
+       f"{_n('06_fp16_uint4')}; measured, {t05:.1f} µs against {t06:.1f} µs ({t05 / t06:.2f}×), or "
+       f"{per_rt:.2f} µs per extra round trip, about one DRAM latency ({kl.provenance(res)}). "
+       "Neither kernel is near any bandwidth limit, and both pay one launch: the difference is how many "
+       "bytes each thread keeps in flight. The same holds in fp32, where steps 01 and 02 differ in "
+       f"loads in flight (1 vs 4 per thread): {_t('01_f32_cub', 'float32'):.1f} against "
+       f"{_t('02_f32_shfl', 'float32'):.1f} µs." if t05 == t05 and t06 == t06 else
+       "Not recorded yet: on a GPU the times go beside the round trips.")
 
 # %% [markdown]
 # ## The targets
@@ -222,13 +282,21 @@ plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, sma
 # * **Against torch**: step 08 vs `F.rms_norm` at 1 × 4096 (decode) and 512 × 4096 (prefill).
 # * **Decode**: a single row, in units of an empty kernel launch timed the same way.
 #
-# The copy roof is measured with ~500 MB of traffic, where one launch is noise. At 8192 × 4096
-# fp16 the kernel moves 128 MiB in ~32 µs at the roof, and one launch (~3.5 µs on an H100/H200)
-# is 10% of that. The second column charges the roof one launch too: it says how close the
-# kernel is to what any single kernel could do at this size.
-#
-# The memcpy floor makes the same point from the other side: the ratio of its time to step 08's
-# is how close step 08 comes to merely moving the bytes.
+# The copy roof is measured with far more traffic than this case moves, where one launch is
+# noise; here one launch is a visible share (the numbers are computed below). The second column
+# charges the roof one launch too: it says how close the kernel is to what any single kernel
+# could do at this size. The memcpy floor makes the same point from the other side: the ratio of
+# its time to step 08's is how close step 08 comes to merely moving the bytes.
+
+# %%
+_roof = bench.roof_values()
+_b = bench.pick(res, "08_onepass", "bytes", case=rmsnorm.case_key((8192, 4096), "float16"))
+if _roof:
+    kl.say(f"The copy roof was measured moving {2 * _roof['roof_bytes'] / 2**20:.0f} MiB "
+           f"(read + write); 8192 × 4096 fp16 moves {_b / 2**20:.0f} MiB, "
+           f"{_b / _roof['copy_gbps'] / 1e3:.1f} µs at the roof, and one empty launch measured the same way "
+           f"takes {_roof['launch_us']:.2f} µs, {_roof['launch_us'] / (_b / _roof['copy_gbps'] / 1e3):.0%} of that "
+           f"({_roof['source']} on {_roof['device']}, {_roof['date']}).")
 
 # %%
 print(bench.speedup(bench.select(res, rows=8192), "08_onepass", "memcpy x -> y (floor)").round(3))
@@ -263,21 +331,77 @@ bench.claims(res, [
      k((1, 4096), "f32_fp16w")),
     ("pure fp16: half2 -> uint4 loads", "2.13x (34.5 -> 16.2 us)", "06_fp16_uint4", "05_fp16_half2_cub", k((1, 4096), "float16")),
     ("pure fp16, prefill 512 rows", "(the VL prefill gain)", "06_fp16_uint4", "05_fp16_half2_cub", k((512, 4096), "float16")),
-    ("__ldg avoids L1 pollution (decode)", "helps", "06_fp16_uint4", "07_fp16_uint4_no_ldg", k((1, 4096), "float16")),
-    ("__ldg avoids L1 pollution (8192 rows)", "helps", "06_fp16_uint4", "07_fp16_uint4_no_ldg", k((8192, 4096), "float16")),
+    ("__ldg alone (decode)", "helps: avoids L1 pollution", "06_fp16_uint4", "07_fp16_restrict_no_ldg", k((1, 4096), "float16")),
+    ("__ldg alone (8192 rows)", "helps", "06_fp16_uint4", "07_fp16_restrict_no_ldg", k((8192, 4096), "float16")),
+    ("__ldg alone (ViT 4096 x 1152)", "helps", "06_fp16_uint4", "07_fp16_restrict_no_ldg", k((4096, 1152), "float16")),
+    ("__restrict__ alone (decode)", "lets the compiler batch loads", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg",
+     k((1, 4096), "float16")),
+    ("__restrict__ alone (8192 rows)", "-", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", k((8192, 4096), "float16")),
+    ("__restrict__ alone (ViT 4096 x 1152)", "-", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg",
+     k((4096, 1152), "float16")),
     ("beyond the seed: one pass vs seed's after", "-", "08_onepass", "06_fp16_uint4", k((8192, 4096), "float16")),
 ])
 
+# %%
+def _ratio(df, fast, slow, case):
+    return bench.pick(df, slow, "median_us", case=case) / bench.pick(df, fast, "median_us", case=case)
+
+
+def _x(r):
+    return f"**{r:.2f}×**" if r == r else "*(not recorded yet)*"
+
+
+def _verdict(r, tol=0.03):
+    return "not recorded yet" if r != r else "no measurable difference" if abs(r - 1) < tol else \
+        ("faster with it" if r > 1 else "slower with it")
+
+
+f16 = lambda b, c=4096: k((b, c), "float16")   # noqa: E731
+r_w1, r_w8 = _ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(1)), _ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(8192))
+kl.say(f"Load width: `half2` → `uint4` is {_x(r_w1)} for one row (seed: 2.13×) and {_x(r_w8)} at 8192 rows "
+       f"({kl.provenance(res)}).")
+kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): " + "; ".join(
+    f"{lbl}: {_x(r)} ({_verdict(r)})" for lbl, r in
+    [("1 row", _ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(1))),
+     ("8192 rows", _ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(8192))),
+     ("4096 × 1152", _ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(4096, 1152)))])
+    + ". `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): " + "; ".join(
+    f"{lbl}: {_x(r)} ({_verdict(r)})" for lbl, r in
+    [("1 row", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(1))),
+     ("8192 rows", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(8192))),
+     ("4096 × 1152", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(4096, 1152)))])
+    + ". With `__restrict__` the compiler already uses the read-only path (the PTX counts above), so "
+      "an explicit `__ldg` has little left to add.")
+
 # %% [markdown]
-# On the recorded H200, the data-path changes carry the report: `half2` → `uint4` is the big
-# win (more than the seed's 2.13× for one row, still ~1.5× at 8192 rows). The reduction change
-# is worth less than the seed's 1.38× for one row, but does not shrink at batch 64 as it did on
-# Orin: on 132 SMs, 64 rows still leave the GPU mostly idle. `__ldg` is worth a little for one
-# row and nothing at 8192 rows, where every load is a cold DRAM miss anyway.
-#
-# The shared-memory claim is a compiler fact, not a timing: from ptxas above, CUB's TempStorage
-# plus the broadcast slot take 28 bytes in this build, the shuffle version 16. The "512 bytes"
-# of the report does not match this CUB, and neither number limits occupancy.
+# ## Ablation: step 02's four changes, one at a time
+# Each row is step 02 with one change undone (same inputs, same run); its time over step 02's is
+# what that change is worth given the other three. Step 01 (all four undone) is the last row.
+
+# %%
+abl = bench.compare(rmsnorm.ABLATION, rmsnorm.ABLATION.RECORD_CASES)
+if len(abl):
+    at = abl.pivot_table(index="name", columns="case", values="median_us")
+    at = at / at.loc["02_f32_shfl"] if "02_f32_shfl" in at.index else at
+    at.insert(0, "what it is", [rmsnorm.ABLATION_STEPS.get(n, n) for n in at.index])
+    from IPython.display import display
+    display(at.round(2).rename_axis(f"time / step 02's ({kl.provenance(abl)})"))
+else:
+    print("Not recorded yet: the ablation is timed live on a GPU (make bench records it).")
+
+# %%
+undo = {"02_ablate_cub": "the shuffle reduction", "02_ablate_runtime_stride": "the compile-time stride + unroll",
+        "02_ablate_no_ldg": "`__ldg` (with `__restrict__` kept)", "02_ablate_plain": "`__ldg` + `__restrict__`"}
+for case in rmsnorm.ABLATION.RECORD_CASES:
+    key = k(*case)
+    worth = {lbl: _ratio(abl, "02_f32_shfl", n, key) for n, lbl in undo.items()} if len(abl) else {}
+    worth = {a: b for a, b in worth.items() if b == b}
+    if worth:
+        top = max(worth, key=worth.get)
+        kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth {_x(v)}" for lbl, v in worth.items())
+               + f"; all four together (step 01 → 02): {_x(_ratio(abl, '02_f32_shfl', '01_f32_cub', key))}. "
+               f"The largest single contribution is {top}; the seed credits the reduction "
+               f"({kl.provenance(abl)}).")
 
 # %% [markdown]
 # ## Step 09 (beyond the seed): fuse the residual add
@@ -395,10 +519,12 @@ kl.check.grade_exercise(SOLUTION, "fused_add_rmsnorm", strict=True, **GRADE)
 
 # %% [markdown]
 # ## What to remember
-# * RMSNorm is memory-bound: count bytes, then make each load instruction move 16 of them.
-# * `half2` → `uint4` is the big win for fp16 data; the reduction method matters far less.
-# * One row is one block is one SM: decode RMSNorm costs a launch, not bandwidth.
-# * Check a report's claims on your GPU: some hold (vector width), some shrink (the reduction at
-#   large batch), some do not show up at all (`__ldg`, when `__restrict__` already lets the
-#   compiler use the read-only path).
+# * RMSNorm is memory-bound at prefill: count bytes, then make each load instruction move 16 of them.
+# * At decode, one row is one block is one SM: the time is DRAM round trips, set by the bytes each
+#   thread keeps in flight (load width × loads outstanding), plus one launch. Wider loads and
+#   unrolled loops cut round trips; that, not the launch, separates the seed's before and after.
+# * A step that changes four things needs an ablation before a verdict: measure each change alone
+#   (the ablation table), then credit it.
+# * Check a report's claims on your GPU, one change at a time: some hold (vector width), some do
+#   not show up (`__ldg`, when `__restrict__` already lets the compiler use the read-only path).
 # * Fusing the residual add saves a pass and a launch: up to 1.25× on bandwidth, more at decode.

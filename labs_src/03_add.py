@@ -7,7 +7,7 @@
 # FLOP per 12 bytes (fp32): it can only ever be as fast as memory, so every step here is about
 # **bytes per instruction** and **instructions per byte**.
 #
-# The add report (seed 004) rewrote four kernels; each comes in its before and after form:
+# The add report ([seed 004](../docs/sources.md#004)) rewrote four kernels; each comes in its before and after form:
 #
 # | step | kernel (seed name) | what changes |
 # |---|---|---|
