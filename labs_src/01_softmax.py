@@ -515,13 +515,13 @@ extern "C" __global__ void softmax_mine(const float* __restrict__ x, float* __re
         const float v = xr[i];
         if (v == NEG_INF) continue;                   // adds exp(-inf) = 0
         const float m2 = fmaxf(m, v);
-        d = (m == NEG_INF ? 0.0f : d * expf(m - m2)) + expf(v - m2);
+        d = d * (m == NEG_INF ? 0.0f : expf(m - m2)) + expf(v - m2);   // 0 * NaN stays NaN
         m = m2;
     }
     for (int o = 16; o > 0; o >>= 1) {               // merge the lanes' states
         const float mo = __shfl_xor_sync(0xffffffffu, m, o), dO = __shfl_xor_sync(0xffffffffu, d, o);
         const float mm = fmaxf(m, mo);
-        d = (m == NEG_INF ? 0.0f : d * expf(m - mm)) + (mo == NEG_INF ? 0.0f : dO * expf(mo - mm));
+        d = d * (m == NEG_INF ? 0.0f : expf(m - mm)) + dO * (mo == NEG_INF ? 0.0f : expf(mo - mm));
         m = mm;
     }
     for (int i = lane; i < C; i += 32) yr[i] = expf(xr[i] - m) / d;
