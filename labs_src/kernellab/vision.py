@@ -1326,8 +1326,7 @@ def compare_text(df, fast, slow, case):
     from .device import provenance
     r = ratio(df, fast, slow, case)
     if r is None:
-        return (f"`{fast}` vs `{slow}` at `{case}`: not measured here and not recorded yet "
-                "(on a GPU this cell measures it; `make bench` records it)")
+        return f"`{fast}` vs `{slow}` at `{case}`: not measured or recorded yet"
     word = "faster than" if r >= 1.05 else "slower than" if r <= 0.95 else "as fast as"
     shown = r if r >= 1 else 1 / r
     return (f"`{fast}` is **{shown:.2f}×** {word} `{slow}` at `{case}` " if word != "as fast as" else
@@ -1342,6 +1341,17 @@ def roof_text(df, name, case, target=None):
         return f"`{name}` at `{case}`: not measured here and not recorded yet"
     t = "" if target is None else (f" (target {target:.2f}: **{'met' if f >= target else 'not met'}**)")
     return f"`{name}` reaches **{f:.2f}** of the copy roof at `{case}`{t}"
+
+
+def with_tflops(df):
+    """Patch-embedding results with a TFLOP/s column (2 N K O flops per call)."""
+    df = df.copy()
+    if len(df):
+        keys = df["case"].str.split(":").str[1].str.split("x")
+        df["TFLOP/s"] = [2 * int(k[0]) * int(k[1]) * int(k[2]) / t / 1e6 for k, t in zip(keys, df["median_us"])]
+    else:
+        df["TFLOP/s"] = []
+    return df
 
 
 def _verdict(measured, claimed):
