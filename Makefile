@@ -44,10 +44,11 @@ test:
 test-browser:
 	@$(call WITHPY,lab) KERNELLAB_BROWSER=1 $$PY -m pytest tests/test_browser.py -p no:cacheprovider -rs $(PYTEST_ARGS)
 
-## make notebooks (= make clean-notebooks): notebooks/*.ipynb from labs_src/*.py, outputs cleared,
-## kernelspec set. A notebook edited after its .py keeps its edits: they go into the .py first.
+## make notebooks (= make clean-notebooks) [LAB=01]: notebooks/*.ipynb from labs_src/*.py, outputs
+## cleared, kernelspec set. Where the two differ, the file with uncommitted edits wins (both: the
+## newer), so a notebook edited in JupyterLab keeps its edits: they go into the .py first.
 notebooks clean-notebooks:
-	@$(call WITHPY,test) $$PY scripts/notebooks.py build
+	@$(call WITHPY,test) $$PY scripts/notebooks.py build $(LAB)
 
 ## make bench: on a GPU, record figures/reference/<device>/*.csv + meta.json (the recorded results)
 bench:

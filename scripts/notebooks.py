@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The notebooks' life cycle, for the Makefile (run from the repository root).
 
-  build                     make notebooks / clean-notebooks: notebooks/*.ipynb from labs_src/*.py,
+  build [NN ...]            make notebooks / clean-notebooks: notebooks/*.ipynb from labs_src/*.py,
                             no outputs, kernelspec python3. Which file wins when their cells differ:
                             the one with uncommitted edits (git); if both have them, the newer one.
                             So a notebook edited in JupyterLab keeps its edits (they go into the .py
@@ -85,12 +85,15 @@ def _write_py(nb, py: Path) -> None:
     jupytext.write(nb, py, fmt="py:percent")
 
 
-def build(root: Path = ROOT, quiet=False) -> list[str]:
-    """notebooks/X.ipynb from labs_src/X.py for every lab; returns what it did, one line each."""
+def build(root: Path = ROOT, quiet=False, only=()) -> list[str]:
+    """notebooks/X.ipynb from labs_src/X.py for every lab (or the labs numbered in `only`);
+    returns what it did, one line each."""
     import jupytext
     done = []
     (root / "notebooks").mkdir(exist_ok=True)
     for py in labs(root):
+        if only and py.name[:2] not in {f"{int(n):02d}" for n in only}:
+            continue
         ipynb = root / "notebooks" / f"{py.stem}.ipynb"
         src = jupytext.read(py)
         if ipynb.exists():
@@ -212,14 +215,14 @@ def solutions(dest: Path, root: Path = ROOT, force=False) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("build")
+    p = sub.add_parser("build"); p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
     p = sub.add_parser("learner"); p.add_argument("dest"); p.add_argument("--force", action="store_true")
     p.add_argument("--only"); p.add_argument("--no-links", action="store_true")
     p = sub.add_parser("reset"); p.add_argument("lab"); p.add_argument("dest", nargs="?", default="my-labs")
     p = sub.add_parser("solutions"); p.add_argument("dest"); p.add_argument("--force", action="store_true")
     a = ap.parse_args(argv)
     if a.cmd == "build":
-        build()
+        build(only=a.labs)
     elif a.cmd == "learner":
         learner(Path(a.dest).resolve(), force=a.force, only=a.only, links=not a.no_links)
     elif a.cmd == "reset":
