@@ -280,35 +280,40 @@ _ND = None
 PLANS_PER_VARIANT = 64
 
 
-def _plan_key(args, out):
-    """What determines a launcher's launches: each array's address, shape, layout and dtype,
-    and every other argument's value. None when an argument cannot be part of a key."""
+_SCALAR = object()     # marks a non-array argument in a plan key
+
+
+def _plan_key(args, out) -> tuple:
+    """What determines a launcher's launches, as one flat tuple: each array's address, shape,
+    layout and dtype, and every other argument's value (unhashable ones make the key unusable:
+    the dict lookup raises TypeError)."""
     global _ND
     if _ND is None:
         import cupy
         _ND = cupy.ndarray
     parts = []
-    for a in (*args, *(out if type(out) is tuple else (out,))):
+    add = parts.append
+    for a in (*args, *out) if type(out) is tuple else (*args, out):
         if type(a) is _ND:
-            parts.append((a.data.ptr, a.shape, a._c_contiguous or a.strides, a.dtype))
+            add(a.data.ptr)
+            add(a.shape)
+            add(a._c_contiguous or a.strides)
+            add(a.dtype)
         else:
-            parts.append(a)
-    key = tuple(parts)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+            add(_SCALAR)
+            add(a)
+    return tuple(parts)
 
 
 def _plan(records, args, out):
-    """The recorded launches with every array argument replaced by its address (so the plan
-    keeps no array alive), or None when a launch used memory outside the call's own arrays
-    (a temporary the launcher allocated: a replay would write into freed memory)."""
+    """The recorded launches as one zero-argument call, every array argument replaced by its
+    address (so the plan keeps no array alive); None when a launch used memory outside the
+    call's own arrays (a temporary the launcher allocated: a replay would write into freed
+    memory) or passed something that is neither an array nor a NumPy scalar."""
     import numpy as np
     spans = [(a.data.ptr, a.data.ptr + a.nbytes) for a in (*args, *(out if type(out) is tuple else (out,)))
              if type(a) is _ND]
-    plan = []
+    calls = []
     for k, g, b, packed, sm in records:
         new = []
         for x in packed:
@@ -320,8 +325,15 @@ def _plan(records, args, out):
             elif not isinstance(x, np.generic):
                 return None
             new.append(x)
-        plan.append((k, g, b, tuple(new), sm))
-    return plan
+        calls.append(functools.partial(k, g, b, tuple(new), shared_mem=sm) if sm else
+                     functools.partial(k, g, b, tuple(new)))
+    if len(calls) == 1:
+        return calls[0]
+
+    def replay():
+        for c in calls:
+            c()
+    return replay
 
 
 class Variant:
@@ -352,22 +364,24 @@ class Variant:
         self.__doc__ = fn.__doc__
 
     def __call__(self, *args, out=None):
-        if out is None:
-            return self.fn(*args, out=out)
-        if _RECORD is not None:                  # being recorded (bench.bare, an outer plan): the full path
+        if out is not None and _RECORD is None and self.plan:
+            key = _plan_key(args, out)
+            try:
+                plan = self._plans.get(key)
+            except TypeError:                     # an unhashable argument: no plan for this call
+                plan = key = None
+            if plan is not None:
+                plan()                            # the launches this key always makes
+                return out
+            return self._first(args, out, key)
+        if out is not None:                       # being recorded (bench.bare, an outer plan), or plan=False
             no_alias(out, args, self.inplace)
-            return self.fn(*args, out=out)
-        key = _plan_key(args, out)
-        plan = self._plans.get(key) if key is not None else None
-        if plan is not None:
-            for k, g, b, a, sm in plan:
-                if sm:
-                    k(g, b, a, shared_mem=sm)
-                else:
-                    k(g, b, a)
-            return out
+        return self.fn(*args, out=out)
+
+    def _first(self, args, out, key):
+        """The full path: validate, launch, and keep the launches as this key's plan."""
         no_alias(out, args, self.inplace)
-        if key is None or not self.plan:
+        if key is None:
             return self.fn(*args, out=out)
         records = record_launches(lambda: self.fn(*args, out=out), keep_result=True)
         ret = records.result
