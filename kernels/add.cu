@@ -1,7 +1,9 @@
 // add.cu: the add kernels of the add report (seed 004), before and after. Residual adds
 // (out = a + b), the broadcast bias add of Qwen2's QKV projections (out[r, c] = m[r, c] +
 // bias[c]) and DeepStack's in-place add into a slice of rows. Element-wise: no data reuse,
-// so the only levers are bytes per instruction and instructions per byte.
+// so the time is DRAM's: bandwidth once enough bytes are in flight (Little's law: bytes in
+// flight = latency x bandwidth), latency x round trips before that. The levers are bytes in
+// flight per thread (the load width) and instructions per byte.
 // n is the element count (the launcher keeps it below 2^31 - 64). vec_ok = 0 (a base that is
 // not 16-byte aligned, or cols not a multiple of the vector width) selects scalar loads.
 #include "common.cuh"

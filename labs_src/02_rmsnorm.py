@@ -370,8 +370,11 @@ kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): " + "; ".join
     [("1 row", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(1))),
      ("8192 rows", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(8192))),
      ("4096 × 1152", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(4096, 1152)))])
-    + ". With `__restrict__` the compiler already uses the read-only path (the PTX counts above), so "
-      "an explicit `__ldg` has little left to add.")
+    + ". With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
+      "so an explicit `__ldg` changes " + ("nothing in the PTX's load kinds; the timings above say what "
+      "is left" if not len(bench.select(res, name="07_fp16_restrict_no_ldg")) else
+      ("little here" if all(abs(_ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(*c)) - 1) < 0.1
+                            for c in [(1,), (8192,), (4096, 1152)]) else "the timing noticeably at some shapes")) + ".")
 
 # %% [markdown]
 # ## Ablation: step 02's four changes, one at a time

@@ -4,8 +4,11 @@
 # The simplest kernel there is, and one of the most called: Qwen3-8B runs a residual add
 # (`out = a + b`) 72 times per token. Qwen2 adds a bias to every Q, K and V projection, and
 # Qwen3-VL's DeepStack adds vision features into a slice of the hidden states. An add does one
-# FLOP per 12 bytes (fp32): it can only ever be as fast as memory, so every step here is about
-# **bytes per instruction** and **instructions per byte**.
+# FLOP per 12 bytes (fp32): it can only ever be as fast as memory. How fast memory is for a
+# kernel depends on how many bytes it keeps **in flight**: by Little's law (lab 00), bandwidth =
+# bytes in flight ÷ latency, so a thread that asks for 2 bytes at a time gets a fraction of what
+# one asking for 16 gets. Every step here changes the bytes in flight per thread (the load width)
+# or the instructions per byte.
 #
 # The add report ([seed 004](../docs/sources.md#004)) rewrote four kernels; each comes in its before and after form:
 #
@@ -116,8 +119,9 @@ check_variants(add, ["03_fp16_half2", "04_fp16_vec8", "08_vec_fp16_scalar"])
 # ## Timing: sizes from one token to 64M elements
 # Every variant and baseline (`cupy.add` and `torch.add`, both writing into a preallocated
 # output) runs on the same inputs in the same process. GB/s counts two reads and one write.
-# Below ~1M elements the data is smaller than L2 and the time is mostly the launch (the
-# L2 is flushed before every repetition, so the data still comes from DRAM).
+# Small sizes are a few waves of blocks or less: the L2 is flushed before every repetition, so the
+# data still comes from DRAM, and the time is a few DRAM round trips plus one launch, not
+# bandwidth (the bytes-in-flight table below).
 
 # %%
 res = bench.compare(add, add.RECORD_CASES)
@@ -136,6 +140,52 @@ big = bench.select(res, cols=2 ** 26)
 print(bench.select(big, name=list(add.BEST.values()))[["case", "name", "frac_copy", "source"]].round(3))
 pd.concat([bench.speedup(big, "02_f32_float4", "torch.add"), bench.speedup(big, "04_fp16_vec8", "torch.add")],
           axis=1).round(3)
+
+# %%
+for dt, best in add.BEST.items():
+    fc = bench.pick(big, best, "frac_copy", case=add.case_key((2 ** 26,), dt))
+    vs = bench.speedup(big, best, "torch.add")
+    vs = float(vs.iloc[0]) if len(vs) else float("nan")
+    if fc == fc:
+        kl.say(f"{dt}: `{best}` reaches **{fc:.3f}** of the copy roof ({'meets' if fc >= 0.95 else 'misses'} 0.95) "
+               f"and runs at **{vs:.3f}×** `torch.add` ({'meets' if vs >= 0.97 else 'misses'} 0.97) "
+               f"({kl.provenance(big)})."
+               + (" A fraction above 1 means the kernel beat the copy that defines the roof on these bytes: "
+                  "the roof is a measurement too, not a law (lab 00)." if fc > 1 else ""))
+
+# %% [markdown]
+# ### Bytes in flight per thread, and what they buy
+# Every step reads its operands with one load per operand per thread; only the width differs.
+# With the blocks that fit on an SM (from ptxas), that is the bytes in flight per SM. Beside it,
+# the measured fraction of the copy roof at 64M elements, where every byte comes from DRAM.
+
+# %%
+from kernellab.softmax import device_facts   # SMs, L2 and arch of the device the frame was measured on
+
+_arch = device_facts(big).get("arch", "sm_90")
+_arch = _arch if _arch in build.ARCHS else "sm_90"      # ptxas occupancy is computed for the teaching archs
+_rows = []
+for step in add.LOADS:
+    dt = add.VARIANTS[step].dtypes[0]
+    occ = build.occupancy("add", step, threads=add.LOADS[step][1])
+    per_sm = int(occ[(occ.arch == _arch) & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
+    _rows.append({"step": step, "dtype": dt, **add.in_flight(step, per_sm),
+                  "fraction of copy roof at 64M": bench.pick(big, step, "frac_copy", case=add.case_key((2 ** 26,), dt))})
+inflight = pd.DataFrame(_rows).sort_values("bytes in flight per thread")
+inflight.round(3)
+
+# %%
+f16 = inflight[inflight.dtype == "float16"]
+if f16["fraction of copy roof at 64M"].notna().all():
+    kl.say("fp16: " + ", ".join(f"{int(r['bytes in flight per thread'])} B in flight per thread "
+                                f"({r['step']}) → **{r['fraction of copy roof at 64M']:.2f}**"
+                                for _, r in f16.iterrows())
+           + f" of the copy roof ({kl.provenance(big)}). Same bytes"
+           + (", same number of threads per SM" if f16["threads per SM"].nunique() == 1 else "") + ": what "
+           "differs is how many bytes each thread has asked for when it waits (and, with it, the load "
+           "instructions per byte). Little's law (lab 00) says why: bandwidth = bytes in flight ÷ latency, "
+           "until the SMs keep enough in flight to cover latency × bandwidth; past that, wider loads "
+           "cannot add bandwidth.")
 
 # %% [markdown]
 # ## The broadcast bias add: is the modulo really the cost?
@@ -171,13 +221,20 @@ plot.sweep(sweep, "03_bias_modulo_sweep", title="broadcast bias add, fp16, 2^25 
 pd.concat([bench.speedup(sweep, "06_bias_2d", "05_bias_mod").rename("modulo removed (05/06)"),
            bench.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d").rename("8-wide loads (06/07)")], axis=1).round(2)
 
+# %%
+_mod = bench.speedup(sweep, "06_bias_2d", "05_bias_mod")
+_vec = bench.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
+if len(_mod) and len(_vec):
+    kl.say(f"Across these column counts, removing the modulo alone is worth {_mod.min():.2f}–{_mod.max():.2f}×, "
+           f"8-wide loads alone {_vec.min():.2f}–{_vec.max():.2f}× ({kl.provenance(sweep)}). "
+           + ("The load width, not the modulo, carries the seed's win here: a 2-byte load per thread "
+              "starves the memory system, and the ALU time of `%` hides behind it."
+              if _vec.median() > _mod.median() else
+              "The modulo matters more than the load width here.")
+           + " On a GPU with a different balance of integer throughput to bandwidth (a 16-SM Orin), "
+             "the ratios can differ: read them there before crediting either change.")
+
 # %% [markdown]
-# Read the two columns before believing the report. On the recorded H200, the modulo alone was
-# worth a few percent at most, while 8-wide loads were worth almost 3×: a 2-byte load per thread
-# is what starved the memory system, and the ALU time of `%` hid behind it. On a 16-SM Orin with
-# a tenth of the bandwidth, the balance of integer work to bytes is different: measure there
-# before you credit either change.
-#
 # ## DeepStack: add into a slice of rows, in place
 # Qwen3-VL adds vision features into the hidden states of the visual tokens only:
 # `x[row0 : row0 + k, :] += feats`. The seed does it on raw pointers. Here the launcher
@@ -299,10 +356,12 @@ kl.check.grade_exercise(SOLUTION, "add_f32_vec4", strict=True, **GRADE)
 
 # %% [markdown]
 # ## What to remember
-# * An add is pure bandwidth: the only levers are bytes per instruction (16-byte loads) and
-#   instructions per byte (no per-element divide).
+# * An add is pure memory traffic, and memory delivers bytes in flight ÷ latency (Little's law):
+#   the levers are bytes in flight per thread (16-byte loads) and instructions per byte (no
+#   per-element divide).
 # * A measured ratio beats a profiler percentage: check which change produced the win (vector
 #   width or modulo) before you credit it.
 # * Vector paths need a scalar tail and an alignment check; a slice add needs its bounds checked
 #   before launch. A fault inside a kernel kills the whole CUDA context.
-# * Big launches reach the copy roof; small ones are launch-bound, whatever the kernel.
+# * Big launches reach the copy roof; small ones pay a few DRAM round trips and a launch,
+#   whatever the kernel: compare them in µs (and as a CUDA graph, lab 00), not in GB/s.

@@ -82,6 +82,46 @@ def test_seed_claims_visible_in_the_compiler_output():
     assert len(build.ptx("add", "09_rows_inplace", grep=r"ld\.global\.nc\.v4")) == 1
 
 
+def test_new_steps_show_their_claims_in_the_ptx():
+    # step 07 reads 16 bytes per load through the read-only path, like step 06
+    assert build.ptx("softmax", "07_fp16_pipelined", grep=r"ld\.global\.nc\.v4\.u32")
+    # the one-exp online update: fewer ex2 than the first, two-exp version, and no more than
+    # step 03 has exponentials in its sum and output passes plus reductions
+    n_ex2 = {s: len(build.ptx("softmax", s, grep=r"ex2\.approx")) for s in
+             ("03_warp_shuffle", "04_online", "04_ablate_two_exp")}
+    assert n_ex2["04_online"] < n_ex2["04_ablate_two_exp"], n_ex2
+    # the ablation kernels differ from step 05 in exactly their switch
+    assert build.ptx("softmax", "05_online_vec4", grep=r"ex2\.approx\.ftz")
+    assert build.ptx("softmax", "05_ablate_stream", grep=r"ld\.global\.nc\.v4\.f32")
+    # the interleaved tree indexes shared memory with 2*stride*t: a multiply (shl) by the stride
+    assert build.ptx("softmax", "02_safe_interleaved", grep=r"st\.shared")
+    # __restrict__ alone lets the compiler use the read-only path; plain pointers do not
+    assert build.ptx("rmsnorm", "07_fp16_restrict_no_ldg", grep=r"ld\.global\.nc")
+    assert not build.ptx("rmsnorm", "02_ablate_plain", grep=r"ld\.global\.nc")
+    assert build.ptx("rmsnorm", "02_ablate_no_ldg", grep=r"ld\.global\.nc")
+
+
+def _load_widths(family, step):
+    """Byte widths of the global loads in a step's PTX (v4.u32 = 16, v2.u32 = 8, b32/f32 = 4, ...)."""
+    bits = {"8": 1, "16": 2, "32": 4, "64": 8}
+    out = set()
+    for line in build.ptx(family, step, grep=r"ld\.global"):
+        m = re.search(r"ld\.global(?:\.nc)?(?:\.v(\d))?\.[a-z]+(\d+)", line)
+        if m:
+            out.add(int(m.group(1) or 1) * bits[m.group(2)])
+    return out
+
+
+@pytest.mark.parametrize("family,loads", [("rmsnorm", "LOADS"), ("add", "LOADS")])
+def test_bytes_in_flight_tables_match_the_ptx(family, loads):
+    """The load widths that labs 02/03 use for their bytes-in-flight tables are in the PTX."""
+    import importlib
+    table = getattr(importlib.import_module(f"kernellab.{family}"), loads)
+    for step, (width, *_) in table.items():
+        kname = step if step != "08_onepass" else "08_fp16_onepass"
+        assert width in _load_widths(family, kname), (step, width, _load_widths(family, kname))
+
+
 def test_step_source_and_errors():
     assert build.step_source("softmax", "04_online").startswith("// === softmax_04_online ===")
     with pytest.raises(ValueError, match="no step"):

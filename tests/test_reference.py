@@ -107,3 +107,60 @@ def test_add_references_and_hostile_values():
     x = np.ones((6, 4), np.float16)
     out = add.rows_reference(x, np.full((2, 4), 2, np.float16), 3)
     assert (out[3:5] == 3).all() and (out[:3] == 1).all() and (out[5] == 1).all() and (x == 1).all()
+
+
+def test_dram_passes_model():
+    """Re-reads are free while the rows in flight fit in L1 (per SM) or L2 (all SMs); otherwise
+    every pass crosses DRAM, and the copy-roof bound is 2 / passes."""
+    L1, L2 = 256 << 10, 60 << 20
+    small = softmax.dram_passes(4096, 4, 8, 132, L1, L2)            # 16 KiB rows, 128 KiB per SM
+    assert small["re-reads from"] == "L1" and small["DRAM passes (model)"] == 2 and small["bound (2 / DRAM passes)"] == 1
+    mid = softmax.dram_passes(8192, 4, 8, 132, L1, L2)              # 256 KiB per SM: L1 is full (smem too)
+    assert mid["re-reads from"] == "L2" and mid["DRAM passes (model)"] == 2
+    big = softmax.dram_passes(16384, 4, 8, 132, L1, L2)             # 66 MiB on the GPU > L2
+    assert big["re-reads from"] == "DRAM" and big["DRAM passes (model)"] == 4 and big["bound (2 / DRAM passes)"] == 0.5
+    assert softmax.dram_passes(16384, 4, 8, 132, L1, L2, reads=2)["DRAM passes (model)"] == 3
+    assert softmax.dram_passes(16384, 4, 8, 16, 192 << 10, 4 << 20)["re-reads from"] == "DRAM"   # an Orin-sized L2
+
+
+def test_passes_table_reads_a_recorded_frame():
+    import pandas as pd
+    from kernellab.device import recorded_meta
+    meta = next(iter(recorded_meta().values()), None)
+    if meta is None:
+        pytest.skip("no recorded device")
+    df = pd.DataFrame([{"name": "03_warp_shuffle", "dtype": "float32", "rows": 8192, "cols": 4096, "frac_copy": 0.8,
+                        "device": meta["device"], "source": "recorded", "date": "?"}])
+    t = softmax.passes_table(df)
+    assert len(t) == 1 and t["passes implied (2 / fraction)"].iloc[0] == pytest.approx(2.5)
+    assert softmax.passes_table(df.iloc[0:0]).empty
+
+
+def test_round_trips_model():
+    from kernellab import rmsnorm
+    before = rmsnorm.round_trips("05_fp16_half2_cub", 4096, 2)     # 4-byte loads, one in flight
+    after = rmsnorm.round_trips("06_fp16_uint4", 4096, 2)          # 16-byte loads, four in flight
+    assert before["round trips (first pass)"] == 16 and after["round trips (first pass)"] == 1
+    assert after["bytes in flight per row"] == 16 * before["bytes in flight per row"]
+    assert rmsnorm.round_trips("08_onepass", 4096, 2)["threads per row"] == 512   # decode: one load per thread
+    assert rmsnorm.round_trips("08_onepass", 4096, 2, R=512, sms=132)["threads per row"] == 128
+
+
+def test_add_bytes_in_flight():
+    from kernellab import add
+    assert [add.in_flight(s, 8)["bytes in flight per thread"] for s in
+            ("08_vec_fp16_scalar", "03_fp16_half2", "04_fp16_vec8")] == [4, 8, 32]
+    assert add.in_flight("04_fp16_vec8", 8)["KiB in flight per SM"] == 32 * 256 * 8 / 1024
+
+
+def test_memcpy_floor_counts_only_its_bytes():
+    import pandas as pd
+    from kernellab import rmsnorm
+    df = pd.DataFrame([{"name": rmsnorm.MEMCPY, "dtype": "float16", "cols": 4096, "bytes": 3 * 8192,
+                        "median_us": 1.0, "gbps": 3 * 8192 / 1e3, "frac_copy": 0.3, "frac_read": 0.3},
+                       {"name": "06_fp16_uint4", "dtype": "float16", "cols": 4096, "bytes": 3 * 8192,
+                        "median_us": 1.0, "gbps": 3 * 8192 / 1e3, "frac_copy": 0.3, "frac_read": 0.3}])
+    out = rmsnorm.memcpy_counts_its_own_bytes(df)
+    assert out["bytes"].tolist() == [2 * 8192, 3 * 8192]
+    assert out["gbps"].iloc[0] == pytest.approx(2 * 8192 / 1e3) and out["frac_copy"].iloc[0] == pytest.approx(0.2)
+    assert df["bytes"].iloc[0] == 3 * 8192                          # the input frame is untouched

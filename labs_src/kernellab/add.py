@@ -211,6 +211,21 @@ def rows_reference(x, feats, row0):
 FAMILIES = [sys.modules[__name__], BIAS]
 
 
+# Bytes each thread of a residual-add step asks for at once: its load width per operand (one load
+# per operand per thread, two operands) and its block size. tests/test_compile.py checks each
+# width against the step's PTX.
+LOADS = {"01_f32_scalar": (4, 512), "02_f32_float4": (16, 256), "03_fp16_half2": (4, 256),
+         "04_fp16_vec8": (16, 256), "08_vec_fp16_scalar": (2, 256)}
+
+
+def in_flight(step, blocks_per_sm) -> dict:
+    """Little's law's input for one step: bytes in flight per thread (2 operands x load width)
+    and per SM (x resident threads, from the occupancy of `blocks_per_sm` blocks)."""
+    width, block = LOADS[step]
+    return {"load bytes per operand": width, "bytes in flight per thread": 2 * width,
+            "threads per SM": block * blocks_per_sm, "KiB in flight per SM": 2 * width * block * blocks_per_sm / 1024}
+
+
 def waves(n, block, per_thread, sms, blocks_per_sm) -> dict:
     """How an element-wise launch of n elements fills the GPU: blocks, blocks per wave (all SMs
     full), waves, and how full the last wave is (the tail effect)."""

@@ -181,6 +181,38 @@ VARIANTS = {
 BEST = {"float32": "08_onepass", "f32_fp16w": "04_f32_fp16w_uint2", "float16": "08_onepass"}
 
 
+# ---- bytes in flight: why a single row takes the time it does ------------------------------------
+# For each step: the width of its x loads in the first pass (bytes), and how many of them one
+# thread keeps in flight (the loop's unroll factor: a stride of blockDim.x, unknown to the
+# compiler, gives 1; the compile-time RMS_BLOCK stride with `#pragma unroll 4` gives 4; step 08
+# issues all of its loads at once). tests/test_compile.py checks each width against the PTX.
+LOADS = {"01_f32_cub": (16, 1), "02_f32_shfl": (16, 4), "03_f32_fp16w_cub": (16, 1),
+         "04_f32_fp16w_uint2": (16, 4), "05_fp16_half2_cub": (4, 1), "06_fp16_uint4": (16, 4),
+         "07_fp16_restrict_no_ldg": (16, 4), "07_fp16_uint4_no_ldg": (16, 4),
+         "08_onepass": (16, PER_THREAD)}
+
+
+def round_trips(step, C, itemsize, R=1, sms=None) -> dict:
+    """The latency model of one row: a thread with `in flight` loads outstanding waits one DRAM
+    round trip per batch of them, so the first pass over a row takes ceil(loads per thread /
+    loads in flight) round trips, however fast DRAM streams. Little's law in one line: bytes in
+    flight per row = threads x bytes in flight per thread."""
+    width, unroll = LOADS[step]
+    loads = -(-C * itemsize // width)
+    if step == "08_onepass":                # the launcher's geometry (onepass_threads), without a GPU
+        need = -(-C * itemsize // 16)
+        if sms is not None and R >= sms:
+            need = -(-need // PER_THREAD)
+        threads = int(min(1024, max(32, -(-need // 32) * 32)))
+    else:
+        threads = SEED_BLOCK
+    per_thread = -(-loads // threads)
+    inflight = min(unroll, per_thread)
+    return {"load bytes": width, "threads per row": threads, "loads per thread": per_thread,
+            "loads in flight per thread": inflight, "bytes in flight per row": threads * inflight * width,
+            "round trips (first pass)": -(-per_thread // inflight)}
+
+
 # ---- ablation of step 02: the seed's four changes, undone one at a time ----------------------
 
 ABLATION_STEPS = {   # name -> what it is, for the lab's table
@@ -234,6 +266,25 @@ def _memcpy(x, w):
 
 
 BASELINES = {"cupy composite": _composite, "torch rms_norm": _torch, "memcpy x -> y (floor)": _memcpy}
+MEMCPY = "memcpy x -> y (floor)"
+
+
+def memcpy_counts_its_own_bytes(df):
+    """A copy of a results frame in which the memcpy floor's GB/s (and fractions of the roofs)
+    count only the bytes the memcpy moves: x read and y written, not the weight that the
+    kernels also read (bench.compare charges every row the family's bytes_moved)."""
+    df = df.copy()
+    if df.empty or "name" not in df:
+        return df
+    mc = df["name"] == MEMCPY
+    if mc.any():
+        w = df.loc[mc, "cols"] * df.loc[mc, "dtype"].map(lambda p: np.dtype(PATHS[p][1]).itemsize)
+        scale = (df.loc[mc, "bytes"] - w) / df.loc[mc, "bytes"]
+        df.loc[mc, "bytes"] = df.loc[mc, "bytes"] - w
+        for col in ("gbps", "frac_copy", "frac_read"):
+            if col in df:
+                df.loc[mc, col] = df.loc[mc, col] * scale
+    return df
 
 
 # ---- the fused residual add + RMSNorm (step 09): its own signature, so its own family ----------
