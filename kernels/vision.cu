@@ -91,8 +91,7 @@ __device__ __forceinline__ void gelu_body(const __half* __restrict__ x, const __
 // and sum of squares in a dynamic shared-memory tree: log2(256) = 8 rounds, each ending in a
 // __syncthreads (9 barriers with the first store). Then a second pass writes
 // (x - mean) * rstd * w + b.
-extern "C" __global__ void __launch_bounds__(LN_BLOCK)
-vision_01_layernorm_scalar_tree(const __half* __restrict__ x, const __half* __restrict__ w,
+extern "C" __global__ void vision_01_layernorm_scalar_tree(const __half* __restrict__ x, const __half* __restrict__ w,
                                 const __half* __restrict__ b, __half* __restrict__ y, int rows, int C, float eps) {
     extern __shared__ float s[];          // 2 * LN_BLOCK floats: sums, then sums of squares
     const int tid = threadIdx.x;
@@ -129,8 +128,7 @@ vision_01_layernorm_scalar_tree(const __half* __restrict__ x, const __half* __re
 // squares reduced together with __shfl_xor_sync (5 rounds in registers), one static __shared__
 // float2[32] for the per-warp partials (2 barriers), and the output as __fmaf_rn(norm, w, b).
 // Odd C or a misaligned base (vec = 0) takes the scalar loop.
-extern "C" __global__ void __launch_bounds__(LN_BLOCK)
-vision_02_layernorm_half2_shfl(const __half* __restrict__ x, const __half* __restrict__ w,
+extern "C" __global__ void vision_02_layernorm_half2_shfl(const __half* __restrict__ x, const __half* __restrict__ w,
                                const __half* __restrict__ b, __half* __restrict__ y, int rows, int C, float eps,
                                int vec) {
     __shared__ float2 part[32];
@@ -184,7 +182,7 @@ vision_02_layernorm_half2_shfl(const __half* __restrict__ x, const __half* __res
 }
 
 // === vision_03_layernorm_warp_vec8 ===
-// Why (beyond the seed): step 02 still gives a 1152-wide row a whole 256-thread block (2.25 half2
+// Why: (beyond the seed) step 02 still gives a 1152-wide row a whole 256-thread block (2.25 half2
 // per thread, most of the block waiting at the two barriers) and reads the row from memory twice.
 // Here one warp owns a row: each lane loads 16-byte vectors (8 halves) and keeps up to LN_VEC of
 // them in registers, so the row is read once; mean and variance are two warp reductions with no
@@ -223,8 +221,7 @@ __device__ __forceinline__ uint4 h8_norm(const Half8& a, uint4 wv, uint4 bv, flo
     return o.u;
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-vision_03_layernorm_warp_vec8(const __half* __restrict__ x, const __half* __restrict__ w,
+extern "C" __global__ void vision_03_layernorm_warp_vec8(const __half* __restrict__ x, const __half* __restrict__ w,
                               const __half* __restrict__ b, __half* __restrict__ y, int rows, int C, float eps,
                               int vec) {
     const int lane = threadIdx.x & 31;
@@ -308,7 +305,7 @@ extern "C" __global__ void vision_05_gelu_vec8(const __half* __restrict__ x, __h
 }
 
 // === vision_06_gelu_vec8_exp ===
-// Why (beyond the seed): with 16-byte accesses the instruction count of tanhf itself is what is
+// Why: (beyond the seed) with 16-byte accesses the instruction count of tanhf itself is what is
 // left. One change: 0.5 x (1 + tanh u) computed as x / (1 + exp(-2u)), one ex2.approx and one
 // approximate divide per element. Same formula, the same tanh approximation of GELU.
 extern "C" __global__ void vision_06_gelu_vec8_exp(const __half* __restrict__ x, __half* __restrict__ y, int n,
@@ -333,7 +330,7 @@ extern "C" __global__ void vision_08_bias_gelu_vec8(const __half* __restrict__ x
 }
 
 // === vision_09_bias_gelu_vec8_exp ===
-// Why (beyond the seed): as step 06, tanh through one __expf and one approximate divide.
+// Why: (beyond the seed) as step 06, tanh through one __expf and one approximate divide.
 extern "C" __global__ void vision_09_bias_gelu_vec8_exp(const __half* __restrict__ x,
                                                         const __half* __restrict__ bias, __half* __restrict__ y,
                                                         int n, int C, int vec) {
@@ -577,7 +574,7 @@ extern "C" __global__ void vision_19_split_rope_fma(const __half* __restrict__ q
 }
 
 // === vision_20_split_rope_vec ===
-// Why (beyond the seed): steps 18-19 give each (head, token) its own block: 144 bytes of Q in a
+// Why: (beyond the seed) steps 18-19 give each (head, token) its own block: 144 bytes of Q in a
 // 64- or 128-thread block, most threads idle, tiny blocks by the million. Here every thread moves
 // 16 bytes: item (tile, part, head, token in tile, c) reads 4 + 4 halves of a Q or K pair (two
 // 8-byte loads, 4 cos/sin as float4) and writes them rotated, or copies 8 halves of V (one 16-byte
@@ -699,8 +696,7 @@ extern "C" __global__ void vision_22_transpose_vec8(const __half* __restrict__ o
 // optimised"): one 256-thread block per row of the 16 x N x N attention scores, half2 loads, fp32
 // max and sum through warp shuffles (block_reduce), three passes over the row. The lab sets it
 // against lab 01's fp16 step. Odd rows or a misaligned base (vec = 0) read halves.
-extern "C" __global__ void __launch_bounds__(256)
-vision_23_softmax_half2_shfl(const __half* __restrict__ x, __half* __restrict__ y, int rows, int C, int vec) {
+extern "C" __global__ void vision_23_softmax_half2_shfl(const __half* __restrict__ x, __half* __restrict__ y, int rows, int C, int vec) {
     __shared__ float scratch[33];
     const __half* xr = x + (size_t)blockIdx.x * C;
     __half* yr = y + (size_t)blockIdx.x * C;
