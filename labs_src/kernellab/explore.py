@@ -96,9 +96,9 @@ def _softmax_steps(width: int) -> list[str]:
 
 
 def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
-    """Row length (32 ... 65536 at 2^25 elements in all), vector width (1 = scalar steps 01-04,
-    4 = float4 step 05, 8 = fp16 8 halves step 06) and step -> time and GB/s, beside the
-    baselines."""
+    """Row length (32 ... 65536 at 2^25 elements in all), vector width (1 = the scalar fp32
+    steps, 4 = the float4 steps, 8 = the fp16 steps, 8 halves per load) and step -> time and
+    GB/s, beside the baselines."""
     from . import softmax as sm
 
     def render(cols, width, step):
