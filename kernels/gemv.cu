@@ -515,14 +515,14 @@ __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) gemv_22_fp16_fast(const __half* __restrict__ W,
+extern "C" __global__ void gemv_22_fp16_fast(const __half* __restrict__ W,
         const __half* __restrict__ x, __half* __restrict__ y, int K, int M, int G, int vec_ok) {
     gemv_fast<PathF16, 1, 4, __half>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
 }
 
 // === gemv_23_fp16_f32out_fast ===
 // Why: the logits head (K = 151936) with step 22's body: same loads, fp32 out, size_t offsets.
-extern "C" __global__ void __launch_bounds__(256) gemv_23_fp16_f32out_fast(const __half* __restrict__ W,
+extern "C" __global__ void gemv_23_fp16_f32out_fast(const __half* __restrict__ W,
         const __half* __restrict__ x, float* __restrict__ y, int K, int M, int G, int vec_ok) {
     gemv_fast<PathF16, 1, 4, float>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
 }
@@ -531,7 +531,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_23_fp16_f32out_fast(const
 // Why: step 04 keeps one 16-byte load in flight per thread per iteration (its unroll is bounded by
 // the CUB reduction's registers) with 128 threads per row; step 22's body gives fp32 the same
 // bytes in flight and the same grid sizing.
-extern "C" __global__ void __launch_bounds__(256) gemv_24_f32_fast(const float* __restrict__ W,
+extern "C" __global__ void gemv_24_f32_fast(const float* __restrict__ W,
         const float* __restrict__ x, float* __restrict__ y, int K, int M, int G, int vec_ok) {
     gemv_fast<PathF32, 1, 4, float>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
 }
@@ -572,7 +572,7 @@ struct PathI8 {
     }
 };
 
-extern "C" __global__ void __launch_bounds__(256) gemv_25_int8_fast(const signed char* __restrict__ W,
+extern "C" __global__ void gemv_25_int8_fast(const signed char* __restrict__ W,
         const float* __restrict__ scales, const float* __restrict__ x, float* __restrict__ y, int K, int M, int G,
         int vec_ok) {
     gemv_fast<PathI8, 2, 2, float>(W, x, y, scales, nullptr, K, M, G, M, vec_ok);
@@ -633,7 +633,7 @@ struct PathI4 {
     }
 };
 
-extern "C" __global__ void __launch_bounds__(256) gemv_26_int4_awq(const unsigned char* __restrict__ W,
+extern "C" __global__ void gemv_26_int4_awq(const unsigned char* __restrict__ W,
         const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
         float* __restrict__ y, int K, int M, int G, int vec_ok) {
     gemv_fast<PathI4, 2, 2, float>(W, x, y, scales, zeros, K, M, G, (M + 1) / 2, vec_ok);

@@ -364,7 +364,7 @@ VARIANTS = {
     "25_int8_fast": _fast("25_int8_fast"),
     "26_int4_awq": _fast("26_int4_awq"),
 }
-BEST = {"float32": "24_f32_fast", "int8": "25_int8_fast", "f32_fp16w": "08_f32_fp16w_block",
+BEST = {"float32": "04_f32_ldg", "int8": "25_int8_fast", "f32_fp16w": "08_f32_fp16w_block",
         "float16": "22_fp16_fast", "int4": "26_int4_awq"}
 
 DISPATCH_M = 2048           # the report's threshold between steps 07 and 08
@@ -415,16 +415,31 @@ def _torch_linear(*args):
 
 BASELINES = {"cuBLAS (cupy.matmul)": _cublas, "torch.mv (cuBLAS)": _torch_mv, "torch F.linear": _torch_linear}
 
-# make bench: the report's shapes for the fp16 targets and the ladders, kept to ~1 minute on an H200.
-RECORD_CASES = (
-    [(s, "float16") for s in dict.fromkeys(TARGET_SHAPES + [(512, 4096), (3584, 3584), (3584, 18944)])]
-    + [(s, "float32") for s in [(4096, 4096), (512, 4096), (12288, 4096)]]
-    + [(s, p) for p in ("int8", "int4") for s in [(4096, 4096), (12288, 4096), (4096, 12288), (18944, 3584)]]
-    + [((4096, m), "f32_fp16w") for m in (256, 512, 1024, 2048, 4096, 8192, 16384)]
-    + [((12288, 4096), "f32_fp16w")]
+# The cases each part of the lab times (and make bench records): the report's table, in (K, M).
+QO, KV, UP, DOWN = (4096, 4096), (512, 4096), (12288, 4096), (4096, 12288)
+Q25, UP25, DOWN25, VOCAB = (3584, 3584), (18944, 3584), (3584, 18944), (151936, 4096)
+CASES = {
+    "float32": [(s, "float32") for s in (QO, KV, UP, Q25)],
+    "int8": [(s, "int8") for s in (QO, KV, UP, DOWN, Q25, UP25, DOWN25)],
+    "f32_fp16w": [((4096, m), "f32_fp16w") for m in (256, 512, 1024, 2048, 4096, 8192, 16384)],
+    "float16": [(s, "float16") for s in (QO, UP, DOWN, UP25, VOCAB, KV, DOWN25)],
+    "int4": [(s, "int4") for s in (QO, UP, DOWN, UP25)],
+}
+RECORD_CASES = [c for cs in CASES.values() for c in cs]
+
+# Every speedup of the report's kernel table: (claim, seed says, faster step, slower step, case key).
+_k = case_key
+CLAIMS = (
+    [(f"FP32 GEMV {k}x{m}: register sum, __ldg, fmaf, __restrict__", f"{r:.2f}x", "04_f32_ldg", "01_f32_sdata",
+      _k((k, m), "float32")) for (k, m), r in ((QO, 1.60), (KV, 1.01), (UP, 1.45), (Q25, 1.53))]
+    + [(f"INT8 GEMV {k}x{m}: char4 + float4", f"{r:.2f}x", "06_int8_char4", "05_int8_scalar", _k((k, m), "int8"))
+       for (k, m), r in ((QO, 1.08), (KV, 1.08), (UP, 1.08), (DOWN, 1.09), (Q25, 1.08), (UP25, 1.08), (DOWN25, 1.09))]
+    + [(f"Pure FP16 GEMV {k}x{m}: v2 (float4, 4 accumulators)", f"{r:.2f}x", "10_fp16_v2", "09_fp16_half2",
+        _k((k, m), "float16")) for (k, m), r in ((QO, 1.00), (DOWN25, 1.05))]
+    + [(f"FP16->FP32 GEMV {k}x{m}: float4 + 4-way ILP + int64", f"{r:.2f}x", "12_fp16_f32out_ilp",
+        "11_fp16_f32out_half2", _k((k, m), "fp16_f32out")) for (k, m), r in ((QO, 1.02), (KV, 1.18), (UP, 1.40),
+                                                                            (DOWN, 1.29))]
 )
-
-
 # ---- the logits head: fp16 in, fp16 weight, fp32 out ---------------------------------------------
 
 def _logits_input(shape, dtype="fp16_f32out", values="randn", seed=0):
@@ -460,7 +475,7 @@ LOGITS = SimpleNamespace(
             "qwen3_down_4096x12288": (4096, 12288)},
     CHECK_CASES=[c for c in CHECK_CASES if c[0][1] in (1, 8, 31, 4097, 4100)] + [((151936, 64), "randn")],
 )
-LOGITS.RECORD_CASES = [(s, "fp16_f32out") for s in LOGITS.SHAPES.values()] + [((512, 4096), "fp16_f32out")]
+LOGITS.RECORD_CASES = [(s, "fp16_f32out") for s in (QO, KV, UP, DOWN, VOCAB)]
 
 
 def int32_offsets(shapes=None):
@@ -637,7 +652,8 @@ def _btorch(X, W):
     return lambda: torch.nn.functional.linear(tX, tW)
 
 
-BATCH_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 512]
+BATCH_TOKENS = [1, 2, 4, 8, 16, 32, 128, 512]
+VIT = (1024, 1152, 1152)      # Qwen3-VL ViT: 1024 patch tokens, hidden 1152
 BATCHED = SimpleNamespace(
     NAME="gemv_batched", FAMILY=FAMILY, case_key=case_key, make_input=_batched_input,
     reference=_batched_reference, bytes_moved=_batched_bytes, tolerance=_batched_tolerance,
@@ -653,12 +669,18 @@ BATCHED = SimpleNamespace(
     CHECK_CASES=[((n, k, m), v) for (n, k, m) in [(1, 3, 7), (3, 33, 31), (8, 33, 1023), (9, 17, 4100), (2, 5, 8)]
                  for v in ("randn", "hostile")] + [((0, 4, 8), "randn"), ((3, 4, 0), "randn")],
 )
-BATCHED.RECORD_CASES = [((n, k, m), p) for (k, m) in [(4096, 4096)] for n in (1, 8, 64)
-                        for p in ("float16", "f32_fp16w")]
 
 
 def crossover_cases(tokens=BATCH_TOKENS, shapes=((4096, 4096), (12288, 4096)), path="float16"):
+    """Tokens 1..512 at the given (K, M): the custom batched kernels against cuBLAS."""
     return [((n, k, m), path) for k, m in shapes for n in tokens]
+
+
+BATCHED.CASES = {"float16": crossover_cases(), "f32_fp16w": crossover_cases(shapes=((4096, 4096),), path="f32_fp16w"),
+                 "float32": [((n, 4096, 4096), "float32") for n in (1, 8, 64)], "vit": [(VIT, "float16")]}
+BATCHED.RECORD_CASES = [c for cs in BATCHED.CASES.values() for c in cs]
+BATCHED.CLAIMS = [("batched_gemm_pure_fp16 half2 -> float4 (credited with +75.6% ViT prefill end to end)",
+                   "+75.6% (end to end)", "17_batched_fp16_float4", "16_batched_fp16_half2", case_key(VIT, "float16"))]
 
 
 FAMILIES = [sys.modules[__name__], LOGITS, BATCHED, CONVERT]
@@ -722,3 +744,119 @@ def orin_model(shapes=None, gbps=None, frac=0.85):
                          "fp16 µs (model)": b16 / (frac * bw) / 1e3, "int8 µs (model)": b8 / (frac * bw) / 1e3,
                          "int4 µs (model)": b4 / (frac * bw) / 1e3})
     return pd.DataFrame(rows)
+
+
+# ---- the issue's targets, read from the results on screen ----------------------------------------
+
+def time_us(df, name, case) -> float:
+    """The median µs of one row of a results frame (NaN when absent)."""
+    from .bench import pick
+    return pick(df, name, "median_us", case=case)
+
+
+def targets(df) -> "pd.DataFrame":  # noqa: F821
+    """Each target of the lab with its measured figure and a verdict, from a frame of gemv rows
+    (live or recorded: one device/source at a time, the first in df)."""
+    import pandas as pd
+    if df is None or df.empty:
+        return pd.DataFrame(columns=["target", "needs", "measured", "verdict", "at"])
+    dev, src = df[["device", "source"]].iloc[0]
+    df = df[(df["device"] == dev) & (df["source"] == src)]
+    best16, cub = BEST["float16"], "cuBLAS (cupy.matmul)"
+    rows = []
+
+    def add(target, need, value, ok, at):
+        rows.append({"target": target, "needs": need, "measured": value,
+                     "verdict": "not measured" if value != value else ("met" if ok(value) else "missed"),
+                     "at": f"{at} ({src} on {dev})"})
+    for s in TARGET_SHAPES:
+        c = case_key(s, "float16")
+        need = 1.3 if s == (4096, 4096) else 1.0
+        add(f"best fp16 vs cuBLAS, {s[0]}x{s[1]}", f">= {need:.1f}x", time_us(df, cub, c) / time_us(df, best16, c),
+            lambda v, n=need: v >= n, c)
+    for s in TARGET_SHAPES[1:]:
+        c = case_key(s, "float16")
+        d = df[(df["case"] == c) & (df["name"] == best16)]
+        add(f"best fp16 fraction of the read roof, {s[0]}x{s[1]}", ">= 0.90",
+            float(d["frac_read"].iloc[0]) if len(d) else float("nan"), lambda v: v >= 0.9, c)
+    for path, need in (("int8", 1.6), ("int4", 2.5)):
+        for s, _ in CASES[path]:
+            if (s, "float16") in CASES["float16"]:
+                add(f"{path} vs our best fp16, {s[0]}x{s[1]}", f">= {need:.1f}x",
+                    time_us(df, best16, case_key(s, "float16")) / time_us(df, BEST[path], case_key(s, path)),
+                    lambda v, n=need: v >= n, case_key(s, path))
+    c = case_key((4096, 4096), "float32")
+    add("fp32 GEMV vs cuBLAS sgemv, 4096x4096", ">= 1.0x", time_us(df, cub, c) / time_us(df, BEST["float32"], c),
+        lambda v: v >= 1.0, c)
+    out = pd.DataFrame(rows)
+    out["measured"] = out["measured"].map(lambda v: "-" if v != v else f"{v:.2f}")
+    return out
+
+
+# ---- small readers of a results frame, for the lab's sentences ----------------------------------
+
+def ratio(df, fast: str, slow: str, case: str) -> float:
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster); NaN when either is absent."""
+    return time_us(df, slow, case) / time_us(df, fast, case)
+
+
+def ladder(df, names, cases=None):
+    """The ablation table: each step's speed-up over the step before it (and the last over the
+    first), per case. One change per step, so each column isolates one change."""
+    import pandas as pd
+    if df is None or df.empty:
+        return pd.DataFrame()
+    cases = cases or list(dict.fromkeys(df["case"]))
+    out = {}
+    for a, b in zip(names, names[1:]):
+        out[f"{b} vs {a}"] = [ratio(df, b, a, c) for c in cases]
+    out[f"{names[-1]} vs {names[0]}"] = [ratio(df, names[-1], names[0], c) for c in cases]
+    return pd.DataFrame(out, index=cases).round(2)
+
+
+def first_win(df, challenger: str, incumbent: str, cases) -> tuple:
+    """The first case (in order) where `challenger` is faster than `incumbent`, with the ratio,
+    or (None, nan) if it never is."""
+    for c in cases:
+        r = ratio(df, challenger, incumbent, c)
+        if r == r and r > 1:
+            return c, r
+    return None, float("nan")
+
+
+def verdicts(claims):
+    """Add a verdict per 'seed claim vs measured here' row: a speed-up the seed reports (>= 1.05x)
+    holds where the measured ratio is >= 1.05x; a 'no change' claim holds within 5%."""
+    def v(row):
+        try:
+            seed = float(str(row["seed says"]).strip("x+% ").split("x")[0])
+            got = float(str(row["measured here"]).rstrip("x"))
+        except ValueError:
+            return "-"
+        if got != got:
+            return "not measured"
+        if seed >= 1.05:
+            return "holds" if got >= 1.05 else ("no gain here" if got >= 0.95 else "reversed here")
+        return "holds (no change)" if 0.95 <= got <= 1.05 else ("faster here" if got > 1.05 else "slower here")
+    if claims is None or claims.empty:
+        return claims
+    out = claims.copy()
+    out.insert(3, "verdict", out.apply(v, axis=1))
+    return out
+
+
+def loop_instructions(step: str, arch: str = "sm_90") -> dict:
+    """For a step of the fast template: PTX instructions in its main (largest) loop and the weight
+    bytes one thread loads per trip, i.e. the instructions per byte that dequantisation costs
+    (PTX, before ptxas, without moves: a guide, not a SASS count)."""
+    import re
+    from .build import ptx
+    lines = ptx(FAMILY, step, arch)
+    marks = [i for i, l in enumerate(lines) if re.match(r"\$L__BB\d+_\d+:", l)] + [len(lines)]
+    body = max((lines[a:b] for a, b in zip(marks, marks[1:])), key=len)
+    real = [l for l in body if l and not l.startswith(("$", "//", ".loc", "{", "}", "mov.", "@"))
+            and not l.startswith(".reg")]
+    _, vec, R, U = FAST[step]
+    wbytes = 16 * R * U
+    return {"step": step, "instructions per trip": len(real), "weight bytes per trip": wbytes,
+            "instructions per weight byte": round(len(real) / wbytes, 2) if wbytes else float("nan")}
