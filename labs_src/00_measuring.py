@@ -48,7 +48,9 @@ build.show("measure", "01_copy")
 # The read roof: a streaming sum. Kernels whose output is tiny next to their input (GEMV,
 # reductions) are judged against this one. Each thread issues eight independent 16-byte
 # loads before it adds any of them up: section 4 shows why that matters (a version with one
-# load at a time measured *less* than the copy roof, so it was no ceiling at all).
+# load at a time measured *less* than the copy roof, so it was no ceiling at all). Like the
+# copy roof, the read roof is the best of several readers (this sum and the widest readers of
+# section 4's sweep), each reading as many bytes as the copy moves.
 
 # %%
 build.show("measure", "02_read")

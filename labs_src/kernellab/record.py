@@ -28,8 +28,9 @@ def _family_cases(fam):
 
 
 def summary(fam, df, launch_us) -> None:
-    """Per case: the best variant's fraction of the copy roof, its ratio to each baseline, and
-    for a single row its time in empty-kernel launches."""
+    """Per case: the best variant's fraction of the copy roof, its ratio to each baseline, its
+    host cost against a bare RawKernel call, and for a single row its time in empty-kernel
+    launches (launch_us: the GPU's cost of one launch back to back)."""
     for case, g in df.groupby("case", sort=False):
         dt = case.split(":")[-1]
         best = fam.BEST.get(dt)
@@ -39,7 +40,10 @@ def summary(fam, df, launch_us) -> None:
         fc = float(g[g["name"] == best]["frac_copy"].iloc[0])
         vs = ", ".join(f"{t[b] / t[best]:.2f}x vs {b}" for b in fam.BASELINES if b in t)
         one = f", {t[best] / launch_us:.2f} empty launches" if case.startswith("1x") else ""
-        print(f"  {case:<22} {best}: {fc:.2f} of copy roof; {vs}{one}")
+        row = g[g["name"] == best].iloc[0]
+        host = (f"; host {row['host_us']:.1f} us = {row['host_us'] / row['bare_host_us']:.2f}x bare"
+                if "bare_host_us" in g and row["bare_host_us"] == row["bare_host_us"] else "")
+        print(f"  {case:<22} {best}: {fc:.2f} of copy roof; {vs}{one}{host}")
 
 
 def main(labs) -> int:
@@ -59,7 +63,7 @@ def main(labs) -> int:
             path = save_recorded(key, saved[key], meta)
             print(f"recorded {len(df)} rows -> {path}")
             if fam is not None:
-                summary(fam, df, meta["roofs"]["launch_us"])
+                summary(fam, df, meta["roofs"].get("launch_b2b_us", meta["roofs"]["launch_us"]))
     print(f"device: {info()['name']}, {now()}")
     return 0
 
