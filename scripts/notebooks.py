@@ -169,7 +169,8 @@ def learner(dest: Path, root: Path = ROOT, force=False, only=None, links=True) -
     for src in _sources(root, only):
         out = dest / src.name
         if out.exists() and not force:
-            done.append(f"kept    {out} (yours: never overwritten; `make reset LAB={src.name[:2]}` restores a fresh one)")
+            done.append(f"kept    {out} (yours: never overwritten; `make reset LAB={src.name[:2]}` restores a fresh one)"
+                        if links else f"kept    {out} (exists; FORCE=1 overwrites)")
             continue
         nb = strip_solutions(nbformat.read(src, as_version=4))
         out.write_text(nbformat.writes(nb) + "\n")
