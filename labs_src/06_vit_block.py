@@ -3,7 +3,7 @@
 #
 # Lab 05 made each kernel of Qwen3-VL's vision encoder fast on its own. An image does not run
 # kernels on their own: it runs **27 transformer blocks**, a merger and three DeepStack mergers,
-# about 560 launches per image, and most of the arithmetic is in cuBLAS, not in our kernels.
+# over 400 launches per image (counted below), and much of the work is in cuBLAS, not in our kernels.
 # This lab assembles the tower from lab 05's launchers exactly as the vision report's call graph
 # (seed 000, section 3) draws it, checks it against float64, and asks where the time goes.
 #
@@ -52,7 +52,8 @@ pd.DataFrame(vb.PATCH_PLAN + vb.MERGER_PLAN, columns=["step", "runs as", "the re
 # %% [markdown]
 # The attention's scale $1/\sqrt{72}$ rides in the QKᵀ GEMM's `alpha` (one
 # `cublasGemmStridedBatchedEx` over the 16 heads, as the report's `cublasHgemmStridedBatched`),
-# so no kernel pays for it. Counting the launches of a whole forward and setting them against
+# so no kernel pays for it. The GEMMs call cuBLAS directly (`vb.gemm`, `vb.bgemm`): CuPy refuses its
+# own cuBLAS wrappers inside a CUDA-graph capture, and cuBLAS itself does not. Counting the launches of a whole forward and setting them against
 # the report's table 3.4:
 
 # %%
@@ -257,9 +258,10 @@ tps.round(1) if not tps.empty else tps
 # %% [markdown]
 # ### Orin on paper (a model, not a measurement)
 # An AGX Orin's GPU has 16 SMs, LPDDR5 at `device.ORIN_PEAK_GBPS["agx"]` GB/s, and about 42.5 dense
-# fp16 tensor TFLOPS (half the datasheet's 85 dense INT8 TOPS). The tower's FLOPs and bytes
-# (`vb.work`: weights read once, activations and attention scores written and read once) give a
-# floor on its time, so an upper bound on tokens/s:
+# fp16 tensor TFLOPS (half the datasheet's 85 dense INT8 TOPS). The tower's FLOPs and bytes with this
+# lab's data flow (`vb.work`: weights read once, activations and the 16 × N × N attention scores
+# written and read once by each step) give a floor on its time, so an upper bound on tokens/s. A fused
+# attention, which keeps the scores on chip, would lower the floor further.
 
 # %%
 orin = vb.orin_model()
@@ -357,7 +359,7 @@ kl.check.grade_exercise(SOLUTION, "merger_bias_gelu", strict=True, **GRADE)
 
 # %% [markdown]
 # ## What to remember
-# * A block is 15 launches and a tower about 560: assembled from fast kernels, it is still only as
+# * A block is 15 launches and a tower over 400: assembled from fast kernels, it is still only as
 #   fast as its GEMMs at large N and its launches at small N.
 # * Check the assembly end to end against float64, with a bound you derived (fp16 stores: about one
 #   unit roundoff per stage) and then verified, not a tolerance picked until the test passes.

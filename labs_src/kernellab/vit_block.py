@@ -370,21 +370,82 @@ def weights(layers=1, mergers=None, seed=0, xp=np):
 
 
 # ---- cuBLAS: GEMMs of the block ---------------------------------------------------------------
+# CuPy refuses its cuBLAS wrappers while a stream is being captured ("calling cuBLAS API during
+# stream capture is currently unsupported"); cuBLAS itself records into CUDA graphs. So the block
+# calls cublasGemmEx / cublasGemmStridedBatchedEx directly (ctypes, a handle of its own), eager or
+# captured alike: fp16 in and out, fp32 accumulation (CUBLAS_COMPUTE_32F), the report's
+# cublasHgemm / cublasHgemmStridedBatched calls.
+
+_OP_N, _OP_T, _R_16F, _COMPUTE_32F, _GEMM_DEFAULT = 0, 1, 2, 68, -1
+
+
+@functools.lru_cache(maxsize=None)
+def _cublas():
+    import ctypes
+    import ctypes.util
+    import cupy
+    cupy.cuda.device.get_cublas_handle()        # CuPy loads libcublas into this process
+    path = None
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "/libcublas.so" in line:         # (not libcublasLt)
+                    path = line.split()[-1]
+                    break
+    except OSError:
+        pass
+    lib = ctypes.CDLL(path or ctypes.util.find_library("cublas") or "libcublas.so")
+    i, ll, p = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
+    lib.cublasCreate_v2.argtypes = [ctypes.POINTER(p)]
+    lib.cublasSetStream_v2.argtypes = [p, p]
+    lib.cublasGemmEx.argtypes = [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i]
+    lib.cublasGemmStridedBatchedEx.argtypes = [p, i, i, i, i, i, p, p, i, i, ll, p, i, i, ll, p, p, i, i, ll, i, i, i]
+    h = p()
+    st = lib.cublasCreate_v2(ctypes.byref(h))
+    if st:
+        raise RuntimeError(f"cublasCreate failed with status {st}")
+    return lib, h
+
+
+def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha):
+    """Column-major C = alpha op(A) B (cuBLAS's view), on the current CuPy stream."""
+    import ctypes
+    import cupy
+    lib, h = _cublas()
+    lib.cublasSetStream_v2(h, cupy.cuda.get_current_stream().ptr)
+    al, be = ctypes.c_float(alpha), ctypes.c_float(0.0)
+    if batch == 1:
+        st = lib.cublasGemmEx(h, transa, _OP_N, m, n, k, ctypes.addressof(al), A, _R_16F, lda, B, _R_16F, ldb,
+                              ctypes.addressof(be), C, _R_16F, ldc, _COMPUTE_32F, _GEMM_DEFAULT)
+    else:
+        st = lib.cublasGemmStridedBatchedEx(h, transa, _OP_N, m, n, k, ctypes.addressof(al), A, _R_16F, lda, sA,
+                                            B, _R_16F, ldb, sB, ctypes.addressof(be), C, _R_16F, ldc, sC,
+                                            batch, _COMPUTE_32F, _GEMM_DEFAULT)
+    if st:
+        raise RuntimeError(f"cuBLAS GEMM failed with status {st}")
+
 
 def gemm(a, w, out):
-    """out = a @ w.T (fp16 in and out, fp32 accumulation): one cublasGemmEx through CuPy (w.T is a
-    transposed view, so nothing is copied or allocated)."""
-    return a.dot(w.T, out=out)
+    """out = a @ w.T: a [M, K], w [N, K] (a Linear layer's weight), out [M, N]; fp16, fp32
+    accumulation, one cublasGemmEx. Row-major out is column-major out^T = w a^T: cuBLAS sees w
+    first, transposed."""
+    require(a, "a", dtype="float16", ndim=2)
+    require(w, "w", dtype="float16", ndim=2)
+    M, K = a.shape
+    N = w.shape[0]
+    if w.shape[1] != K:
+        raise ValueError(f"w: expected shape [N, {K}] (K = the columns of a), got {tuple(w.shape)}")
+    require(out, "out", dtype="float16", shape=(M, N))
+    if M and N:
+        _gemm_call(_OP_T, N, M, K, w.data.ptr, K, 0, a.data.ptr, K, 0, out.data.ptr, N, 0, 1, 1.0)
+    return out
 
 
 def bgemm(a, b, out, *, trans_b: bool, alpha: float = 1.0):
     """out[i] = alpha * a[i] @ (b[i].T if trans_b else b[i]) for every head i: one
     cublasGemmStridedBatchedEx (the report's cublasHgemmStridedBatched), fp16 in and out, fp32
-    accumulation, the softmax scale folded into alpha. Nothing is copied or allocated (cupy.matmul
-    would copy a transposed K)."""
-    import cupy
-    from cupy_backends.cuda.api import runtime
-    from cupy_backends.cuda.libs import cublas
+    accumulation, the softmax scale in alpha. Nothing is copied (cupy.matmul would copy a
+    transposed K)."""
     require(a, "a", dtype="float16", ndim=3)
     require(b, "b", dtype="float16", ndim=3)
     B, M, K = a.shape
@@ -393,16 +454,9 @@ def bgemm(a, b, out, *, trans_b: bool, alpha: float = 1.0):
     if tuple(b.shape) != want_b:
         raise ValueError(f"b: expected shape {want_b}, got {tuple(b.shape)}")
     require(out, "out", dtype="float16", shape=(B, M, N))
-    al, be = np.array(alpha, np.float32), np.array(0.0, np.float32)
-    # Row-major C = A op(B) is column-major C^T = op(B)^T A^T: cuBLAS sees b first.
-    cublas.gemmStridedBatchedEx(
-        cupy.cuda.device.get_cublas_handle(),
-        cublas.CUBLAS_OP_T if trans_b else cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N,
-        N, M, K, al.ctypes.data,
-        b.data.ptr, runtime.CUDA_R_16F, K if trans_b else N, b.shape[1] * b.shape[2],
-        a.data.ptr, runtime.CUDA_R_16F, K, M * K,
-        be.ctypes.data, out.data.ptr, runtime.CUDA_R_16F, N, M * N,
-        B, cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+    if B and M and N:
+        _gemm_call(_OP_T if trans_b else _OP_N, N, M, K, b.data.ptr, K if trans_b else N, N * K,
+                   a.data.ptr, K, M * K, out.data.ptr, N, M * N, B, alpha)
     return out
 
 
@@ -600,12 +654,27 @@ def graph(ops):
 
 # ---- timing: GPU time, wall time with launches, host time, per-op breakdown -----------------------
 
+@functools.lru_cache(maxsize=None)
+def _piece_us():
+    """What one bench._keep_busy(100) really lasts on this GPU (CUDA events, median of 5)."""
+    import cupy
+    bench._keep_busy(100.0)
+    t = []
+    for _ in range(5):
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        bench._keep_busy(100.0)
+        e.record()
+        e.synchronize()
+        t.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)
+    return max(float(np.median(t)), 1.0)
+
+
 def _spacer(us):
-    """Keep the GPU busy for about `us` µs: bench's spacer in 100 µs pieces (one piece is capped),
+    """Keep the GPU busy for at least `us` µs: enough of bench's spacer pieces (each measured once),
     so a host that needs milliseconds to issue a tower still finds the GPU busy."""
-    while us > 0:
-        bench._keep_busy(min(us, 100.0))
-        us -= 100.0
+    for _ in range(int(math.ceil(us / _piece_us()))):
+        bench._keep_busy(100.0)
 
 
 def seq_time(ops, reps=10):
