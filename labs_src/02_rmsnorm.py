@@ -404,7 +404,7 @@ for case in rmsnorm.ABLATION.RECORD_CASES:
         kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth {_x(v)}" for lbl, v in worth.items())
                + f"; all four together (step 01 → 02): {_x(_ratio(abl, '02_f32_shfl', '01_f32_cub', key))}. "
                f"The largest single contribution is {top}; the seed credits the reduction "
-               f"({kl.provenance(abl)}).")
+               f"({kl.provenance(abl)}). A value below 1 means step 02 is faster *without* that change.")
 
 # %% [markdown]
 # ## Step 09 (beyond the seed): fuse the residual add

@@ -241,7 +241,8 @@ ABLATION_STEPS = {   # name -> what is undone, for the lab's table
     "05_no_vec_loads": "step 05 with scalar loads (vec_ok = 0) in place of 16-byte loads",
     "05_no_ex2": "step 05 with expf in place of ex2.approx",
     "05_no_reg_cache": "step 05 streaming the row twice in place of keeping it in registers",
-    "05_block_256": "step 05 launched like step 04: 256 threads, one row per block",
+    "05_block_256": "step 05 launched like step 04: 256 threads, one row per block "
+                    "(rows over 8192 floats then no longer fit in registers: streamed)",
 }
 ABLATION = SimpleNamespace(
     NAME="softmax_ablation", FAMILY=FAMILY, case_key=case_key, make_input=make_input,
