@@ -354,8 +354,9 @@ if len(pt):
                + f". It wins at row lengths {win[0] if win else '—'} and up"
                + (f", where the model sends step 03's re-reads to {pt.set_index('shape').loc[[s for s in pt['shape'] if s.endswith('x' + str(win[0]))][0], 're-reads from']}" if win and any(s.endswith('x' + str(win[0])) for s in pt['shape']) else "")
                + ": the saved pass pays only where it would have crossed DRAM. Below that, both kernels read "
-               "DRAM once and execute about the same instructions per element (one `expf` each), and "
-               "step 04's (m, d) reduction costs a little more than step 03's two plain ones.")
+               "DRAM once (the re-read hits a cache) and evaluate the same number of `expf` per element "
+               "(one in a statistics pass, one in the output pass), while each level of step 04's (m, d) "
+               "reduction carries an `expf` where step 03's carry a max or an add.")
 
 # %% [markdown]
 # ## The seed's shapes
