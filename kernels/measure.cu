@@ -153,7 +153,7 @@ extern "C" __global__ void measure_05_inflight_128B(const float4* __restrict__ s
 // Why: the special-function-unit ceiling. Softmax's exp is not one FLOP: expf/__expf
 // become ex2.approx, which runs on the SFU (MUFU), a unit with far fewer lanes per SM
 // than the FMA units. Independent chains of ex2.approx.ftz measure its throughput.
-// v = 2^-v stays in (0.5, 1]; the negation folds into the MUFU instruction.
+// v = 2^-v stays in (0.5, 1]; the negation is a cheap FP32 instruction on another pipe.
 #define EX2_CHAINS 8
 extern "C" __global__ void measure_06_ex2(float* __restrict__ out, int iters, float seed) {
     float v[EX2_CHAINS];

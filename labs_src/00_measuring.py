@@ -283,12 +283,14 @@ if not sweep.empty:
 # **Predict the ladder before timing it.** Every later lab has steps that differ in the bytes
 # each thread loads at once. Lab 03's fp16 adds load two inputs per thread: one `__half` each
 # (4 B in flight per thread), a `half2` each (8 B), or 8 halves each (32 B). `bench.little`
-# turns that into a prediction on this device (the same model, full SMs):
+# turns that into a prediction from the idle latency (the model above, full SMs), and
+# `bench.sweep_fraction` reads what the measured sweep reached with as many bytes in flight:
 
 # %%
 steps = {"08_vec_fp16_scalar (2 × 2 B)": 4, "03_fp16_half2 (2 × 4 B)": 8, "04_fp16_vec8 (2 × 16 B)": 32}
 for step, b in steps.items():
-    kl.say(f"add {step}: Little's law predicts {bench.little(fund, b) / read:.2f} of the read roof ({prov}).")
+    kl.say(f"add {step}: Little's law predicts {bench.little(fund, b) / read:.2f} of the read roof, the "
+           f"measured sweep reached {bench.sweep_fraction(fund, b):.2f} with {b} B in flight per thread ({prov}).")
 
 # %% [markdown]
 # One decode row is the extreme case: a single block of 128 threads on one SM. Its time is

@@ -60,8 +60,10 @@ def test_launcher_host_cost_near_a_bare_call(fam, name, shape, dt):
     v = fam.VARIANTS[name]
     fn = functools.partial(v, *args, out=v.alloc_out(*args))
     bare = bench.bare(fn)
-    ours = min(bench.host_us(fn, calls=100) for _ in range(3))
-    floor = min(bench.host_us(bare, calls=100) for _ in range(3))
+    ours, floor = float("inf"), float("inf")
+    for _ in range(5):             # interleaved, so a slow patch of the host hits both sides
+        ours = min(ours, bench.host_us(fn, calls=100, batches=2))
+        floor = min(floor, bench.host_us(bare, calls=100, batches=2))
     print(f"{fam.NAME} {name}: launcher {ours:.2f} us, bare RawKernel {floor:.2f} us, {ours / floor:.2f}x")
     assert ours <= HOST_RATIO * floor, f"{ours:.2f} us vs bare {floor:.2f} us"
 

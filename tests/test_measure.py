@@ -108,6 +108,9 @@ def test_littles_law_prediction():
     assert t["Little's law predicts GB/s"].iloc[-1] == 3000.0
     assert bench.value(_fund(), "no such row") != bench.value(_fund(), "no such row")   # NaN
     assert bench.inflight(pd.DataFrame()).empty
+    assert bench.sweep_fraction(_fund(), 16) == pytest.approx(1600 / 3000)
+    assert bench.sweep_fraction(_fund(), 12) == pytest.approx(np.interp(np.log2(12), [3, 4], [800, 1600]) / 3000)
+    assert bench.sweep_fraction(_fund(), 1) == pytest.approx(400 / 3000)      # clamped to the first point
 
 
 def test_result_columns_carry_warm_and_host_time():

@@ -97,19 +97,26 @@ def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
 
 def host_us(fn, calls: int = 30, batches: int = 3) -> float:
     """Host (CPU) microseconds per call of `fn`: perf_counter around `calls` back-to-back calls,
-    the best of `batches` batches (host noise only ever adds). Launches are asynchronous, so this
+    the best of `batches` batches (host noise only ever adds), garbage collection paused. Launches are asynchronous, so this
     is the Python + driver cost of *queuing* one call, not the GPU's time; the GPU is synchronized
     before each batch so that a full launch queue never blocks the host."""
     need_gpu("host timing")
+    import gc
     import cupy
     fn()
     best = float("inf")
-    for _ in range(batches):
-        cupy.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, time.perf_counter() - t0)
+    was = gc.isenabled()
+    gc.disable()                   # as timeit does: a collection is nobody's launch cost
+    try:
+        for _ in range(batches):
+            cupy.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        if was:
+            gc.enable()
     cupy.cuda.Device().synchronize()
     return best / calls * 1e6
 
@@ -561,6 +568,18 @@ def little(fund, bytes_per_thread, threads_per_sm=None) -> float:
     thr = value(fund, "threads per SM in the sweep") if threads_per_sm is None else threads_per_sm
     inflight_all = bytes_per_thread * thr * value(fund, "SMs")
     return min(value(fund, "read roof"), inflight_all / value(fund, "DRAM latency (pointer chase)"))
+
+
+def sweep_fraction(fund, bytes_per_thread) -> float:
+    """The fraction of the read roof that the measured bytes-in-flight sweep reached with
+    `bytes_per_thread` in flight per thread (interpolated on log2 of the bytes, clamped to the
+    sweep's ends): the measured counterpart of little()."""
+    pts = [(np.log2(b), value(fund, f"read with {b} B in flight per thread")) for b in INFLIGHT_BYTES]
+    pts = [(x, y) for x, y in pts if not np.isnan(y)]
+    if not pts:
+        return float("nan")
+    xs, ys = zip(*pts)
+    return float(np.interp(np.log2(bytes_per_thread), xs, ys)) / value(fund, "read roof")
 
 
 def inflight(fund):
