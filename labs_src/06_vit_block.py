@@ -266,7 +266,7 @@ tps.round(1) if not tps.empty else tps
 # %%
 orin = vb.orin_model()
 best = orin["model tokens/s (upper bound)"]
-max_patches = 500_000 // (16 * 16)          # the report ran with --max-pixel 500000, 16 x 16 patches
+max_patches = vb.REPORT_PATCHES             # the report ran with --max-pixel 500000, 16 x 16 patches
 kl.say(f"On paper an AGX Orin could encode at most **{best.iloc[0]:,.0f}** patch tokens/s at N = "
        f"{orin['N'].iloc[0]} ({orin['bound'].iloc[0]}-bound) and {best.iloc[-1]:,.0f} at N = {orin['N'].iloc[-1]}. "
        f"The matmul report measured **676 tokens/s** of ViT prefill after its change (385 before), "
