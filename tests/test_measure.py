@@ -144,3 +144,17 @@ def test_sanitize_cases_are_small_and_awkward():
 def test_makefile_has_sanitize():
     text = (build.ROOT / "Makefile").read_text()
     assert re.search(r"^sanitize:", text, re.M) and "kernellab.sanitize" in text
+
+
+def test_plan_keys_and_clear_plans():
+    """Launch plans (build.Variant): scalars are keyed by value and marked as such; an
+    unhashable argument makes the key unusable (the full path runs); clear_plans empties all."""
+    k1 = build._plan_key((3, 1e-6), None)
+    assert k1 == build._plan_key((3, 1e-6), None) and k1 != build._plan_key((4, 1e-6), None)
+    with pytest.raises(TypeError):
+        {}.get(build._plan_key(([1, 2],), None))
+    from kernellab import add
+    v = add.VARIANTS["02_f32_float4"]
+    v._plans["fake"] = lambda: None
+    build.clear_plans()
+    assert not v._plans

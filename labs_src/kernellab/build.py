@@ -278,6 +278,15 @@ def record_launches(fn, keep_result: bool = False) -> list:
 
 _ND = None
 PLANS_PER_VARIANT = 64
+_VARIANTS = None      # a WeakSet of every Variant, for clear_plans
+
+
+def clear_plans() -> None:
+    """Forget every launch plan (build.Variant). Needed only after changing something a
+    launcher reads besides its arguments (a module-level knob such as a block size): the next
+    call of each step then validates and launches afresh."""
+    for v in list(_VARIANTS or ()):
+        v._plans.clear()
 
 
 _SCALAR = object()     # marks a non-array argument in a plan key
@@ -351,7 +360,8 @@ class Variant:
     would pass and the same launches follow, so only the host cost changes (bench.host_us).
     Only launches made through launch() are replayed: a call that launched nothing, or used
     memory outside its own arrays, keeps no plan. A launcher that does other GPU work besides
-    launch() (a CuPy op, cuBLAS, a memset) on every call must say plan=False."""
+    launch() (a CuPy op, cuBLAS, a memset) on every call must say plan=False; after changing a
+    module-level knob a launcher reads, call build.clear_plans()."""
 
     def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None, inplace=False,
                  plan=True):
@@ -360,6 +370,11 @@ class Variant:
         self.inplace = inplace
         self.plan = plan
         self._plans: dict = {}
+        global _VARIANTS
+        if _VARIANTS is None:
+            import weakref
+            _VARIANTS = weakref.WeakSet()
+        _VARIANTS.add(self)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
