@@ -1113,7 +1113,8 @@ def shares(bd):
         wall = g[g["kind"] == "wall"]["median_us"].sum()
         rows.append({"N": int(n), "what": what, "gemm_us": gem, "kernel_us": ker,
                      "gap_us": max(wall - gem - ker, 0.0), "wall_us": wall,
-                     "host_us": g[g["kind"] != "wall"]["host_us"].sum(), "device": dev, "source": src,
+                     "host_us": g[g["kind"] == "wall"]["host_us"].sum(),   # issuing it all, no events between
+                     "device": dev, "source": src,
                      "date": g["date"].iloc[0]})
     return pd.DataFrame(rows)
 
