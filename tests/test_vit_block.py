@@ -215,3 +215,17 @@ def test_block_pieces_agree_with_lab_05s_references():
     w, b = rng.standard_normal(vb.HIDDEN), rng.standard_normal(vb.HIDDEN)
     np.testing.assert_allclose(vb.ref_layernorm(x, w, b), V.ref_layernorm(x, w, b), rtol=1e-12)
     np.testing.assert_allclose(vb.ref_gelu(x), V.ref_gelu(x), rtol=1e-12)
+
+
+def test_lab_05s_public_api_is_what_the_block_calls():
+    """The launchers the block is built from keep the names and out= arguments it passes."""
+    import inspect
+    from kernellab import vision as V
+    need = {"layernorm": {"x", "weight", "bias", "out"}, "bias_add_residual": {"x", "bias", "residual", "out"},
+            "bias_gelu": {"x", "bias", "out"}, "gelu": {"x", "out"}, "softmax": {"scores", "out"},
+            "split_rope_transpose": {"qkv", "grid_h", "grid_w", "out"}, "transpose_head_token": {"o", "out"},
+            "spatial_merge": {"x", "grid_h", "grid_w", "out"},
+            "pos_embed_interpolate": {"pos_table", "grid_h", "grid_w", "out"}}
+    for name, params in need.items():
+        assert params <= set(inspect.signature(getattr(V, name)).parameters), name
+    assert vb.REPORT_COUNTS["layernorm_with_bias_fp16_kernel"] == 58
