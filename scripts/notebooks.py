@@ -116,7 +116,10 @@ def build(root: Path = ROOT, quiet=False, only=()) -> list[str]:
         for c, key in zip(nb.cells, _cells(src)):
             if by_content.get(key):
                 c["id"] = by_content[key].pop(0)
-        nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+        # Keep the notebook's metadata (whoever generated it); a kernelspec is what must be there.
+        nb.metadata = dict(old.metadata) if ipynb.exists() else {"language_info": {"name": "python"}}
+        nb.metadata.pop("widgets", None)
+        nb.metadata.setdefault("kernelspec", dict(KERNELSPEC))
         clear_outputs(nb)
         if _write_if_changed(nb, ipynb):
             done.append(f"wrote {ipynb.relative_to(root)} (no outputs)")
