@@ -32,8 +32,9 @@ extern "C" __global__ void softmax_01_naive(const float* x, float* y, int R, int
 // === softmax_02_safe_smem ===
 // Why: subtracting the row max makes every exponent <= 0, so nothing overflows
 // (the tutorial's softmax_safe_v1_kernel), and all threads now share the work with
-// a shared-memory tree reduction. Cost: three passes over global memory (max, sum,
-// write), and a __syncthreads() at every level of each tree (8 levels for 256 threads).
+// a shared-memory tree reduction. Cost: three passes over the row (max, sum, write; the two
+// re-reads hit L1/L2 while the rows in flight fit there: lab 01 measures where they stop
+// fitting), and a __syncthreads() at every level of each tree (8 levels for 256 threads).
 // Steps 02-04 use this fixed block size. A compile-time stride matters: the compiler can then
 // unroll the row loops and keep several loads in flight; with `i += blockDim.x` it cannot.
 #define ROW_BLOCK 256
@@ -151,7 +152,7 @@ struct MD { float m, d; };
 
 #define LOG2E 1.4426950408889634f
 // exp(x) = 2^(x log2 e): one FMUL + one ex2.approx (relative error ~2^-22), against
-// expf's ~10 instructions. Step 05 needs it: once bytes are minimal, instructions show.
+// expf's ~10 instructions. Step 05 uses it; lab 01's ablation measures what it is worth there.
 __device__ __forceinline__ float ex2(float t) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t));
@@ -252,8 +253,8 @@ extern "C" __global__ void softmax_04_ablate_two_exp(const float* x, float* y, i
 //    in place of x, the row group merges (m_local, d_local) once, and the output is
 //    e * exp(m_local - M) / D: one exp per element in total (ex2.approx, see above);
 //  * short rows get a warp each (blockDim = 32 x rows-per-block): no barrier at all.
-// Longer rows stream twice; the second read mostly hits L2. Rows whose length is not a
-// multiple of 4, or whose base is not 16-byte aligned, use scalar loads (vec_ok = 0).
+// Longer rows stream twice (online (m, d) per float4, then the output pass). Rows whose length
+// is not a multiple of 4, or whose base is not 16-byte aligned, use scalar loads (vec_ok = 0).
 #ifndef VEC_PER_THREAD
 #define VEC_PER_THREAD 8
 #endif

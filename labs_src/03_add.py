@@ -84,9 +84,9 @@ check_variants(add, ["01_f32_scalar", "02_f32_float4"])
 # ### Grid size and the last wave
 # The seed counts blocks: 4096 → 2048 for fp32 at 2M elements. What matters is how those blocks
 # fill the GPU: a **wave** is one block on every slot of every SM, and the last wave of a launch
-# may be partly empty (the tail effect). With 2M elements even the 8-wide kernel makes several
-# waves on a 16-SM Orin, and about one on a 132-SM Hopper; the table shows how full the last
-# one is. Blocks per SM come from ptxas and the per-SM limits.
+# may be partly empty (the tail effect). The table counts waves for a 16-SM Orin (sm_87) and a
+# 132-SM Hopper (sm_90), and how full the last one is. Blocks per SM come from ptxas and the
+# per-SM limits.
 
 # %%
 import pandas as pd
@@ -99,7 +99,13 @@ for step, block, per in [("01_f32_scalar", 512, 1), ("02_f32_float4", 256, 4), (
     for arch, sms in (("sm_87", 16), ("sm_90", 132)):
         per_sm = int(occ[(occ.arch == arch) & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
         rows.append({"step": step, "GPU": f"{arch}, {sms} SMs", **add.waves(N, block, per, sms, per_sm)})
-pd.DataFrame(rows)
+wv = pd.DataFrame(rows)
+wv
+
+# %%
+w8 = wv[wv.step == "04_fp16_vec8"].set_index("GPU")["waves"]
+kl.say(f"At {N:,} elements the 8-wide kernel makes " + " and ".join(f"**{v:.2f}** waves on {g}" for g, v in w8.items())
+       + ": a launch of about one wave or less leaves the tail effect and the ramp-up as a large share of its time.")
 
 # %% [markdown]
 # ## Steps 03–04 and 08: fp16
