@@ -123,6 +123,13 @@ extern "C" __global__ void add_07_bias_2d_vec8(const __half* __restrict__ m, con
         }
     } else {
         const int c0 = blockIdx.x * blockDim.x * 8 + threadIdx.x;
+        // The bias is loaded once, before the row loop, at a clamped (always in-bounds) index.
+        // Left inside `if (c < cols)`, the compiler hoists the loop-invariant read-only load
+        // above the guard, and a thread past the last column reads beyond the bias
+        // (compute-sanitizer memcheck catches it; see `make sanitize`).
+        __half bv[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) bv[j] = __ldg(bias + min(c0 + j * (int)blockDim.x, cols - 1));
         for (int r = blockIdx.y * BIAS_ROWS; r < rows; r += step)
             for (int k = 0; k < BIAS_ROWS && r + k < rows; ++k)
 #pragma unroll
@@ -130,7 +137,7 @@ extern "C" __global__ void add_07_bias_2d_vec8(const __half* __restrict__ m, con
                     const int c = c0 + j * blockDim.x;
                     if (c < cols) {
                         const size_t i = (size_t)(r + k) * cols + c;
-                        out[i] = __hadd(__ldg(m + i), __ldg(bias + c));
+                        out[i] = __hadd(__ldg(m + i), bv[j]);
                     }
                 }
     }

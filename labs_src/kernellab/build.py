@@ -177,7 +177,8 @@ def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None) ->
     """The PTX lines of one kernel (its .entry body), optionally only those matching `grep`."""
     name = step if step.startswith(family + "_") else f"{family}_{step}"
     text = compiled(family, arch)[0]
-    m = re.search(rf"\.entry {name}\(.*?\n}}", text, re.S)
+    # the body ends at a closing brace alone on its line that is not an inline-asm block's
+    m = re.search(rf"\.entry {name}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
     if not m:
         raise ValueError(f"no kernel {name} in the PTX of {family}.cu")
     lines = [l.strip() for l in m.group(0).splitlines()]
