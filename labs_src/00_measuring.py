@@ -69,7 +69,9 @@ build.show("measure", "03_fma")
 #
 # How `bench` times (read `kernellab/bench.py`, it is short):
 # * **CUDA events** around each call, not a CPU clock;
-# * **L2 flushed** before every repetition by writing a buffer of at least 2× the L2;
+# * **L2 flushed** before every repetition by *reading* a buffer of at least 2× the L2. Reading, not
+#   writing: a flush that writes leaves L2 full of dirty lines, and the next timed kernel would pay
+#   for writing them back to DRAM. A read flush pays that write-back itself and leaves L2 clean;
 # * a **spacer** kernel, longer than the host's cost of one call, queued before each start
 #   event, so the events see the GPU's time even when Python queues work slower than the GPU
 #   runs it (section 3 measures both sides);
@@ -108,7 +110,7 @@ kl.say(f"A {v('L2-resident copy size'):.0f} MiB copy (a quarter of the {v('L2 si
        f"**{warm:,.0f} GB/s warm** and **{cold:,.0f} GB/s flushed**: {warm / cold:.2f}× "
        f"{'faster' if warm > cold else 'slower'} when its input is already in L2 ({prov}). A benchmark that "
        "repeats one small input without flushing measures the cache, not the kernel. Triton's `do_bench` "
-       "flushes the same way; `cupyx.profiler.benchmark` does not. In a decoder, though, a small weight "
+       "flushes too (by writing a buffer); `cupyx.profiler.benchmark` does not. In a decoder, though, a small weight "
        "*is* in L2 from one token to the next: that is why `bench.compare` also reports `warm_us` for "
        "shapes of ≤ 64 rows that fit in L2.")
 
