@@ -56,6 +56,9 @@ def child() -> int:
     """Launch every variant of every family on its sanitize cases (run under the sanitizer)."""
     import cupy
     from .record import LABS, families
+    # No memory pool: each array is its own cudaMalloc, so memcheck sees its exact bounds (a
+    # pool hands out pieces of larger blocks, and a read past an array's end lands in the block).
+    cupy.cuda.set_allocator(None)
     n = 0
     for fam in families([lab for lab in LABS if lab != "measuring"]):
         if not getattr(fam, "VARIANTS", None):
