@@ -9,7 +9,8 @@
 #      x86 + NVIDIA GPU    -> cupy-cuda12x[ctk]
 #      no GPU              -> cupy-cuda12x + NVRTC + CUDA headers only (compile-only mode)
 #      From wheelhouse/ when it exists (`make wheelhouse` on a connected machine): no network.
-#      KERNELLAB_EXTRAS=peers adds torch (the optional baselines).
+#      KERNELLAB_EXTRAS=peers adds torch (the optional baselines). KERNELLAB_NO_SETUP=1: never
+#      install (exit 3 instead; the tests that call make use it).
 # scripts/env.sh --exports: the environment every run needs, as shell `export` lines
 #   (CUDA_PATH=/usr/local/cuda on a Jetson, where CuPy finds JetPack's CUDA through it).
 set -euo pipefail
@@ -36,6 +37,9 @@ if [ -x .venv/bin/python ] && have .venv/bin/python; then echo .venv/bin/python;
 if [ -z "${KERNELLAB_VENV:-}" ] && command -v python3 >/dev/null && have python3; then
   echo "env: python3 already has everything; using it (no venv, no network)" >&2
   echo python3; exit 0
+fi
+if [ -n "${KERNELLAB_NO_SETUP:-}" ]; then
+  echo "env: no python with [$mods] and KERNELLAB_NO_SETUP is set: not installing anything" >&2; exit 3
 fi
 if is_jetson; then
   extra=jetson; export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}

@@ -181,10 +181,12 @@ def test_learner_copies_have_no_solutions_and_are_never_overwritten(tmp_path):
 
 def test_make_student_refuses_to_overwrite_without_force(tmp_path):
     dest = tmp_path / "class"
-    env = {**os.environ, "MAKEFLAGS": ""}
+    env = {**os.environ, "MAKEFLAGS": "", "KERNELLAB_NO_SETUP": "1"}
     run = lambda *a: subprocess.run(["make", "-s", "student", f"DEST={dest}", *a], cwd=ROOT, env=env,  # noqa: E731
                                     capture_output=True, text=True, timeout=300)
     p = run()
+    if "KERNELLAB_NO_SETUP" in p.stderr:
+        pytest.skip("make's python is not set up here (scripts/env.sh would install it)")
     assert p.returncode == 0, p.stderr
     target = sorted(dest.glob("*.ipynb"))[0]
     target.write_text(target.read_text().replace("TODO", "EDITED"))
