@@ -422,7 +422,8 @@ extern "C" __global__ void gemv_21_f16_to_f32_x4(const __half* __restrict__ a, f
 // (G = 32..256, chosen by the launcher so the grid has enough warps for every SM: split-K inside
 // a block) and each thread keeps U = 4 independent 16-byte weight loads in flight. One template
 // serves every data path (fp32, fp16, int8, int4): a Path says how wide a vector is and how to
-// multiply one vector of weights by the matching inputs.
+// multiply one vector of weights by the matching inputs. With stream = 1 the weights pass through
+// L2 with an evict-first policy (ld_weight above).
 struct PathF32 {          // fp32 weight, fp32 input: 4 per 16 bytes
     static constexpr int VEC = 4;
     typedef float TW;
@@ -450,12 +451,29 @@ struct PathF16 {          // fp16 weight, fp16 input: 8 per 16 bytes
     }
 };
 
+// Weights are read once per token. stream = 1 loads them with an L2 evict-first policy (and no L1
+// allocation), so that streaming tens of MB of weights does not push out what other kernels left in
+// L2 (activations, the KV cache) and, when L2 holds dirty lines, the weights replace each other
+// instead of forcing those lines to be written back. stream = 0: plain __ldg (the lab measures both).
+__device__ __forceinline__ unsigned long long weight_policy() {
+    unsigned long long pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+__device__ __forceinline__ uint4 ld_weight(const uint4* p, unsigned long long pol, int stream) {
+    if (!stream) return __ldg(p);
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+    return r;
+}
+
 // The launcher's grid: (K + R*rows_per_block - 1) / (R*rows_per_block) blocks of 256 threads;
 // G threads per group, each group computes R consecutive rows.
 template <class P, int R, int U, typename TY>
 __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, const typename P::TX* __restrict__ x,
                                           TY* __restrict__ y, const void* __restrict__ sc, const void* __restrict__ zp,
-                                          int K, int M, int G, int row_elems, int vec_ok) {
+                                          int K, int M, int G, int row_elems, int vec_ok, int stream) {
     const int t = threadIdx.x & (G - 1), grp = threadIdx.x / G;
     const int row0 = (blockIdx.x * (256 / G) + grp) * R;
     const int nv = vec_ok ? M / P::VEC : 0;
@@ -465,13 +483,14 @@ __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, 
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    const unsigned long long pol = weight_policy();
     int i = t;
     for (; i + (U - 1) * G < nv; i += U * G) {
         uint4 w[U][R];                       // U x R independent 16-byte loads in flight
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
-            for (int r = 0; r < R; ++r) w[u][r] = __ldg(reinterpret_cast<const uint4*>(wr[r]) + i + u * G);
+            for (int r = 0; r < R; ++r) w[u][r] = ld_weight(reinterpret_cast<const uint4*>(wr[r]) + i + u * G, pol, stream);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             typename P::XV xv;               // the inputs are loaded once and serve all R rows
@@ -486,7 +505,7 @@ __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, 
         P::loadx(xv, x, i * P::VEC);
 #pragma unroll
         for (int r = 0; r < R; ++r)
-            acc[r] += P::dot(__ldg(reinterpret_cast<const uint4*>(wr[r]) + i), xv, i * P::VEC, sc, zp,
+            acc[r] += P::dot(ld_weight(reinterpret_cast<const uint4*>(wr[r]) + i, pol, stream), xv, i * P::VEC, sc, zp,
                              (size_t)min(row0 + r, K - 1), M);
     }
     for (int e = nv * P::VEC + t; e < M; e += G)
@@ -516,15 +535,15 @@ __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, 
 }
 
 extern "C" __global__ void gemv_22_fp16_fast(const __half* __restrict__ W,
-        const __half* __restrict__ x, __half* __restrict__ y, int K, int M, int G, int vec_ok) {
-    gemv_fast<PathF16, 1, 4, __half>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
+        const __half* __restrict__ x, __half* __restrict__ y, int K, int M, int G, int vec_ok, int stream) {
+    gemv_fast<PathF16, 1, 4, __half>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok, stream);
 }
 
 // === gemv_23_fp16_f32out_fast ===
 // Why: the logits head (K = 151936) with step 22's body: same loads, fp32 out, size_t offsets.
 extern "C" __global__ void gemv_23_fp16_f32out_fast(const __half* __restrict__ W,
-        const __half* __restrict__ x, float* __restrict__ y, int K, int M, int G, int vec_ok) {
-    gemv_fast<PathF16, 1, 4, float>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
+        const __half* __restrict__ x, float* __restrict__ y, int K, int M, int G, int vec_ok, int stream) {
+    gemv_fast<PathF16, 1, 4, float>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok, stream);
 }
 
 // === gemv_24_f32_fast ===
@@ -532,8 +551,8 @@ extern "C" __global__ void gemv_23_fp16_f32out_fast(const __half* __restrict__ W
 // the CUB reduction's registers) with 128 threads per row; step 22's body gives fp32 the same
 // bytes in flight and the same grid sizing.
 extern "C" __global__ void gemv_24_f32_fast(const float* __restrict__ W,
-        const float* __restrict__ x, float* __restrict__ y, int K, int M, int G, int vec_ok) {
-    gemv_fast<PathF32, 1, 4, float>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok);
+        const float* __restrict__ x, float* __restrict__ y, int K, int M, int G, int vec_ok, int stream) {
+    gemv_fast<PathF32, 1, 4, float>(W, x, y, nullptr, nullptr, K, M, G, M, vec_ok, stream);
 }
 
 // === gemv_25_int8_fast ===
@@ -574,8 +593,8 @@ struct PathI8 {
 
 extern "C" __global__ void gemv_25_int8_fast(const signed char* __restrict__ W,
         const float* __restrict__ scales, const float* __restrict__ x, float* __restrict__ y, int K, int M, int G,
-        int vec_ok) {
-    gemv_fast<PathI8, 2, 2, float>(W, x, y, scales, nullptr, K, M, G, M, vec_ok);
+        int vec_ok, int stream) {
+    gemv_fast<PathI8, 2, 2, float>(W, x, y, scales, nullptr, K, M, G, M, vec_ok, stream);
 }
 
 // === gemv_26_int4_awq ===
@@ -635,6 +654,6 @@ struct PathI4 {
 
 extern "C" __global__ void gemv_26_int4_awq(const unsigned char* __restrict__ W,
         const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
-        float* __restrict__ y, int K, int M, int G, int vec_ok) {
-    gemv_fast<PathI4, 2, 2, float>(W, x, y, scales, zeros, K, M, G, (M + 1) / 2, vec_ok);
+        float* __restrict__ y, int K, int M, int G, int vec_ok, int stream) {
+    gemv_fast<PathI4, 2, 2, float>(W, x, y, scales, zeros, K, M, G, (M + 1) / 2, vec_ok, stream);
 }

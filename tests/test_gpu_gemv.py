@@ -101,11 +101,14 @@ def test_every_fast_config_is_correct():
             v = f.VARIANTS[name]
             for G in (32, 64, 128, 256):
                 gemv.FAST_G[name] = G
-                for shape in ((5, 4100), (67, 1023), (2, 8192)):
-                    host = f.make_input(shape, path, "randn", seed=G)
-                    _check(f, v(*_gpu(host)), host, f"{name} G={G} {shape}")
+                for st in (0, 1):                      # plain __ldg and the L2 evict-first loads
+                    gemv.FAST_STREAM[name] = st
+                    for shape in ((5, 4100), (67, 1023), (2, 8192)):
+                        host = f.make_input(shape, path, "randn", seed=G)
+                        _check(f, v(*_gpu(host)), host, f"{name} G={G} stream={st} {shape}")
     finally:
         gemv.FAST_G.clear()
+        gemv.FAST_STREAM.clear()
 
 
 def test_empty_shapes():
