@@ -423,7 +423,7 @@ extern "C" __global__ void gemv_21_f16_to_f32_x4(const __half* __restrict__ a, f
 // a block) and each thread keeps U = 4 independent 16-byte weight loads in flight. One template
 // serves every data path (fp32, fp16, int8, int4): a Path says how wide a vector is and how to
 // multiply one vector of weights by the matching inputs. With stream = 1 the weights pass through
-// L2 with an evict-first policy (ld_weight above).
+// L2 with an evict-first policy (ld_weight above; an experiment of the lab, off by default).
 struct PathF32 {          // fp32 weight, fp32 input: 4 per 16 bytes
     static constexpr int VEC = 4;
     typedef float TW;
@@ -454,7 +454,8 @@ struct PathF16 {          // fp16 weight, fp16 input: 8 per 16 bytes
 // Weights are read once per token. stream = 1 loads them with an L2 evict-first policy (and no L1
 // allocation), so that streaming tens of MB of weights does not push out what other kernels left in
 // L2 (activations, the KV cache) and, when L2 holds dirty lines, the weights replace each other
-// instead of forcing those lines to be written back. stream = 0: plain __ldg (the lab measures both).
+// instead of forcing those lines to be written back. stream = 0 (the default): plain __ldg. The lab
+// measures both (variant 22_fp16_fast_stream).
 __device__ __forceinline__ unsigned long long weight_policy() {
     unsigned long long pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));

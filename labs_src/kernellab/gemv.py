@@ -319,16 +319,7 @@ def _step(name, path, kind, wvec=16, xvec=16, int32=False):
 FAST = {"22_fp16_fast": ("float16", 8, 1, 4), "23_fp16_f32out_fast": ("fp16_f32out", 8, 1, 4),
         "24_f32_fast": ("float32", 4, 1, 4), "25_int8_fast": ("int8", 16, 2, 2), "26_int4_awq": ("int4", 32, 2, 2)}
 FAST_G: dict = {}           # name -> forced threads per row (for experiments); default: fast_threads()
-FAST_STREAM: dict = {}      # name -> forced 0/1 for the L2 evict-first weight loads; default: stream_weights()
-STREAM_L2_MULTIPLE = 4      # stream (evict-first) weights up to this many L2 sizes; measured slower beyond
-
-
-def stream_weights(weight_bytes, l2_bytes=None) -> int:
-    """1: load the weights with the L2 evict-first policy. Used up to STREAM_L2_MULTIPLE x L2: on the
-    1.2 GB logits matrix the policy measured slower than plain __ldg (H200), and beyond a few L2
-    sizes there is little left in L2 for it to protect."""
-    l2 = l2_bytes or info()["l2_bytes"] or 0
-    return int(weight_bytes <= STREAM_L2_MULTIPLE * l2)
+FAST_STREAM: dict = {}      # name -> forced 0/1 for the L2 evict-first weight loads (experiments, tests)
 
 
 def fast_threads(K, M, vec, R, U, sms=None, warps_per_sm=48) -> int:
@@ -341,8 +332,9 @@ def fast_threads(K, M, vec, R, U, sms=None, warps_per_sm=48) -> int:
     return G
 
 
-def _fast(name, stream=None):
-    """Launcher for a step of the fast template; stream=None: stream_weights() decides, 0/1 forces."""
+def _fast(name, stream=0):
+    """Launcher for a step of the fast template. stream=1 loads the weights with the L2 evict-first
+    policy (the ablation variant 22_fp16_fast_stream); the default is plain __ldg."""
     path, vec, R, U = FAST[name]
 
     def run(*args, out=None):
@@ -354,10 +346,9 @@ def _fast(name, stream=None):
         ok = int(row_bytes % 16 == 0 and aligned(16, args[0]) and aligned(xvec if path != "int4" else 16, args[-1]))
         rows_per_block = R * 256 // G
         st = FAST_STREAM.get(name, stream)
-        st = stream_weights(args[0].nbytes) if st is None else st
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // rows_per_block),), (256,),
                                                   (*args, out_, K, M, G, ok, st)))
-    run.__name__ = name if stream is None else f"{name}_{'stream' if stream else 'ldg'}"
+    run.__name__ = f"{name}_stream" if stream else name
     return variant(dtypes=(path,), alloc_out=_alloc(path))(run)
 
 
@@ -372,8 +363,8 @@ VARIANTS = {
     "08_f32_fp16w_block": _step("08_f32_fp16w_block", "f32_fp16w", "block256", wvec=8),
     "09_fp16_half2": _step("09_fp16_half2", "float16", "warp", wvec=4, xvec=4),
     "10_fp16_v2": _step("10_fp16_v2", "float16", "warp"),
-    "22_fp16_fast_ldg": _fast("22_fp16_fast", stream=0),      # step 22 without the L2 policy (ablation)
     "22_fp16_fast": _fast("22_fp16_fast"),
+    "22_fp16_fast_stream": _fast("22_fp16_fast", stream=1),   # step 22 + the L2 evict-first policy (ablation)
     "24_f32_fast": _fast("24_f32_fast"),
     "25_int8_fast": _fast("25_int8_fast"),
     "26_int4_awq": _fast("26_int4_awq"),
