@@ -228,9 +228,10 @@ kl.say("Not measured or recorded yet: on a GPU this finds the M where the block-
 # block, the warp kernel launches 512 blocks: about 4 per SM on a 132-SM GPU, 32 on a 16-SM
 # Orin. By Little's law an SM needs (bandwidth per SM × latency) bytes in flight; an Orin SM
 # gets 102–205 GB/s / 16 = 6–13 GB/s, a smaller share of a slower memory than a Hopper SM
-# (computed below), so on Orin fewer bytes in flight per SM already reach the roof, and the
-# switch to block-per-row pays later (at a larger M), not sooner: the report's 2048 is a
-# conservative choice for Orin.
+# (computed below), so on Orin fewer bytes in flight per SM already reach the roof. The model
+# therefore predicts that the warp kernel stays competitive up to an M at least as large on Orin
+# as on the GPU measured here, not a smaller one; a switch at 2048 would then be early rather
+# than late for Orin. Only an Orin can confirm it: the sweep above is the measurement to run there.
 
 # %%
 from kernellab.device import ORIN_PEAK_GBPS
