@@ -349,7 +349,7 @@ kl.say(vision.compare_text(tr, "22_transpose_vec8", "21_transpose_half2", ct) + 
 # %% [markdown]
 # ## The vision softmax (step 23), against lab 01
 # The report left `vision_softmax_fp16_kernel` alone: "already optimised" (`half2` + warp shuffle,
-# 256 threads per row, three passes). Lab 01's fp16 step reads 16 bytes per load and keeps the row
+# 256 threads per row, three passes). Lab 01's best fp16 step reads 16 bytes per load and keeps the row
 # in registers. At the attention shape, 16 heads × N × N scores:
 
 # %%
@@ -362,8 +362,8 @@ bench.table(sx)
 
 # %%
 cx1, cx4 = (vision.SOFTMAX.case_key((16 * n, n)) for n in (1024, 4096))
-kl.say("N = 1024: " + vision.compare_text(sx, "lab01_06_fp16_vec8", "23_softmax_half2_shfl", cx1)
-       + "; N = 4096: " + vision.compare_text(sx, "lab01_06_fp16_vec8", "23_softmax_half2_shfl", cx4)
+kl.say("N = 1024: " + vision.compare_text(sx, vision.LAB01_SOFTMAX, "23_softmax_half2_shfl", cx1)
+       + "; N = 4096: " + vision.compare_text(sx, vision.LAB01_SOFTMAX, "23_softmax_half2_shfl", cx4)
        + ". Against torch at N = 4096: " + vision.compare_text(sx, "23_softmax_half2_shfl", "torch.softmax", cx4) + ".")
 
 # %% [markdown]

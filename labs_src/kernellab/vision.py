@@ -1049,9 +1049,12 @@ def sx_half2(x, out=None):
     return out_
 
 
+LAB01_SOFTMAX = "lab01_best_fp16"     # lab 01's best fp16 step (softmax.BEST["float16"])
+
+
 def _sx_lab01(x, out=None):
     from . import softmax as sm
-    return sm.VARIANTS["06_fp16_vec8"](x, out=out)
+    return sm.VARIANTS[sm.BEST["float16"]](x, out=out)
 
 
 def _sx_torch(x):
@@ -1070,8 +1073,9 @@ def _sx_input(shape, dtype="float16", values="randn", seed=0):
 def _sx_variants():
     from . import softmax as sm
     lab01 = variant(dtypes=FP16)(_sx_lab01)
-    lab01.__doc__ = "lab 01's step 06 (softmax_06_fp16_vec8): " + (sm.VARIANTS["06_fp16_vec8"].__doc__ or "")
-    return {"23_softmax_half2_shfl": sx_half2, "lab01_06_fp16_vec8": lab01}
+    best = sm.BEST["float16"]
+    lab01.__doc__ = f"lab 01's best fp16 step ({best}): " + (sm.VARIANTS[best].__doc__ or "")
+    return {"23_softmax_half2_shfl": sx_half2, LAB01_SOFTMAX: lab01}
 
 
 SOFTMAX = SimpleNamespace(
@@ -1474,5 +1478,5 @@ SEED_CLAIMS = [   # (claim, seed says, claimed ratio, fast, slow, case) for clai
     ("transpose_head_token: float4 (8 halves)", "4x", 4.0, "22_transpose_vec8", "21_transpose_half2",
      "transpose:16x16384x72:float16"),
     ("vision_softmax: 'already optimised, kept'", "no change needed", None, "23_softmax_half2_shfl",
-     "lab01_06_fp16_vec8", "softmax:65536x4096:float16"),
+     LAB01_SOFTMAX, "softmax:65536x4096:float16"),
 ]
