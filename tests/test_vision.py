@@ -161,7 +161,8 @@ def test_every_family_has_the_api_and_its_references_run():
 
 VEC8 = ["03_layernorm_warp_vec8", "05_gelu_vec8", "06_gelu_vec8_exp", "08_bias_gelu_vec8",
         "09_bias_gelu_vec8_exp", "11_bias_residual_vec8", "17_spatial_merge_vec8", "19_split_rope_fma",
-        "20_split_rope_vec", "22_transpose_vec8", "24_replace_image_tokens"]
+        "20_split_rope_vec", "22_transpose_vec8", "24_replace_image_tokens", "25_bias_gelu_vec8_x2",
+        "26_spatial_merge_stream", "27_split_rope_tile", "28_transpose_tile"]
 
 
 @pytest.mark.parametrize("arch", build.ARCHS)

@@ -45,6 +45,10 @@ THETA = 10000.0                  # vision rotary base
 MAX_N = 2 ** 31 - 64             # the element-wise kernels index with int32
 LN_BLOCK = 256                   # LN_BLOCK in vision.cu (steps 01, 02)
 SR_TILE = 8                      # SR_TILE in vision.cu (step 20: tokens per tile)
+SR2_TILE = 16                    # SR2_TILE in vision.cu (step 27: tokens per block)
+TR_TILE = 16                     # TR_TILE in vision.cu (step 28: tokens per block)
+BG_U = 2                         # BG_U in vision.cu (step 25: vectors per thread)
+SM_U = 4                         # SM_U in vision.cu (step 26: loads in flight per thread)
 TOKENS = (4096, 16384)           # the lab's token counts
 F16 = np.float16
 
@@ -252,6 +256,14 @@ def _size_ok(n):
         raise ValueError(f"{n} elements: these kernels index with int32 (at most {MAX_N}); split the call")
 
 
+@functools.lru_cache(maxsize=None)
+def _resident(kernel_name, threads=256):
+    """Blocks that fill every SM once for one of this family's kernels (bench.resident_grid)."""
+    from .bench import resident_grid
+    from .build import kernel
+    return resident_grid(kernel(FAMILY, kernel_name), threads)
+
+
 def _cast(fn):
     """A family reference: the float64 reference rounded once to fp16."""
     def ref(*a):
@@ -398,7 +410,7 @@ def _gelu_step(name, V):
     return variant(dtypes=FP16)(run)
 
 
-def _bias_gelu_step(name, V):
+def _bias_gelu_step(name, V, per_thread=1):
     def run(x, bias, out=None):
         require(x, "x", dtype="float16", ndim=2)
         require(bias, "bias", dtype="float16", ndim=1)
@@ -409,7 +421,7 @@ def _bias_gelu_step(name, V):
         if n:
             C = x.shape[1]
             vec = int(C % V == 0 and aligned(4 if V == 2 else 16, x, bias, out_))
-            launch(FAMILY, f"vision_{name}", (-(-n // (256 * V)),), (256,), (x, bias, out_, n, C, vec))
+            launch(FAMILY, f"vision_{name}", (-(-n // (256 * V * per_thread)),), (256,), (x, bias, out_, n, C, vec))
         return out_
     run.__name__ = name
     return variant(dtypes=FP16)(run)
@@ -468,8 +480,9 @@ BIAS_GELU = SimpleNamespace(
     reference=_cast(ref_bias_gelu), bytes_moved=lambda x, b, *_: 2 * x.nbytes + b.nbytes,
     VARIANTS={"07_bias_gelu_half2": _bias_gelu_step("07_bias_gelu_half2", 2),
               "08_bias_gelu_vec8": _bias_gelu_step("08_bias_gelu_vec8", 8),
-              "09_bias_gelu_vec8_exp": _bias_gelu_step("09_bias_gelu_vec8_exp", 8)},
-    BEST={"float16": "09_bias_gelu_vec8_exp"},
+              "09_bias_gelu_vec8_exp": _bias_gelu_step("09_bias_gelu_vec8_exp", 8),
+              "25_bias_gelu_vec8_x2": _bias_gelu_step("25_bias_gelu_vec8_x2", 8, BG_U)},
+    BEST={"float16": "25_bias_gelu_vec8_x2"},
     BASELINES={"torch F.gelu(tanh)(x + b)": _bias_gelu_torch, "cupy composite (bias+GELU)": _gelu_cupy},
     SHAPES={f"mlp_{n}x4304": (n, MLP) for n in TOKENS},
     CHECK_CASES=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
@@ -779,6 +792,25 @@ def sm_vec8(x, out=None):
     return out_
 
 
+def _sm_stream(grid_of):
+    def run(x, out=None):
+        out_, M, C = _sm_check(x, out)
+        if M and C:
+            vec = int(C % 8 == 0 and aligned(16, x, out_))
+            units = M * 4 * C // 8 if vec else M * 4 * C
+            launch(FAMILY, "vision_26_spatial_merge_stream", (max(1, grid_of(units)),), (256,), (x, out_, M, C, vec))
+        return out_
+    run.__name__ = "sm_stream"
+    return run
+
+
+sm_stream = variant(dtypes=FP16, alloc_out=_sm_alloc)(_sm_stream(lambda units: -(-units // (256 * SM_U))))
+sm_stream_resident = variant(dtypes=FP16, alloc_out=_sm_alloc)(
+    _sm_stream(lambda units: min(_resident("vision_26_spatial_merge_stream"), -(-units // 256))))
+sm_stream_resident.__doc__ = ("Ablation: step 26's kernel over the resident blocks only (one wave, grid-stride), "
+                              "instead of a grid where every thread makes exactly one pass of SM_U loads.")
+
+
 def _sm_cupy(x):
     """A copy of the reshaped view (x.reshape alone would be free: no bytes move)."""
     import cupy
@@ -800,8 +832,9 @@ SPATIAL_MERGE = SimpleNamespace(
     make_input=lambda shape, dtype="float16", values="randn", seed=0: (_act(shape, values, np.random.default_rng(seed)),),
     reference=_cast(lambda x: _f64(x).reshape(x.shape[0] // 4, 4 * x.shape[1])),
     bytes_moved=lambda x, *_: 2 * x.nbytes,
-    VARIANTS={"16_spatial_merge_scalar": sm_scalar, "17_spatial_merge_vec8": sm_vec8},
-    BEST={"float16": "17_spatial_merge_vec8"},
+    VARIANTS={"16_spatial_merge_scalar": sm_scalar, "17_spatial_merge_vec8": sm_vec8,
+              "ablate_26_resident_grid": sm_stream_resident, "26_spatial_merge_stream": sm_stream},
+    BEST={"float16": "26_spatial_merge_stream"},
     BASELINES={"cupy copy (reshape)": _sm_cupy, "torch copy_ (view)": _sm_torch},
     SHAPES={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
     CHECK_CASES=[(s, v) for s in [(4, 1), (4, 31), (8, 1152), (64, 1152), (12, 4097), (0, 8)]
@@ -860,43 +893,27 @@ def _grid_y(N):
         raise ValueError(f"{N} tokens: steps 18 and 19 launch one block row per token (grid.y <= 65535)")
 
 
-@variant(dtypes=FP16, alloc_out=_sr_alloc)
-def sr_scalar(qkv, cos, sin, out=None):
-    (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
-    _grid_y(N)
-    if N:
-        launch(FAMILY, "vision_18_split_rope_scalar", (H, N), (64,), (qkv, cos, sin, q, k, v, N, H, D))
-    return q, k, v
+def _sr_seed_step(kernel, threads, vec, doc=None):
+    """Steps 18-19 and their ablations: one block of `threads` per (head, token). vec: None for
+    step 18's kernel (no vec argument), True for step 19's 16-byte V copy where D and alignment
+    allow it, False for step 19's kernel copying V by halves."""
+    def run(qkv, cos, sin, out=None):
+        (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
+        _grid_y(N)
+        if N:
+            extra = () if vec is None else (int(vec and D % 8 == 0 and aligned(16, qkv, v)),)
+            launch(FAMILY, f"vision_{kernel}", (H, N), (threads,), (qkv, cos, sin, q, k, v, N, H, D) + extra)
+        return q, k, v
+    run.__name__, run.__doc__ = kernel, doc
+    return variant(dtypes=FP16, alloc_out=_sr_alloc)(run)
 
 
-@variant(dtypes=FP16, alloc_out=_sr_alloc)
-def sr_fma(qkv, cos, sin, out=None):
-    (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
-    _grid_y(N)
-    if N:
-        vec = int(D % 8 == 0 and aligned(16, qkv, v))
-        launch(FAMILY, "vision_19_split_rope_fma", (H, N), (128,), (qkv, cos, sin, q, k, v, N, H, D, vec))
-    return q, k, v
-
-
-@variant(dtypes=FP16, alloc_out=_sr_alloc)
-def sr_scalar_128(qkv, cos, sin, out=None):
-    """Ablation: step 18's kernel launched with step 19's 128 threads (the block size alone)."""
-    (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
-    _grid_y(N)
-    if N:
-        launch(FAMILY, "vision_18_split_rope_scalar", (H, N), (128,), (qkv, cos, sin, q, k, v, N, H, D))
-    return q, k, v
-
-
-@variant(dtypes=FP16, alloc_out=_sr_alloc)
-def sr_fma_scalar_v(qkv, cos, sin, out=None):
-    """Ablation: step 19 with V copied by halves (vec = 0): block 128 and fma, no float4 V copy."""
-    (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
-    _grid_y(N)
-    if N:
-        launch(FAMILY, "vision_19_split_rope_fma", (H, N), (128,), (qkv, cos, sin, q, k, v, N, H, D, 0))
-    return q, k, v
+sr_scalar = _sr_seed_step("18_split_rope_scalar", 64, None)
+sr_fma = _sr_seed_step("19_split_rope_fma", 128, True)
+sr_scalar_128 = _sr_seed_step("18_split_rope_scalar", 128, None,
+                              "Ablation: step 18's kernel launched with step 19's 128 threads (the block size alone).")
+sr_fma_scalar_v = _sr_seed_step("19_split_rope_fma", 128, False,
+                                "Ablation: step 19 with V copied by halves (vec = 0): block 128 and fma, no float4 V copy.")
 
 
 @variant(dtypes=FP16, alloc_out=_sr_alloc)
@@ -906,6 +923,17 @@ def sr_vec(qkv, cos, sin, out=None):
         vec = int(D % 8 == 0 and aligned(16, qkv, cos, sin, q, k, v))
         items = -(-N // SR_TILE) * SR_TILE * 3 * H * (-(-D // 8))
         launch(FAMILY, "vision_20_split_rope_vec", (-(-items // 256),), (256,), (qkv, cos, sin, q, k, v, N, H, D, vec))
+    return q, k, v
+
+
+@variant(dtypes=FP16, alloc_out=_sr_alloc)
+def sr_tile(qkv, cos, sin, out=None):
+    (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
+    if N:
+        if D % 8 == 0 and aligned(16, qkv, cos, sin, q, k, v):
+            launch(FAMILY, "vision_27_split_rope_tile", (-(-N // SR2_TILE), 3), (256,), (qkv, cos, sin, q, k, v, N, H, D))
+        else:
+            sr_vec(qkv, cos, sin, out=(q, k, v))
     return q, k, v
 
 
@@ -951,8 +979,9 @@ SPLIT_ROPE = SimpleNamespace(
     reference=_cast(_sr_ref),
     bytes_moved=lambda qkv, c, s, *_: 2 * qkv.nbytes + c.nbytes + s.nbytes,
     VARIANTS={"18_split_rope_scalar": sr_scalar, "ablate_18_block128": sr_scalar_128,
-              "ablate_19_scalar_v": sr_fma_scalar_v, "19_split_rope_fma": sr_fma, "20_split_rope_vec": sr_vec},
-    BEST={"float16": "20_split_rope_vec"},
+              "ablate_19_scalar_v": sr_fma_scalar_v, "19_split_rope_fma": sr_fma, "20_split_rope_vec": sr_vec,
+              "27_split_rope_tile": sr_tile},
+    BEST={"float16": "27_split_rope_tile"},
     BASELINES={"torch eager (split, rope, transpose)": _sr_torch},
     SHAPES={"vit_64x64": (64, 64, HEADS, HEAD_DIM), "vit_128x128": (128, 128, HEADS, HEAD_DIM)},
     CHECK_CASES=[(s, v) for s in [(2, 2, HEADS, HEAD_DIM), (2, 6, HEADS, HEAD_DIM), (10, 14, HEADS, HEAD_DIM),
@@ -996,6 +1025,18 @@ def tr_vec8(o, out=None):
     return out_
 
 
+@variant(dtypes=FP16, alloc_out=_tr_alloc)
+def tr_tile(o, out=None):
+    out_, H, N, D = _tr_check(o, out)
+    if o.size:
+        if D % 8 == 0 and H * D <= 1536 and aligned(16, o, out_):
+            launch(FAMILY, "vision_28_transpose_tile", (-(-N // TR_TILE),), (256,), (o, out_, H, N, D),
+                   smem=TR_TILE * H * D * 2)
+        else:
+            tr_vec8(o, out=out_)
+    return out_
+
+
 def _tr_cupy(o):
     import cupy
     H, N, D = o.shape
@@ -1017,8 +1058,8 @@ TRANSPOSE = SimpleNamespace(
     NAME=NAME, FAMILY=FAMILY, OP="transpose", case_key=_key("transpose"),
     make_input=lambda shape, dtype="float16", values="randn", seed=0: (_act(shape, values, np.random.default_rng(seed)),),
     reference=_cast(ref_transpose_head_token), bytes_moved=lambda o, *_: 2 * o.nbytes,
-    VARIANTS={"21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8},
-    BEST={"float16": "22_transpose_vec8"},
+    VARIANTS={"21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8, "28_transpose_tile": tr_tile},
+    BEST={"float16": "28_transpose_tile"},
     BASELINES={"cupy copyto (transposed view)": _tr_cupy, "torch copy_ (transpose)": _tr_torch},
     SHAPES={f"vit_16x{n}x72": (HEADS, n, HEAD_DIM) for n in TOKENS},
     CHECK_CASES=[(s, v) for s in [(16, 1, 72), (16, 31, 72), (16, 100, 72), (3, 5, 7), (2, 9, 6), (1, 1, 1),
