@@ -13,9 +13,11 @@ pytestmark = gpu
 # The read roof must be a ceiling at least as high as the copy roof. Medians of 10-100
 # repetitions move by about 1% between runs, so "at least" is tested with 2% of slack.
 ROOF_SLACK = 0.98
-HOST_RATIO = 1.6      # a regression guard. Issue 8's target is 1.5x a bare RawKernel call; on the H200
-                      # host the replay measured 1.30-1.57x (the rest is the plan key: address, shape,
-                      # layout and dtype of each array). The recorded host_us / bare_host_us columns say where each stands.
+HOST_RATIO = 1.9      # a regression guard, not issue 8's target (1.5x a bare RawKernel call). On the shared
+                      # H200 host the replayed launch measured 1.3-1.7x bare from run to run, and the
+                      # launchers before launch plans measured 2.1-3.1x: 1.9 catches a return to that path
+                      # without failing on host noise. The recorded host_us / bare_host_us columns (and
+                      # lab 00) report each launcher's measured ratio.
 
 
 def test_read_roof_is_at_least_the_copy_roof():
