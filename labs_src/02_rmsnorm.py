@@ -343,10 +343,6 @@ bench.claims(res, [
 ])
 
 # %%
-def _ratio(df, fast, slow, case):
-    return bench.pick(df, slow, "median_us", case=case) / bench.pick(df, fast, "median_us", case=case)
-
-
 def _x(r):
     return f"**{r:.2f}×**" if r == r else "*(not recorded yet)*"
 
@@ -357,23 +353,23 @@ def _verdict(r, tol=0.03):
 
 
 f16 = lambda b, c=4096: k((b, c), "float16")   # noqa: E731
-r_w1, r_w8 = _ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(1)), _ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(8192))
+r_w1, r_w8 = bench.ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(1)), bench.ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(8192))
 kl.say(f"Load width: `half2` → `uint4` is {_x(r_w1)} for one row (seed: 2.13×) and {_x(r_w8)} at 8192 rows "
        f"({kl.provenance(res)}).")
 kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): " + "; ".join(
     f"{lbl}: {_x(r)} ({_verdict(r)})" for lbl, r in
-    [("1 row", _ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(1))),
-     ("8192 rows", _ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(8192))),
-     ("4096 × 1152", _ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(4096, 1152)))])
+    [("1 row", bench.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(1))),
+     ("8192 rows", bench.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(8192))),
+     ("4096 × 1152", bench.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(4096, 1152)))])
     + ". `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): " + "; ".join(
     f"{lbl}: {_x(r)} ({_verdict(r)})" for lbl, r in
-    [("1 row", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(1))),
-     ("8192 rows", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(8192))),
-     ("4096 × 1152", _ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(4096, 1152)))])
+    [("1 row", bench.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(1))),
+     ("8192 rows", bench.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(8192))),
+     ("4096 × 1152", bench.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(4096, 1152)))])
     + ". With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
       "so an explicit `__ldg` changes " + ("nothing in the PTX's load kinds; the timings above say what "
       "is left" if not len(bench.select(res, name="07_fp16_restrict_no_ldg")) else
-      ("little here" if all(abs(_ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(*c)) - 1) < 0.1
+      ("little here" if all(abs(bench.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(*c)) - 1) < 0.1
                             for c in [(1,), (8192,), (4096, 1152)]) else "the timing noticeably at some shapes")) + ".")
 
 # %% [markdown]
@@ -397,12 +393,12 @@ undo = {"02_ablate_cub": "the shuffle reduction", "02_ablate_runtime_stride": "t
         "02_ablate_no_ldg": "`__ldg` (with `__restrict__` kept)", "02_ablate_plain": "`__ldg` + `__restrict__`"}
 for case in rmsnorm.ABLATION.RECORD_CASES:
     key = k(*case)
-    worth = {lbl: _ratio(abl, "02_f32_shfl", n, key) for n, lbl in undo.items()} if len(abl) else {}
+    worth = {lbl: bench.ratio(abl, "02_f32_shfl", n, key) for n, lbl in undo.items()} if len(abl) else {}
     worth = {a: b for a, b in worth.items() if b == b}
     if worth:
         top = max(worth, key=worth.get)
         kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth {_x(v)}" for lbl, v in worth.items())
-               + f"; all four together (step 01 → 02): {_x(_ratio(abl, '02_f32_shfl', '01_f32_cub', key))}. "
+               + f"; all four together (step 01 → 02): {_x(bench.ratio(abl, '02_f32_shfl', '01_f32_cub', key))}. "
                f"The largest single contribution is {top}; the seed credits the reduction "
                f"({kl.provenance(abl)}). A value below 1 means step 02 is faster *without* that change.")
 

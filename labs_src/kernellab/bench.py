@@ -408,6 +408,12 @@ def pick(df, name: str, column: str, **eq) -> float:
     return float(d[column].iloc[0]) if len(d) else float("nan")
 
 
+def ratio(df, fast: str, slow: str, case: str) -> float:
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster), from the rows pick() reads;
+    NaN when either is absent (not measured, or not in an older recording)."""
+    return pick(df, slow, "median_us", case=case) / pick(df, fast, "median_us", case=case)
+
+
 TABLE_COLUMNS = ["case", "name", "median_us", "p10_us", "p90_us", "gbps", "frac_copy", "frac_read",
                  "warm_us", "host_us", "device", "date", "source"]
 

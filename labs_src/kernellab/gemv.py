@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .bench import ratio  # noqa: F401  (time(slow) / time(fast) at one case; the lab's sentences use it)
 from .build import launch, variant
 from .check import aligned, check, out_like, require
 from .device import info, is_live
@@ -805,11 +806,6 @@ def targets(df) -> "pd.DataFrame":  # noqa: F821
 
 
 # ---- small readers of a results frame, for the lab's sentences ----------------------------------
-
-def ratio(df, fast: str, slow: str, case: str) -> float:
-    """time(slow) / time(fast) at one case (> 1: `fast` is faster); NaN when either is absent."""
-    return time_us(df, slow, case) / time_us(df, fast, case)
-
 
 def ladder(df, names, cases=None):
     """The ablation table: each step's speed-up over the step before it (and the last over the

@@ -1349,12 +1349,10 @@ def _one_device(df, case):
 
 
 def ratio(df, fast, slow, case):
-    """time(slow) / time(fast) at one case (> 1: `fast` is faster), or None where not measured."""
-    d = _one_device(df, case)
-    if d is None or not len(d):
-        return None
-    t = dict(zip(d["name"], d["median_us"]))
-    return t[slow] / t[fast] if fast in t and slow in t else None
+    """bench.ratio (time(slow) / time(fast) at one case), or None where not measured."""
+    from .bench import ratio as _ratio
+    r = _ratio(df, fast, slow, case) if df is not None else float("nan")
+    return None if r != r else r
 
 
 def frac(df, name, case, col="frac_copy"):
