@@ -461,8 +461,9 @@ __device__ __forceinline__ unsigned long long weight_policy() {
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
     return pol;
 }
-__device__ __forceinline__ uint4 ld_weight(const uint4* p, unsigned long long pol, int stream) {
-    if (!stream) return __ldg(p);
+template <bool STREAM>
+__device__ __forceinline__ uint4 ld_weight(const uint4* p, unsigned long long pol) {
+    if (!STREAM) return __ldg(p);
     uint4 r;
     asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
@@ -471,10 +472,10 @@ __device__ __forceinline__ uint4 ld_weight(const uint4* p, unsigned long long po
 
 // The launcher's grid: (K + R*rows_per_block - 1) / (R*rows_per_block) blocks of 256 threads;
 // G threads per group, each group computes R consecutive rows.
-template <class P, int R, int U, typename TY>
-__device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, const typename P::TX* __restrict__ x,
+template <class P, int R, int U, bool STREAM, typename TY>
+__device__ __forceinline__ void gemv_fast_body(const typename P::TW* __restrict__ W, const typename P::TX* __restrict__ x,
                                           TY* __restrict__ y, const void* __restrict__ sc, const void* __restrict__ zp,
-                                          int K, int M, int G, int row_elems, int vec_ok, int stream) {
+                                          int K, int M, int G, int row_elems, int vec_ok) {
     const int t = threadIdx.x & (G - 1), grp = threadIdx.x / G;
     const int row0 = (blockIdx.x * (256 / G) + grp) * R;
     const int nv = vec_ok ? M / P::VEC : 0;
@@ -484,14 +485,14 @@ __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, 
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-    const unsigned long long pol = weight_policy();
+    const unsigned long long pol = STREAM ? weight_policy() : 0ull;
     int i = t;
     for (; i + (U - 1) * G < nv; i += U * G) {
         uint4 w[U][R];                       // U x R independent 16-byte loads in flight
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
-            for (int r = 0; r < R; ++r) w[u][r] = ld_weight(reinterpret_cast<const uint4*>(wr[r]) + i + u * G, pol, stream);
+            for (int r = 0; r < R; ++r) w[u][r] = ld_weight<STREAM>(reinterpret_cast<const uint4*>(wr[r]) + i + u * G, pol);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             typename P::XV xv;               // the inputs are loaded once and serve all R rows
@@ -506,7 +507,7 @@ __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, 
         P::loadx(xv, x, i * P::VEC);
 #pragma unroll
         for (int r = 0; r < R; ++r)
-            acc[r] += P::dot(ld_weight(reinterpret_cast<const uint4*>(wr[r]) + i, pol, stream), xv, i * P::VEC, sc, zp,
+            acc[r] += P::dot(ld_weight<STREAM>(reinterpret_cast<const uint4*>(wr[r]) + i, pol), xv, i * P::VEC, sc, zp,
                              (size_t)min(row0 + r, K - 1), M);
     }
     for (int e = nv * P::VEC + t; e < M; e += G)
@@ -533,6 +534,16 @@ __device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, 
         for (int j = 0; j < G / 32; ++j) s += part[t][grp * (G / 32) + j];
         y[row0 + t] = (TY)s;
     }
+}
+
+// stream is a kernel argument but a template parameter inside: a run-time test in front of every
+// load would keep the compiler from issuing the U x R loads back to back. The lab times both forms.
+template <class P, int R, int U, typename TY>
+__device__ __forceinline__ void gemv_fast(const typename P::TW* __restrict__ W, const typename P::TX* __restrict__ x,
+                                          TY* __restrict__ y, const void* __restrict__ sc, const void* __restrict__ zp,
+                                          int K, int M, int G, int row_elems, int vec_ok, int stream) {
+    if (stream) gemv_fast_body<P, R, U, true>(W, x, y, sc, zp, K, M, G, row_elems, vec_ok);
+    else gemv_fast_body<P, R, U, false>(W, x, y, sc, zp, K, M, G, row_elems, vec_ok);
 }
 
 extern "C" __global__ void gemv_22_fp16_fast(const __half* __restrict__ W,
@@ -657,4 +668,156 @@ extern "C" __global__ void gemv_26_int4_awq(const unsigned char* __restrict__ W,
         const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
         float* __restrict__ y, int K, int M, int G, int vec_ok, int stream) {
     gemv_fast<PathI4, 2, 2, float>(W, x, y, scales, zeros, K, M, G, (M + 1) / 2, vec_ok, stream);
+}
+
+// === gemv_27_fp16_rows ===
+// Why: beyond the report, the fp16 GEMV at the read floor. Step 10 keeps 4 loads in flight per
+// lane and then waits; here a warp asks for (nearly) its whole row at once: U = 16 independent
+// 16-byte loads per lane (a 4096-wide fp16 row is 512 loads = 16 per lane), then the arithmetic.
+// The loads skip L1 (nothing in a weight row is read twice). With K >= a few thousand rows every
+// SM gets ~30 warps, all issuing at t = 0, so the DRAM queue fills at once. Tall matrices take
+// R = 2 rows per warp with U = 8 (the same 16 loads in flight, half the warps, each x load serving
+// two rows). Short matrices (K = 512) cannot fill the SMs with a warp per row: the launcher runs
+// step 22's split rows there.
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+template <int R, int U>
+__device__ __forceinline__ void gemv_rows(const __half* __restrict__ W, const __half* __restrict__ x,
+                                          __half* __restrict__ y, int K, int M, int vec_ok) {
+    const int row0 = (blockIdx.x * WARP_ROWS + (threadIdx.x >> 5)) * R, lane = threadIdx.x & 31;
+    if (row0 >= K) return;
+    const __half* wr[R];
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        wr[r] = W + (size_t)min(row0 + r, K - 1) * M;     // clamped: loads stay in bounds
+        acc[r] = 0.0f;
+    }
+    const uint4* x8 = reinterpret_cast<const uint4*>(x);
+    const int n8 = vec_ok ? M / 8 : 0;
+    int i = lane;
+    for (; i + 32 * (U - 1) < n8; i += 32 * U) {
+        uint4 w[U][R];
+#pragma unroll
+        for (int u = 0; u < U; ++u)                       // all loads first: U x R x 16 bytes in flight
+#pragma unroll
+            for (int r = 0; r < R; ++r) w[u][r] = ld_stream(reinterpret_cast<const uint4*>(wr[r]) + i + 32 * u);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const uint4 xv = __ldg(x8 + i + 32 * u);
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] = dot8h(w[u][r], xv, acc[r]);
+        }
+    }
+    for (; i < n8; i += 32) {
+        const uint4 xv = __ldg(x8 + i);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = dot8h(ld_stream(reinterpret_cast<const uint4*>(wr[r]) + i), xv, acc[r]);
+    }
+    for (int j = n8 * 8 + lane; j < M; j += 32)
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = fmaf(__half2float(__ldg(wr[r] + j)), __half2float(__ldg(x + j)), acc[r]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        acc[r] = warp_reduce_sum(acc[r]);
+        if (lane == 0 && row0 + r < K) y[row0 + r] = __float2half_rn(acc[r]);
+    }
+}
+extern "C" __global__ void gemv_27_fp16_rows(const __half* __restrict__ W, const __half* __restrict__ x,
+                                             __half* __restrict__ y, int K, int M, int vec_ok, int two_rows) {
+    if (two_rows) gemv_rows<2, 8>(W, x, y, K, M, vec_ok);      // one branch per kernel, the same for all
+    else gemv_rows<1, 16>(W, x, y, K, M, vec_ok);
+}
+
+// === gemv_28_int4_mma ===
+// Why: step 26 dequantises on the CUDA cores: a nibble extract, a byte permute, an FADD and an FMA
+// per weight, about 3 instructions per weight (6 per byte), which is more than the SM can issue at
+// the read roof. Here the tensor cores do the multiply-add: mma.sync m16n8k16 (fp16 x fp16, fp32
+// accumulate) takes 16 rows x 16 columns of weights per instruction. What is left on the CUDA cores
+// is the dequantisation, 2 weights per instruction: LOP3 (w & 0x000f000f) | 0x64006400 makes the
+// fp16 pair {1024 + q0, 1024 + q4} directly, and one HSUB2 of 1024 + z gives q - z exactly (for the
+// high nibbles (w & 0x00f000f0) gives 1024 + 16q: one HFMA2 by 1/16, minus 64 + z). The column
+// order this produces ({q0, q4}, {q1, q5}, ...) is fine: a dot product may sum in any order, as
+// long as x is permuted the same way (4 byte permutes per 8 inputs, shared by 16 rows). Each group
+// of 128 columns runs into a fresh accumulator and is multiplied by its fp16 scale in fp32.
+// Layout: a block is INT4_SPLIT warps on one 16-row tile, each warp a contiguous range of groups;
+// lane (g = lane / 4, t = lane % 4) loads 16 bytes (32 weights) of rows g and g + 8 per group, so a
+// quad of lanes covers one group. The launcher needs M % 128 == 0 and 16-byte aligned bases
+// (otherwise it runs step 26).
+#define INT4_SPLIT 4
+__device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned mask, unsigned magic) {
+    unsigned d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));   // (a & mask) | magic
+    return d;
+}
+__device__ __forceinline__ unsigned hsub2_u(unsigned a, unsigned b) {
+    __half2 r = __hsub2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
+    return *reinterpret_cast<unsigned*>(&r);
+}
+__device__ __forceinline__ unsigned hfma2_u(unsigned a, unsigned b, unsigned c) {
+    __half2 r = __hfma2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b), *reinterpret_cast<__half2*>(&c));
+    return *reinterpret_cast<unsigned*>(&r);
+}
+__device__ __forceinline__ void mma_16816(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                          unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
+        const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
+        float* __restrict__ y, int K, int M) {
+    __shared__ float part[INT4_SPLIT][16];
+    const int lane = threadIdx.x & 31, s = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int G = M / INT8_GROUP, row0 = blockIdx.x * 16;
+    const size_t ra = min(row0 + g, K - 1), rb = min(row0 + g + 8, K - 1);   // clamped: loads stay in bounds
+    const uint4* wa = reinterpret_cast<const uint4*>(W + ra * (M / 2)) + t;    // group gg: + 4 * gg
+    const uint4* wb = reinterpret_cast<const uint4*>(W + rb * (M / 2)) + t;
+    const uint4* x8 = reinterpret_cast<const uint4*>(x) + 4 * t;              // group gg: + 16 * gg
+    const int per = (G + INT4_SPLIT - 1) / INT4_SPLIT, g0 = s * per, g1 = min(G, g0 + per);
+    const unsigned inv16 = 0x2C002C00u;                                       // {1/16, 1/16}
+    float acc_a = 0.0f, acc_b = 0.0f;
+    for (int gg = g0; gg < g1; ++gg) {
+        const uint4 va = __ldg(wa + 4 * gg), vb = __ldg(wb + 4 * gg);         // issued with the group's
+        const float sa = __half2float(__ldg(scales + ra * G + gg));           // scales and zeros
+        const float sb = __half2float(__ldg(scales + rb * G + gg));
+        const unsigned za = __ldg(zeros + ra * G + gg), zb = __ldg(zeros + rb * G + gg);
+        const unsigned za1 = (0x6400u + za) * 0x10001u, zb1 = (0x6400u + zb) * 0x10001u;               // 1024 + z
+        const unsigned za2 = (0xD400u + (za << 4)) * 0x10001u, zb2 = (0xD400u + (zb << 4)) * 0x10001u;  // -(64 + z)
+        const unsigned wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+        float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {          // word j: columns 32t + 8j .. 32t + 8j + 7 of the group
+            Half8 xv;
+            xv.u = __ldg(x8 + 16 * gg + j);
+            const unsigned* xw = reinterpret_cast<const unsigned*>(&xv.u);
+            const unsigned b0 = __byte_perm(xw[0], xw[2], 0x5410), b1 = __byte_perm(xw[0], xw[2], 0x7632);  // {x0,x4} {x1,x5}
+            const unsigned b2 = __byte_perm(xw[1], xw[3], 0x5410), b3 = __byte_perm(xw[1], xw[3], 0x7632);  // {x2,x6} {x3,x7}
+            const unsigned a = wa4[j], b = wb4[j], a8 = a >> 8, b8 = b >> 8;
+            mma_16816(c0, hsub2_u(lop3_and_or(a, 0x000f000fu, 0x64006400u), za1),     // {q0, q4} - z, row g
+                          hsub2_u(lop3_and_or(b, 0x000f000fu, 0x64006400u), zb1),     // row g + 8
+                          hfma2_u(lop3_and_or(a, 0x00f000f0u, 0x64006400u), inv16, za2),  // {q1, q5} - z
+                          hfma2_u(lop3_and_or(b, 0x00f000f0u, 0x64006400u), inv16, zb2), b0, b1);
+            mma_16816(c1, hsub2_u(lop3_and_or(a8, 0x000f000fu, 0x64006400u), za1),    // {q2, q6} - z
+                          hsub2_u(lop3_and_or(b8, 0x000f000fu, 0x64006400u), zb1),
+                          hfma2_u(lop3_and_or(a8, 0x00f000f0u, 0x64006400u), inv16, za2), // {q3, q7} - z
+                          hfma2_u(lop3_and_or(b8, 0x00f000f0u, 0x64006400u), inv16, zb2), b2, b3);
+        }
+        acc_a = fmaf(sa, c0[0] + c1[0], acc_a);     // every column of the n = 8 tile holds the same dot
+        acc_b = fmaf(sb, c0[2] + c1[2], acc_b);     // product (x is in all 8): column 2t, rows g, g + 8
+    }
+    if (t == 0) {
+        part[s][g] = acc_a;
+        part[s][g + 8] = acc_b;
+    }
+    __syncthreads();
+    if (threadIdx.x < 16 && row0 + threadIdx.x < K) {
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < INT4_SPLIT; ++k) v += part[k][threadIdx.x];
+        y[row0 + threadIdx.x] = v;
+    }
 }

@@ -288,6 +288,7 @@ def clear_plans() -> None:
     call of each step then validates and launches afresh."""
     for v in list(_VARIANTS or ()):
         v._plans.clear()
+        v._last = None
 
 
 _SCALAR = object()     # marks a non-array argument in a plan key
@@ -346,6 +347,17 @@ def _plan(records, args, out):
     return replay
 
 
+def _seen(args, out, plan):
+    """What the fast path of Variant.__call__ compares the next call against: a weak reference
+    to each array passed (so nothing is kept alive, and a freed array never matches), with its
+    shape and dtype. None (no fast path) without a plan, when out is a tuple, or when an
+    argument is not a CuPy array (a scalar's value would need comparing: the keyed path does it)."""
+    import weakref
+    if plan is None or type(out) is not _ND or any(type(a) is not _ND for a in args):
+        return None
+    return tuple((weakref.ref(a), a.shape, a.dtype) for a in (*args, out)), plan
+
+
 class Variant:
     """One step of a lab: a launcher plus what the harness needs to know about it.
 
@@ -359,6 +371,9 @@ class Variant:
     them (every array's address, shape, layout and dtype, every other argument's value).
     The next call with the same key replays them as bare RawKernel calls: the same checks
     would pass and the same launches follow, so only the host cost changes (bench.host_us).
+    A call with the very same array objects as the previous one (checked by identity through
+    weak references, plus shape and dtype) skips even building the key: the common case of a
+    decode loop, which calls each layer's kernels with the same buffers every token.
     Only launches made through launch() are replayed: a call that launched nothing, or used
     memory outside its own arrays, keeps no plan. A launcher that does other GPU work besides
     launch() (a CuPy op, cuBLAS, a memset) on every call must say plan=False; after changing a
@@ -371,6 +386,7 @@ class Variant:
         self.inplace = inplace
         self.plan = plan
         self._plans: dict = {}
+        self._last = None       # (what the previous call passed, its plan): the fast path
         global _VARIANTS
         if _VARIANTS is None:
             import weakref
@@ -381,6 +397,16 @@ class Variant:
 
     def __call__(self, *args, out=None):
         if out is not None and _RECORD is None and self.plan:
+            last = self._last
+            if last is not None:                  # the fast path: the very same objects as last call
+                seen, plan = last
+                if len(seen) == len(args) + 1:
+                    for (ref, shape, dtype), a in zip(seen, (*args, out)):
+                        if ref() is not a or a.shape != shape or a.dtype != dtype:
+                            break
+                    else:
+                        plan()
+                        return out
             key = _plan_key(args, out)
             try:
                 plan = self._plans.get(key)
@@ -388,8 +414,11 @@ class Variant:
                 plan = key = None
             if plan is not None:
                 plan()                            # the launches this key always makes
+                self._last = _seen(args, out, plan)
                 return out
-            return self._first(args, out, key)
+            ret = self._first(args, out, key)
+            self._last = _seen(args, out, self._plans.get(key)) if key is not None else None
+            return ret
         if out is not None:                       # being recorded (bench.bare, an outer plan), or plan=False
             no_alias(out, args, self.inplace)
         return self.fn(*args, out=out)
