@@ -743,11 +743,12 @@ extern "C" __global__ void gemv_27_fp16_rows(const __half* __restrict__ W, const
 // order this produces ({q0, q4}, {q1, q5}, ...) is fine: a dot product may sum in any order, as
 // long as x is permuted the same way (4 byte permutes per 8 inputs, shared by 16 rows). Each group
 // of 128 columns runs into a fresh accumulator and is multiplied by its fp16 scale in fp32.
-// Layout: a block is INT4_SPLIT warps on one 16-row tile, each warp a contiguous range of groups;
+// Layout: a block is `split` warps (4..16, the launcher's choice: more where rows are few) on one
+// 16-row tile, each warp a contiguous range of groups;
 // lane (g = lane / 4, t = lane % 4) loads 16 bytes (32 weights) of rows g and g + 8 per group, so a
 // quad of lanes covers one group. The launcher needs M % 128 == 0 and 16-byte aligned bases
 // (otherwise it runs step 26).
-#define INT4_SPLIT 4
+#define INT4_SPLIT_MAX 16
 __device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned mask, unsigned magic) {
     unsigned d;
     asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));   // (a & mask) | magic
@@ -769,15 +770,15 @@ __device__ __forceinline__ void mma_16816(float* c, unsigned a0, unsigned a1, un
 }
 extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
         const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
-        float* __restrict__ y, int K, int M) {
-    __shared__ float part[INT4_SPLIT][16];
+        float* __restrict__ y, int K, int M, int split) {
+    __shared__ float part[INT4_SPLIT_MAX][16];
     const int lane = threadIdx.x & 31, s = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int G = M / INT8_GROUP, row0 = blockIdx.x * 16;
     const size_t ra = min(row0 + g, K - 1), rb = min(row0 + g + 8, K - 1);   // clamped: loads stay in bounds
     const uint4* wa = reinterpret_cast<const uint4*>(W + ra * (M / 2)) + t;    // group gg: + 4 * gg
     const uint4* wb = reinterpret_cast<const uint4*>(W + rb * (M / 2)) + t;
     const uint4* x8 = reinterpret_cast<const uint4*>(x) + 4 * t;              // group gg: + 16 * gg
-    const int per = (G + INT4_SPLIT - 1) / INT4_SPLIT, g0 = s * per, g1 = min(G, g0 + per);
+    const int per = (G + split - 1) / split, g0 = s * per, g1 = min(G, g0 + per);
     const unsigned inv16 = 0x2C002C00u;                                       // {1/16, 1/16}
     float acc_a = 0.0f, acc_b = 0.0f;
     for (int gg = g0; gg < g1; ++gg) {
@@ -816,8 +817,7 @@ extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
     __syncthreads();
     if (threadIdx.x < 16 && row0 + threadIdx.x < K) {
         float v = 0.0f;
-#pragma unroll
-        for (int k = 0; k < INT4_SPLIT; ++k) v += part[k][threadIdx.x];
+        for (int k = 0; k < split; ++k) v += part[k][threadIdx.x];
         y[row0 + threadIdx.x] = v;
     }
 }

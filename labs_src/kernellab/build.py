@@ -7,6 +7,7 @@ Both modes can compile with NVRTC for sm_87 (Jetson Orin) and sm_90 (Hopper), wi
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import re
 from pathlib import Path
@@ -325,20 +326,28 @@ def _plan(records, args, out):
     spans = [(a.data.ptr, a.data.ptr + a.nbytes) for a in (*args, *(out if type(out) is tuple else (out,)))
              if type(a) is _ND]
     calls = []
+    flat = [a for a in (*args, *(out if type(out) is tuple else (out,)))]
     for k, g, b, packed, sm in records:
-        new = []
+        new, where = [], []
         for x in packed:
             if type(x) is _ND:
                 p = x.data.ptr
                 if not any(lo <= p and p + x.nbytes <= hi for lo, hi in spans):
                     return None
+                where.append(next((i for i, a in enumerate(flat) if a is x), None))
                 x = np.uint64(p)
             elif not isinstance(x, np.generic):
                 return None
+            else:
+                where.append(None)
             new.append(x)
         calls.append(functools.partial(k, g, b, tuple(new), shared_mem=sm) if sm else
                      functools.partial(k, g, b, tuple(new)))
     if len(calls) == 1:
+        if not sm:   # for Variant's fast path: the call's own arrays in place of their addresses
+            n = len(flat)
+            calls[0].with_arrays = (k, g, b, operator.itemgetter(*[i if i is not None else n + j
+                                                                  for j, i in enumerate(where)]), tuple(new))
         return calls[0]
 
     def replay():
@@ -402,10 +411,15 @@ class Variant:
                 seen, plan = last
                 if len(seen) == len(args) + 1:
                     for (ref, shape, dtype), a in zip(seen, (*args, out)):
-                        if ref() is not a or a.shape != shape or a.dtype != dtype:
+                        if ref() is not a or a.dtype is not dtype or a.shape != shape:
                             break
                     else:
-                        plan()
+                        fast = getattr(plan, "with_arrays", None)
+                        if fast is None:
+                            plan()
+                        else:        # the arrays themselves: CuPy packs them faster than addresses
+                            k, g, b, pick, consts = fast
+                            k(g, b, pick((*args, out, *consts)) if len(consts) > 1 else (pick((*args, out, *consts)),))
                         return out
             key = _plan_key(args, out)
             try:

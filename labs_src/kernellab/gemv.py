@@ -375,7 +375,18 @@ def _rows(name):
     return variant(dtypes=("float16",), alloc_out=_alloc("float16"))(run)
 
 
-INT4_SPLIT = 4              # warps per 16-row tile in step 28 (kernels/gemv.cu)
+INT4_SPLIT: dict = {}       # (K, M) -> forced warps per 16-row tile in step 28 (experiments)
+INT4_WARPS_PER_SM = 16
+
+
+def int4_split(K, sms=None) -> int:
+    """Warps per 16-row tile for step 28 (4, 8 or 16): the fewest that give every SM
+    INT4_WARPS_PER_SM warps; each warp then takes a contiguous share of the row's groups."""
+    sms = sms or info()["sms"]
+    S, tiles = 4, -(-K // 16)
+    while S < 16 and tiles * S < INT4_WARPS_PER_SM * sms:
+        S *= 2
+    return S
 
 
 def _int4_mma(name):
@@ -389,8 +400,9 @@ def _int4_mma(name):
         if M % GROUP or not (aligned(16, W) and aligned(16, x)):
             return cores(*args, out=out)
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["int4"][2])
-        return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (INT4_SPLIT * 32,),
-                                                  (*args, out_, K, M)))
+        S = INT4_SPLIT.get((K, M)) or int4_split(K)
+        return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
+                                                  (*args, out_, K, M, S)))
     run.__name__ = name
     return variant(dtypes=("int4",), alloc_out=_alloc("int4"))(run)
 
