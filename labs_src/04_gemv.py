@@ -425,12 +425,12 @@ build.show("gemv", "28_int4_mma")
 pd.DataFrame([gemv.loop_instructions(s) for s in ("24_f32_fast", "22_fp16_fast", "25_int8_fast", "26_int4_awq")])
 
 # %% [markdown]
-# Nsight Compute says where the int4 kernel's time goes (where `ncu` is installed and profiling
+# Nsight Compute says where the tensor-core int4 kernel's time goes (where `ncu` is installed and profiling
 # is permitted; otherwise the cell prints the command): how busy the issue slots are, how many
 # warps are resident (registers limit them) and how much of DRAM's bandwidth it uses.
 
 # %%
-bench.ncu(gemv, "26_int4_awq", gemv.UP, "int4",
+bench.ncu(gemv, "28_int4_mma", gemv.UP, "int4",
           metrics={**bench.NCU_METRICS, "sm__inst_issued.avg.pct_of_peak_sustained_active": "issue slots busy (%)",
                    "smsp__warps_eligible.avg.per_cycle_active": "eligible warps per scheduler per cycle"})
 
