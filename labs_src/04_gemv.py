@@ -422,7 +422,22 @@ build.show("gemv", "26_int4_awq")
 build.show("gemv", "28_int4_mma")
 
 # %%
-pd.DataFrame([gemv.loop_instructions(s) for s in ("24_f32_fast", "22_fp16_fast", "25_int8_fast", "26_int4_awq")])
+li = pd.DataFrame([gemv.loop_instructions(s) for s in ("24_f32_fast", "22_fp16_fast", "25_int8_fast", "26_int4_awq")])
+fund = bench.fundamentals()                      # lab 00's measurements (live, or as recorded)
+issue = bench.value(fund, "instruction issue ceiling")          # G instructions (per thread) per second
+li["issue-bound GB/s"] = (issue / li["instructions per weight byte"]).round(0)
+li["read roof GB/s"] = round(bench.value(fund, "read roof"), 0)
+li
+
+# %%
+i25, i26 = (float(li.loc[li["step"] == s_, "issue-bound GB/s"].iloc[0]) for s_ in ("25_int8_fast", "26_int4_awq"))
+roof = bench.value(fund, "read roof")
+bound = lambda g: "below the read roof: issue-bound" if g < roof else "above the read roof: issue alone does not bind"  # noqa: E731
+kl.say("Not measured or recorded yet." if roof != roof else
+       f"At the measured issue ceiling ({issue:,.0f} G instructions/s, lab 00), the PTX count caps step 25 (int8) "
+       f"at {i25:,.0f} GB/s of weights ({bound(i25)}) and step 26 (int4) at {i26:,.0f} GB/s ({bound(i26)}); "
+       f"the read roof is {roof:,.0f} GB/s. A PTX count is a guide: ptxas adds address arithmetic and the "
+       "loads themselves compete for the L1 (step 25 reads 4 bytes of fp32 x per weight byte).")
 
 # %% [markdown]
 # Nsight Compute says where the tensor-core int4 kernel's time goes (where `ncu` is installed and profiling
