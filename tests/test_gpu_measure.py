@@ -147,7 +147,7 @@ def test_launch_plan_replays_with_new_values_and_keeps_checks():
     fused = rmsnorm.FUSED.VARIANTS["02_fused"]
     h, y = fused.alloc_out(x, res, w)
     want = rmsnorm.FUSED.reference(x.get(), res.get(), w.get())
-    for _ in range(2):                               # recorded, then replayed
+    for _ in range(3):                               # recorded, replayed by key, then by identity
         h.fill(0)
         y.fill(0)
         got = fused(x, res, w, out=(h, y))

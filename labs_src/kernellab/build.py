@@ -359,12 +359,13 @@ def _plan(records, args, out):
 def _seen(args, out, plan):
     """What the fast path of Variant.__call__ compares the next call against: a weak reference
     to each array passed (so nothing is kept alive, and a freed array never matches), with its
-    shape and dtype. None (no fast path) without a plan, when out is a tuple, or when an
-    argument is not a CuPy array (a scalar's value would need comparing: the keyed path does it)."""
+    shape and dtype. None (no fast path) without a plan, or when an argument is not a CuPy
+    array (a scalar's value would need comparing: the keyed path does it)."""
     import weakref
-    if plan is None or type(out) is not _ND or any(type(a) is not _ND for a in args):
+    flat = (*args, *out) if type(out) is tuple else (*args, out)
+    if plan is None or any(type(a) is not _ND for a in flat):
         return None
-    return tuple((weakref.ref(a), a.shape, a.dtype) for a in (*args, out)), plan
+    return tuple((weakref.ref(a), a.shape, a.dtype) for a in flat), plan
 
 
 class Variant:
@@ -409,8 +410,9 @@ class Variant:
             last = self._last
             if last is not None:                  # the fast path: the very same objects as last call
                 seen, plan = last
-                if len(seen) == len(args) + 1:
-                    for (ref, shape, dtype), a in zip(seen, (*args, out)):
+                flat = (*args, *out) if type(out) is tuple else (*args, out)
+                if len(seen) == len(flat):
+                    for (ref, shape, dtype), a in zip(seen, flat):
                         if ref() is not a or a.dtype is not dtype or a.shape != shape:
                             break
                     else:
@@ -419,7 +421,7 @@ class Variant:
                             plan()
                         else:        # the arrays themselves: CuPy packs them faster than addresses
                             k, g, b, pick, consts = fast
-                            k(g, b, pick((*args, out, *consts)) if len(consts) > 1 else (pick((*args, out, *consts)),))
+                            k(g, b, pick((*flat, *consts)) if len(consts) > 1 else (pick((*flat, *consts)),))
                         return out
             key = _plan_key(args, out)
             try:
