@@ -821,3 +821,72 @@ extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
         y[row0 + threadIdx.x] = v;
     }
 }
+
+// === gemv_29_int8_w8a16 ===
+// Why: beyond the report: int8 weights with fp16 activations (W8A16, what most engines run), on
+// the tensor cores like step 28. Step 25 keeps the seed's fp32 x and spends ~3 CUDA-core
+// instructions per weight; with fp16 x the multiply-add goes to mma.sync m16n8k16 (fp32
+// accumulate) and what is left is making fp16 weights: an int8 q is an exact fp16, 2 at a time,
+// by a byte permute into {1024 + q + 128} (the bytes 0x64, q ^ 0x80) and one HSUB2 of 1152. Lane
+// (g, t) loads 16 bytes of rows g and g + 8 per 64 columns (a quad covers 64 columns, a group of
+// 128 takes two steps, then its fp32 scale); its B fragments are 4 consecutive halves of x.
+// vec_ok = 0 (M % 128 != 0 or a misaligned base): a plain fp32 loop per row, same answer.
+__device__ __forceinline__ unsigned i8_pair(unsigned w, unsigned sel) {   // w: bytes q + 128
+    return hsub2_u(__byte_perm(w, 0x64646464u, sel), 0x64806480u);        // {1024 + q + 128} - 1152 = q
+}
+extern "C" __global__ void gemv_29_int8_w8a16(const signed char* __restrict__ W, const float* __restrict__ scales,
+        const __half* __restrict__ x, float* __restrict__ y, int K, int M, int split, int vec_ok) {
+    __shared__ float part[INT4_SPLIT_MAX][16];
+    const int lane = threadIdx.x & 31, s = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int G = (M + INT8_GROUP - 1) / INT8_GROUP, row0 = blockIdx.x * 16;
+    if (!vec_ok) {                                      // the general case: one warp per row
+        for (int r = s; r < 16 && row0 + r < K; r += split) {
+            const size_t row = row0 + r;
+            float a = 0.0f;
+            for (int c = lane; c < M; c += 32) {
+                const float wq = (float)W[row * M + c] * scales[row * G + c / INT8_GROUP];
+                a = fmaf(wq, __half2float(x[c]), a);
+            }
+            a = warp_reduce_sum(a);
+            if (lane == 0) y[row] = a;
+        }
+        return;
+    }
+    const size_t ra = min(row0 + g, K - 1), rb = min(row0 + g + 8, K - 1);   // clamped: loads stay in bounds
+    const uint4* wa = reinterpret_cast<const uint4*>(W + ra * M) + t;         // group gg: + 8 * gg (+ 4)
+    const uint4* wb = reinterpret_cast<const uint4*>(W + rb * M) + t;
+    const uint4* x8 = reinterpret_cast<const uint4*>(x) + 2 * t;              // group gg: + 16 * gg (+ 8)
+    const int per = (G + split - 1) / split, g0 = s * per, g1 = min(G, g0 + per);
+    float acc_a = 0.0f, acc_b = 0.0f;
+    for (int gg = g0; gg < g1; ++gg) {
+        const uint4 va[2] = {__ldg(wa + 8 * gg), __ldg(wa + 8 * gg + 4)};
+        const uint4 vb[2] = {__ldg(wb + 8 * gg), __ldg(wb + 8 * gg + 4)};
+        const float sa = __ldg(scales + ra * G + gg), sb = __ldg(scales + rb * G + gg);
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {                   // two steps of 64 columns
+            const uint4 xv[2] = {__ldg(x8 + 16 * gg + 8 * h), __ldg(x8 + 16 * gg + 8 * h + 1)};
+            const unsigned xw[8] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y, xv[1].z, xv[1].w};
+            const unsigned wa4[4] = {va[h].x, va[h].y, va[h].z, va[h].w}, wb4[4] = {vb[h].x, vb[h].y, vb[h].z, vb[h].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {               // word j: columns 64h + 16t + 4j .. + 3 of the group
+                const unsigned a = wa4[j] ^ 0x80808080u, b = wb4[j] ^ 0x80808080u;
+                mma_16816(c, i8_pair(a, 0x4140), i8_pair(b, 0x4140),     // {q0, q1} of rows g, g + 8
+                          i8_pair(a, 0x4342), i8_pair(b, 0x4342),        // {q2, q3}
+                          xw[2 * j], xw[2 * j + 1]);                     // {x0, x1}, {x2, x3}
+            }
+        }
+        acc_a = fmaf(sa, c[0], acc_a);                  // column 2t of the n = 8 tile: rows g, g + 8
+        acc_b = fmaf(sb, c[2], acc_b);
+    }
+    if (t == 0) {
+        part[s][g] = acc_a;
+        part[s][g + 8] = acc_b;
+    }
+    __syncthreads();
+    if (threadIdx.x < 16 && row0 + threadIdx.x < K) {
+        float v = 0.0f;
+        for (int q = 0; q < split; ++q) v += part[q][threadIdx.x];
+        y[row0 + threadIdx.x] = v;
+    }
+}

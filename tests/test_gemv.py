@@ -8,7 +8,7 @@ from kernellab import build, gemv
 
 
 def test_reference_matches_blas_on_finite_inputs():
-    for path in ("float32", "float16", "f32_fp16w", "int8", "int4"):
+    for path in ("float32", "float16", "f32_fp16w", "int8", "w8a16", "int4"):
         host = gemv.make_input((37, 1031), path, seed=1)
         want = gemv.dense_weight(*host) @ host[-1].astype(np.float64)
         got = gemv.reference(*host)

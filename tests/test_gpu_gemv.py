@@ -74,7 +74,7 @@ def test_past_int32_elements_int64_offsets_are_right_and_int32_step_refuses():
 
 def test_misaligned_bases_and_odd_m_take_the_scalar_fallback():
     import cupy
-    for path in ("float32", "float16", "f32_fp16w", "int8", "int4"):
+    for path in ("float32", "float16", "f32_fp16w", "int8", "w8a16", "int4"):
         for K, M in ((33, 4096), (33, 4095), (5, 1025)):
             host = gemv.make_input((K, M), path, "randn", seed=M)
             dev = _gpu(host)
