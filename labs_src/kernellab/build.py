@@ -323,10 +323,9 @@ def _plan(records, args, out):
     call's own arrays (a temporary the launcher allocated: a replay would write into freed
     memory) or passed something that is neither an array nor a NumPy scalar."""
     import numpy as np
-    spans = [(a.data.ptr, a.data.ptr + a.nbytes) for a in (*args, *(out if type(out) is tuple else (out,)))
-             if type(a) is _ND]
+    flat = (*args, *out) if type(out) is tuple else (*args, out)
+    spans = [(a.data.ptr, a.data.ptr + a.nbytes) for a in flat if type(a) is _ND]
     calls = []
-    flat = [a for a in (*args, *(out if type(out) is tuple else (out,)))]
     for k, g, b, packed, sm in records:
         new, where = [], []
         for x in packed:
