@@ -743,8 +743,8 @@ extern "C" __global__ void gemv_27_fp16_rows(const __half* __restrict__ W, const
 // order this produces ({q0, q4}, {q1, q5}, ...) is fine: a dot product may sum in any order, as
 // long as x is permuted the same way (4 byte permutes per 8 inputs, shared by 16 rows). Each group
 // of 128 columns runs into a fresh accumulator and is multiplied by its fp16 scale in fp32.
-// Layout: a block is `split` warps (4..16, the launcher's choice: more where rows are few) on one
-// 16-row tile, each warp a contiguous range of groups;
+// Layout: a block is `split` warps (1..16, the launcher's choice: the most that keep every tile's
+// block resident at once) on one 16-row tile, each warp a contiguous range of groups;
 // lane (g = lane / 4, t = lane % 4) loads 16 bytes (32 weights) of rows g and g + 8 per group, so a
 // quad of lanes covers one group. The launcher needs M % 128 == 0 and 16-byte aligned bases
 // (otherwise it runs step 26).
@@ -767,6 +767,20 @@ __device__ __forceinline__ void mma_16816(float* c, unsigned a0, unsigned a1, un
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void tile_store(float (*part)[16], int s, int g, int t, float acc_a, float acc_b,
+                                           int split, float* __restrict__ y, int row0, int K) {
+    // warp s holds rows g and g + 8 of the tile in lanes t == 0; the first 16 threads add the warps' shares
+    if (t == 0) {
+        part[s][g] = acc_a;
+        part[s][g + 8] = acc_b;
+    }
+    __syncthreads();
+    if (threadIdx.x < 16 && row0 + threadIdx.x < K) {
+        float v = 0.0f;
+        for (int k = 0; k < split; ++k) v += part[k][threadIdx.x];
+        y[row0 + threadIdx.x] = v;
+    }
 }
 extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
         const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
@@ -810,16 +824,7 @@ extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
         acc_a = fmaf(sa, c0[0] + c1[0], acc_a);     // every column of the n = 8 tile holds the same dot
         acc_b = fmaf(sb, c0[2] + c1[2], acc_b);     // product (x is in all 8): column 2t, rows g, g + 8
     }
-    if (t == 0) {
-        part[s][g] = acc_a;
-        part[s][g + 8] = acc_b;
-    }
-    __syncthreads();
-    if (threadIdx.x < 16 && row0 + threadIdx.x < K) {
-        float v = 0.0f;
-        for (int k = 0; k < split; ++k) v += part[k][threadIdx.x];
-        y[row0 + threadIdx.x] = v;
-    }
+    tile_store(part, s, g, t, acc_a, acc_b, split, y, row0, K);
 }
 
 // === gemv_29_int8_w8a16 ===
@@ -830,9 +835,24 @@ extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
 // by a byte permute into {1024 + q + 128} (the bytes 0x64, q ^ 0x80) and one HSUB2 of 1152. Lane
 // (g, t) loads 16 bytes of rows g and g + 8 per 64 columns (a quad covers 64 columns, a group of
 // 128 takes two steps, then its fp32 scale); its B fragments are 4 consecutive halves of x.
+// Software pipelining: a warp issues the loads of its next group (weights, scales and x) before
+// it computes the current one, so its tensor-core work overlaps its next memory round trip (two
+// register buffers, the loop unrolled by 2 so each buffer keeps its registers).
 // vec_ok = 0 (M % 128 != 0 or a misaligned base): a plain fp32 loop per row, same answer.
 __device__ __forceinline__ unsigned i8_pair(unsigned w, unsigned sel) {   // w: bytes q + 128
     return hsub2_u(__byte_perm(w, 0x64646464u, sel), 0x64806480u);        // {1024 + q + 128} - 1152 = q
+}
+struct W8Group { uint4 a[2], b[2], x[4]; float sa, sb; };                 // one group's loads, one lane
+__device__ __forceinline__ void w8_half(uint4 va, uint4 vb, uint4 x0, uint4 x1, float* c) {   // 64 columns
+    const unsigned xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    const unsigned wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {                   // word j: columns 16t + 4j .. + 3 of the 64
+        const unsigned a = wa4[j] ^ 0x80808080u, b = wb4[j] ^ 0x80808080u;
+        mma_16816(c, i8_pair(a, 0x4140), i8_pair(b, 0x4140),     // {q0, q1} of rows g, g + 8
+                  i8_pair(a, 0x4342), i8_pair(b, 0x4342),        // {q2, q3}
+                  xw[2 * j], xw[2 * j + 1]);                     // {x0, x1}, {x2, x3}
+    }
 }
 extern "C" __global__ void gemv_29_int8_w8a16(const signed char* __restrict__ W, const float* __restrict__ scales,
         const __half* __restrict__ x, float* __restrict__ y, int K, int M, int split, int vec_ok) {
@@ -853,40 +873,33 @@ extern "C" __global__ void gemv_29_int8_w8a16(const signed char* __restrict__ W,
         return;
     }
     const size_t ra = min(row0 + g, K - 1), rb = min(row0 + g + 8, K - 1);   // clamped: loads stay in bounds
-    const uint4* wa = reinterpret_cast<const uint4*>(W + ra * M) + t;         // group gg: + 8 * gg (+ 4)
+    const uint4* wa = reinterpret_cast<const uint4*>(W + ra * M) + t;         // group q: + 8 * q (+ 4)
     const uint4* wb = reinterpret_cast<const uint4*>(W + rb * M) + t;
-    const uint4* x8 = reinterpret_cast<const uint4*>(x) + 2 * t;              // group gg: + 16 * gg (+ 8)
+    const uint4* x8 = reinterpret_cast<const uint4*>(x) + 2 * t;              // group q: + 16 * q (+ 8)
     const int per = (G + split - 1) / split, g0 = s * per, g1 = min(G, g0 + per);
+    auto load = [&](W8Group& b, int q) {
+        b.a[0] = __ldg(wa + 8 * q); b.b[0] = __ldg(wb + 8 * q);
+        b.a[1] = __ldg(wa + 8 * q + 4); b.b[1] = __ldg(wb + 8 * q + 4);
+        b.sa = __ldg(scales + ra * G + q); b.sb = __ldg(scales + rb * G + q);
+        b.x[0] = __ldg(x8 + 16 * q); b.x[1] = __ldg(x8 + 16 * q + 1);
+        b.x[2] = __ldg(x8 + 16 * q + 8); b.x[3] = __ldg(x8 + 16 * q + 9);
+    };
     float acc_a = 0.0f, acc_b = 0.0f;
-    for (int gg = g0; gg < g1; ++gg) {
-        const uint4 va[2] = {__ldg(wa + 8 * gg), __ldg(wa + 8 * gg + 4)};
-        const uint4 vb[2] = {__ldg(wb + 8 * gg), __ldg(wb + 8 * gg + 4)};
-        const float sa = __ldg(scales + ra * G + gg), sb = __ldg(scales + rb * G + gg);
-        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    W8Group buf[2];
+    if (g0 < g1) load(buf[0], g0);
+    for (int q0 = g0; q0 < g1; q0 += 2) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {                   // two steps of 64 columns
-            const uint4 xv[2] = {__ldg(x8 + 16 * gg + 8 * h), __ldg(x8 + 16 * gg + 8 * h + 1)};
-            const unsigned xw[8] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y, xv[1].z, xv[1].w};
-            const unsigned wa4[4] = {va[h].x, va[h].y, va[h].z, va[h].w}, wb4[4] = {vb[h].x, vb[h].y, vb[h].z, vb[h].w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {               // word j: columns 64h + 16t + 4j .. + 3 of the group
-                const unsigned a = wa4[j] ^ 0x80808080u, b = wb4[j] ^ 0x80808080u;
-                mma_16816(c, i8_pair(a, 0x4140), i8_pair(b, 0x4140),     // {q0, q1} of rows g, g + 8
-                          i8_pair(a, 0x4342), i8_pair(b, 0x4342),        // {q2, q3}
-                          xw[2 * j], xw[2 * j + 1]);                     // {x0, x1}, {x2, x3}
-            }
+        for (int u = 0; u < 2; ++u) {                   // compute buf[u] (group q) while group q + 1 loads
+            const int q = q0 + u;
+            if (q >= g1) break;
+            if (q + 1 < g1) load(buf[u ^ 1], q + 1);
+            const W8Group& c = buf[u];
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            w8_half(c.a[0], c.b[0], c.x[0], c.x[1], d);
+            w8_half(c.a[1], c.b[1], c.x[2], c.x[3], d);
+            acc_a = fmaf(c.sa, d[0], acc_a);            // column 2t of the n = 8 tile: rows g, g + 8
+            acc_b = fmaf(c.sb, d[2], acc_b);
         }
-        acc_a = fmaf(sa, c[0], acc_a);                  // column 2t of the n = 8 tile: rows g, g + 8
-        acc_b = fmaf(sb, c[2], acc_b);
     }
-    if (t == 0) {
-        part[s][g] = acc_a;
-        part[s][g + 8] = acc_b;
-    }
-    __syncthreads();
-    if (threadIdx.x < 16 && row0 + threadIdx.x < K) {
-        float v = 0.0f;
-        for (int q = 0; q < split; ++q) v += part[q][threadIdx.x];
-        y[row0 + threadIdx.x] = v;
-    }
+    tile_store(part, s, g, t, acc_a, acc_b, split, y, row0, K);
 }

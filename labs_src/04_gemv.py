@@ -477,12 +477,32 @@ pd.DataFrame(rows).round(2)
 # time: a byte permute puts 0x64 above q ^ 0x80, which is the fp16 1024 + q + 128, and one `HSUB2`
 # of 1152 leaves q. The checks include M = 4096 (the tensor-core path) and the odd widths, where
 # the kernel runs a plain loop.
+#
+# Two things keep its loads coming. **Software pipelining**: each warp issues the loads of its
+# next group of 128 columns (weights, scales and x) before it computes the current one, so its
+# tensor-core work overlaps its next trip to memory (two register buffers; the loop is unrolled
+# by 2 so each buffer keeps its own registers). **One wave**: `gemv.tile_split` gives each
+# 16-row tile as many warps (up to 16) as still let every tile's block be resident at once, by
+# the occupancy API; with one more, the last blocks would run as a second wave on a mostly idle
+# GPU. Step 28 uses the same rule. The table shows the choice for each shape on this GPU.
 
 # %%
 build.show("gemv", "29_int8_w8a16")
 
 # %%
 gemv.check_variants(names=["29_int8_w8a16"])
+
+# %%
+def waves(step, k, m):
+    s_ = gemv.tile_split(step, k, m)
+    blocks = bench.blocks_per_sm(build.kernel("gemv", f"gemv_{step}"), 32 * s_) * sms_here
+    return {f"{step[:2]}: warps per tile": s_, f"{step[:2]}: waves": round(-(-k // 16) / blocks, 2)}
+
+
+split = pd.DataFrame([{"shape": f"{k}x{m}", "16-row tiles": -(-k // 16), **waves("28_int4_mma", k, m),
+                       **waves("29_int8_w8a16", k, m)} for (k, m), _ in gemv.CASES["w8a16"]]) if kl.is_live() else None
+split if split is not None else kl.say("The split is chosen on a live GPU (it asks the occupancy API); "
+                                       "compile-only mode has none to ask.")
 
 # %%
 w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16"])

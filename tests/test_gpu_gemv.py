@@ -111,6 +111,21 @@ def test_every_fast_config_is_correct():
         gemv.FAST_STREAM.clear()
 
 
+def test_every_tile_split_is_correct():
+    """Steps 28 and 29 take any number of warps per 16-row tile (the launcher picks one per shape):
+    every count from 1 to 16 must be right, with group counts that do not divide evenly."""
+    try:
+        for name, path in (("28_int4_mma", "int4"), ("29_int8_w8a16", "w8a16")):
+            for shape in ((33, 4096), (19, 1408), (16, 128)):
+                for values in ("randn", "hostile"):
+                    host = gemv.make_input(shape, path, values, seed=shape[1])
+                    for S in range(1, 17):
+                        gemv.TILE_SPLIT[(name, *shape)] = S
+                        _check(gemv, gemv.VARIANTS[name](*_gpu(host)), host, f"{name} split={S} {shape} {values}")
+    finally:
+        gemv.TILE_SPLIT.clear()
+
+
 def test_empty_shapes():
     import cupy
     for nm, v in gemv.VARIANTS.items():

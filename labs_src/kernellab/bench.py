@@ -224,12 +224,17 @@ def _grid(n4: int, threads=256) -> int:
     return int(min((n4 + threads - 1) // threads, info()["sms"] * 32))
 
 
-def resident_grid(fn, threads: int = 256) -> int:
-    """Blocks that fill every SM exactly once (the occupancy API's blocks per SM x SMs): a
-    grid-stride kernel launched with this many blocks keeps every resident thread busy."""
+def blocks_per_sm(fn, threads: int, smem: int = 0) -> int:
+    """How many blocks of `threads` threads of kernel `fn` one SM holds at once (the occupancy
+    API: registers, shared memory and threads decide)."""
     import cupy
-    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, 0)
-    return int(max(1, per_sm) * info()["sms"])
+    return int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, smem))
+
+
+def resident_grid(fn, threads: int = 256) -> int:
+    """Blocks that fill every SM exactly once (blocks per SM x SMs): a grid-stride kernel
+    launched with this many blocks keeps every resident thread busy."""
+    return max(1, blocks_per_sm(fn, threads)) * info()["sms"]
 
 
 LAUNCHES = 100     # empty launches per event pair (back to back) and per graph

@@ -376,23 +376,29 @@ def _rows(name):
     return variant(dtypes=("float16",), alloc_out=_alloc("float16"))(run)
 
 
-INT4_SPLIT: dict = {}       # (K, M) -> forced warps per 16-row tile in step 28 (experiments)
-INT4_WARPS_PER_SM = 16
+TILE_SPLIT: dict = {}       # (step, K, M) -> warps per 16-row tile in steps 28/29 (tests, experiments)
 
 
-def int4_split(K, sms=None) -> int:
-    """Warps per 16-row tile for step 28 (4, 8 or 16): the fewest that give every SM
-    INT4_WARPS_PER_SM warps; each warp then takes a contiguous share of the row's groups."""
-    sms = sms or info()["sms"]
-    S, tiles = 4, -(-K // 16)
-    while S < 16 and tiles * S < INT4_WARPS_PER_SM * sms:
-        S *= 2
+def tile_split(name, K, M) -> int:
+    """Warps per 16-row tile for steps 28 and 29: the most (up to 16, at most one per group of
+    128 columns) for which every tile's block is resident at once, by the occupancy API. More
+    warps per tile put more of each row's loads in flight; a second wave would leave its last
+    blocks running alone while most SMs idle. Computed once per shape."""
+    key = (name, K, M)
+    S = TILE_SPLIT.get(key)
+    if S is None:
+        from .bench import blocks_per_sm
+        from .build import kernel
+        k = kernel(FAMILY, f"gemv_{name}")
+        tiles, sms = -(-K // 16), info()["sms"]
+        fits = [n for n in range(1, min(16, -(-M // GROUP)) + 1) if blocks_per_sm(k, 32 * n) * sms >= tiles]
+        S = TILE_SPLIT[key] = max(fits, default=1)
     return S
 
 
 def _int4_mma(name):
-    """Step 28: tensor cores, 16 rows per block; needs M % 128 == 0 and 16-byte aligned bases,
-    otherwise it runs step 26 (same inputs, same result to rounding)."""
+    """Step 28: tensor cores, 16 rows per block, tile_split warps per tile; needs M % 128 == 0 and
+    16-byte aligned bases, otherwise it runs step 26 (same inputs, same result to rounding)."""
     cores = _fast("26_int4_awq")
 
     def run(*args, out=None):
@@ -401,26 +407,22 @@ def _int4_mma(name):
         if M % GROUP or not (aligned(16, W) and aligned(16, x)):
             return cores(*args, out=out)
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["int4"][2])
-        S = INT4_SPLIT.get((K, M)) or int4_split(K)
+        S = tile_split(name, K, M) if K else 1
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S)))
     run.__name__ = name
     return variant(dtypes=("int4",), alloc_out=_alloc("int4"))(run)
 
 
-W8A16_SPLIT = 16
-
-
 def _w8a16(name):
-    """Step 29: int8 weights, fp16 x, on the tensor cores; 16 rows per block and W8A16_SPLIT warps
-    on each (16 measured fastest at every shape of the lab on an H200, 4 and 8 slower).
-    M % 128 != 0 or a misaligned base: the kernel's plain loop (vec_ok = 0)."""
+    """Step 29: int8 weights, fp16 x, on the tensor cores; 16 rows per block, tile_split warps per
+    tile. M % 128 != 0 or a misaligned base: the kernel's plain loop (vec_ok = 0)."""
     def run(*args, out=None):
         K, M = validate(args, "w8a16")
         W, x = args[0], args[-1]
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["w8a16"][2])
         vec = int(M % GROUP == 0 and aligned(16, W) and aligned(16, x))
-        S = INT4_SPLIT.get((K, M)) or W8A16_SPLIT
+        S = tile_split(name, K, M) if K and M else 1
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S, vec)))
     run.__name__ = name
