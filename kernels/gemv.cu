@@ -749,6 +749,14 @@ extern "C" __global__ void gemv_27_fp16_rows(const __half* __restrict__ W, const
 // quad of lanes covers one group. The launcher needs M % 128 == 0 and 16-byte aligned bases
 // (otherwise it runs step 26).
 #define INT4_SPLIT_MAX 16
+// GEMV_COMPUTE_ONLY (never set for the steps): steps 28 and 29 take their weight words from
+// registers instead of memory, everything else unchanged. gemv.COMPUTE_ONLY times that build: the
+// cost of the instructions alone, to set beside the read-only floor (the cost of the bytes alone).
+#ifdef GEMV_COMPUTE_ONLY
+#define W_LOAD(p, salt) make_uint4((salt) * 0x9E3779B9u, (salt) ^ 0x7F4A7C15u, (salt) * 0x85EBCA6Bu, (salt) + 0x2545F491u)
+#else
+#define W_LOAD(p, salt) __ldg(p)
+#endif
 __device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned mask, unsigned magic) {
     unsigned d;
     asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));   // (a & mask) | magic
@@ -796,7 +804,7 @@ extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
     const unsigned inv16 = 0x2C002C00u;                                       // {1/16, 1/16}
     float acc_a = 0.0f, acc_b = 0.0f;
     for (int gg = g0; gg < g1; ++gg) {
-        const uint4 va = __ldg(wa + 4 * gg), vb = __ldg(wb + 4 * gg);         // issued with the group's
+        const uint4 va = W_LOAD(wa + 4 * gg, gg * 64 + lane), vb = W_LOAD(wb + 4 * gg, gg * 64 + 32 + lane);         // issued with the group's
         const float sa = __half2float(__ldg(scales + ra * G + gg));           // scales and zeros
         const float sb = __half2float(__ldg(scales + rb * G + gg));
         const unsigned za = __ldg(zeros + ra * G + gg), zb = __ldg(zeros + rb * G + gg);
@@ -878,8 +886,8 @@ extern "C" __global__ void gemv_29_int8_w8a16(const signed char* __restrict__ W,
     const uint4* x8 = reinterpret_cast<const uint4*>(x) + 2 * t;              // group q: + 16 * q (+ 8)
     const int per = (G + split - 1) / split, g0 = s * per, g1 = min(G, g0 + per);
     auto load = [&](W8Group& b, int q) {
-        b.a[0] = __ldg(wa + 8 * q); b.b[0] = __ldg(wb + 8 * q);
-        b.a[1] = __ldg(wa + 8 * q + 4); b.b[1] = __ldg(wb + 8 * q + 4);
+        b.a[0] = W_LOAD(wa + 8 * q, q * 128 + lane); b.b[0] = W_LOAD(wb + 8 * q, q * 128 + 32 + lane);
+        b.a[1] = W_LOAD(wa + 8 * q + 4, q * 128 + 64 + lane); b.b[1] = W_LOAD(wb + 8 * q + 4, q * 128 + 96 + lane);
         b.sa = __ldg(scales + ra * G + q); b.sb = __ldg(scales + rb * G + q);
         b.x[0] = __ldg(x8 + 16 * q); b.x[1] = __ldg(x8 + 16 * q + 1);
         b.x[2] = __ldg(x8 + 16 * q + 8); b.x[3] = __ldg(x8 + 16 * q + 9);

@@ -528,6 +528,41 @@ kl.say("Not measured or recorded yet." if w8t.empty or w8t[col].isna().all() els
        f"({kl.provenance(w8)}).")
 
 # %% [markdown]
+# ### What limits the tensor-core steps: bytes, or instructions?
+# Two measurements bracket steps 28 and 29. The **floor** reads the weight's bytes and does nothing
+# else: the cost of the bytes alone. **Compute only** is the same kernel built with
+# `-DGEMV_COMPUTE_ONLY`, which takes each weight word from a register instead of memory (scales,
+# zeros and x are still read, every instruction still runs): the cost of the instructions alone.
+# A kernel can approach the larger of the two only if it overlaps them perfectly.
+
+# %%
+lim = []
+for df_, step, path in ((i4, gemv.BEST["int4"], "int4"), (w8, b29, "w8a16")):
+    for (k, m), _ in gemv.CASES[path]:
+        c = gemv.case_key((k, m), path)
+        t, fl, co = (gemv.time_us(df_, n, c) for n in (step, gemv.FLOOR, gemv.COMPUTE_ONLY))
+        lim.append({"step": step, "shape": f"{k}x{m}", "kernel µs": t, "floor µs (bytes only)": fl,
+                    "compute only µs": co, "compute only / floor": co / fl, "kernel / max(both)": t / max(fl, co)})
+lim = pd.DataFrame(lim).round(2)
+lim
+
+# %%
+def span(col, step):
+    v = lim.loc[lim["step"] == step, col].dropna()
+    return f"{v.min():.2f}–{v.max():.2f}" if len(v) else "n/a"
+
+
+kl.say("Not measured or recorded yet." if lim.empty or lim["compute only µs"].isna().all() else
+       f"Step {gemv.BEST['int4'][:2]}'s instructions alone take **{span('compute only / floor', gemv.BEST['int4'])}×** "
+       f"the time of its bytes alone, step {b29[:2]}'s **{span('compute only / floor', b29)}×**: "
+       + ("int4 is bound by its instruction stream as much as by its bytes" if
+          lim.loc[lim["step"] == gemv.BEST["int4"], "compute only / floor"].max() >= 0.8 else
+          "int4's instructions are well below its bytes") +
+       f". Each kernel takes {span('kernel / max(both)', gemv.BEST['int4'])}× (int4) and "
+       f"{span('kernel / max(both)', b29)}× (W8A16) the larger of the two: the price of overlapping "
+       f"memory and compute within each SM ({kl.provenance(w8)}).")
+
+# %% [markdown]
 # ## Prefill: the batched kernels, the conversions, and where cuBLAS takes over
 # In prefill N tokens share each weight. The report's custom batched kernels give each
 # (row, token) pair a block, so every token re-reads the whole weight (from L2 where it fits);
@@ -680,8 +715,9 @@ kl.check.grade_exercise(SOLUTION, "logits_ilp", strict=True, **GRADE)
 # * **bytes in flight**: step 27 asks for whole rows at once where there are enough rows; the
 #   short kv projection (512 rows) still leaves the SMs underfed;
 # * **instructions per byte** for int8 and int4: the loop-instruction table and Nsight Compute's
-#   issue-slot figure above. The int8/int4 ratios also include that fixed cost, paid once per
-#   kernel whatever the bytes.
+#   issue-slot figure above, and for steps 28–29 the compute-only build against the floor (the
+#   instructions alone against the bytes alone). The int8/int4 ratios also include that fixed
+#   cost, paid once per kernel whatever the bytes.
 
 # %%
 tg = gemv.targets(dec)

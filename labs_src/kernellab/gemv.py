@@ -519,8 +519,35 @@ def _read_floor(*args):
     return lambda: k((grid,), (256,), (W, part, np.int64(n4)))
 
 
+COMPUTE_ONLY = "same kernel, weights from registers (compute only)"
+
+
+def _compute_only(*args):
+    """Steps 28 and 29 built with -DGEMV_COMPUTE_ONLY: the weight words come from registers, not
+    memory; scales, zeros and x are still read and every instruction still runs (the answer is
+    meaningless). Its time is what the instructions alone cost; FLOOR is what the bytes alone
+    cost. A kernel can approach the larger of the two only if it overlaps them perfectly."""
+    import cupy
+    from .build import _options
+    step = {"int4": "28_int4_mma", "w8a16": "29_int8_w8a16"}.get(_path_of(args))
+    W, x = args[0], args[-1]
+    K, M = W.shape[0], x.shape[0]
+    if step is None or not K or M % GROUP or not (aligned(16, W) and aligned(16, x)):
+        return None
+    global _COMPUTE_ONLY_MODULE
+    if _COMPUTE_ONLY_MODULE is None:
+        from .build import source
+        _COMPUTE_ONLY_MODULE = cupy.RawModule(code=source(FAMILY), options=_options(("-DGEMV_COMPUTE_ONLY",)))
+    k = _COMPUTE_ONLY_MODULE.get_function(f"gemv_{step}")
+    S = tile_split(step, K, M)
+    out = cupy.empty(K, cupy.float32)
+    tail = (np.int32(1),) if step.startswith("29") else ()
+    return lambda: k((-(-K // 16),), (32 * S,), (*args, out, np.int32(K), np.int32(M), np.int32(S), *tail))
+
+
+_COMPUTE_ONLY_MODULE = None
 BASELINES = {"cuBLAS (cupy.matmul)": _cublas, "torch.mv (cuBLAS)": _torch_mv, "torch F.linear": _torch_linear,
-             FLOOR: _read_floor}
+             FLOOR: _read_floor, COMPUTE_ONLY: _compute_only}
 
 # The cases each part of the lab times (and make bench records): the report's table, in (K, M).
 QO, KV, UP, DOWN = (4096, 4096), (512, 4096), (12288, 4096), (4096, 12288)
