@@ -451,6 +451,14 @@ struct PathF16 {          // fp16 weight, fp16 input: 8 per 16 bytes
     }
 };
 
+// GEMV_COMPUTE_ONLY (never set for the steps): the quantised steps (25, 26, 28, 29) take their
+// weight words from registers instead of memory, everything else unchanged. gemv.COMPUTE_ONLY times that build: the
+// cost of the instructions alone, to set beside the read-only floor (the cost of the bytes alone).
+#ifdef GEMV_COMPUTE_ONLY
+#define W_LOAD(p, salt) make_uint4((salt) * 0x9E3779B9u, (salt) ^ 0x7F4A7C15u, (salt) * 0x85EBCA6Bu, (salt) + 0x2545F491u)
+#else
+#define W_LOAD(p, salt) __ldg(p)
+#endif
 // Weights are read once per token. stream = 1 loads them with an L2 evict-first policy (and no L1
 // allocation), so that streaming tens of MB of weights does not push out what other kernels left in
 // L2 (activations, the KV cache) and, when L2 holds dirty lines, the weights replace each other
@@ -463,6 +471,9 @@ __device__ __forceinline__ unsigned long long weight_policy() {
 }
 template <bool STREAM>
 __device__ __forceinline__ uint4 ld_weight(const uint4* p, unsigned long long pol) {
+#ifdef GEMV_COMPUTE_ONLY
+    return W_LOAD(p, (unsigned)(reinterpret_cast<size_t>(p) >> 4));
+#endif
     if (!STREAM) return __ldg(p);
     uint4 r;
     asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
@@ -749,14 +760,6 @@ extern "C" __global__ void gemv_27_fp16_rows(const __half* __restrict__ W, const
 // quad of lanes covers one group. The launcher needs M % 128 == 0 and 16-byte aligned bases
 // (otherwise it runs step 26).
 #define INT4_SPLIT_MAX 16
-// GEMV_COMPUTE_ONLY (never set for the steps): steps 28 and 29 take their weight words from
-// registers instead of memory, everything else unchanged. gemv.COMPUTE_ONLY times that build: the
-// cost of the instructions alone, to set beside the read-only floor (the cost of the bytes alone).
-#ifdef GEMV_COMPUTE_ONLY
-#define W_LOAD(p, salt) make_uint4((salt) * 0x9E3779B9u, (salt) ^ 0x7F4A7C15u, (salt) * 0x85EBCA6Bu, (salt) + 0x2545F491u)
-#else
-#define W_LOAD(p, salt) __ldg(p)
-#endif
 __device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned mask, unsigned magic) {
     unsigned d;
     asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));   // (a & mask) | magic

@@ -157,3 +157,14 @@ def test_sdata_and_block_reduce_shared_memory():
     for arch in build.ARCHS:
         assert info["gemv_01_f32_sdata", arch] > info["gemv_02_f32_register", arch] + 500   # sdata[128]
         assert info["gemv_10_fp16_v2", arch] == 0                                          # shuffles only
+
+
+def test_compute_only_build_compiles_without_spills():
+    """gemv.COMPUTE_ONLY times gemv.cu built with -DGEMV_COMPUTE_ONLY; that build must compile for
+    every arch with the quantised steps' weight loads gone and no spills."""
+    import re
+    for arch in build.ARCHS:
+        ptx, log = build.nvrtc_compile(build.source("gemv"), arch, "gemv_compute_only.cu", ("-DGEMV_COMPUTE_ONLY",))
+        assert "spill stores" in log and not re.search(r"[1-9]\d* bytes spill", log), log
+        for k in ("gemv_25_int8_fast", "gemv_28_int4_mma", "gemv_29_int8_w8a16"):
+            assert f".entry {k}(" in ptx

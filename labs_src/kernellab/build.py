@@ -116,12 +116,12 @@ def nvrtc_options(arch: str, extra=()) -> list[str]:
     return [f"--gpu-architecture={arch}", *_options(), *CUPY_FLAGS, "-Xptxas", "-v", "-lineinfo", *extra]
 
 
-def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu") -> tuple[str, str]:
-    """Compile to a cubin for `arch` with the options CuPy's RawModule uses, plus -Xptxas -v.
-    Returns (ptx, log). No GPU needed."""
+def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu", extra=()) -> tuple[str, str]:
+    """Compile to a cubin for `arch` with the options CuPy's RawModule uses, plus -Xptxas -v
+    (and `extra` options, e.g. a -D). Returns (ptx, log). No GPU needed."""
     from cupy_backends.cuda.libs import nvrtc
     prog = nvrtc.createProgram(src, name, [], [])
-    opts = nvrtc_options(arch)
+    opts = nvrtc_options(arch, extra)
     if tuple(nvrtc.getVersion()) >= (12, 9):
         opts.append("--no-cache")   # NVRTC >= 12.9 caches compiles, and a cache hit prints no ptxas info
     try:

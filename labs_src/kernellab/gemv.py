@@ -520,32 +520,34 @@ def _read_floor(*args):
 
 
 COMPUTE_ONLY = "same kernel, weights from registers (compute only)"
+_COMPUTE_ONLY_MODULE = None
 
 
 def _compute_only(*args):
-    """Steps 28 and 29 built with -DGEMV_COMPUTE_ONLY: the weight words come from registers, not
-    memory; scales, zeros and x are still read and every instruction still runs (the answer is
-    meaningless). Its time is what the instructions alone cost; FLOOR is what the bytes alone
-    cost. A kernel can approach the larger of the two only if it overlaps them perfectly."""
+    """The best quantised step (int8 25, int4 28, W8A16 29) built with -DGEMV_COMPUTE_ONLY: its
+    weight words come from registers, not memory; scales, zeros and x are still read and every
+    instruction still runs (the answer is meaningless). Its time is what the instructions alone
+    cost; FLOOR is what the bytes alone cost; a kernel nears the larger only by overlapping them.
+    The step's own launches (grid, block, split, fallback) are recorded once and replayed."""
     import cupy
-    from .build import _options
-    step = {"int4": "28_int4_mma", "w8a16": "29_int8_w8a16"}.get(_path_of(args))
-    W, x = args[0], args[-1]
-    K, M = W.shape[0], x.shape[0]
-    if step is None or not K or M % GROUP or not (aligned(16, W) and aligned(16, x)):
+    from .build import _options, record_launches, source
+    step = BEST.get(_path_of(args)) if _path_of(args) in ("int8", "int4", "w8a16") else None
+    if step is None or not args[0].shape[0] or not args[-1].shape[0]:
         return None
     global _COMPUTE_ONLY_MODULE
     if _COMPUTE_ONLY_MODULE is None:
-        from .build import source
         _COMPUTE_ONLY_MODULE = cupy.RawModule(code=source(FAMILY), options=_options(("-DGEMV_COMPUTE_ONLY",)))
-    k = _COMPUTE_ONLY_MODULE.get_function(f"gemv_{step}")
-    S = tile_split(step, K, M)
-    out = cupy.empty(K, cupy.float32)
-    tail = (np.int32(1),) if step.startswith("29") else ()
-    return lambda: k((-(-K // 16),), (32 * S,), (*args, out, np.int32(K), np.int32(M), np.int32(S), *tail))
+    recs = record_launches(lambda: VARIANTS[step](*args), keep_result=True)
+    runs = [(_COMPUTE_ONLY_MODULE.get_function(k.name), g, b, a, sm) for k, g, b, a, sm in recs]
+    keep = recs.result          # the output the recorded arguments point to stays allocated
+
+    def run():
+        for k, g, b, a, sm in runs:
+            k(g, b, a, shared_mem=sm)
+        return keep
+    return run
 
 
-_COMPUTE_ONLY_MODULE = None
 BASELINES = {"cuBLAS (cupy.matmul)": _cublas, "torch.mv (cuBLAS)": _torch_mv, "torch F.linear": _torch_linear,
              FLOOR: _read_floor, COMPUTE_ONLY: _compute_only}
 
