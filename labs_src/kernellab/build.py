@@ -82,11 +82,12 @@ def _options(extra=()) -> tuple[str, ...]:
 # ---- live: RawModule ----------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
-def module(family: str):
-    """The family's cupy.RawModule, compiled once per process (live mode only)."""
+def module(family: str, extra: tuple = ()):
+    """The family's cupy.RawModule, compiled once per process and per `extra` options (e.g. a
+    -D of an ablation build; live mode only)."""
     need_gpu(f"compiling {family}.cu into a RawModule")
     import cupy
-    return cupy.RawModule(code=source(family), options=_options(), name_expressions=None)
+    return cupy.RawModule(code=source(family), options=_options(extra), name_expressions=None)
 
 
 _KERNELS: dict = {}     # (family, name) -> RawKernel: one dict lookup per launch

@@ -407,7 +407,7 @@ def _int4_mma(name):
         if M % GROUP or not (aligned(16, W) and aligned(16, x)):
             return cores(*args, out=out)
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["int4"][2])
-        S = tile_split(name, K, M) if K else 1
+        S = tile_split(name, K, M)
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S)))
     run.__name__ = name
@@ -422,7 +422,7 @@ def _w8a16(name):
         W, x = args[0], args[-1]
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["w8a16"][2])
         vec = int(M % GROUP == 0 and aligned(16, W) and aligned(16, x))
-        S = tile_split(name, K, M) if K and M else 1
+        S = tile_split(name, K, M)
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S, vec)))
     run.__name__ = name
@@ -520,7 +520,6 @@ def _read_floor(*args):
 
 
 COMPUTE_ONLY = "same kernel, weights from registers (compute only)"
-_COMPUTE_ONLY_MODULE = None
 
 
 def _compute_only(*args):
@@ -529,16 +528,14 @@ def _compute_only(*args):
     instruction still runs (the answer is meaningless). Its time is what the instructions alone
     cost; FLOOR is what the bytes alone cost; a kernel nears the larger only by overlapping them.
     The step's own launches (grid, block, split, fallback) are recorded once and replayed."""
-    import cupy
-    from .build import _options, record_launches, source
-    step = BEST.get(_path_of(args)) if _path_of(args) in ("int8", "int4", "w8a16") else None
-    if step is None or not args[0].shape[0] or not args[-1].shape[0]:
+    from .build import module, record_launches
+    path = _path_of(args)
+    if path not in ("int8", "int4", "w8a16") or not args[0].shape[0] or not args[-1].shape[0]:
         return None
-    global _COMPUTE_ONLY_MODULE
-    if _COMPUTE_ONLY_MODULE is None:
-        _COMPUTE_ONLY_MODULE = cupy.RawModule(code=source(FAMILY), options=_options(("-DGEMV_COMPUTE_ONLY",)))
+    step = BEST[path]
+    mod = module(FAMILY, ("-DGEMV_COMPUTE_ONLY",))
     recs = record_launches(lambda: VARIANTS[step](*args), keep_result=True)
-    runs = [(_COMPUTE_ONLY_MODULE.get_function(k.name), g, b, a, sm) for k, g, b, a, sm in recs]
+    runs = [(mod.get_function(k.name), g, b, a, sm) for k, g, b, a, sm in recs]
     keep = recs.result          # the output the recorded arguments point to stays allocated
 
     def run():
