@@ -464,9 +464,16 @@ struct PathF16 {          // fp16 weight, fp16 input: 8 per 16 bytes
 // L2 (activations, the KV cache) and, when L2 holds dirty lines, the weights replace each other
 // instead of forcing those lines to be written back. stream = 0 (the default): plain __ldg. The lab
 // measures both (variant 22_fp16_fast_stream).
+// createpolicy and .L2::cache_hint need sm_80: below it the stream = 1 path (variant
+// 22_fp16_fast_stream, min_arch sm_80) traps instead of silently timing plain loads.
 __device__ __forceinline__ unsigned long long weight_policy() {
     unsigned long long pol;
+#if __CUDA_ARCH__ >= 800
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+#else
+    __trap();
+    pol = 0ull;
+#endif
     return pol;
 }
 template <bool STREAM>
@@ -476,8 +483,13 @@ __device__ __forceinline__ uint4 ld_weight(const uint4* p, unsigned long long po
 #endif
     if (!STREAM) return __ldg(p);
     uint4 r;
+#if __CUDA_ARCH__ >= 800
     asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+#else
+    __trap();
+    r = __ldg(p);
+#endif
     return r;
 }
 
@@ -775,9 +787,13 @@ __device__ __forceinline__ unsigned hfma2_u(unsigned a, unsigned b, unsigned c) 
 }
 __device__ __forceinline__ void mma_16816(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                           unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap();    // m16n8k16 with fp16 inputs needs sm_80: steps 28/29 declare min_arch sm_80
+#endif
 }
 __device__ __forceinline__ void tile_store(float (*part)[16], int s, int g, int t, float acc_a, float acc_b,
                                            int split, float* __restrict__ y, int row0, int K) {
