@@ -2,7 +2,8 @@
 """The notebooks' life cycle, for the Makefile (run from the repository root).
 
   build [NN ...]            make notebooks / clean-notebooks: notebooks/*.ipynb from labs_src/*.py,
-                            no outputs, kernelspec python3. Which file wins when their cells differ:
+                            no outputs, kernelspec python3, no editor metadata (only the kernelspec,
+                            language name, cell tags and jupyter.source_hidden are kept). Which file wins when their cells differ:
                             the one with uncommitted edits (git); if both have them, the newer one.
                             So a notebook edited in JupyterLab keeps its edits (they go into the .py
                             first), and an edited .py regenerates its notebook. Outputs are cleared.
@@ -11,8 +12,8 @@
                             removed with nbconvert's TagRemovePreprocessor, or nbformat when
                             nbconvert is absent), outputs cleared. An existing copy is never
                             overwritten unless --force; new labs are added.
-  reset NN [DEST]           make reset LAB=NN: move DEST/NN_*.ipynb aside (DEST/.old/, timestamped)
-                            and write a fresh learner copy.
+  reset NN [DEST]           make reset LAB=NN: move DEST/NN_*.ipynb aside (DEST/old/, timestamped,
+                            a folder JupyterLab lists) and write a fresh learner copy.
   solutions DEST [--force]  make solutions: the notebooks with their solutions, outputs cleared.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 LINKS = ("kernels", "figures", "docs")       # what a learner's folder shows of the repository
+OLD = "old"         # make reset moves a learner's notebook here (visible: JupyterLab hides dot-folders)
 
 
 def labs(root: Path = ROOT) -> list[Path]:
@@ -36,7 +38,10 @@ def labs(root: Path = ROOT) -> list[Path]:
 
 
 def _cells(nb):
-    return [(c.cell_type, c.source.strip(), tuple(c.metadata.get("tags", []))) for c in nb.cells]
+    """What a cell is, for comparing a notebook with its source: type, source, tags, and whether
+    its code is hidden (jupyter.source_hidden, which the .py keeps: jupytext.toml)."""
+    return [(c.cell_type, c.source.strip(), tuple(c.metadata.get("tags", [])),
+             bool(c.metadata.get("jupyter", {}).get("source_hidden"))) for c in nb.cells]
 
 
 def clear_outputs(nb) -> None:
@@ -45,6 +50,23 @@ def clear_outputs(nb) -> None:
             c.outputs = []
             c.execution_count = None
         c.metadata.pop("execution", None)
+
+
+def strip_editor_metadata(nb) -> None:
+    """What JupyterLab and jupytext add on save (collapsed/scrolled/execution, lines_to_next_cell,
+    the jupytext header, widget state, the kernel's language_info details) is removed: a notebook
+    keeps its kernelspec and language name, its cells their tags and jupyter.source_hidden."""
+    keep = {k: nb.metadata[k] for k in ("kernelspec",) if k in nb.metadata}
+    if "language_info" in nb.metadata:
+        keep["language_info"] = {"name": nb.metadata["language_info"].get("name", "python")}
+    nb.metadata = nbformat.NotebookNode(keep)
+    for c in nb.cells:
+        md = {}
+        if c.metadata.get("tags"):
+            md["tags"] = list(c.metadata["tags"])
+        if c.metadata.get("jupyter", {}).get("source_hidden"):
+            md["jupyter"] = {"source_hidden": True}
+        c.metadata = nbformat.NotebookNode(md)
 
 
 def _write_if_changed(nb, path: Path) -> bool:
@@ -80,8 +102,9 @@ def _write_py(nb, py: Path) -> None:
     import copy
     import jupytext
     nb = copy.deepcopy(nb)
-    nb.metadata = {"jupytext": {"notebook_metadata_filter": "-all", "cell_metadata_filter": "tags,-all"}}
     clear_outputs(nb)
+    strip_editor_metadata(nb)
+    nb.metadata = {"jupytext": {"notebook_metadata_filter": "-all", "cell_metadata_filter": "tags,jupyter,-all"}}
     jupytext.write(nb, py, fmt="py:percent")
 
 
@@ -118,13 +141,13 @@ def build(root: Path = ROOT, quiet=False, only=()) -> list[str]:
                 c["id"] = by_content[key].pop(0)
         # Keep the notebook's metadata (whoever generated it); a kernelspec is what must be there.
         nb.metadata = dict(old.metadata) if ipynb.exists() else {"language_info": {"name": "python"}}
-        nb.metadata.pop("widgets", None)
         nb.metadata.setdefault("kernelspec", dict(KERNELSPEC))
         clear_outputs(nb)
+        strip_editor_metadata(nb)
         if _write_if_changed(nb, ipynb):
             done.append(f"wrote {ipynb.relative_to(root)} (no outputs)")
     if not quiet:
-        print("\n".join(done) or "notebooks/ already in sync with labs_src/ and free of outputs")
+        print("\n".join(done) or "notebooks/ already in sync with labs_src/, free of outputs and of editor metadata")
     return done
 
 
@@ -185,12 +208,13 @@ def learner(dest: Path, root: Path = ROOT, force=False, only=None, links=True) -
 
 
 def reset(lab: str, dest: Path, root: Path = ROOT) -> Path | None:
-    """Move dest/NN_*.ipynb aside (dest/.old/NN_x.<timestamp>.ipynb) and write a fresh copy."""
+    """Move dest/NN_*.ipynb aside (dest/old/NN_x.<timestamp>.ipynb, listed by JupyterLab's file
+    browser) and write a fresh copy; prints where the old one went."""
     src = _sources(root, lab)[0]
     cur = dest / src.name
     moved = None
     if cur.exists():
-        old = dest / ".old"
+        old = dest / OLD
         old.mkdir(parents=True, exist_ok=True)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         moved = old / f"{src.stem}.{stamp}.ipynb"
@@ -198,7 +222,7 @@ def reset(lab: str, dest: Path, root: Path = ROOT) -> Path | None:
         while moved.exists():
             moved, n = old / f"{src.stem}.{stamp}-{n}.ipynb", n + 1
         shutil.move(str(cur), moved)
-        print(f"moved   {cur} -> {moved}")
+        print(f"moved   your {src.name} -> {moved}\n        (in JupyterLab: the {OLD}/ folder of the file browser; nothing was deleted)")
     learner(dest, root, only=lab)
     return moved
 

@@ -175,8 +175,18 @@ def test_learner_copies_have_no_solutions_and_are_never_overwritten(tmp_path):
     nbtool.learner(dest)                               # adds the missing lab, keeps the edited one
     assert "MY WORK" in mine.read_text() and (dest / "00_measuring.ipynb").exists()
     moved = nbtool.reset(mine.name[:2], dest)          # moves aside, restores a fresh copy
-    assert moved.exists() and "MY WORK" in moved.read_text() and moved.parent == dest / ".old"
+    # in a folder JupyterLab lists (not a dot-folder, which its file browser hides and will not open)
+    assert moved.exists() and "MY WORK" in moved.read_text() and moved.parent == dest / "old"
     assert "MY WORK" not in mine.read_text()
+
+
+def test_reset_says_where_the_old_copy_went(tmp_path, capsys):
+    dest = tmp_path / "my-labs"
+    nbtool.learner(dest, only="01")
+    capsys.readouterr()
+    moved = nbtool.reset("01", dest)
+    out = capsys.readouterr().out
+    assert str(moved) in out and "old/" in out and "nothing was deleted" in out
 
 
 def test_make_student_refuses_to_overwrite_without_force(tmp_path):
@@ -235,6 +245,40 @@ def test_clean_notebooks_keeps_the_edit_and_clears_outputs(tmp_path):
     py.write_text(py.read_text().replace("print('an author edit')", "print('edited in the .py')"))
     nbtool.build(root)
     assert "edited in the .py" in ipynb.read_text()
+
+
+# What JupyterLab 4 and jupytext write into a notebook on save (seen in a browser session).
+JUPYTERLAB_SAVE = {"language_info": {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+                                     "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+                                     "pygments_lexer": "ipython3", "version": "3.11.2"},
+                   "widgets": {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}},
+                   "jupytext": {"cell_metadata_filter": "tags,-all", "notebook_metadata_filter": "-all"}}
+
+
+def test_clean_notebooks_strips_editor_metadata_and_keeps_hidden_cells(tmp_path):
+    root = _repo_copy(tmp_path)
+    ipynb, py = root / "notebooks" / "01_softmax.ipynb", root / "labs_src" / "01_softmax.py"
+    nb = nbformat.read(ipynb, as_version=4)
+    nb.metadata.update(JUPYTERLAB_SAVE)
+    codes = [c for c in nb.cells if c.cell_type == "code"]
+    for c in nb.cells:
+        c.metadata.update({"collapsed": False, "scrolled": True, "lines_to_next_cell": 2, "editable": True,
+                           "execution": {"iopub.execute_input": "2026-11-23T10:00:00Z"}})
+    codes[1].metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": False}   # an author hides one
+    time.sleep(0.01)
+    nbformat.write(nb, ipynb)
+    nbtool.build(root)
+    clean = json.loads(ipynb.read_text())
+    assert set(clean["metadata"]) <= {"kernelspec", "language_info"}
+    assert clean["metadata"]["kernelspec"]["name"] == "python3"
+    assert clean["metadata"].get("language_info", {"name": "python"}) == {"name": "python"}
+    for c in clean["cells"]:
+        assert set(c["metadata"]) <= {"tags", "jupyter"}, c["metadata"]
+        assert c["metadata"].get("jupyter", {"source_hidden": True}) == {"source_hidden": True}
+    hidden = [c for c in clean["cells"] if c["metadata"].get("jupyter")]
+    assert len(hidden) == 1 and "".join(hidden[0]["source"]) == codes[1].source
+    assert 'jupyter={"source_hidden": true}' in py.read_text()      # the source keeps it
+    assert nbtool.build(root) == []                                   # and a second build is a no-op
 
 
 # ---- authors: saving in JupyterLab writes labs_src/ (jupytext pairing) ----------------------------
