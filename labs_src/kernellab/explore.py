@@ -4,15 +4,19 @@
     explore.rmsnorm()    rows from decode (1) to prefill (8192), data path -> every step and baseline
 
 Live (a GPU): each change measures the chosen point now, with bench (L2 flushed). Compile-only:
-the recorded rows nearest the slider values, labelled recorded with device and date. Each call
-first prints the table for its default values, so it shows something useful without a widget
-front end too (nbval, a terminal, ipywidgets not installed)."""
+the recorded rows nearest the slider values, labelled recorded with device and date.
+
+Each explorer renders once: in a Jupyter kernel with ipywidgets, the controls and one output area
+that follows them (the call returns None, so the cell does not display the box a second time);
+anywhere else (a terminal, a script, ipywidgets not installed) it prints the table for its
+default values and says why there are no sliders."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import bench
-from .device import is_live, load_recorded, provenance, say
+from .device import is_live, load_recorded, provenance
+from .core.results import say
 
 COLUMNS = ["case", "name", "kind", "median_us", "gbps", "frac_copy", "source", "device", "date"]
 _MEASURED: dict = {}
@@ -52,21 +56,33 @@ def _show(df, note):
 
 
 def _widgets():
+    """ipywidgets when the sliders can work here: the module imports and a Jupyter kernel runs
+    this code (a kernel has a front end that may draw widgets); otherwise None."""
     try:
+        from IPython import get_ipython
+        if getattr(get_ipython(), "kernel", None) is None:
+            return None
         import ipywidgets as w
         return w
     except ImportError:
         return None
 
 
-def _interactive(controls: dict, render):
-    """Lay the controls out and re-render into an Output on every change. Without ipywidgets,
-    says so (the static table above is what there is)."""
+def _static(render, defaults: dict) -> None:
+    """No widgets: the table for the default values, once, and why there are no sliders."""
+    render(**defaults)
+    try:
+        import ipywidgets  # noqa: F401
+        why = "not running in a Jupyter kernel"
+    except ImportError:
+        why = "ipywidgets is not installed (`make lab` installs it)"
+    print(f"(no sliders: {why}; the table above is for the default values)")
+
+
+def _interactive(controls: dict, render) -> None:
+    """Lay the controls out above one Output and re-render into it on every change: the table
+    appears once, under the controls. Returns None so the cell shows nothing more."""
     w = _widgets()
-    if w is None:
-        print("(ipywidgets is not installed: the table above is for the default values; "
-              "`make lab` installs it and the sliders work in JupyterLab)")
-        return None
     from IPython.display import display
     out = w.Output()
 
@@ -76,10 +92,9 @@ def _interactive(controls: dict, render):
             render(**{k: c.value for k, c in controls.items()})
     for c in controls.values():
         c.observe(update, names="value")
-    box = w.VBox([w.HBox(list(controls.values())), out])
-    display(box)
+    display(w.VBox([w.HTML("<b>Move the controls</b>: the table below follows them."),
+                    w.HBox(list(controls.values())), out]))
     update()
-    return box
 
 
 # ---- softmax ---------------------------------------------------------------------------------
@@ -119,10 +134,9 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
                 + (f"; {t[best] / t[step]:.2f}× the fastest baseline here ({best})" if best else "")
                 + f" ({provenance(df)}).")
 
-    render(cols, width, step)
     w = _widgets()
     if w is None:
-        return _interactive({}, render)
+        return _static(render, dict(cols=cols, width=width, step=step))
     lengths = [2 ** k for k in range(5, 17)]
     c_cols = w.SelectionSlider(options=lengths, value=min(lengths, key=lambda c: abs(np.log2(c / cols))),
                                description="row length")
@@ -133,7 +147,6 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
     def follow(change):
         c_step.options = _softmax_steps(change["new"])
     c_width.observe(follow, names="value")
-    print("Move the sliders (the table above is the default point):")
     return _interactive({"cols": c_cols, "width": c_width, "step": c_step}, render)
 
 
@@ -157,13 +170,11 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
                 + (f", {b['median_us'] / launch:.1f} empty-kernel launches" if launch else "")
                 + f" ({provenance(df)}).")
 
-    render(rows, path)
     w = _widgets()
     if w is None:
-        return _interactive({}, render)
+        return _static(render, dict(rows=rows, path=path))
     opts = [1, 4, 16, 64, 512, 8192]
     c_rows = w.SelectionSlider(options=opts, value=min(opts, key=lambda r: abs(np.log2(r / max(rows, 1)))),
                                description="rows")
     c_path = w.ToggleButtons(options=["float32", "f32_fp16w", "float16"], value=path, description="data path")
-    print("Move the sliders (the table above is the default point):")
     return _interactive({"rows": c_rows, "path": c_path}, render)
