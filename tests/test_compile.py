@@ -1,5 +1,6 @@
-"""Everywhere (no GPU needed): every kernel compiles for sm_87 and sm_90 with no spills,
-follows the naming/marker conventions, and the PTX shows what each lesson claims."""
+"""Everywhere (no GPU needed): every kernel compiles for sm_87 and sm_90 with no spills, and for
+every GPU a learner may have (sm_75 T4 ... sm_90 Hopper) with no spills where its step runs;
+kernels follow the naming/marker conventions, and the PTX shows what each lesson claims."""
 import re
 
 import pytest
@@ -7,12 +8,68 @@ import pytest
 from kernellab import build
 
 FAMILIES = sorted(p.stem for p in build.KERNELS.glob("*.cu"))
+KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)')
+# Every architecture a learner may run the labs on: T4 (free notebook GPUs), A100, RTX 30xx,
+# Jetson Orin, RTX 40xx / L4, H100/H200. build.ARCHS stays the teaching pair shown in the labs.
+LEARNER_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
+# Kernels that need a newer GPU than sm_75 (their variants carry the same min_arch): below it the
+# instruction is compiled out behind `#if __CUDA_ARCH__ >= ...` and the kernel traps (never a
+# silent wrong answer); the lab skips the step loudly before any launch.
+#   mma.sync.m16n8k16 with fp16 inputs: sm_80. createpolicy / ld ... .L2::cache_hint: sm_80.
+MIN_ARCH = {"gemv_28_int4_mma": "sm_80", "gemv_29_int8_w8a16": "sm_80"}
+# Kernels whose default path runs everywhere but one option needs sm_80 (stream = 1: the L2
+# evict-first weight loads of variant 22_fp16_fast_stream).
+OPTION_MIN_ARCH = {k: "sm_80" for k in ("gemv_22_fp16_fast", "gemv_23_fp16_f32out_fast", "gemv_24_f32_fast",
+                                        "gemv_25_int8_fast", "gemv_26_int4_awq")}
+
+
+def _arch_num(arch):
+    return int(arch.split("_")[1])
+
+
+@pytest.mark.parametrize("arch", LEARNER_ARCHS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_compiles_for_every_learner_gpu(family, arch):
+    """Every kernel of every family compiles for every learner arch (NVRTC, no GPU needed), with
+    0 spills wherever the step is meant to run. A failure names the arch: a T4 learner would get
+    no lab at all if one kernel of the family failed (one .cu is one module)."""
+    info = build.ptxas_info(family, archs=(arch,))
+    kernels = set(KERNEL_RE.findall(build.source(family)))
+    assert kernels <= set(info.kernel), f"{arch}: no ptxas info for {kernels - set(info.kernel)}"
+    runs_here = info[[_arch_num(arch) >= _arch_num(MIN_ARCH.get(k, "sm_75")) for k in info.kernel]]
+    spills = runs_here[(runs_here.spill_stores > 0) | (runs_here.spill_loads > 0)]
+    assert spills.empty, f"{arch} spills:\n{spills[['kernel', 'registers', 'spill_stores', 'spill_loads']].to_string()}"
+
+
+def test_min_arch_table_names_real_kernels():
+    gemv = set(build.steps("gemv"))
+    assert set(MIN_ARCH) <= gemv and set(OPTION_MIN_ARCH) <= gemv
+
+
+@pytest.mark.parametrize("arch", LEARNER_ARCHS)
+def test_below_min_arch_a_kernel_traps_and_never_runs_the_instruction(arch):
+    """Below its minimum a guarded kernel holds a trap and none of the sm_80 instructions; at or
+    above it the instruction is there, exactly as the teaching archs compile it."""
+    for k, need in {**MIN_ARCH, **OPTION_MIN_ARCH}.items():
+        step = k.removeprefix("gemv_")
+        sm80 = build.ptx("gemv", step, arch, grep=r"mma\.sync|createpolicy|L2::cache_hint")
+        trap = build.ptx("gemv", step, arch, grep=r"\btrap;")
+        if _arch_num(arch) >= _arch_num(need):
+            assert sm80 and not trap, (k, arch)
+        else:
+            assert trap and not sm80, (k, arch)
+
+
+@pytest.mark.parametrize("arch", LEARNER_ARCHS)
+def test_gemv_compute_only_build_compiles_for_every_learner_gpu(arch):
+    ptx, log = build.nvrtc_compile(build.source("gemv"), arch, "gemv_compute_only.cu", ("-DGEMV_COMPUTE_ONLY",))
+    assert "spill stores" in log and not re.search(r"[1-9]\d* bytes spill", log), log
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_compiles_without_spills(family):
     info = build.ptxas_info(family)
-    kernels = set(re.findall(r'extern\s+"C"\s+__global__\s+void\s+(\w+)', build.source(family)))
+    kernels = set(KERNEL_RE.findall(build.source(family)))
     assert kernels, f"{family}.cu has no kernels"
     for arch in build.ARCHS:
         got = set(info[info.arch == arch].kernel)
@@ -24,7 +81,7 @@ def test_compiles_without_spills(family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_kernel_has_a_marker_and_a_why(family):
     src = build.source(family)
-    kernels = re.findall(r'extern\s+"C"\s+__global__\s+void\s+(\w+)', src)
+    kernels = KERNEL_RE.findall(src)
     assert set(kernels) == set(build.steps(family)), "every kernel needs exactly one // === marker ==="
     for k in kernels:
         assert re.fullmatch(rf"{family}_\d\d_\w+", k), k
