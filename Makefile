@@ -62,7 +62,7 @@ sanitize:
 
 ## make headline: figures/headline.png (the README's figure) from the recorded results
 headline:
-	@$(call WITHPY,test) MPLBACKEND=Agg $$PY -c "from kernellab.plot import main; main(['headline'])"
+	@$(call WITHPY,test) MPLBACKEND=Agg $$PY -m kernellab.labs headline
 
 ## make wheelhouse: on a connected machine, download every wheel a classroom needs into wheelhouse/
 ## (PLATFORM=jetson for aarch64 / Python 3.10 / JetPack 6); scripts/env.sh installs from it offline

@@ -222,7 +222,7 @@ bench.table(bres)
 
 # %%
 sweep = bench.select(bres, kind="variant")
-sweep = sweep[sweep.case.isin([add.BIAS.case_key(s, "float16") for s in add.BIAS.SWEEP])]
+sweep = sweep[sweep.case.isin([add.BIAS.case_key(s, "float16") for s in add.BIAS_SWEEP])]
 plot.sweep(sweep, "03_bias_modulo_sweep", title="broadcast bias add, fp16, 2^25 elements: GB/s vs cols")
 pd.concat([bench.speedup(sweep, "06_bias_2d", "05_bias_mod").rename("modulo removed (05/06)"),
            bench.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d").rename("8-wide loads (06/07)")], axis=1).round(2)

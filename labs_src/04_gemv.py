@@ -589,7 +589,7 @@ cv = bench.compare(gemv.CONVERT, gemv.CONVERT.RECORD_CASES)
 bench.table(cv)
 
 # %%
-xo = bench.compare(gemv.BATCHED, gemv.BATCHED.CASES["float16"], names=["17_batched_fp16_float4"], host=False)
+xo = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["float16"], names=["17_batched_fp16_float4"], host=False)
 for k, m in ((4096, 4096), (12288, 4096)):
     plot.sweep(xo[xo["case"].str.contains(f"x{k}x{m}:")] if not xo.empty else xo, f"04_gemv_crossover_{k}x{m}",
                x="rows", title=f"prefill fp16 {k} x {m}: batched GEMV kernel vs cuBLAS, by tokens (GB/s)")
@@ -607,7 +607,7 @@ kl.say("Not measured or recorded yet: on a GPU this sweeps 1…512 tokens." if n
        "; ".join(lines) + f" (the report switches at 8) ({kl.provenance(xo)}).")
 
 # %%
-xw = bench.compare(gemv.BATCHED, gemv.BATCHED.CASES["f32_fp16w"], names=["15_batched_f16w_half2x2"], host=False)
+xw = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["f32_fp16w"], names=["15_batched_f16w_half2x2"], host=False)
 cs = [c for c in dict.fromkeys(xw["case"])] if not xw.empty else []
 route = "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)"
 win, r = gemv.first_win(xw, route, "15_batched_f16w_half2x2", cs)
@@ -623,10 +623,10 @@ kl.say("Not measured or recorded yet." if xw.empty else
 # change mattered for *that* memory system, or was absorbed by the compiler.
 
 # %%
-vit = bench.compare(gemv.BATCHED, gemv.BATCHED.CASES["vit"], names=["16_batched_fp16_half2", "17_batched_fp16_float4"],
+vit = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["vit"], names=["16_batched_fp16_half2", "17_batched_fp16_float4"],
                     host=False)
 claims = gemv.verdicts(pd.concat([bench.claims(pd.concat([f32, i8, f16, lg]), gemv.CLAIMS),
-                                  bench.claims(vit, gemv.BATCHED.CLAIMS)], ignore_index=True))
+                                  bench.claims(vit, gemv.BATCHED_CLAIMS)], ignore_index=True))
 claims
 
 # %% [markdown]

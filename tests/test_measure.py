@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernellab import bench, build, sanitize
-from kernellab.record import LABS, families
+from kernellab import bench, build, launch, measuring, results, sanitize
+from kernellab.labs import ladders
 
 
 def _cupy_nvrtc_options(arch="90"):
@@ -71,7 +71,7 @@ def test_read_roof_keeps_many_loads_in_flight(arch):
     assert len(loads) >= 8, f"{len(loads)} 16-byte loads in measure_02_read"
 
 
-@pytest.mark.parametrize("nbytes", bench.INFLIGHT_BYTES)
+@pytest.mark.parametrize("nbytes", measuring.INFLIGHT_BYTES)
 def test_inflight_sweep_kernels_load_what_they_say(nbytes):
     width = {4: r"ld\.global\.cg\.f32", 8: r"ld\.global\.cg\.v2\.f32"}.get(nbytes, r"ld\.global\.cg\.v4\.f32")
     loads = build.ptx("measure", f"05_inflight_{nbytes}B", "sm_90", grep=width)
@@ -85,15 +85,15 @@ def test_sfu_and_chase_kernels():
 
 
 def test_kernel_args_pack_like_the_kernels_declare():
-    a = build.kernel_args((3, True, 2.5, np.float64(1.5), np.int64(7), np.float32(1)))
+    a = launch.kernel_args((3, True, 2.5, np.float64(1.5), np.int64(7), np.float32(1)))
     assert [type(x) for x in a] == [np.int32, np.int32, np.float32, np.float32, np.int64, np.float32]
-    assert build._dims(5) == (5,) and build._dims((2, np.int64(3))) == (2, 3)
-    assert type(build._dims((2, np.int64(3)))[1]) is int
+    assert launch._dims(5) == (5,) and launch._dims((2, np.int64(3))) == (2, 3)
+    assert type(launch._dims((2, np.int64(3)))[1]) is int
 
 
 def _fund(**over):
     q = {"SMs": 100, "threads per SM in the sweep": 2048, "DRAM latency (pointer chase)": 500.0,
-         "read roof": 3000.0, **{f"read with {b} B in flight per thread": 100.0 * b for b in bench.INFLIGHT_BYTES}}
+         "read roof": 3000.0, **{f"read with {b} B in flight per thread": 100.0 * b for b in measuring.INFLIGHT_BYTES}}
     q.update(over)
     df = pd.DataFrame({"quantity": list(q), "value": list(q.values()), "unit": ""})
     df["device"], df["date"], df["source"] = "test", "2026-01-01", "recorded"
@@ -101,16 +101,16 @@ def _fund(**over):
 
 
 def test_littles_law_prediction():
-    t = bench.inflight(_fund())
-    assert list(t["B in flight per thread"]) == list(bench.INFLIGHT_BYTES)
+    t = measuring.inflight(_fund())
+    assert list(t["B in flight per thread"]) == list(measuring.INFLIGHT_BYTES)
     # 4 B x 2048 threads x 100 SMs / 500 ns = 1638.4 GB/s; from 8 B on the roof (3000) caps it
     assert t["Little's law predicts GB/s"].iloc[0] == pytest.approx(4 * 2048 * 100 / 500)
     assert t["Little's law predicts GB/s"].iloc[-1] == 3000.0
-    assert bench.value(_fund(), "no such row") != bench.value(_fund(), "no such row")   # NaN
-    assert bench.inflight(pd.DataFrame()).empty
-    assert bench.sweep_fraction(_fund(), 16) == pytest.approx(1600 / 3000)
-    assert bench.sweep_fraction(_fund(), 12) == pytest.approx(np.interp(np.log2(12), [3, 4], [800, 1600]) / 3000)
-    assert bench.sweep_fraction(_fund(), 1) == pytest.approx(400 / 3000)      # clamped to the first point
+    assert measuring.value(_fund(), "no such row") != measuring.value(_fund(), "no such row")   # NaN
+    assert measuring.inflight(pd.DataFrame()).empty
+    assert measuring.sweep_fraction(_fund(), 16) == pytest.approx(1600 / 3000)
+    assert measuring.sweep_fraction(_fund(), 12) == pytest.approx(np.interp(np.log2(12), [3, 4], [800, 1600]) / 3000)
+    assert measuring.sweep_fraction(_fund(), 1) == pytest.approx(400 / 3000)      # clamped to the first point
 
 
 def test_result_columns_carry_warm_and_host_time():
@@ -122,7 +122,7 @@ def test_result_columns_carry_warm_and_host_time():
 def test_fundamentals_recorded_have_the_rows_labs_read():
     if bench.is_live():
         pytest.skip("live: tests/test_gpu_measure.py measures them")
-    fund = bench.fundamentals()
+    fund = measuring.fundamentals()
     if fund.empty:
         pytest.skip("nothing recorded")
     for q in ("copy roof", "read roof", "empty kernel launch", "fp32 FMA peak"):
@@ -130,7 +130,7 @@ def test_fundamentals_recorded_have_the_rows_labs_read():
 
 
 def test_sanitize_cases_are_small_and_awkward():
-    fams = [f for f in families([lab for lab in LABS if lab != "measuring"]) if getattr(f, "VARIANTS", None)]
+    fams = ladders()
     assert fams
     for fam in fams:
         cs = sanitize.cases(fam)
@@ -147,14 +147,14 @@ def test_makefile_has_sanitize():
 
 
 def test_plan_keys_and_clear_plans():
-    """Launch plans (build.Variant): scalars are keyed by value and marked as such; an
+    """Launch plans (launch.Variant): scalars are keyed by value and marked as such; an
     unhashable argument makes the key unusable (the full path runs); clear_plans empties all."""
-    k1 = build._plan_key((3, 1e-6), None)
-    assert k1 == build._plan_key((3, 1e-6), None) and k1 != build._plan_key((4, 1e-6), None)
+    k1 = launch._plan_key((3, 1e-6), None)
+    assert k1 == launch._plan_key((3, 1e-6), None) and k1 != launch._plan_key((4, 1e-6), None)
     with pytest.raises(TypeError):
-        {}.get(build._plan_key(([1, 2],), None))
+        {}.get(launch._plan_key(([1, 2],), None))
     from kernellab import add
     v = add.VARIANTS["02_f32_float4"]
     v._plans["fake"] = lambda: None
-    build.clear_plans()
+    launch.clear_plans()
     assert not v._plans

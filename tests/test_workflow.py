@@ -365,13 +365,13 @@ def test_plots_are_readable_and_return_figures(tmp_path, monkeypatch):
 
 
 def test_headline_draws_from_recorded_results(tmp_path, monkeypatch):
-    from kernellab import device, plot
+    from kernellab import device, labs, plot
     if not device.recorded_meta():
         pytest.skip("nothing recorded")
     monkeypatch.setattr(plot, "FIGURES", tmp_path)
-    rows = plot._headline_rows()
+    rows = labs.headline_rows()
     assert {"softmax", "rmsnorm", "add"} <= set(rows["family"])
-    assert plot.headline() is not None and _png_width(tmp_path / "headline.png") <= 1000
+    assert labs.headline() is not None and _png_width(tmp_path / "headline.png") <= 1000
 
 
 # ---- explorers without a widget front end ---------------------------------------------------------

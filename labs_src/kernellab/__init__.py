@@ -1,14 +1,26 @@
-"""kernellab: the one helper package behind every lab.
+"""kernellab: the helper package behind every lab.
 
-build   compile kernels/<family>.cu (live: cupy.RawModule; no GPU: NVRTC for sm_87 + sm_90),
-        show a step's source, ptxas -v info and PTX
-check   validate inputs before a launch, compare against a NumPy reference
-bench   CUDA-event timing with an L2 flush, the copy/read roofs, side-by-side comparisons
-plot    the few figure kinds, each labelled live or recorded with device and date
-device  device facts, live vs compile-only mode, recorded results
+core/      knows no lab: device (facts, modes, the device record), build (compile, show, PTX,
+           occupancy), launch (Variant, input checks, aliasing), family (the Family type), check
+           (against a reference, exercises), bench (timing only), results (the one reader of
+           live/recorded frames, sentences and verdicts), cublas, plot
+<lab>.py   one module per lab (measuring, softmax, rmsnorm, add, gemv, vision, vit_block, ...)
+labs.py    the list of labs and their families; record, sanitize, explore: tools over all labs
 """
-from . import device, build, check, bench, plot  # noqa: F401
-from .device import mode, is_live, banner, say, provenance  # noqa: F401
-from .check import check as check_close, require, CheckError  # noqa: F401
+import sys as _sys
 
-__all__ = ["device", "build", "check", "bench", "plot", "mode", "is_live", "banner", "say", "provenance", "require", "CheckError"]
+from .core import device, build, launch, family, check, bench, results, plot  # noqa: F401
+from .core.device import mode, is_live, banner, provenance  # noqa: F401
+from .core.results import say  # noqa: F401
+from .core.check import check as check_close, CheckError  # noqa: F401
+from .core.launch import require  # noqa: F401
+
+# The core modules used to live at the package's top level (kernellab.bench, ...): a learner's
+# saved notebook that imports them from there keeps working.
+for _name in ("device", "build", "launch", "family", "check", "bench", "results", "plot"):
+    _sys.modules[f"{__name__}.{_name}"] = _sys.modules[f"{__name__}.core.{_name}"]
+
+__all__ = ["device", "build", "launch", "family", "check", "bench", "results", "plot", "mode", "is_live",
+           "banner", "say", "provenance", "require", "CheckError"]
+
+from . import compat as _compat  # noqa: E402,F401  (old names, for saved notebooks)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 
-from .build import launch, variant
-from .check import aligned, out_like, require
+from .core.family import Family
+from .core.launch import launch, variant
+from .core.launch import aligned, out_like, require
 
 NAME = "add"
 FAMILY = "add"
@@ -153,22 +153,22 @@ def _bias_step(name, cols_per_thread, two_d):
 
 
 BIAS_COLS = [1000, 1152, 3584, 4096, 4099, 11008, 151936]     # the modulo sweep: 2**25 elements each
-BIAS = SimpleNamespace(
-    NAME="bias_add", FAMILY=FAMILY, case_key=case_key, make_input=_bias_input, reference=reference,
+BIAS_SHAPES = {"seed_qkv_bias_512x4096": (512, 4096), "64M_16384x4096": (16384, 4096)}
+BIAS_SWEEP = [(2 ** 25 // c, c) for c in BIAS_COLS]
+BIAS = Family(
+    name="bias_add", kernels=FAMILY, case_key=case_key, make_input=_bias_input, reference=reference,
     bytes_moved=_bias_bytes,
-    VARIANTS={"05_bias_mod": variant(dtypes=("float16",))(_bias_step("05_bias_mod", 1, False)),
+    variants={"05_bias_mod": variant(dtypes=("float16",))(_bias_step("05_bias_mod", 1, False)),
               "06_bias_2d": variant(dtypes=("float16",))(_bias_step("06_bias_2d", 1, True)),
               "07_bias_2d_vec8": variant(dtypes=("float16",))(_bias_step("07_bias_2d_vec8", 8, True))},
-    BEST={"float16": "07_bias_2d_vec8"},
-    BASELINES={"cupy + (broadcast)": _cupy, "torch.add (broadcast)": _torch},
-    SHAPES={"seed_qkv_bias_512x4096": (512, 4096), "64M_16384x4096": (16384, 4096)},
-    SWEEP=[(2 ** 25 // c, c) for c in BIAS_COLS],
-    CHECK_CASES=[(s, v) for s in [(1, 1), (3, 31), (1, 1023), (3, 1152), (5, 3584), (64, 4097), (70000, 8),
+    default={"float16": "07_bias_2d_vec8"},
+    baselines={"cupy + (broadcast)": _cupy, "torch.add (broadcast)": _torch},
+    shapes=BIAS_SHAPES,
+    record_cases=[(s, "float16") for s in dict.fromkeys(list(BIAS_SHAPES.values()) + BIAS_SWEEP)],
+    check_cases=[(s, v) for s in [(1, 1), (3, 31), (1, 1023), (3, 1152), (5, 3584), (64, 4097), (70000, 8),
                                   (512, 1000), (0, 8)]
                  for v in ("randn", "large", "hostile")],
 )
-BIAS.RECORD_CASES = [(s, "float16") for s in dict.fromkeys(list(BIAS.SHAPES.values()) + BIAS.SWEEP)]
-
 
 # ---- DeepStack: x[row0 : row0 + k, :] += feats, in place ----------------------------------------
 
@@ -208,7 +208,12 @@ def rows_reference(x, feats, row0):
     return out
 
 
-FAMILIES = [sys.modules[__name__], BIAS]
+ADD = Family(
+    name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
+    bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
+    case_key=case_key, record_cases=RECORD_CASES,
+    about="lab 03: residual adds and broadcast bias")
+FAMILIES = [ADD, BIAS]
 
 
 # Bytes each thread of a residual-add step asks for at once: its load width per operand (one load

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import bench
-from .device import is_live, load_recorded, provenance
+from .core import bench
+from .core.device import is_live, load_recorded, provenance
 from .core.results import say
 
 COLUMNS = ["case", "name", "kind", "median_us", "gbps", "frac_copy", "source", "device", "date"]

@@ -12,14 +12,15 @@ The logits head (fp16 in, fp32 out) is the family LOGITS, the prefill kernels BA
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 
-from .bench import pick, ratio  # noqa: F401  (time(slow) / time(fast) at one case; the lab's sentences use it)
-from .build import launch, variant
-from .check import aligned, check, out_like, require
-from .device import info, is_live
+from .core.bench import pick, ratio  # noqa: F401  (time(slow) / time(fast) at one case; the lab's sentences use it)
+from .core.family import Family
+from .core.launch import launch, variant
+from .core.check import check
+from .core.launch import aligned, out_like, require
+from .core.device import info, is_live
 
 NAME = "gemv"
 FAMILY = "gemv"
@@ -387,8 +388,8 @@ def tile_split(name, K, M) -> int:
     key = (name, K, M)
     S = TILE_SPLIT.get(key)
     if S is None:
-        from .bench import blocks_per_sm
-        from .build import kernel
+        from .core.bench import blocks_per_sm
+        from .core.build import kernel
         k = kernel(FAMILY, f"gemv_{name}")
         tiles, sms = -(-K // 16), info()["sms"]
         fits = [n for n in range(1, min(16, -(-M // GROUP)) + 1) if blocks_per_sm(k, 32 * n) * sms >= tiles]
@@ -507,8 +508,8 @@ def _read_floor(*args):
     bytes in flight per thread, one resident wave of blocks) reading the weight's own bytes and
     doing nothing else. Timed like every kernel, so it carries the same launch and ramp costs."""
     import cupy
-    from .bench import resident_grid
-    from .build import kernel
+    from .core.bench import resident_grid
+    from .core.build import kernel
     W = args[0]
     n4 = W.nbytes // 16
     if not n4 or not aligned(16, W):
@@ -528,7 +529,8 @@ def _compute_only(*args):
     instruction still runs (the answer is meaningless). Its time is what the instructions alone
     cost; FLOOR is what the bytes alone cost; a kernel nears the larger only by overlapping them.
     The step's own launches (grid, block, split, fallback) are recorded once and replayed."""
-    from .build import module, record_launches
+    from .core.build import module
+    from .core.launch import record_launches
     path = _path_of(args)
     if path not in ("int8", "int4", "w8a16") or not args[0].shape[0] or not args[-1].shape[0]:
         return None
@@ -596,20 +598,20 @@ def _cublas_f16out(W, x):
     return lambda: cupy.matmul(W, x, out=y)
 
 
-LOGITS = SimpleNamespace(
-    NAME="gemv_logits", FAMILY=FAMILY, case_key=case_key, make_input=_logits_input,
+LOGITS = Family(
+    name="gemv_logits", kernels=FAMILY, case_key=case_key, make_input=_logits_input,
     reference=_logits_reference, bytes_moved=_logits_bytes,
     tolerance=lambda W, x: tolerance(W, x, out_dtype="float32"),
-    VARIANTS={"11_fp16_f32out_half2": _step("11_fp16_f32out_half2", "fp16_f32out", "warp", wvec=4, xvec=4, int32=True),
+    variants={"11_fp16_f32out_half2": _step("11_fp16_f32out_half2", "fp16_f32out", "warp", wvec=4, xvec=4, int32=True),
               "12_fp16_f32out_ilp": _step("12_fp16_f32out_ilp", "fp16_f32out", "warp"),
               "23_fp16_f32out_fast": _fast("23_fp16_f32out_fast")},
-    BEST={"fp16_f32out": "23_fp16_f32out_fast"},
-    BASELINES={"cuBLAS (cupy.matmul, fp16 out)": _cublas_f16out},
-    SHAPES={"logits_151936x4096": (151936, 4096), "qwen3_gate_up_12288x4096": (12288, 4096),
+    default={"fp16_f32out": "23_fp16_f32out_fast"},
+    baselines={"cuBLAS (cupy.matmul, fp16 out)": _cublas_f16out},
+    shapes={"logits_151936x4096": (151936, 4096), "qwen3_gate_up_12288x4096": (12288, 4096),
             "qwen3_down_4096x12288": (4096, 12288)},
-    CHECK_CASES=[c for c in CHECK_CASES if c[0][1] in (1, 8, 31, 4097, 4100)] + [((151936, 64), "randn")],
+    check_cases=[c for c in CHECK_CASES if c[0][1] in (1, 8, 31, 4097, 4100)] + [((151936, 64), "randn")],
+    record_cases=[(s, "fp16_f32out") for s in (QO, KV, UP, DOWN, VOCAB)],
 )
-LOGITS.RECORD_CASES = [(s, "fp16_f32out") for s in (QO, KV, UP, DOWN, VOCAB)]
 
 
 def int32_offsets(shapes=None):
@@ -737,16 +739,17 @@ def _cupy_astype(a):
     return lambda: cupy.copyto(o, a, casting="same_kind" if a.dtype == cupy.float32 else "safe")
 
 
-CONVERT = SimpleNamespace(
-    NAME="gemv_convert", FAMILY=FAMILY, case_key=case_key, make_input=_conv_input, reference=_conv_reference,
+CONVERT_SHAPES = {"prefill_512x4096": (512 * 4096,), "prefill_512x12288": (512 * 12288,)}
+CONVERT = Family(
+    name="gemv_convert", kernels=FAMILY, case_key=case_key, make_input=_conv_input, reference=_conv_reference,
     bytes_moved=lambda a, *_: a.nbytes + a.size * (2 if a.dtype == np.float32 else 4),
-    VARIANTS={nm: _conv_variant(nm) for nm in CONV},
-    BEST={"f32_to_f16": "19_f32_to_f16_x4", "f16_to_f32": "21_f16_to_f32_x4"},
-    BASELINES={"cupy copyto (cast)": _cupy_astype},
-    SHAPES={"prefill_512x4096": (512 * 4096,), "prefill_512x12288": (512 * 12288,)},
-    CHECK_CASES=[((n,), v) for n in (1, 3, 5, 4097, 512 * 4096 + 3) for v in ("randn", "large", "hostile")],
+    variants={nm: _conv_variant(nm) for nm in CONV},
+    default={"f32_to_f16": "19_f32_to_f16_x4", "f16_to_f32": "21_f16_to_f32_x4"},
+    baselines={"cupy copyto (cast)": _cupy_astype},
+    shapes=CONVERT_SHAPES,
+    record_cases=[(s, dt) for dt in ("f32_to_f16", "f16_to_f32") for s in CONVERT_SHAPES.values()],
+    check_cases=[((n,), v) for n in (1, 3, 5, 4097, 512 * 4096 + 3) for v in ("randn", "large", "hostile")],
 )
-CONVERT.RECORD_CASES = [(s, dt) for dt in ("f32_to_f16", "f16_to_f32") for s in CONVERT.SHAPES.values()]
 
 
 def _hgemm_route(X, W):
@@ -788,21 +791,6 @@ def _btorch(X, W):
 
 BATCH_TOKENS = [1, 2, 4, 8, 16, 32, 128, 512]
 VIT = (1024, 1152, 1152)      # Qwen3-VL ViT: 1024 patch tokens, hidden 1152
-BATCHED = SimpleNamespace(
-    NAME="gemv_batched", FAMILY=FAMILY, case_key=case_key, make_input=_batched_input,
-    reference=_batched_reference, bytes_moved=_batched_bytes, tolerance=_batched_tolerance,
-    VARIANTS={"13_batched_f32": _bstep("13_batched_f32", "float32", 128, 16, 16),
-              "14_batched_f16w_half2": _bstep("14_batched_f16w_half2", "f32_fp16w", 256, 4, 8),
-              "15_batched_f16w_half2x2": _bstep("15_batched_f16w_half2x2", "f32_fp16w", 256, 8, 16),
-              "16_batched_fp16_half2": _bstep("16_batched_fp16_half2", "float16", 256, 4, 4),
-              "17_batched_fp16_float4": _bstep("17_batched_fp16_float4", "float16", 256, 16, 16)},
-    BEST={"float32": "13_batched_f32", "f32_fp16w": "15_batched_f16w_half2x2", "float16": "17_batched_fp16_float4"},
-    BASELINES={"cuBLAS (cupy.matmul)": _bcublas, "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)": _hgemm_route,
-               "torch F.linear": _btorch},
-    SHAPES={"prefill_512x4096x4096": (512, 4096, 4096), "vit_1024x1152x1152": (1024, 1152, 1152)},
-    CHECK_CASES=[((n, k, m), v) for (n, k, m) in [(1, 3, 7), (3, 33, 31), (8, 33, 1023), (9, 17, 4100), (2, 5, 8)]
-                 for v in ("randn", "hostile")] + [((0, 4, 8), "randn"), ((3, 4, 0), "randn")],
-)
 
 
 def crossover_cases(tokens=BATCH_TOKENS, shapes=((4096, 4096), (12288, 4096)), path="float16"):
@@ -810,51 +798,41 @@ def crossover_cases(tokens=BATCH_TOKENS, shapes=((4096, 4096), (12288, 4096)), p
     return [((n, k, m), path) for k, m in shapes for n in tokens]
 
 
-BATCHED.CASES = {"float16": crossover_cases(), "f32_fp16w": crossover_cases(shapes=((4096, 4096),), path="f32_fp16w"),
+BATCHED_CASES = {"float16": crossover_cases(), "f32_fp16w": crossover_cases(shapes=((4096, 4096),), path="f32_fp16w"),
                  "float32": [((n, 4096, 4096), "float32") for n in (1, 8, 64)], "vit": [(VIT, "float16")]}
-BATCHED.RECORD_CASES = [c for cs in BATCHED.CASES.values() for c in cs]
-BATCHED.CLAIMS = [("batched_gemm_pure_fp16 half2 -> float4 (credited with +75.6% ViT prefill end to end)",
+BATCHED_CLAIMS = [("batched_gemm_pure_fp16 half2 -> float4 (credited with +75.6% ViT prefill end to end)",
                    "1.756x (end to end)", "17_batched_fp16_float4", "16_batched_fp16_half2", case_key(VIT, "float16"))]
+BATCHED = Family(
+    name="gemv_batched", kernels=FAMILY, case_key=case_key, make_input=_batched_input,
+    reference=_batched_reference, bytes_moved=_batched_bytes, tolerance=_batched_tolerance,
+    variants={"13_batched_f32": _bstep("13_batched_f32", "float32", 128, 16, 16),
+              "14_batched_f16w_half2": _bstep("14_batched_f16w_half2", "f32_fp16w", 256, 4, 8),
+              "15_batched_f16w_half2x2": _bstep("15_batched_f16w_half2x2", "f32_fp16w", 256, 8, 16),
+              "16_batched_fp16_half2": _bstep("16_batched_fp16_half2", "float16", 256, 4, 4),
+              "17_batched_fp16_float4": _bstep("17_batched_fp16_float4", "float16", 256, 16, 16)},
+    default={"float32": "13_batched_f32", "f32_fp16w": "15_batched_f16w_half2x2", "float16": "17_batched_fp16_float4"},
+    baselines={"cuBLAS (cupy.matmul)": _bcublas, "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)": _hgemm_route,
+               "torch F.linear": _btorch},
+    shapes={"prefill_512x4096x4096": (512, 4096, 4096), "vit_1024x1152x1152": (1024, 1152, 1152)},
+    check_cases=[((n, k, m), v) for (n, k, m) in [(1, 3, 7), (3, 33, 31), (8, 33, 1023), (9, 17, 4100), (2, 5, 8)]
+                 for v in ("randn", "hostile")] + [((0, 4, 8), "randn"), ((3, 4, 0), "randn")],
+    record_cases=[c for cs in BATCHED_CASES.values() for c in cs],
+)
 
 
-FAMILIES = [sys.modules[__name__], LOGITS, BATCHED, CONVERT]
 
+GEMV = Family(
+    name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
+    bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
+    case_key=case_key, record_cases=RECORD_CASES, tolerance=tolerance,
+    about="lab 04: GEMV, the matmul report's kernels before/after and beyond")
+FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT]
 
-# ---- checks with the M-scaled tolerance ---------------------------------------------------------
 
 def check_variants(family=None, names=None, cases=None) -> None:
-    """kernellab.check.variants with each case's tolerance from the family's tolerance() (scaled
-    by M: a dot product of M terms in fp32). One line per variant; raises on the first mismatch.
-    Compile-only: runs the NumPy reference on the same cases and says so."""
-    fam = family or sys.modules[__name__]
-    cases = fam.CHECK_CASES if cases is None else cases
-    tol = getattr(fam, "tolerance", None)
-    for nm in (list(fam.VARIANTS) if names is None else names):
-        fn = fam.VARIANTS[nm]
-        for dt in fn.dtypes:
-            worst = 0.0
-            for i, (shape, values) in enumerate(cases):
-                host = fam.make_input(shape, dt, values, seed=i)
-                want = fam.reference(*host)
-                if not is_live():
-                    continue
-                import cupy
-                t = tol(*host) if tol else {}
-                got = fn(*[cupy.asarray(a) for a in host])
-                st = check(got, want, quiet=True, name=f"{fam.NAME} {nm} {dt} {shape} {values}", **t)
-                if t:   # the largest error as a fraction of what the tolerance allows there
-                    g, w = got.get().astype(np.float64), want.astype(np.float64)
-                    fin = np.isfinite(w)
-                    allowed = t["atol"] + t["rtol"] * np.abs(w[fin])
-                    worst = max(worst, float(np.max(np.abs(g[fin] - w[fin]) / allowed, initial=0.0)))
-                else:
-                    worst = max(worst, st["max_rel"])
-            what = "of the allowed error (M-scaled bound + output rounding)" if tol else "max rel err"
-            if is_live():
-                print(f"{fam.NAME} {nm:<24} {dt:<11}: {len(cases)} cases OK, worst error {worst:.2g} {what}")
-            else:
-                print(f"{fam.NAME} {nm:<24} {dt:<11}: SKIPPED (compile-only): NumPy reference ran on "
-                      f"{len(cases)} cases; a GPU would run the kernel on each and compare")
+    """check.variants (the family's M-scaled tolerance applies there); the main GEMV family by default."""
+    from .core.check import variants
+    variants(family or GEMV, names, cases)
 
 
 def waves(K, rows_per_block, threads, sms, blocks_per_sm) -> dict:
@@ -871,7 +849,7 @@ def orin_model(shapes=None, gbps=None, frac=0.85):
     """Jetson Orin on paper (a MODEL, not a measurement): time = unique bytes / (frac x roof) for
     the fp16 and int8/int4 paths, and the rows each of its 16 SMs gets."""
     import pandas as pd
-    from .device import ORIN_PEAK_GBPS
+    from .core.device import ORIN_PEAK_GBPS
     gbps = gbps or ORIN_PEAK_GBPS
     shapes = shapes or {k: v for k, v in SHAPES.items()}
     rows = []
@@ -890,7 +868,7 @@ def orin_model(shapes=None, gbps=None, frac=0.85):
 
 def time_us(df, name, case) -> float:
     """The median µs of one row of a results frame (NaN when absent)."""
-    from .bench import pick
+    from .core.bench import pick
     return pick(df, name, "median_us", case=case)
 
 
@@ -989,7 +967,7 @@ def loop_instructions(step: str, arch: str = "sm_90") -> dict:
     bytes one thread loads per trip, i.e. the instructions per byte that dequantisation costs
     (PTX, before ptxas, without moves: a guide, not a SASS count)."""
     import re
-    from .build import ptx
+    from .core.build import ptx
     lines = ptx(FAMILY, step, arch)
     marks = [i for i, l in enumerate(lines) if re.match(r"\$L__BB\d+_\d+:", l)] + [len(lines)]
     body = max((lines[a:b] for a, b in zip(marks, marks[1:])), key=len)
@@ -1011,7 +989,7 @@ def warm_vs_flushed(name, cases, family=None):
         print(f"SKIPPED (compile-only): on a GPU this times {name} flushed and warm at {[s for s, _ in cases]}.")
         return pd.DataFrame()
     import cupy
-    from .bench import time_fn
+    from .core.bench import time_fn
     rows = []
     for shape, dt in cases:
         args = [cupy.asarray(a) for a in fam.make_input(shape, dt)]

@@ -1,69 +1,82 @@
-"""python -m kernellab.record [lab ...]: measure each lab's standard benchmark set on this
-GPU and write figures/reference/<device>/<family>.csv + meta.json. `make bench` runs this.
-A lab module may hold several families (FAMILIES, e.g. add and bias_add), each with its
-RECORD_CASES; the default is its sweep and seed shapes in fp32 and fp16."""
+"""python -m kernellab.record [lab ...]: measure each lab's families on this GPU and write
+figures/reference/<device>/<name>.csv + meta.json, the device record. `make bench` runs this.
+
+The device record (meta.json) holds the roofs, the launch costs and the SM count, and every
+recorded fraction (frac_copy, frac_read) is derived from its roofs:
+  * a run that records lab 00 (measuring) measures the roofs and writes them;
+  * a partial run (LABS_TO_RECORD=...) without lab 00 reuses the recorded roofs: it re-derives
+    the fractions of the rows it writes from them, so one device never has two roofs.
+python -m kernellab.record --rederive re-derives every recorded fraction from meta.json's roofs."""
 from __future__ import annotations
 
+import json
 import sys
 
-from . import bench
-from .device import info, is_live, now, save_recorded
-
-LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block"]
-
-
-def families(labs):
-    """Every family of the given lab modules (a module may hold several: its FAMILIES)."""
-    import importlib
-    for lab in labs:
-        mod = importlib.import_module(f"kernellab.{lab}")
-        yield from getattr(mod, "FAMILIES", [mod])
+from .core import bench
+from .core.device import REFERENCE, info, is_live, now, save_recorded
+from .labs import LABS, families
 
 
-def _family_cases(fam):
-    if hasattr(fam, "RECORD_CASES"):
-        return fam.RECORD_CASES
-    shapes = list(dict.fromkeys(fam.SWEEP + list(fam.SHAPES.values())))   # sweep and seed shapes overlap
-    return [(s, dt) for dt in ("float32", "float16") for s in shapes]
+def derive(df, roofs: dict):
+    """frac_copy and frac_read of every row with bytes and a time, from the given roofs."""
+    if "bytes" in df and "median_us" in df:
+        gbps = df["bytes"] / df["median_us"] / 1e3
+        df["gbps"] = gbps
+        df["frac_copy"] = gbps / roofs["copy_gbps"]
+        df["frac_read"] = gbps / roofs["read_gbps"]
+    return df
 
 
-def summary(fam, df, launch_us) -> None:
-    """Per case: the best variant's fraction of the copy roof, its ratio to each baseline, its
-    host cost against a bare RawKernel call, and for a single row its time in empty-kernel
-    launches (launch_us: the GPU's cost of one launch back to back)."""
-    for case, g in df.groupby("case", sort=False):
-        dt = case.split(":")[-1]
-        best = fam.BEST.get(dt)
-        t = dict(zip(g["name"], g["median_us"]))
-        if best not in t:
-            continue
-        fc = float(g[g["name"] == best]["frac_copy"].iloc[0])
-        vs = ", ".join(f"{t[b] / t[best]:.2f}x vs {b}" for b in fam.BASELINES if b in t)
-        one = f", {t[best] / launch_us:.2f} empty launches" if case.startswith("1x") else ""
-        row = g[g["name"] == best].iloc[0]
-        host = (f"; host {row['host_us']:.1f} us = {row['host_us'] / row['bare_host_us']:.2f}x bare"
-                if "bare_host_us" in g and row["bare_host_us"] == row["bare_host_us"] else "")
-        print(f"  {case:<22} {best}: {fc:.2f} of copy roof; {vs}{one}{host}")
+def rederive() -> int:
+    """Every CSV of every recorded device: fractions from that device's meta.json roofs."""
+    import pandas as pd
+    for meta_path in sorted(REFERENCE.glob("*/meta.json")):
+        roofs = json.loads(meta_path.read_text())["roofs"]
+        for csv in sorted(meta_path.parent.glob("*.csv")):
+            df = pd.read_csv(csv)
+            if "frac_read" in df:
+                derive(df, roofs).to_csv(csv, index=False, float_format="%.6g")
+                print(f"re-derived {csv.relative_to(REFERENCE)} from {meta_path.parent.name}'s roofs")
+    return 0
+
+
+def summary(fam, df) -> None:
+    """Per case: the fastest step (from the data), its fraction of the copy roof, its ratio to
+    each baseline."""
+    from .core.results import best
+    top = best(df)
+    for case, row in top.iterrows():
+        at = df[df["case"] == case]
+        vs = ", ".join(f"{t / row['median_us']:.2f}x vs {b}" for b, t in
+                       zip(at[at["kind"] == "baseline"]["name"], at[at["kind"] == "baseline"]["median_us"]))
+        print(f"  {case:<22} fastest {row['name']}: {row['frac_copy']:.2f} of copy roof; {vs}")
 
 
 def main(labs) -> int:
     import pandas as pd
+    if labs[:1] == ["--rederive"]:
+        return rederive()
     if not is_live():
         print("kernellab.record needs a CUDA GPU: recorded results are measured, never typed in.")
         return 2
-    meta = {"roofs": {k: v for k, v in bench.roofs().items()}, "roofs_date": now()}
-    saved = {}    # families sharing a NAME (vision's ops) are written into one CSV
-    for lab in labs or LABS:
-        for fam in ([None] if lab == "measuring" else families([lab])):
-            df = (bench.fundamentals() if fam is None else fam.record() if hasattr(fam, "record")
-                  else bench.compare(fam, _family_cases(fam)))    # a lab that is not a ladder records itself
-            df = df.drop(columns=["device", "date", "source"])
-            key = lab if fam is None else fam.NAME
-            saved[key] = pd.concat([saved[key], df], ignore_index=True) if key in saved else df
-            path = save_recorded(key, saved[key], meta)
-            print(f"recorded {len(df)} rows -> {path}")
-            if fam is not None:
-                summary(fam, df, meta["roofs"].get("launch_b2b_us", meta["roofs"]["launch_us"]))
+    labs = labs or LABS
+    meta_path = REFERENCE / info()["slug"] / "meta.json"
+    recorded = json.loads(meta_path.read_text()).get("roofs") if meta_path.exists() else None
+    if "measuring" in labs or recorded is None:
+        roofs, meta = bench.roofs(), {"roofs": dict(bench.roofs()), "roofs_date": now()}
+        print("roofs: measured in this run, written to the device record")
+    else:
+        roofs, meta = recorded, {}
+        print(f"roofs: reused from {meta_path} (this run does not record lab 00)")
+    saved = {}    # families sharing a name (vision's ops) are written into one CSV
+    for fam in families(labs):
+        df = fam.record() if fam.record is not None else bench.compare(fam, fam.record_cases)
+        df = derive(df.drop(columns=["device", "date", "source"]), roofs)
+        saved[fam.name] = pd.concat([saved[fam.name], df], ignore_index=True) if fam.name in saved else df
+        path = save_recorded(fam.name, saved[fam.name], meta)
+        print(f"recorded {len(df)} rows -> {path}")
+        if fam.variants:
+            summary(fam, df)
     print(f"device: {info()['name']}, {now()}")
     return 0
 

@@ -9,13 +9,14 @@ x is (hidden,) for one decode row (grid 1) or (rows, hidden) for prefill (grid =
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 
-from .build import kernel, launch, variant
-from .check import aligned, out_like, require
-from .device import info
+from .core.build import kernel
+from .core.family import Family
+from .core.launch import launch, variant
+from .core.launch import aligned, out_like, require
+from .core.device import info
 
 NAME = "rmsnorm"
 FAMILY = "rmsnorm"
@@ -223,16 +224,16 @@ ABLATION_STEPS = {   # name -> what it is, for the lab's table
     "02_ablate_no_ldg": "step 02 without __ldg (__restrict__ kept)",
     "02_ablate_plain": "step 02 without __ldg and without __restrict__",
 }
-ABLATION = SimpleNamespace(
-    NAME="rmsnorm_ablation", FAMILY=FAMILY, case_key=case_key, make_input=make_input,
+ABLATION = Family(
+    name="rmsnorm_ablation", kernels=FAMILY, case_key=case_key, make_input=make_input,
     reference=reference, bytes_moved=bytes_moved,
-    VARIANTS={k: (VARIANTS[k] if k in VARIANTS else variant()(_seed_step(k, "float32", 16)))
+    variants={k: (VARIANTS[k] if k in VARIANTS else variant()(_seed_step(k, "float32", 16)))
               for k in ABLATION_STEPS},
-    BEST={}, BASELINES={},
-    SHAPES={k: SHAPES[k] for k in ("decode_1x4096", "batch64_4096", "prefill_8192x4096")},
-    CHECK_CASES=[c for c in CHECK_CASES if c[0][-1] in (1, 31, 1152, 4097, 8, 0)],
+    default={}, baselines={},
+    shapes={k: SHAPES[k] for k in ("decode_1x4096", "batch64_4096", "prefill_8192x4096")},
+    check_cases=[c for c in CHECK_CASES if c[0][-1] in (1, 31, 1152, 4097, 8, 0)],
+    record_cases=[(SHAPES[k], "float32") for k in ("decode_1x4096", "batch64_4096", "prefill_8192x4096")],
 )
-ABLATION.RECORD_CASES = [(s, "float32") for s in ABLATION.SHAPES.values()]
 
 
 # ---- baselines ------------------------------------------------------------------------------------
@@ -351,14 +352,20 @@ def _fused_bytes(x, res, w, *_):
     return 4 * x.nbytes + w.nbytes     # read x and res, write h and y, the weight once
 
 
-FUSED = SimpleNamespace(
-    NAME="add_rmsnorm", FAMILY=FAMILY, case_key=case_key, make_input=_fused_input,
+FUSED = Family(
+    name="add_rmsnorm", kernels=FAMILY, case_key=case_key, make_input=_fused_input,
     reference=_fused_reference, bytes_moved=_fused_bytes,
-    VARIANTS={"01_separate": separate, "02_fused": fused},
-    BEST={"float32": "02_fused", "float16": "02_fused"},
-    BASELINES={"torch add + rms_norm": _torch_separate},
-    SHAPES={k: SHAPES[k] for k in ("decode_1x4096", "batch64_4096", "prefill_512x4096", "prefill_8192x4096")},
-    CHECK_CASES=[c for c in CHECK_CASES if c[0][-1] in (1, 31, 1152, 4097, 8, 0)],
+    variants={"01_separate": separate, "02_fused": fused},
+    default={"float32": "02_fused", "float16": "02_fused"},
+    baselines={"torch add + rms_norm": _torch_separate},
+    shapes={k: SHAPES[k] for k in ("decode_1x4096", "batch64_4096", "prefill_512x4096", "prefill_8192x4096")},
+    check_cases=[c for c in CHECK_CASES if c[0][-1] in (1, 31, 1152, 4097, 8, 0)],
+    record_cases=[(SHAPES[k], dt) for dt in ("float16", "float32")
+                  for k in ("decode_1x4096", "batch64_4096", "prefill_512x4096", "prefill_8192x4096")],
 )
-FUSED.RECORD_CASES = [(s, dt) for dt in ("float16", "float32") for s in FUSED.SHAPES.values()]
-FAMILIES = [sys.modules[__name__], FUSED, ABLATION]
+RMSNORM = Family(
+    name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
+    bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
+    case_key=case_key, record_cases=RECORD_CASES,
+    about="lab 02: RMSNorm, the report's kernels before/after, one pass, fused add")
+FAMILIES = [RMSNORM, FUSED, ABLATION]

@@ -2,8 +2,7 @@
 NVIDIA compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on a few small, awkward
 shapes each, and require 0 errors. `make sanitize` runs this.
 
-Families are found through record.families(record.LABS), so a new family joins by being
-listed there. Each tool runs in one child process over all families (the four run side by
+Families are found through labs.ladders(), so a new lab joins by being listed in labs.LABS. Each tool runs in one child process over all families (the four run side by
 side); the child (`--child`) only launches kernels, the sanitizer watches every launch.
 """
 from __future__ import annotations
@@ -42,7 +41,7 @@ def cases(family) -> list:
     """Up to PER_FAMILY distinct small shapes of the family's CHECK_CASES (irregular sizes,
     tails, sizes below a block), each with its most hostile value set the family lists."""
     by_shape: dict = {}
-    for shape, values in getattr(family, "CHECK_CASES", []):
+    for shape, values in family.check_cases:
         if 0 < _size(shape) <= MAX_ELEMS:
             by_shape.setdefault(tuple(shape), []).append(values)
     shapes = sorted(by_shape, key=_size)
@@ -55,25 +54,23 @@ def cases(family) -> list:
 def child() -> int:
     """Launch every variant of every family on its sanitize cases (run under the sanitizer)."""
     import cupy
-    from .record import LABS, families
+    from .labs import ladders
     # No memory pool: each array is its own cudaMalloc, so memcheck sees its exact bounds (a
     # pool hands out pieces of larger blocks, and a read past an array's end lands in the block).
     cupy.cuda.set_allocator(None)
     n = 0
-    for fam in families([lab for lab in LABS if lab != "measuring"]):
-        if not getattr(fam, "VARIANTS", None):
-            continue                       # a lab that is not a ladder (vit_block) composes the others
-        for nm, v in fam.VARIANTS.items():
-            for dt in getattr(v, "dtypes", ("float32",)):
+    for fam in ladders():                  # a lab that is not a ladder (vit_block) composes the others
+        for nm, v in fam.variants.items():
+            for dt in v.dtypes:
                 for shape, values in cases(fam):
-                    if not getattr(v, "accepts", lambda c: True)((shape, values)):
+                    if not v.accepts((shape, values)):
                         values = "randn"
                     args = [cupy.asarray(a) for a in fam.make_input(shape, dt, values)]
-                    print(f"  > {fam.NAME} {nm} {dt} {shape} {values}", flush=True)
+                    print(f"  > {fam.name} {nm} {dt} {shape} {values}", flush=True)
                     v(*args)
                     n += 1
         cupy.cuda.Device().synchronize()
-        print(f"  {fam.NAME}: {len(fam.VARIANTS)} variants launched", flush=True)
+        print(f"  {fam.name}: {len(fam.variants)} variants launched", flush=True)
     print(f"CHILD DONE: {n} calls", flush=True)
     return 0
 

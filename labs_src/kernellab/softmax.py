@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import functools
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 
-from .build import launch, variant
-from .check import aligned, out_like, require
+from .core.family import Family
+from .core.launch import launch, variant
+from .core.launch import aligned, out_like, require
 
 NAME = "softmax"
 FAMILY = "softmax"
@@ -141,7 +141,7 @@ def online(x, out=None):
 def _threads(name, C, per_thread_elems):
     """Enough threads for the row to fit in registers (rounded to warps), from 32 up to what
     the compiled kernel can launch with (its registers decide: 64 x 1024 fills an SM)."""
-    from .build import kernel
+    from .core.build import kernel
     cap = min(1024, kernel(FAMILY, name).max_threads_per_block)
     need = -(-C // per_thread_elems)
     return int(min(cap, max(32, -(-need // 32) * 32)))
@@ -180,8 +180,8 @@ def resident_blocks(name, threads) -> int:
     """How many blocks of `threads` threads of kernel `name` fit on the whole GPU at once
     (the occupancy API x SMs): the grid of a kernel that walks rows with a stride."""
     import cupy
-    from .build import kernel
-    from .device import info
+    from .core.build import kernel
+    from .core.device import info
     fn = kernel(FAMILY, name)
     per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, 0)
     return max(1, per_sm) * info()["sms"]
@@ -244,19 +244,19 @@ ABLATION_STEPS = {   # name -> what is undone, for the lab's table
     "05_block_256": "step 05 launched like step 04: 256 threads, one row per block "
                     "(rows over 8192 floats then no longer fit in registers: streamed)",
 }
-ABLATION = SimpleNamespace(
-    NAME="softmax_ablation", FAMILY=FAMILY, case_key=case_key, make_input=make_input,
+ABLATION = Family(
+    name="softmax_ablation", kernels=FAMILY, case_key=case_key, make_input=make_input,
     reference=reference, bytes_moved=bytes_moved,
-    VARIANTS={"04_online": online, "04_two_exp": online_two_exp, "05_online_vec4": online_vec4,
+    variants={"04_online": online, "04_two_exp": online_two_exp, "05_online_vec4": online_vec4,
               "05_no_vec_loads": _ablate("05_no_vec_loads", vec_ok=0),
               "05_no_ex2": _ablate("05_no_ex2", "softmax_05_ablate_expf"),
               "05_no_reg_cache": _ablate("05_no_reg_cache", "softmax_05_ablate_stream"),
               "05_block_256": _ablate("05_block_256", threads=ROW_BLOCK)},
-    BEST={}, BASELINES={},
-    SHAPES={k: SHAPES[k] for k in ("square_4096", "long_rows_1024x32768", "short_rows_32768x1024")},
-    CHECK_CASES=CHECK_CASES,
+    default={}, baselines={},
+    shapes={k: SHAPES[k] for k in ("square_4096", "long_rows_1024x32768", "short_rows_32768x1024")},
+    check_cases=CHECK_CASES,
+    record_cases=[(SHAPES[k], "float32") for k in ("square_4096", "long_rows_1024x32768", "short_rows_32768x1024")],
 )
-ABLATION.RECORD_CASES = [(s, "float32") for s in ABLATION.SHAPES.values()]
 
 
 # ---- baselines: factories that bind the inputs once, outside any timed region -----------------
@@ -322,7 +322,7 @@ def dram_passes(cols, itemsize, blocks_per_sm, sms, l1_bytes, l2_bytes, reads=3,
 def device_facts(df) -> dict:
     """SMs, L2 and arch of the device the rows of `df` were measured on (live: this GPU;
     recorded: its meta.json), for models that need them. Empty when unknown."""
-    from .device import info, is_live, recorded_meta
+    from .core.device import info, is_live, recorded_meta
     if df is not None and len(df) and (df["source"] == "live").any() and is_live():
         d = info()
         return {"sms": d["sms"], "l2_bytes": d["l2_bytes"], "arch": d["arch"], "device": d["name"]}
@@ -338,7 +338,7 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
     the measured fraction of the copy roof, and the passes that fraction implies (2 / fraction).
     Empty when the frame has no rows of `step` or the device is unknown."""
     import pandas as pd
-    from .build import occupancy
+    from .core.build import occupancy
     d = df[(df["name"] == step) & (df["dtype"] == "float32")] if len(df) else df
     facts = device_facts(d)
     if d is None or d.empty or not facts:
@@ -357,4 +357,10 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
     return out
 
 
-FAMILIES = [sys.modules[__name__], ABLATION]
+SOFTMAX = Family(
+    name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
+    bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
+    case_key=case_key, record_cases=[(s, dt) for dt in ("float32", "float16")
+                                     for s in dict.fromkeys(SWEEP + list(SHAPES.values()))],
+    about="lab 01: softmax, naive -> safe -> warp shuffle -> online -> vectorised -> fp16")
+FAMILIES = [SOFTMAX, ABLATION]

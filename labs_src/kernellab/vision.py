@@ -26,19 +26,18 @@ They share NAME = "vision" (one recorded vision.csv); their case keys start with
 from __future__ import annotations
 
 import functools
-from types import SimpleNamespace
 
 import numpy as np
 
-from .build import launch, variant
-from .check import aligned, out_like, require
+from .core.family import Family
+from .core.launch import launch, variant
+from .core.launch import aligned, out_like, require
 
 NAME = "vision"
 FAMILY = "vision"
 HIDDEN, HEADS, HEAD_DIM, MLP, LAYERS = 1152, 16, 72, 4304, 27
 PATCH_DIM = 1536                 # 3 channels x 2 frames x 16 x 16
 MERGE = 2                        # spatial merge size: 2 x 2 patches -> one merged token
-MERGER = (4608, 4608, 4096)      # merger MLP: 4 * 1152 -> 4608 -> 4096
 POS_SIDE = 48                    # learned position table: 48 x 48 = 2304 rows of 1152
 EPS = 1e-6                       # the vision tower's LayerNorm eps
 THETA = 10000.0                  # vision rotary base
@@ -116,8 +115,17 @@ def interp_tables(grid_h, grid_w, side=POS_SIDE):
 
 # ---- float64 references (NumPy in, float64 out; NaN/inf propagate as the formulas do) -----------
 
+def _xp(a):
+    """NumPy, or CuPy for a CuPy array: the references run in float64 on either (lab 06 runs them
+    on the GPU for the whole tower)."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+        return cupy
+    return np
+
+
 def _f64(a):
-    return np.asarray(a, np.float64)
+    return _xp(a).asarray(a, np.float64)
 
 
 def ref_layernorm(x, weight, bias, eps=EPS):
@@ -126,7 +134,7 @@ def ref_layernorm(x, weight, bias, eps=EPS):
     with np.errstate(invalid="ignore", over="ignore"):
         mean = xd.mean(axis=-1, keepdims=True)
         var = ((xd - mean) ** 2).mean(axis=-1, keepdims=True)
-        return (xd - mean) / np.sqrt(var + eps) * _f64(weight) + _f64(bias)
+        return (xd - mean) / _xp(xd).sqrt(var + eps) * _f64(weight) + _f64(bias)
 
 
 def ref_gelu(x):
@@ -134,7 +142,7 @@ def ref_gelu(x):
     (torch's F.gelu(approximate="tanh"), what the vision tower uses)."""
     xd = _f64(x)
     with np.errstate(invalid="ignore", over="ignore"):
-        return 0.5 * xd * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (xd + 0.044715 * xd ** 3)))
+        return 0.5 * xd * (1.0 + _xp(xd).tanh(np.sqrt(2.0 / np.pi) * (xd + 0.044715 * xd ** 3)))
 
 
 def ref_gelu_erf(x):
@@ -218,9 +226,12 @@ def ref_transpose_head_token(o):
 
 def ref_softmax(scores):
     """Softmax over the last axis, safe form, float64 (a NaN or +inf row, or an all -inf row, is NaN)."""
-    from . import softmax as sm
     xd = _f64(scores)
-    return sm.reference(xd.reshape(-1, xd.shape[-1]) if xd.ndim != 2 else xd).reshape(xd.shape)
+    if xd.size == 0:
+        return xd
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = _xp(xd).exp(xd - xd.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
 
 
 def ref_replace_image_tokens(text_emb, image_feats, positions):
@@ -259,8 +270,8 @@ def _size_ok(n):
 @functools.lru_cache(maxsize=None)
 def _resident(kernel_name, threads=256):
     """Blocks that fill every SM once for one of this family's kernels (bench.resident_grid)."""
-    from .bench import resident_grid
-    from .build import kernel
+    from .core.bench import resident_grid
+    from .core.build import kernel
     return resident_grid(kernel(FAMILY, kernel_name), threads)
 
 
@@ -375,15 +386,20 @@ def _ln_cupy(x, w, b):
     return run
 
 
-LAYERNORM = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="layernorm", case_key=_key("layernorm"), make_input=_ln_input,
+def _op(**kw) -> Family:
+    """One of the vision report's ops: a family recorded into vision.csv at its seed shapes, in fp16."""
+    return Family(name=NAME, kernels=FAMILY, record_cases=[(s, "float16") for s in kw["shapes"].values()], **kw)
+
+
+LAYERNORM = _op(
+    op="layernorm", case_key=_key("layernorm"), make_input=_ln_input,
     reference=_cast(ref_layernorm), bytes_moved=lambda x, w, b, *_: 2 * x.nbytes + w.nbytes + b.nbytes,
-    VARIANTS={"01_layernorm_scalar_tree": ln_scalar_tree, "ablate_02_scalar_loads": ln_shfl_scalar_loads,
+    variants={"01_layernorm_scalar_tree": ln_scalar_tree, "ablate_02_scalar_loads": ln_shfl_scalar_loads,
               "02_layernorm_half2_shfl": ln_half2_shfl, "03_layernorm_warp_vec8": ln_warp_vec8},
-    BEST={"float16": "03_layernorm_warp_vec8"},
-    BASELINES={"torch F.layer_norm": _ln_torch, "cupy composite (LayerNorm)": _ln_cupy},
-    SHAPES={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
-    CHECK_CASES=[(s, v) for s in [(1, 1), (3, 31), (2, 1023), (5, 1152), (64, 1152), (3, 1288), (2, 4097),
+    default={"float16": "03_layernorm_warp_vec8"},
+    baselines={"torch F.layer_norm": _ln_torch, "cupy composite (LayerNorm)": _ln_cupy},
+    shapes={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
+    check_cases=[(s, v) for s in [(1, 1), (3, 31), (2, 1023), (5, 1152), (64, 1152), (3, 1288), (2, 4097),
                                   (0, 8)]
                  for v in ("randn", "large", "hostile")],
 )
@@ -465,27 +481,27 @@ def _gelu_cupy(x, b=None):
 
 
 _ELT_SHAPES = [(1, 1), (3, 7), (2, 31), (5, 1152), (7, 4304), (64, 4304), (3, 4301), (0, 8)]
-GELU = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="gelu", case_key=_key("gelu"), make_input=_gelu_input,
+GELU = _op(
+    op="gelu", case_key=_key("gelu"), make_input=_gelu_input,
     reference=_cast(ref_gelu), bytes_moved=lambda x, *_: 2 * x.nbytes,
-    VARIANTS={"04_gelu_half2": _gelu_step("04_gelu_half2", 2), "05_gelu_vec8": _gelu_step("05_gelu_vec8", 8),
+    variants={"04_gelu_half2": _gelu_step("04_gelu_half2", 2), "05_gelu_vec8": _gelu_step("05_gelu_vec8", 8),
               "06_gelu_vec8_exp": _gelu_step("06_gelu_vec8_exp", 8)},
-    BEST={"float16": "06_gelu_vec8_exp"},
-    BASELINES={"torch F.gelu(tanh)": _gelu_torch, "cupy composite (GELU)": _gelu_cupy},
-    SHAPES={f"mlp_{n}x4304": (n, MLP) for n in TOKENS},
-    CHECK_CASES=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
+    default={"float16": "06_gelu_vec8_exp"},
+    baselines={"torch F.gelu(tanh)": _gelu_torch, "cupy composite (GELU)": _gelu_cupy},
+    shapes={f"mlp_{n}x4304": (n, MLP) for n in TOKENS},
+    check_cases=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
 )
-BIAS_GELU = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="bias_gelu", case_key=_key("bias_gelu"), make_input=_bias_gelu_input,
+BIAS_GELU = _op(
+    op="bias_gelu", case_key=_key("bias_gelu"), make_input=_bias_gelu_input,
     reference=_cast(ref_bias_gelu), bytes_moved=lambda x, b, *_: 2 * x.nbytes + b.nbytes,
-    VARIANTS={"07_bias_gelu_half2": _bias_gelu_step("07_bias_gelu_half2", 2),
+    variants={"07_bias_gelu_half2": _bias_gelu_step("07_bias_gelu_half2", 2),
               "08_bias_gelu_vec8": _bias_gelu_step("08_bias_gelu_vec8", 8),
               "09_bias_gelu_vec8_exp": _bias_gelu_step("09_bias_gelu_vec8_exp", 8),
               "25_bias_gelu_vec8_x2": _bias_gelu_step("25_bias_gelu_vec8_x2", 8, BG_U)},
-    BEST={"float16": "25_bias_gelu_vec8_x2"},
-    BASELINES={"torch F.gelu(tanh)(x + b)": _bias_gelu_torch, "cupy composite (bias+GELU)": _gelu_cupy},
-    SHAPES={f"mlp_{n}x4304": (n, MLP) for n in TOKENS},
-    CHECK_CASES=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
+    default={"float16": "25_bias_gelu_vec8_x2"},
+    baselines={"torch F.gelu(tanh)(x + b)": _bias_gelu_torch, "cupy composite (bias+GELU)": _gelu_cupy},
+    shapes={f"mlp_{n}x4304": (n, MLP) for n in TOKENS},
+    check_cases=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
 )
 
 
@@ -583,27 +599,27 @@ def _qkv_cupy(x, b):
 
 
 _BR_SHAPES = [(1, 1), (3, 31), (5, 1152), (7, 3456), (64, 1152), (2, 4301), (33, 4304), (0, 8)]
-BIAS_RESIDUAL = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="bias_residual", case_key=_key("bias_residual"), make_input=_bias_res_input,
+BIAS_RESIDUAL = _op(
+    op="bias_residual", case_key=_key("bias_residual"), make_input=_bias_res_input,
     reference=_cast(lambda x, b, r: ref_bias_add_residual(x, b, r)),
     bytes_moved=lambda x, b, r, *_: 3 * x.nbytes + b.nbytes,
-    VARIANTS={"10_bias_residual_scalar": _with_residual(_bias_res_scalar, "10_bias_residual_scalar"),
+    variants={"10_bias_residual_scalar": _with_residual(_bias_res_scalar, "10_bias_residual_scalar"),
               "11_bias_residual_vec8": _with_residual(_bias_res_vec8, "11_bias_residual_vec8")},
-    BEST={"float16": "11_bias_residual_vec8"},
-    BASELINES={"torch.add x2 (bias+residual)": _bias_res_torch, "cupy + x2 (bias+residual)": _bias_res_cupy},
-    SHAPES={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
-    CHECK_CASES=[(s, v) for s in _BR_SHAPES for v in ("randn", "large", "hostile")],
+    default={"float16": "11_bias_residual_vec8"},
+    baselines={"torch.add x2 (bias+residual)": _bias_res_torch, "cupy + x2 (bias+residual)": _bias_res_cupy},
+    shapes={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
+    check_cases=[(s, v) for s in _BR_SHAPES for v in ("randn", "large", "hostile")],
 )
-QKV_BIAS = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="qkv_bias", case_key=_key("qkv_bias"), make_input=_qkv_input,
+QKV_BIAS = _op(
+    op="qkv_bias", case_key=_key("qkv_bias"), make_input=_qkv_input,
     reference=_cast(lambda x, b: ref_bias_add_residual(x, b)),
     bytes_moved=lambda x, b, *_: 2 * x.nbytes + b.nbytes,
-    VARIANTS={"10_bias_residual_scalar": _without_residual(_bias_res_scalar, "10_bias_residual_scalar"),
+    variants={"10_bias_residual_scalar": _without_residual(_bias_res_scalar, "10_bias_residual_scalar"),
               "11_bias_residual_vec8": _without_residual(_bias_res_vec8, "11_bias_residual_vec8")},
-    BEST={"float16": "11_bias_residual_vec8"},
-    BASELINES={"torch.add (QKV bias)": _qkv_torch, "cupy + (QKV bias)": _qkv_cupy},
-    SHAPES={f"qkv_{n}x3456": (n, 3 * HIDDEN) for n in TOKENS},
-    CHECK_CASES=[(s, v) for s in _BR_SHAPES + [(9, 3456)] for v in ("randn", "large", "hostile")],
+    default={"float16": "11_bias_residual_vec8"},
+    baselines={"torch.add (QKV bias)": _qkv_torch, "cupy + (QKV bias)": _qkv_cupy},
+    shapes={f"qkv_{n}x3456": (n, 3 * HIDDEN) for n in TOKENS},
+    check_cases=[(s, v) for s in _BR_SHAPES + [(9, 3456)] for v in ("randn", "large", "hostile")],
 )
 
 
@@ -676,16 +692,15 @@ def _pe_torch(p, w, b):
     return lambda: torch.nn.functional.linear(tp, tw, tb)
 
 
-PATCH_EMBED = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="patch_embed", case_key=_key("patch_embed"), make_input=_pe_input,
+PATCH_EMBED = _op(
+    op="patch_embed", case_key=_key("patch_embed"), make_input=_pe_input,
     reference=_cast(ref_patch_embed),
     bytes_moved=lambda p, w, b, *_: p.nbytes + w.nbytes + b.nbytes + p.shape[0] * w.shape[0] * 2,
-    flops=lambda N, K, O: 2 * N * K * O,
-    VARIANTS={"12_patch_embed_scalar": pe_scalar, "13_patch_embed_half2_fma": pe_half2_fma},
-    BEST={"float16": "13_patch_embed_half2_fma"},
-    BASELINES={"cuBLAS GEMM (cupy.matmul) + bias": _pe_cublas, "torch F.linear (cuBLAS)": _pe_torch},
-    SHAPES={f"patches_{n}": (n, PATCH_DIM, HIDDEN) for n in (1024, 4096)},
-    CHECK_CASES=[(s, v) for s in [(1, 1536, 1152), (3, 1536, 1152), (5, 31, 17), (7, 48, 64), (2, 1, 3),
+    variants={"12_patch_embed_scalar": pe_scalar, "13_patch_embed_half2_fma": pe_half2_fma},
+    default={"float16": "13_patch_embed_half2_fma"},
+    baselines={"cuBLAS GEMM (cupy.matmul) + bias": _pe_cublas, "torch F.linear (cuBLAS)": _pe_torch},
+    shapes={f"patches_{n}": (n, PATCH_DIM, HIDDEN) for n in (1024, 4096)},
+    check_cases=[(s, v) for s in [(1, 1536, 1152), (3, 1536, 1152), (5, 31, 17), (7, 48, 64), (2, 1, 3),
                                   (0, 1536, 8)]
                  for v in ("randn", "large", "hostile")],
 )
@@ -741,18 +756,18 @@ def _pi_cupy(table, idx, wts):
     return lambda: (table[idx].astype("float32") * wts[:, :, None]).sum(axis=1).astype("float16")
 
 
-POS_INTERP = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="pos_interp", case_key=_key("pos_interp"), make_input=_pi_input,
+POS_INTERP = _op(
+    op="pos_interp", case_key=_key("pos_interp"), make_input=_pi_input,
     reference=_cast(_pi_ref),
     # unique bytes: the table rows actually used, the two small tables, the output
     bytes_moved=lambda t, i, w, *_: (len(np.unique(i.get() if hasattr(i, "get") else i)) * t.shape[1] * 2
                                      + i.nbytes + w.nbytes + i.shape[0] * t.shape[1] * 2),
-    VARIANTS={"14_pos_interp_mul_add": _pi_step("14_pos_interp_mul_add"),
+    variants={"14_pos_interp_mul_add": _pi_step("14_pos_interp_mul_add"),
               "15_pos_interp_fma": _pi_step("15_pos_interp_fma")},
-    BEST={"float16": "15_pos_interp_fma"},
-    BASELINES={"cupy composite (gather + weighted sum)": _pi_cupy},
-    SHAPES={"grid_64x64": (64, 64, POS_SIDE, HIDDEN), "grid_128x128": (128, 128, POS_SIDE, HIDDEN)},
-    CHECK_CASES=[(s, v) for s in [(2, 2, POS_SIDE, HIDDEN), (28, 28, POS_SIDE, HIDDEN), (6, 10, POS_SIDE, HIDDEN),
+    default={"float16": "15_pos_interp_fma"},
+    baselines={"cupy composite (gather + weighted sum)": _pi_cupy},
+    shapes={"grid_64x64": (64, 64, POS_SIDE, HIDDEN), "grid_128x128": (128, 128, POS_SIDE, HIDDEN)},
+    check_cases=[(s, v) for s in [(2, 2, POS_SIDE, HIDDEN), (28, 28, POS_SIDE, HIDDEN), (6, 10, POS_SIDE, HIDDEN),
                                   (96, 64, POS_SIDE, 31), (2, 4, 4, 31), (4, 2, 1, 5)]
                  for v in ("randn", "hostile")],
 )
@@ -827,17 +842,17 @@ def _sm_torch(x):
     return lambda: to.copy_(tx.view(to.shape))
 
 
-SPATIAL_MERGE = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="spatial_merge", case_key=_key("spatial_merge"),
+SPATIAL_MERGE = _op(
+    op="spatial_merge", case_key=_key("spatial_merge"),
     make_input=lambda shape, dtype="float16", values="randn", seed=0: (_act(shape, values, np.random.default_rng(seed)),),
     reference=_cast(lambda x: _f64(x).reshape(x.shape[0] // 4, 4 * x.shape[1])),
     bytes_moved=lambda x, *_: 2 * x.nbytes,
-    VARIANTS={"16_spatial_merge_scalar": sm_scalar, "17_spatial_merge_vec8": sm_vec8,
+    variants={"16_spatial_merge_scalar": sm_scalar, "17_spatial_merge_vec8": sm_vec8,
               "ablate_26_resident_grid": sm_stream_resident, "26_spatial_merge_stream": sm_stream},
-    BEST={"float16": "26_spatial_merge_stream"},
-    BASELINES={"cupy copy (reshape)": _sm_cupy, "torch copy_ (view)": _sm_torch},
-    SHAPES={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
-    CHECK_CASES=[(s, v) for s in [(4, 1), (4, 31), (8, 1152), (64, 1152), (12, 4097), (0, 8)]
+    default={"float16": "26_spatial_merge_stream"},
+    baselines={"cupy copy (reshape)": _sm_cupy, "torch copy_ (view)": _sm_torch},
+    shapes={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
+    check_cases=[(s, v) for s in [(4, 1), (4, 31), (8, 1152), (64, 1152), (12, 4097), (0, 8)]
                  for v in ("randn", "hostile")],
 )
 
@@ -974,17 +989,17 @@ def _sr_torch(qkv, cos, sin):
     return run
 
 
-SPLIT_ROPE = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="split_rope", case_key=_key("split_rope"), make_input=_sr_input,
+SPLIT_ROPE = _op(
+    op="split_rope", case_key=_key("split_rope"), make_input=_sr_input,
     reference=_cast(_sr_ref),
     bytes_moved=lambda qkv, c, s, *_: 2 * qkv.nbytes + c.nbytes + s.nbytes,
-    VARIANTS={"18_split_rope_scalar": sr_scalar, "ablate_18_block128": sr_scalar_128,
+    variants={"18_split_rope_scalar": sr_scalar, "ablate_18_block128": sr_scalar_128,
               "ablate_19_scalar_v": sr_fma_scalar_v, "19_split_rope_fma": sr_fma, "20_split_rope_vec": sr_vec,
               "27_split_rope_tile": sr_tile},
-    BEST={"float16": "27_split_rope_tile"},
-    BASELINES={"torch eager (split, rope, transpose)": _sr_torch},
-    SHAPES={"vit_64x64": (64, 64, HEADS, HEAD_DIM), "vit_128x128": (128, 128, HEADS, HEAD_DIM)},
-    CHECK_CASES=[(s, v) for s in [(2, 2, HEADS, HEAD_DIM), (2, 6, HEADS, HEAD_DIM), (10, 14, HEADS, HEAD_DIM),
+    default={"float16": "27_split_rope_tile"},
+    baselines={"torch eager (split, rope, transpose)": _sr_torch},
+    shapes={"vit_64x64": (64, 64, HEADS, HEAD_DIM), "vit_128x128": (128, 128, HEADS, HEAD_DIM)},
+    check_cases=[(s, v) for s in [(2, 2, HEADS, HEAD_DIM), (2, 6, HEADS, HEAD_DIM), (10, 14, HEADS, HEAD_DIM),
                                   (32, 32, HEADS, HEAD_DIM), (2, 2, 3, 8), (2, 4, 2, 12), (4, 2, 1, 4), (2, 18, 2, 72)]
                  for v in ("randn", "hostile")],   # 'large': test_gpu_vision, with a tolerance for cancellation
 )
@@ -1054,15 +1069,15 @@ def _tr_torch(o):
     return lambda: out.copy_(to.transpose(0, 1))
 
 
-TRANSPOSE = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="transpose", case_key=_key("transpose"),
+TRANSPOSE = _op(
+    op="transpose", case_key=_key("transpose"),
     make_input=lambda shape, dtype="float16", values="randn", seed=0: (_act(shape, values, np.random.default_rng(seed)),),
     reference=_cast(ref_transpose_head_token), bytes_moved=lambda o, *_: 2 * o.nbytes,
-    VARIANTS={"21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8, "28_transpose_tile": tr_tile},
-    BEST={"float16": "28_transpose_tile"},
-    BASELINES={"cupy copyto (transposed view)": _tr_cupy, "torch copy_ (transpose)": _tr_torch},
-    SHAPES={f"vit_16x{n}x72": (HEADS, n, HEAD_DIM) for n in TOKENS},
-    CHECK_CASES=[(s, v) for s in [(16, 1, 72), (16, 31, 72), (16, 100, 72), (3, 5, 7), (2, 9, 6), (1, 1, 1),
+    variants={"21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8, "28_transpose_tile": tr_tile},
+    default={"float16": "28_transpose_tile"},
+    baselines={"cupy copyto (transposed view)": _tr_cupy, "torch copy_ (transpose)": _tr_torch},
+    shapes={f"vit_16x{n}x72": (HEADS, n, HEAD_DIM) for n in TOKENS},
+    check_cases=[(s, v) for s in [(16, 1, 72), (16, 31, 72), (16, 100, 72), (3, 5, 7), (2, 9, 6), (1, 1, 1),
                                   (4, 33, 16), (0, 3, 8)]
                  for v in ("randn", "hostile")],
 )
@@ -1119,14 +1134,14 @@ def _sx_variants():
     return {"23_softmax_half2_shfl": sx_half2, LAB01_SOFTMAX: lab01}
 
 
-SOFTMAX = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="softmax", case_key=_key("softmax"), make_input=_sx_input,
+SOFTMAX = _op(
+    op="softmax", case_key=_key("softmax"), make_input=_sx_input,
     reference=lambda x: ref_softmax(x).astype(F16), bytes_moved=lambda x, *_: 2 * x.nbytes,
-    VARIANTS=_sx_variants(),
-    BEST={"float16": "23_softmax_half2_shfl"},
-    BASELINES={"torch.softmax": _sx_torch},
-    SHAPES={f"attn_16x{n}x{n}": (HEADS * n, n) for n in (1024, 4096)},
-    CHECK_CASES=[(s, v) for s in [(1, 1), (3, 31), (1, 33), (3, 1023), (5, 4097), (16, 1024), (2, 0)]
+    variants=_sx_variants(),
+    default={"float16": "23_softmax_half2_shfl"},
+    baselines={"torch.softmax": _sx_torch},
+    shapes={f"attn_16x{n}x{n}": (HEADS * n, n) for n in (1024, 4096)},
+    check_cases=[(s, v) for s in [(1, 1), (3, 31), (1, 33), (3, 1023), (5, 4097), (16, 1024), (2, 0)]
                  for v in ("randn", "large", "hostile")],
 )
 
@@ -1187,23 +1202,20 @@ def _rp_cupy(emb, feats, pos):
     return run
 
 
-REPLACE = SimpleNamespace(
-    NAME=NAME, FAMILY=FAMILY, OP="replace", case_key=_key("replace"), make_input=_rp_input,
+REPLACE = _op(
+    op="replace", case_key=_key("replace"), make_input=_rp_input,
     reference=_cast(ref_replace_image_tokens),
     bytes_moved=lambda e, f, p, *_: 2 * f.nbytes + p.nbytes,
-    VARIANTS={"24_replace_image_tokens": rp_rows},
-    BEST={"float16": "24_replace_image_tokens"},
-    BASELINES={"cupy fancy-index assignment": _rp_cupy},
-    SHAPES={"prompt_8192_img_4096x4096": (8192, 4096, 4096)},
-    CHECK_CASES=[(s, v) for s in [(10, 3, 1152), (100, 64, 1152), (5, 5, 31), (7, 0, 16), (3000, 1024, 4096)]
+    variants={"24_replace_image_tokens": rp_rows},
+    default={"float16": "24_replace_image_tokens"},
+    baselines={"cupy fancy-index assignment": _rp_cupy},
+    shapes={"prompt_8192_img_4096x4096": (8192, 4096, 4096)},
+    check_cases=[(s, v) for s in [(10, 3, 1152), (100, 64, 1152), (5, 5, 31), (7, 0, 16), (3000, 1024, 4096)]
                  for v in ("randn", "hostile")],
 )
 
 FAMILIES = [LAYERNORM, GELU, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
             SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE]
-for _f in FAMILIES:
-    _f.RECORD_CASES = [(s, "float16") for s in _f.SHAPES.values()]
-del _f
 
 
 def _best(fam):
@@ -1350,7 +1362,7 @@ def _one_device(df, case):
 
 def ratio(df, fast, slow, case):
     """bench.ratio (time(slow) / time(fast) at one case), or None where not measured."""
-    from .bench import ratio as _ratio
+    from .core.bench import ratio as _ratio
     r = _ratio(df, fast, slow, case) if df is not None else float("nan")
     return None if r != r else r
 
@@ -1366,7 +1378,7 @@ def frac(df, name, case, col="frac_copy"):
 def compare_text(df, fast, slow, case):
     """'`fast` is **r×** faster than `slow` at `case` (provenance)', computed, or a note that
     nothing is measured or recorded for it yet."""
-    from .device import provenance
+    from .core.device import provenance
     r = ratio(df, fast, slow, case)
     if r is None:
         return f"`{fast}` vs `{slow}` at `{case}`: not measured or recorded yet"
@@ -1413,7 +1425,7 @@ def claims_table(df, rows):
     """The 'seed claim vs measured here' table with a verdict per row.
     rows: [(claim, seed_says, claimed_ratio or None, fast, slow, case)]."""
     import pandas as pd
-    from .device import provenance
+    from .core.device import provenance
     out = []
     for claim, seed, claimed, fast, slow, case in rows:
         r = ratio(df, fast, slow, case)
@@ -1425,14 +1437,14 @@ def claims_table(df, rows):
 
 
 def _count(step, pattern, arch="sm_90"):
-    from .build import ptx
+    from .core.build import ptx
     return len(ptx(FAMILY, step, arch, grep=pattern))
 
 
 def _gelu_inner_ops(arch):
     """(fma, mul) counts of gelu_approx's inner polynomial, before and after the seed's edit,
     each compiled alone."""
-    from .build import nvrtc_compile
+    from .core.build import nvrtc_compile
     import re
     src = r"""
 extern "C" __global__ void before(float* p) { float x = p[0]; float x3 = x * x * x;

@@ -23,10 +23,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import bench
+from .core import bench
 from . import vision as V
-from .check import require
-from .device import ORIN_PEAK_GBPS, info, is_live, load_recorded, need_gpu, now
+from .core.family import Family
+from .core.launch import require
+from .core.cublas import bgemm, gemm
+from .core.device import ORIN_PEAK_GBPS, info, is_live, load_recorded, need_gpu, now
+from .core.results import live_or_recorded, one_source, select, unless_missing
+from .core.results import ratio as _ratio
 
 NAME = "vit_block"
 FAMILY = "vision"
@@ -37,7 +41,6 @@ MERGE_IN, MERGE_OUT = 4 * HIDDEN, 4096
 POS_GRID = 48                    # the learned 48 x 48 position table (2304 positions)
 DEEPSTACK = (8, 16, 24)          # blocks whose outputs also feed a DeepStack merger
 EPS = 1e-6
-ROPE_THETA = 10000.0
 SCALE = 1.0 / math.sqrt(HEAD_DIM)
 U_FP16 = 2.0 ** -11              # fp16 unit roundoff (round to nearest)
 
@@ -146,7 +149,6 @@ LAYER_SHAPES = {"ln1_w": (HIDDEN,), "ln1_b": (HIDDEN,), "qkv_w": (QKV, HIDDEN), 
                 "fc1_w": (MLP, HIDDEN), "fc1_b": (MLP,), "fc2_w": (HIDDEN, MLP), "fc2_b": (HIDDEN,)}
 MERGER_SHAPES = {"ln_w": (HIDDEN,), "ln_b": (HIDDEN,), "fc1_w": (MERGE_IN, MERGE_IN), "fc1_b": (MERGE_IN,),
                  "fc2_w": (MERGE_OUT, MERGE_IN), "fc2_b": (MERGE_OUT,)}
-PATCH_SHAPES = {"w": (HIDDEN, PATCH_DIM), "b": (HIDDEN,), "pos": (POS_GRID * POS_GRID, HIDDEN)}
 
 
 # ---- random weights from a fixed seed ---------------------------------------------------------------
@@ -212,33 +214,12 @@ def make_input(grid_h, grid_w, values="randn", seed=0, xp=np, width=HIDDEN):
 
 # ---- float64 references (NumPy on the host; the same code runs in CuPy float64 on a GPU) ---------
 
-def _xp(a):
-    if type(a).__module__.startswith("cupy"):
-        import cupy
-        return cupy
-    return np
+_xp = V._xp
+ref_layernorm, ref_gelu, ref_softmax = V.ref_layernorm, V.ref_gelu, V.ref_softmax
 
 
 def _round16(a):
     return a.astype(_xp(a).float16).astype(_xp(a).float64)
-
-
-def ref_layernorm(x, w, b, eps=EPS):
-    m = x.mean(-1, keepdims=True)
-    v = ((x - m) ** 2).mean(-1, keepdims=True)
-    return (x - m) / _xp(x).sqrt(v + eps) * w + b
-
-
-def ref_gelu(x):
-    """tanh-approximated GELU (the report's gelu_approx), float64."""
-    xp = _xp(x)
-    return 0.5 * x * (1.0 + xp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
-def ref_softmax(s):
-    xp = _xp(s)
-    e = xp.exp(s - s.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
 
 
 def positions(grid_h, grid_w):
@@ -368,96 +349,6 @@ def weights(layers=1, mergers=None, seed=0, xp=np):
                            mergers=[make_merger(seed + j, xp) for j in range(mergers)],
                            patch=make_patch(seed, xp))
 
-
-# ---- cuBLAS: GEMMs of the block ---------------------------------------------------------------
-# CuPy refuses its cuBLAS wrappers while a stream is being captured ("calling cuBLAS API during
-# stream capture is currently unsupported"); cuBLAS itself records into CUDA graphs. So the block
-# calls cublasGemmEx / cublasGemmStridedBatchedEx directly (ctypes, a handle of its own), eager or
-# captured alike: fp16 in and out, fp32 accumulation (CUBLAS_COMPUTE_32F), the report's
-# cublasHgemm / cublasHgemmStridedBatched calls.
-
-_OP_N, _OP_T, _R_16F, _COMPUTE_32F, _GEMM_DEFAULT = 0, 1, 2, 68, -1
-
-
-@functools.lru_cache(maxsize=None)
-def _cublas():
-    import ctypes
-    import ctypes.util
-    import cupy
-    cupy.cuda.device.get_cublas_handle()        # CuPy loads libcublas into this process
-    path = None
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                if "/libcublas.so" in line:         # (not libcublasLt)
-                    path = line.split()[-1]
-                    break
-    except OSError:
-        pass
-    lib = ctypes.CDLL(path or ctypes.util.find_library("cublas") or "libcublas.so")
-    i, ll, p = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
-    lib.cublasCreate_v2.argtypes = [ctypes.POINTER(p)]
-    lib.cublasSetStream_v2.argtypes = [p, p]
-    lib.cublasGemmEx.argtypes = [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i]
-    lib.cublasGemmStridedBatchedEx.argtypes = [p, i, i, i, i, i, p, p, i, i, ll, p, i, i, ll, p, p, i, i, ll, i, i, i]
-    h = p()
-    st = lib.cublasCreate_v2(ctypes.byref(h))
-    if st:
-        raise RuntimeError(f"cublasCreate failed with status {st}")
-    return lib, h
-
-
-def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha):
-    """Column-major C = alpha op(A) B (cuBLAS's view), on the current CuPy stream."""
-    import ctypes
-    import cupy
-    lib, h = _cublas()
-    lib.cublasSetStream_v2(h, cupy.cuda.get_current_stream().ptr)
-    al, be = ctypes.c_float(alpha), ctypes.c_float(0.0)
-    if batch == 1:
-        st = lib.cublasGemmEx(h, transa, _OP_N, m, n, k, ctypes.addressof(al), A, _R_16F, lda, B, _R_16F, ldb,
-                              ctypes.addressof(be), C, _R_16F, ldc, _COMPUTE_32F, _GEMM_DEFAULT)
-    else:
-        st = lib.cublasGemmStridedBatchedEx(h, transa, _OP_N, m, n, k, ctypes.addressof(al), A, _R_16F, lda, sA,
-                                            B, _R_16F, ldb, sB, ctypes.addressof(be), C, _R_16F, ldc, sC,
-                                            batch, _COMPUTE_32F, _GEMM_DEFAULT)
-    if st:
-        raise RuntimeError(f"cuBLAS GEMM failed with status {st}")
-
-
-def gemm(a, w, out):
-    """out = a @ w.T: a [M, K], w [N, K] (a Linear layer's weight), out [M, N]; fp16, fp32
-    accumulation, one cublasGemmEx. Row-major out is column-major out^T = w a^T: cuBLAS sees w
-    first, transposed."""
-    require(a, "a", dtype="float16", ndim=2)
-    require(w, "w", dtype="float16", ndim=2)
-    M, K = a.shape
-    N = w.shape[0]
-    if w.shape[1] != K:
-        raise ValueError(f"w: expected shape [N, {K}] (K = the columns of a), got {tuple(w.shape)}")
-    require(out, "out", dtype="float16", shape=(M, N))
-    if M and N:
-        _gemm_call(_OP_T, N, M, K, w.data.ptr, K, 0, a.data.ptr, K, 0, out.data.ptr, N, 0, 1, 1.0)
-    return out
-
-
-def bgemm(a, b, out, *, trans_b: bool, alpha: float = 1.0):
-    """out[i] = alpha * a[i] @ (b[i].T if trans_b else b[i]) for every head i: one
-    cublasGemmStridedBatchedEx (the report's cublasHgemmStridedBatched), fp16 in and out, fp32
-    accumulation, the softmax scale in alpha. Nothing is copied (cupy.matmul would copy a
-    transposed K)."""
-    require(a, "a", dtype="float16", ndim=3)
-    require(b, "b", dtype="float16", ndim=3)
-    B, M, K = a.shape
-    N = b.shape[1] if trans_b else b.shape[2]
-    want_b = (B, N, K) if trans_b else (B, K, N)
-    if tuple(b.shape) != want_b:
-        raise ValueError(f"b: expected shape {want_b}, got {tuple(b.shape)}")
-    require(out, "out", dtype="float16", shape=(B, M, N))
-    if B and M and N:
-        _gemm_call(_OP_T if trans_b else _OP_N, N, M, K, b.data.ptr, K if trans_b else N, N * K,
-                   a.data.ptr, K, M * K, out.data.ptr, N, M * N, B, alpha)
-    return out
 
 
 # ---- the block, merger and tower on the GPU ----------------------------------------------------
@@ -652,114 +543,6 @@ def graph(ops):
     return bench.graph(lambda: run(ops))
 
 
-# ---- timing: GPU time, wall time with launches, host time, per-op breakdown -----------------------
-
-@functools.lru_cache(maxsize=None)
-def _piece_us():
-    """What one bench._keep_busy(100) really lasts on this GPU (CUDA events, median of 5)."""
-    import cupy
-    bench._keep_busy(100.0)
-    t = []
-    for _ in range(5):
-        s, e = cupy.cuda.Event(), cupy.cuda.Event()
-        s.record()
-        bench._keep_busy(100.0)
-        e.record()
-        e.synchronize()
-        t.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)
-    return max(float(np.median(t)), 1.0)
-
-
-def _spacer(us):
-    """Keep the GPU busy for at least `us` µs: enough of bench's spacer pieces (each measured once),
-    so a host that needs milliseconds to issue a tower still finds the GPU busy."""
-    for _ in range(int(math.ceil(us / _piece_us()))):
-        bench._keep_busy(100.0)
-
-
-def seq_time(ops, reps=10):
-    """GPU time of a whole launch sequence (L2 flushed, CUDA events, all launches queued behind a
-    spacer longer than the host needs to issue them): what the GPU spends, launch gaps excluded."""
-    import cupy
-    run(ops)
-    cupy.cuda.Device().synchronize()
-    h0 = time.perf_counter()
-    run(ops)
-    host = (time.perf_counter() - h0) * 1e6
-    cupy.cuda.Device().synchronize()
-    t = []
-    for _ in range(reps):
-        bench.flush_l2()
-        s, e = cupy.cuda.Event(), cupy.cuda.Event()
-        _spacer(2 * host + 50)
-        s.record()
-        run(ops)
-        e.record()
-        e.synchronize()
-        t.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)
-    t = np.array(t)
-    return {"median_us": float(np.median(t)), "p10_us": float(np.percentile(t, 10)),
-            "p90_us": float(np.percentile(t, 90)), "reps": reps}
-
-
-def wall_time(fn, reps=20, flush=True):
-    """What the GPU sees when the host launches `fn` from idle: synchronize, then CUDA events
-    around fn() with no spacer, so a host slower than the GPU shows up as idle gaps between
-    kernels inside the interval. Also the host's µs to issue the call (perf_counter, no sync)."""
-    import cupy
-    fn(); fn()
-    cupy.cuda.Device().synchronize()
-    t, host = [], []
-    for _ in range(reps):
-        if flush:
-            bench.flush_l2()
-        cupy.cuda.Device().synchronize()
-        s, e = cupy.cuda.Event(), cupy.cuda.Event()
-        s.record()
-        h0 = time.perf_counter()
-        fn()
-        host.append((time.perf_counter() - h0) * 1e6)
-        e.record()
-        e.synchronize()
-        t.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)
-    t = np.array(t)
-    return {"median_us": float(np.median(t)), "p10_us": float(np.percentile(t, 10)),
-            "p90_us": float(np.percentile(t, 90)), "reps": reps, "host_us": float(np.median(host))}
-
-
-def gpu_time(fn, reps=None):
-    """GPU time of fn (bench.time_fn: L2 flushed, a spacer hides the host's launch cost)."""
-    t = bench.time_fn(fn, reps=reps)
-    return {"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "reps": t.reps}
-
-
-def op_times(ops, reps=5):
-    """Per op: median GPU µs (CUDA events between consecutive ops, all launches queued behind a
-    spacer so the GPU never waits for the host) and median host µs to issue it."""
-    import cupy
-    run(ops)
-    cupy.cuda.Device().synchronize()
-    h0 = time.perf_counter()
-    run(ops)
-    host_total = (time.perf_counter() - h0) * 1e6
-    cupy.cuda.Device().synchronize()
-    gpu = np.zeros((reps, len(ops)))
-    host = np.zeros((reps, len(ops)))
-    for r in range(reps):
-        bench.flush_l2()
-        ev = [cupy.cuda.Event() for _ in range(len(ops) + 1)]
-        _spacer(2 * host_total + 50)
-        ev[0].record()
-        for i, o in enumerate(ops):
-            t0 = time.perf_counter()
-            o.fn()
-            host[r, i] = (time.perf_counter() - t0) * 1e6
-            ev[i + 1].record()
-        ev[-1].synchronize()
-        gpu[r] = [cupy.cuda.get_elapsed_time(a, b) * 1e3 for a, b in zip(ev[:-1], ev[1:])]
-    return np.median(gpu, axis=0), np.median(host, axis=0)
-
-
 # ---- torch eager block of the same math ---------------------------------------------------------
 
 def _torch():
@@ -833,40 +616,22 @@ def grid_for(n):
 
 
 def _frame(rows):
+    """Rows of one section as a frame with every column of the recorded file."""
     import pandas as pd
     df = pd.DataFrame(rows)
     for c in COLUMNS:
         if c not in df:
             df[c] = np.nan
     df["lab"] = NAME
-    if is_live():
-        df["device"], df["date"], df["source"] = info()["name"], now(), "live"
-    return df[COLUMNS]
+    return df[[c for c in COLUMNS if c not in ("device", "date", "source")]]
 
 
 def _row(section, n, name, kind, t=None, **kw):
     return {"section": section, "case": f"N={n}:float16", "N": n, "name": name, "kind": kind, **(t or {}), **kw}
 
 
-def _recorded(section, what):
-    """Compile-only: the recorded rows of one section, loudly labelled, or an empty frame and a
-    line saying what a GPU would show."""
-    import pandas as pd
-    rec = load_recorded(NAME)
-    if rec.empty or "section" not in rec:
-        print(f"SKIPPED (compile-only): vit_block is not recorded yet (`make bench` on a GPU records "
-              f"figures/reference/<device>/vit_block.csv); on a GPU this measures {what} live.")
-        return pd.DataFrame(columns=COLUMNS)
-    rec = rec[rec["section"] == section].reset_index(drop=True)
-    dev = ", ".join(f"{d} ({dt})" for d, dt in rec[["device", "date"]].drop_duplicates().values)
-    print(f"RECORDED results (not measured now), from: {dev}")
-    return rec
-
-
 def _live_or_recorded(section, what, measure):
-    if not is_live():
-        return _recorded(section, what)
-    return _frame(measure())
+    return live_or_recorded(NAME, what, lambda: _frame(measure()), section=section)
 
 
 def accuracy(ns=(1024, 4096), seed=0):
@@ -903,19 +668,19 @@ def block_times(ns=(256, 1024, 4096), seed=0):
             gh, gw = grid_for(n)
             b = Block(gh, gw, seed=seed)
             b()
-            rows.append(_row("block", n, "block (lab kernels + cuBLAS)", "variant", seq_time(b.ops)))
+            rows.append(_row("block", n, "block (lab kernels + cuBLAS)", "variant", bench.time_fn(lambda: run(b.ops)).row()))
             for nm, sd in (("torch eager block", False), ("torch eager block (SDPA)", True)):
                 tb = torch_block(b.W, b.x, gh, gw, sdpa=sd)
                 if tb is not None:
-                    rows.append(_row("block", n, nm, "baseline", gpu_time(tb)))
+                    rows.append(_row("block", n, nm, "baseline", bench.time_fn(tb).row()))
             att = attention_ops(b.ws)
-            rows.append(_row("block", n, "attention: cuBLAS + softmax kernel", "variant", seq_time(att)))
+            rows.append(_row("block", n, "attention: cuBLAS + softmax kernel", "variant", bench.time_fn(lambda: run(att)).row()))
             torch = _torch()
             if torch is not None:
                 import torch.nn.functional as F
                 q, k, v = (torch.from_dlpack(t).unsqueeze(0) for t in (b.ws.q, b.ws.k, b.ws.v))
                 rows.append(_row("block", n, "torch F.scaled_dot_product_attention", "baseline",
-                                 gpu_time(lambda: F.scaled_dot_product_attention(q, k, v))))
+                                 bench.time_fn(lambda: F.scaled_dot_product_attention(q, k, v)).row()))
             del b
         return rows
     return _live_or_recorded("block", "the block's GPU time against torch at N = " + ", ".join(map(str, ns)),
@@ -931,11 +696,11 @@ def breakdown(ns=(256, 1024, 4096), layers=LAYERS, seed=0, reps=5):
             gh, gw = grid_for(n)
             for what, obj in (("block", Block(gh, gw, seed=seed)), (f"tower ({layers} layers)",
                                                                      Tower(gh, gw, layers, seed=seed))):
-                g, h = op_times(obj.ops, reps=reps)
+                g, h = bench.split([o.fn for o in obj.ops], reps=reps)
                 for o, gu, hu in zip(obj.ops, g, h):
                     rows.append(_row("breakdown", n, o.name, o.kind, {"median_us": gu, "host_us": hu},
                                      value=gu, unit=what))
-                w = wall_time(obj, reps=max(5, reps))
+                w = bench.wall(obj, reps=max(5, reps))
                 rows.append(_row("breakdown", n, "eager wall", "wall", w, value=w["median_us"], unit=what))
                 del obj
         return rows
@@ -953,10 +718,10 @@ def graphs(ns=(256, 1024, 4096), layers=LAYERS, seed=0, reps=10):
                                                                      Tower(gh, gw, layers, seed=seed))):
                 g = graph(obj.ops)
                 for nm, fn in (("eager", obj), ("graph replay", g)):
-                    w = wall_time(fn, reps=reps)
+                    w = bench.wall(fn, reps=reps)
                     rows.append(_row("graph", n, f"{what}: {nm}", "variant", w, value=w["median_us"],
                                      unit="wall us"))
-                    t = seq_time(obj.ops, reps=reps) if nm == "eager" else gpu_time(fn, reps=reps)
+                    t = bench.time_fn(fn, reps=reps).row()
                     rows.append(_row("graph", n, f"{what}: {nm} (GPU time)", "variant", t,
                                      value=t["median_us"], unit="gpu us"))
                 del g, obj
@@ -968,7 +733,7 @@ def check_block(x, W, grid_h, grid_w, want=None):
     """Run our block on x (NumPy fp16) and compare with the float64 reference: one line with the
     normwise relative error against the bound; raises CheckError beyond it. Compile-only: says
     what a GPU would do. Returns the error (or None)."""
-    from .check import CheckError
+    from .core.check import CheckError
     validate(x, grid_h, grid_w)
     if not is_live():
         print(f"SKIPPED (compile-only): on a GPU the block runs its {len(BLOCK_PLAN)} launches on these "
@@ -987,7 +752,7 @@ def check_block(x, W, grid_h, grid_w, want=None):
 
 def check_merger(x, M, grid_h, grid_w):
     """The merger against its float64 reference (bound: its 7 fp16 stages)."""
-    from .check import CheckError
+    from .core.check import CheckError
     validate(x, grid_h, grid_w)
     bound = error_bound(len(MERGER_PLAN))
     if not is_live():
@@ -1004,31 +769,16 @@ def check_merger(x, M, grid_h, grid_w):
 
 
 def pick(df, n=None, **eq):
-    """Rows of one device/source (live first, else the first recorded device), optionally at N."""
-    if df is None or df.empty:
-        return df
-    src = "live" if (df["source"] == "live").any() else df["source"].iloc[0]
-    d = df[df["source"] == src]
-    d = d[d["device"] == d["device"].iloc[0]]
-    if n is not None:
-        d = d[d["N"] == n]
-    for k, v in eq.items():
-        d = d[d[k] == v]
-    return d
+    """The rows of one device and source (results.one_source), optionally at N."""
+    return one_source(select(df, **({"N": n} if n is not None else {}), **eq))
 
 
-def ratio(df, fast, slow, n, col="median_us"):
-    """col(slow) / col(fast) at N (> 1: `fast` is faster), or NaN when either is missing."""
-    d = pick(df, n)
-    if d is None or d.empty:
-        return float("nan")
-    t = dict(zip(d["name"], d[col]))
-    return t[slow] / t[fast] if fast in t and slow in t else float("nan")
+def ratio(df, fast, slow, n):
+    """time(slow) / time(fast) at N (results.ratio)."""
+    return _ratio(df, fast, slow, f"N={n}:float16")
 
 
-def sentence(value, text, missing="*Not measured here, and not recorded yet: a GPU (or `make bench`) fills this in.*"):
-    """text when value is a number, else the line saying why there is none."""
-    return text if value == value and value is not None else missing
+sentence = unless_missing
 
 
 def check_graph_replay(grid_h=8, grid_w=8, seed=0) -> float:
@@ -1122,7 +872,7 @@ def shares(bd):
 def plot_breakdown(bd, name="06_vit_breakdown"):
     """Stacked bars, one per (what, N): cuBLAS GEMMs, the lab's kernels and launch gaps as % of
     the eager wall time, the absolute ms written on each bar."""
-    from . import plot
+    from .core import plot
     s = shares(bd)
     if s.empty:
         print(f"(no data for plot {name})")
@@ -1232,12 +982,7 @@ def record():
     return pd.concat(parts, ignore_index=True)
 
 
-# The family API, for the harness (record.py, the headline): the block is not a ladder.
-VARIANTS: dict = {}
-BASELINES: dict = {}
-BEST: dict = {}
-SHAPES = {f"N={n}": (n, HIDDEN) for n in RECORD_NS}
-
-
-def case_key(shape, dtype="float16") -> str:
-    return f"N={shape[0]}:{dtype}"
+# The block is not a ladder: a Family that records itself.
+VIT_BLOCK = Family(name=NAME, kernels="vision", record=record, shapes={f"N={n}": (n, HIDDEN) for n in RECORD_NS},
+                   about="lab 06: Qwen3-VL's vision tower from lab 05's kernels and cuBLAS")
+FAMILIES = [VIT_BLOCK]

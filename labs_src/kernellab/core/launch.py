@@ -1,213 +1,102 @@
-"""Compile kernels/<family>.cu and show what the compiler made of it.
-
-Live mode compiles each family once per process with cupy.RawModule for the GPU at hand.
-Both modes can compile with NVRTC for sm_87 (Jetson Orin) and sm_90 (Hopper), with
-`-Xptxas -v`, to show registers, spills, shared memory and PTX: that needs no GPU.
-"""
+"""Launching a step: Variant (a launcher plus what the harness needs to know), the launch path
+with its plans, and the input checks every launcher runs before any launch (dtype, shape,
+layout, alignment, aliasing): bad input is a ValueError here, never a CUDA error."""
 from __future__ import annotations
 
 import functools
 import operator
-import os
-import re
-from pathlib import Path
 
-from .device import ROOT, is_live, need_gpu
+import numpy as np
 
-KERNELS = ROOT / "kernels"
-ARCHS = ("sm_87", "sm_90")
-STD = "-std=c++17"
-_MARK = re.compile(r"^// === (\w+) ===\s*$", re.M)
+from .build import _KERNELS, kernel
+
+_ND = None          # cupy.ndarray, looked up once (require runs on every launch)
+_DTYPES: dict = {}  # a dtype spec -> the tuple of np.dtype it allows
 
 
-class CompileError(RuntimeError):
-    pass
+def _ndarray():
+    global _ND
+    if _ND is None:
+        import cupy
+        _ND = cupy.ndarray
+    return _ND
 
 
-def source(family: str) -> str:
-    path = KERNELS / f"{family}.cu"
-    if not path.exists():
-        raise ValueError(f"no kernel family {family!r}: expected {path}")
-    return path.read_text()
+def _allowed(dtype) -> tuple:
+    key = tuple(dtype) if isinstance(dtype, list) else dtype
+    got = _DTYPES.get(key)
+    if got is None:
+        got = _DTYPES[key] = tuple(np.dtype(d) for d in (key if isinstance(key, tuple) else (key,)))
+    return got
 
 
-def steps(family: str) -> list[str]:
-    """The marked steps of a family, in file order."""
-    return _MARK.findall(source(family))
+def require(x, name: str = "x", *, dtype=None, ndim=None, shape=None, contiguous=True,
+            align: int | None = None):
+    """Raise ValueError naming what was expected, before any launch. Cheap on purpose (it runs
+    on every call of every launcher): a few attribute reads, no allocation."""
+    if not isinstance(x, _ND or _ndarray()):
+        raise ValueError(f"{name}: expected a cupy.ndarray on the GPU, got {type(x).__name__}")
+    if dtype is not None:
+        allowed = _allowed(dtype)
+        if x.dtype not in allowed:
+            raise ValueError(f"{name}: expected dtype {' or '.join(map(str, allowed))}, got {x.dtype}")
+    if ndim is not None:
+        allowed = ndim if isinstance(ndim, (tuple, list)) else (ndim,)
+        if x.ndim not in allowed:
+            raise ValueError(f"{name}: expected {' or '.join(map(str, allowed))}-D, got shape {x.shape}")
+    if shape is not None and x.shape != (shape if type(shape) is tuple else tuple(shape)):
+        raise ValueError(f"{name}: expected shape {tuple(shape)}, got {tuple(x.shape)}")
+    if contiguous and not x._c_contiguous:
+        raise ValueError(f"{name}: expected a C-contiguous array (strides {x.strides}); "
+                         "use cupy.ascontiguousarray")
+    if align and x.data.ptr % align:
+        raise ValueError(f"{name}: expected a {align}-byte aligned base address")
+    return x
 
 
-def step_source(family: str, step: str) -> str:
-    """The slice of the .cu file from the step's marker to the next marker."""
-    src = source(family)
-    name = step if step.startswith(family + "_") else f"{family}_{step}"
-    marks = list(_MARK.finditer(src))
-    for i, m in enumerate(marks):
-        if m.group(1) == name:
-            end = marks[i + 1].start() if i + 1 < len(marks) else len(src)
-            return src[m.start():end].rstrip() + "\n"
-    raise ValueError(f"{family}.cu has no step {name!r}; steps: {steps(family)}")
+def no_alias(out, inputs, inplace_ok: bool = False) -> None:
+    """Raise ValueError when an output's bytes overlap an input's (a cheap pointer-range test,
+    before any launch). The kernels declare their pointers __restrict__: the compiler may then
+    reorder loads and stores, and read through the read-only cache (ld.global.nc), as if no
+    output byte were an input byte. inplace_ok=True allows one exception: out *is* an input's
+    exact buffer (same address, shape and dtype), for element-wise steps where each thread
+    reads an index before it writes that same index (the in-place residual add)."""
+    nd = _ND or _ndarray()
+    for o in (out if isinstance(out, (tuple, list)) else (out,)):
+        if not isinstance(o, nd) or not o.size:
+            continue
+        o0 = o.data.ptr
+        o1 = o0 + o.nbytes
+        for i, a in enumerate(inputs):
+            if not isinstance(a, nd) or not a.size:
+                continue
+            a0 = a.data.ptr
+            if a0 < o1 and o0 < a0 + a.nbytes:
+                if inplace_ok and a0 == o0 and a.shape == o.shape and a.dtype == o.dtype:
+                    continue
+                raise ValueError(
+                    f"out overlaps input {i} ({a.dtype}{list(a.shape)} at {a0:#x}): this step's kernel "
+                    "is __restrict__ and not safe in place"
+                    + ("; only out= the exact input array is supported" if inplace_ok else
+                       "; pass a separate output buffer"))
 
 
-@functools.lru_cache(maxsize=None)
-def include_dirs() -> tuple[str, ...]:
-    """kernels/, CuPy's headers (incl. its bundled CUB/Thrust/libcu++), and the CUDA headers."""
-    import cupy
-    inc = [str(KERNELS)]
-    core = Path(cupy.__file__).parent / "_core" / "include"
-    inc.append(str(core))
-    for sub in ("libcudacxx", "cub", "thrust"):
-        if (core / "cupy" / "_cccl" / sub).is_dir():
-            inc.append(str(core / "cupy" / "_cccl" / sub))
-    cand = []
-    try:
-        from cuda import pathfinder
-        cand.append(pathfinder.find_nvidia_header_directory("cudart"))
-    except Exception:
-        pass
-    for env in ("CUDA_PATH", "CUDA_HOME"):
-        if os.environ.get(env):
-            cand.append(os.path.join(os.environ[env], "include"))
-    cand.append("/usr/local/cuda/include")
-    for c in cand:
-        if c and os.path.exists(os.path.join(c, "cuda_fp16.h")):
-            inc.append(c)
-            break
-    return tuple(inc)
+def aligned(width: int, *arrays) -> bool:
+    """True when every array's base address is a multiple of `width` bytes: what a vector
+    load (float4, uint4: 16 bytes) needs before the launcher lets a kernel use it."""
+    for a in arrays:
+        if a.data.ptr % width:
+            return False
+    return True
 
 
-def _options(extra=()) -> tuple[str, ...]:
-    return (STD, *[f"-I{d}" for d in include_dirs()], *extra)
-
-
-# ---- live: RawModule ----------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=None)
-def module(family: str, extra: tuple = ()):
-    """The family's cupy.RawModule, compiled once per process and per `extra` options (e.g. a
-    -D of an ablation build; live mode only)."""
-    need_gpu(f"compiling {family}.cu into a RawModule")
-    import cupy
-    return cupy.RawModule(code=source(family), options=_options(extra), name_expressions=None)
-
-
-_KERNELS: dict = {}     # (family, name) -> RawKernel: one dict lookup per launch
-
-
-def kernel(family: str, name: str):
-    """A compiled kernel by its full name, e.g. kernel('softmax', 'softmax_04_online')."""
-    k = _KERNELS.get((family, name))
-    if k is None:
-        k = _KERNELS[family, name] = module(family).get_function(name)
-    return k
-
-
-# ---- both modes: NVRTC for a named arch -------------------------------------------------------
-
-# What CuPy adds to a RawModule's options before NVRTC compiles it (cupy/cuda/compiler.py:
-# _compile_with_cache_cuda adds -ftz=true, _compile_using_nvrtc adds the architecture and
-# --device-as-default-execution-space). The teaching compile uses the same flags, so the PTX
-# and the ptxas -v numbers shown are those of the binary that is timed.
-# tests/test_measure.py asks CuPy itself for its flags and fails if this list falls behind.
-CUPY_FLAGS = ("-ftz=true", "--device-as-default-execution-space")
-
-
-def nvrtc_options(arch: str, extra=()) -> list[str]:
-    """NVRTC options of the teaching compile for `arch`: RawModule's own, plus -Xptxas -v
-    (register/spill report) and -lineinfo, which change no instruction."""
-    return [f"--gpu-architecture={arch}", *_options(), *CUPY_FLAGS, "-Xptxas", "-v", "-lineinfo", *extra]
-
-
-def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu", extra=()) -> tuple[str, str]:
-    """Compile to a cubin for `arch` with the options CuPy's RawModule uses, plus -Xptxas -v
-    (and `extra` options, e.g. a -D). Returns (ptx, log). No GPU needed."""
-    from cupy_backends.cuda.libs import nvrtc
-    prog = nvrtc.createProgram(src, name, [], [])
-    opts = nvrtc_options(arch, extra)
-    if tuple(nvrtc.getVersion()) >= (12, 9):
-        opts.append("--no-cache")   # NVRTC >= 12.9 caches compiles, and a cache hit prints no ptxas info
-    try:
-        nvrtc.compileProgram(prog, opts)
-    except Exception as e:
-        raise CompileError(f"{name} failed to compile for {arch}:\n{nvrtc.getProgramLog(prog)}") from e
-    ptx = nvrtc.getPTX(prog)
-    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-    return ptx, nvrtc.getProgramLog(prog)
-
-
-@functools.lru_cache(maxsize=None)
-def compiled(family: str, arch: str) -> tuple[str, str]:
-    return nvrtc_compile(source(family), arch, f"{family}.cu")
-
-
-def compile_all(family: str) -> None:
-    """Compile a family for every teaching arch (and, live, for this GPU). Raises on failure."""
-    for arch in ARCHS:
-        compiled(family, arch)
-    if is_live():
-        module(family).get_function(steps(family)[0])  # forces the RawModule's compile
-
-
-_FN = re.compile(r"Compiling entry function '(\w+)' for '(\w+)'")
-_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
-
-
-def ptxas_info(family: str, archs=ARCHS):
-    """Registers, spills, shared memory and barriers per kernel per arch (from ptxas -v)."""
-    import pandas as pd
-    rows = []
-    for arch in archs:
-        cur = None
-        for line in compiled(family, arch)[1].splitlines():
-            if m := _FN.search(line):
-                cur = {"kernel": m.group(1), "arch": m.group(2), "registers": 0, "spill_stores": 0,
-                       "spill_loads": 0, "stack_bytes": 0, "smem_bytes": 0, "barriers": 0}
-                rows.append(cur)
-            elif cur and (m := _FRAME.search(line)):
-                cur.update(stack_bytes=int(m.group(1)), spill_stores=int(m.group(2)),
-                           spill_loads=int(m.group(3)))
-            elif cur and (m := _USED.search(line)):
-                cur.update(registers=int(m.group(1)), barriers=int(m.group(2) or 0),
-                           smem_bytes=int(m.group(3) or 0))
-        if not any(r["arch"] == arch for r in rows):
-            raise CompileError(f"no ptxas -v info for {family}.cu on {arch}; NVRTC log:\n"
-                               + compiled(family, arch)[1][:3000])
-    return pd.DataFrame(rows)
-
-
-def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None) -> list[str]:
-    """The PTX lines of one kernel (its .entry body), optionally only those matching `grep`."""
-    name = step if step.startswith(family + "_") else f"{family}_{step}"
-    text = compiled(family, arch)[0]
-    # the body ends at a closing brace alone on its line that is not an inline-asm block's
-    m = re.search(rf"\.entry {name}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
-    if not m:
-        raise ValueError(f"no kernel {name} in the PTX of {family}.cu")
-    lines = [l.strip() for l in m.group(0).splitlines()]
-    return [l for l in lines if re.search(grep, l)] if grep else lines
-
-
-def show(family: str, step: str):
-    """Display the marked slice of kernels/<family>.cu and compile it in the same cell."""
-    from IPython.display import Markdown, display
-    compile_all(family)
-    name = step if step.startswith(family + "_") else f"{family}_{step}"
-    info = ptxas_info(family)
-    info = info[info.kernel == name]
-    summary = "; ".join(f"{r.arch}: {r.registers} regs, {r.spill_stores} B spill, {r.smem_bytes} B smem"
-                        for r in info.itertuples())
-    display(Markdown(f"```cuda\n{step_source(family, step)}```\n*compiled: {summary}*"))
-
-
-def compile_source(src: str, kernel_name: str):
-    """Compile an exercise's CUDA source. Live: returns the RawKernel. Both modes compile
-    it for sm_87 and sm_90 first, so a syntax error shows up without a GPU too."""
-    for arch in ARCHS:
-        nvrtc_compile(src, arch, f"{kernel_name}.cu")
-    if not is_live():
-        return None
-    import cupy
-    return cupy.RawModule(code=src, options=_options()).get_function(kernel_name)
+def out_like(out, x, name="out", shape=None, dtype=None):
+    """Allocate the output, or validate a caller's `out` (used outside timed regions)."""
+    if out is None:
+        import cupy
+        return cupy.empty(x.shape if shape is None else shape, x.dtype if dtype is None else dtype)
+    require(out, name, dtype=x.dtype if dtype is None else dtype, shape=x.shape if shape is None else shape)
+    return out
 
 
 # ---- launching ---------------------------------------------------------------------------------
@@ -279,7 +168,6 @@ def record_launches(fn, keep_result: bool = False) -> list:
             prev.extend(mine)
 
 
-_ND = None
 PLANS_PER_VARIANT = 64
 _VARIANTS = None      # a WeakSet of every Variant, for clear_plans
 
@@ -465,53 +353,8 @@ class Variant:
         return self.overflow_safe or case[1] not in ("large", "hostile")
 
 
-def no_alias(out, inputs, inplace_ok=False):
-    """check.no_alias (imported late: check imports build)."""
-    from .check import no_alias as _no_alias
-    global no_alias
-    no_alias = _no_alias
-    return _no_alias(out, inputs, inplace_ok)
-
-
 def variant(**kw):
     """Decorator: @variant(dtypes=("float16",)) turns a launcher into a Variant
     (inplace=True for an element-wise step that may write into one of its inputs; plan=False
     for a launcher that does GPU work other than build.launch on every call)."""
     return lambda fn: Variant(fn, **kw)
-
-
-# ---- occupancy -----------------------------------------------------------------------------------
-
-# Per-SM limits: registers, threads, blocks, shared memory (bytes).
-SM_LIMITS = {"sm_87": (65536, 1536, 16, 164 * 1024), "sm_90": (65536, 2048, 32, 228 * 1024)}
-
-
-def occupancy(family: str, name: str, threads: int, dyn_smem: int = 0):
-    """Blocks per SM for `threads`-thread blocks, per arch from ptxas -v (what limits it),
-    and, live, from cudaOccupancyMaxActiveBlocksPerMultiprocessor on this GPU."""
-    import pandas as pd
-    name = name if name.startswith(family + "_") else f"{family}_{name}"
-    info = ptxas_info(family)
-    rows = []
-    for r in info[info.kernel == name].itertuples():
-        regs_sm, thr_sm, blk_sm, smem_sm = SM_LIMITS[r.arch]
-        warps = -(-threads // 32)
-        regs_per_warp = -(-max(r.registers, 1) * 32 // 256) * 256   # allocated per warp, 256 at a time
-        limits = {"registers": regs_sm // (regs_per_warp * warps), "threads": thr_sm // (warps * 32),
-                  "blocks": blk_sm}
-        if r.smem_bytes + dyn_smem:
-            limits["shared memory"] = smem_sm // (r.smem_bytes + dyn_smem + 1024)  # 1 KB reserved per block
-        blocks = min(limits.values())
-        rows.append({"kernel": name, "arch": r.arch, "threads": threads, "registers": r.registers,
-                     "blocks/SM": blocks, "limited by": min(limits, key=limits.get),
-                     "occupancy": blocks * warps * 32 / thr_sm, "source": "ptxas -v"})
-    if is_live():
-        import cupy
-        from .device import info as dev
-        fn = kernel(family, name)
-        n = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, dyn_smem)
-        thr_sm = cupy.cuda.Device().attributes["MaxThreadsPerMultiProcessor"]
-        rows.append({"kernel": name, "arch": dev()["arch"], "threads": threads, "registers": fn.num_regs,
-                     "blocks/SM": n, "limited by": "", "occupancy": n * threads / thr_sm,
-                     "source": "occupancy API (this GPU)"})
-    return pd.DataFrame(rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .device import is_live
+from .family import of
 
 # (rtol, atol) per output dtype. CuPy's NVRTC path flushes fp32 subnormals to zero
 # (-ftz=true), so atol sits above the fp32 subnormal range.
@@ -17,94 +18,6 @@ TOLERANCE = {
 class CheckError(AssertionError):
     """A kernel's output does not match the reference."""
 
-
-_ND = None          # cupy.ndarray, looked up once (require runs on every launch)
-_DTYPES: dict = {}  # a dtype spec -> the tuple of np.dtype it allows
-
-
-def _ndarray():
-    global _ND
-    if _ND is None:
-        import cupy
-        _ND = cupy.ndarray
-    return _ND
-
-
-def _allowed(dtype) -> tuple:
-    key = tuple(dtype) if isinstance(dtype, list) else dtype
-    got = _DTYPES.get(key)
-    if got is None:
-        got = _DTYPES[key] = tuple(np.dtype(d) for d in (key if isinstance(key, tuple) else (key,)))
-    return got
-
-
-def require(x, name: str = "x", *, dtype=None, ndim=None, shape=None, contiguous=True,
-            align: int | None = None):
-    """Raise ValueError naming what was expected, before any launch. Cheap on purpose (it runs
-    on every call of every launcher): a few attribute reads, no allocation."""
-    if not isinstance(x, _ND or _ndarray()):
-        raise ValueError(f"{name}: expected a cupy.ndarray on the GPU, got {type(x).__name__}")
-    if dtype is not None:
-        allowed = _allowed(dtype)
-        if x.dtype not in allowed:
-            raise ValueError(f"{name}: expected dtype {' or '.join(map(str, allowed))}, got {x.dtype}")
-    if ndim is not None:
-        allowed = ndim if isinstance(ndim, (tuple, list)) else (ndim,)
-        if x.ndim not in allowed:
-            raise ValueError(f"{name}: expected {' or '.join(map(str, allowed))}-D, got shape {x.shape}")
-    if shape is not None and x.shape != (shape if type(shape) is tuple else tuple(shape)):
-        raise ValueError(f"{name}: expected shape {tuple(shape)}, got {tuple(x.shape)}")
-    if contiguous and not x._c_contiguous:
-        raise ValueError(f"{name}: expected a C-contiguous array (strides {x.strides}); "
-                         "use cupy.ascontiguousarray")
-    if align and x.data.ptr % align:
-        raise ValueError(f"{name}: expected a {align}-byte aligned base address")
-    return x
-
-
-def no_alias(out, inputs, inplace_ok: bool = False) -> None:
-    """Raise ValueError when an output's bytes overlap an input's (a cheap pointer-range test,
-    before any launch). The kernels declare their pointers __restrict__: the compiler may then
-    reorder loads and stores, and read through the read-only cache (ld.global.nc), as if no
-    output byte were an input byte. inplace_ok=True allows one exception: out *is* an input's
-    exact buffer (same address, shape and dtype), for element-wise steps where each thread
-    reads an index before it writes that same index (the in-place residual add)."""
-    nd = _ND or _ndarray()
-    for o in (out if isinstance(out, (tuple, list)) else (out,)):
-        if not isinstance(o, nd) or not o.size:
-            continue
-        o0 = o.data.ptr
-        o1 = o0 + o.nbytes
-        for i, a in enumerate(inputs):
-            if not isinstance(a, nd) or not a.size:
-                continue
-            a0 = a.data.ptr
-            if a0 < o1 and o0 < a0 + a.nbytes:
-                if inplace_ok and a0 == o0 and a.shape == o.shape and a.dtype == o.dtype:
-                    continue
-                raise ValueError(
-                    f"out overlaps input {i} ({a.dtype}{list(a.shape)} at {a0:#x}): this step's kernel "
-                    "is __restrict__ and not safe in place"
-                    + ("; only out= the exact input array is supported" if inplace_ok else
-                       "; pass a separate output buffer"))
-
-
-def aligned(width: int, *arrays) -> bool:
-    """True when every array's base address is a multiple of `width` bytes: what a vector
-    load (float4, uint4: 16 bytes) needs before the launcher lets a kernel use it."""
-    for a in arrays:
-        if a.data.ptr % width:
-            return False
-    return True
-
-
-def out_like(out, x, name="out", shape=None, dtype=None):
-    """Allocate the output, or validate a caller's `out` (used outside timed regions)."""
-    if out is None:
-        import cupy
-        return cupy.empty(x.shape if shape is None else shape, x.dtype if dtype is None else dtype)
-    require(out, name, dtype=x.dtype if dtype is None else dtype, shape=x.shape if shape is None else shape)
-    return out
 
 
 def check(got, want, *, name: str = "result", rtol=None, atol=None, quiet=False) -> dict:
@@ -153,44 +66,58 @@ def _pairs(got, want):
 
 def variants(family, names=None, cases=None, dtype=None) -> None:
     """Check every variant of a family against family.reference on the family's awkward
-    CHECK_CASES (irregular shapes x hostile values). One line per variant; raises on the
-    first mismatch. Compile-only: runs the NumPy reference on the same cases and says so."""
-    cases = family.CHECK_CASES if cases is None else cases
-    names = list(family.VARIANTS) if names is None else list(names)
-    for nm in names:
-        fn = family.VARIANTS[nm]
+    check_cases (irregular shapes x hostile values), with the family's tolerance(*inputs) where it
+    has one (a dot product of M terms: the bound scales with M) and then reporting the worst error
+    as a fraction of what is allowed. One line per variant; raises on the first mismatch.
+    Compile-only: runs the NumPy reference on the same cases and says so."""
+    fam = of(family)
+    cases = fam.check_cases if cases is None else cases
+    for nm in (list(fam.variants) if names is None else list(names)):
+        fn = fam.variants[nm]
         for dt in ([dtype] if dtype else list(fn.dtypes)):
             todo = [c for c in cases if fn.accepts(c)]
             skipped = len(cases) - len(todo)
             note = f" ({skipped} case(s) with values >= 89 left out: this step is not overflow-safe)" \
                 if skipped else ""
             worst = 0.0
-            for shape, values in todo:
-                host = family.make_input(shape, dt, values)
-                want = family.reference(*host)
+            for i, (shape, values) in enumerate(todo):
+                host = fam.make_input(shape, dt, values, seed=i)
+                want = fam.reference(*host)
                 if not is_live():
                     continue
                 import cupy
+                tol = fam.tolerance(*host) if fam.tolerance else {}
                 got = fn(*[cupy.asarray(a) for a in host])
                 for g, w in _pairs(got, want):
-                    worst = max(worst, check(g, w, name=f"{family.NAME} {nm} {dt} {shape} {values}",
-                                             quiet=True)["max_rel"])
+                    st = check(g, w, name=f"{fam.name} {nm} {dt} {shape} {values}", quiet=True, **tol)
+                    worst = max(worst, _allowed_share(g, w, tol) if tol else st["max_rel"])
+            what = "of the allowed error" if fam.tolerance else "max rel err"
             if is_live():
-                print(f"{family.NAME} {nm:<18} {dt:<9}: {len(todo)} cases OK, max rel err {worst:.1e}{note}")
+                print(f"{fam.name} {nm:<24} {dt:<11}: {len(todo)} cases OK, worst {worst:.2g} {what}{note}")
             else:
-                print(f"{family.NAME} {nm:<18} {dt:<9}: SKIPPED (compile-only): NumPy reference ran on "
+                print(f"{fam.name} {nm:<24} {dt:<11}: SKIPPED (compile-only): NumPy reference ran on "
                       f"{len(todo)} cases; a GPU would run the kernel on each and compare{note}")
+
+
+def _allowed_share(got, want, tol) -> float:
+    """The largest error as a fraction of what the tolerance allows there."""
+    g = (got.get() if hasattr(got, "get") else np.asarray(got)).astype(np.float64)
+    w = np.asarray(want, np.float64)
+    fin = np.isfinite(w)
+    allowed = tol["atol"] + tol["rtol"] * np.abs(w[fin])
+    return float(np.max(np.abs(g[fin] - w[fin]) / allowed, initial=0.0))
 
 
 def run_variant(family, name, *host_args):
     """Run one variant on host (NumPy) inputs and return its output as NumPy (live), or
     print what a GPU would do and return None (compile-only)."""
+    family = of(family)
     if not is_live():
-        print(f"SKIPPED (compile-only): on a GPU this runs {family.NAME} {name} on inputs of shape "
+        print(f"SKIPPED (compile-only): on a GPU this runs {family.name} {name} on inputs of shape "
               f"{[a.shape for a in host_args]}; the NumPy lines above show what to expect.")
         return None
     import cupy
-    return family.VARIANTS[name](*[cupy.asarray(a) for a in host_args]).get()
+    return family.variants[name](*[cupy.asarray(a) for a in host_args]).get()
 
 
 def _as_tuple(v):
@@ -237,7 +164,8 @@ def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
 
 
 def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_must_contain, step):
-    from .build import ARCHS, compile_source, kernel_args, nvrtc_compile
+    from .build import ARCHS, compile_source, nvrtc_compile
+    from .launch import kernel_args
     needles = (ptx_must_contain,) if isinstance(ptx_must_contain, str) else tuple(ptx_must_contain)
     ptxs = {arch: nvrtc_compile(src, arch, f"{kernel_name}.cu")[0] for arch in ARCHS}
     if f".entry {kernel_name}(" not in ptxs[ARCHS[0]]:
@@ -290,11 +218,13 @@ def register(family, name: str, src: str, kernel_name: str, *, grid, block,
     grid(*inputs) and block give the launch. Compiles for sm_87 + sm_90 now (raises on a
     compile error), and on a GPU for this device. Registering the same name again replaces
     your earlier version. Returns the Variant; check.unregister removes it."""
-    from .build import Variant, compile_source, kernel_args
+    from .build import compile_source
+    from .launch import Variant, kernel_args, require
+    family = of(family)
     if not isinstance(name, str) or not name:
         raise ValueError("register: name must be a non-empty string such as '07_mine'")
-    if name in family.VARIANTS and "check.register" not in (family.VARIANTS[name].__doc__ or ""):
-        raise ValueError(f"{family.NAME} already has a step named {name!r}; pick another name")
+    if name in family.variants and "check.register" not in (family.variants[name].__doc__ or ""):
+        raise ValueError(f"{family.name} already has a step named {name!r}; pick another name")
     fn = compile_source(src, kernel_name)
 
     def _alloc(*inputs):
@@ -317,18 +247,19 @@ def register(family, name: str, src: str, kernel_name: str, *, grid, block,
     launcher.__name__ = name
     launcher.__doc__ = f"learner's kernel {kernel_name}, registered with check.register"
     v = Variant(launcher, dtypes=dtypes, overflow_safe=overflow_safe, alloc_out=_alloc)
-    family.VARIANTS[name] = v
-    print(f"{family.NAME}: registered {name} ({kernel_name}), compiled for sm_87 and sm_90; "
-          f"steps now: {', '.join(family.VARIANTS)}")
+    family.variants[name] = v
+    print(f"{family.name}: registered {name} ({kernel_name}), compiled for sm_87 and sm_90; "
+          f"steps now: {', '.join(family.variants)}")
     return v
 
 
 def unregister(family, name: str) -> None:
     """Remove a variant added with check.register (the lab's own steps cannot be removed)."""
-    v = family.VARIANTS.get(name)
+    family = of(family)
+    v = family.variants.get(name)
     if v is None or "check.register" not in (v.__doc__ or ""):
-        raise ValueError(f"{family.NAME} has no registered learner variant {name!r}")
-    del family.VARIANTS[name]
+        raise ValueError(f"{family.name} has no registered learner variant {name!r}")
+    del family.variants[name]
 
 
 def error_sweep(family, names, sizes, dtype="float32", rows=4):
@@ -339,9 +270,10 @@ def error_sweep(family, names, sizes, dtype="float32", rows=4):
               f"at row lengths {sizes}.")
         return {}
     import cupy
+    family = of(family)
     errs = {}
     for nm in names:
-        fn = family.VARIANTS[nm]
+        fn = family.variants[nm]
         out = []
         for c in sizes:
             (x,) = family.make_input((rows, c), dtype, "randn", seed=c)

@@ -9,7 +9,7 @@ import platform
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = ROOT / "figures" / "reference"
 FIGURES = ROOT / "figures"
 
@@ -174,18 +174,3 @@ def provenance(df) -> str:
         return "no data"
     return "; ".join(f"{src} on {dev}, {date}" for src, dev, date in
                      df[["source", "device", "date"]].drop_duplicates().values)
-
-
-def say(md: str) -> None:
-    """Show a sentence computed from the results on screen (Markdown in a notebook, text
-    elsewhere). Every sentence in a lab that quotes a number or gives a verdict goes through
-    here, built with an f-string from the measured or recorded frame, never typed for one device."""
-    try:
-        from IPython import get_ipython
-        from IPython.display import Markdown, display
-        if get_ipython() is not None:
-            display(Markdown(md))
-            return
-    except ImportError:
-        pass
-    print(md)

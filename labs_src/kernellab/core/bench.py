@@ -1,0 +1,460 @@
+"""Honest timing: CUDA events, L2 flushed before every repetition, medians with p10/p90,
+GB/s of unique bytes against roofs measured on this device in this process."""
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import build
+from .device import info, is_live, need_gpu, now
+from .family import of
+
+
+@dataclass
+class Timing:
+    median_us: float
+    p10_us: float
+    p90_us: float
+    reps: int
+
+    def row(self) -> dict:
+        return {"median_us": self.median_us, "p10_us": self.p10_us, "p90_us": self.p90_us, "reps": self.reps}
+
+
+@functools.lru_cache(maxsize=None)
+def _flush_buffer():
+    import cupy
+    nbytes = max(2 * (info()["l2_bytes"] or 0), 16 << 20)   # at least 2x L2
+    return cupy.zeros(nbytes // 4, cupy.float32)            # written once, here
+
+
+@functools.lru_cache(maxsize=None)
+def _flush_launch():
+    import cupy
+    read = build.kernel("measure", "measure_02_read")
+    buf = _flush_buffer()
+    grid = resident_grid(read)
+    return read, (grid,), (256,), (buf, cupy.empty(grid, cupy.float32), np.int64(buf.size // 4))
+
+
+def flush_l2() -> None:
+    """Evict L2 by READING a buffer of at least twice its size. Every line the previous call
+    left behind, its dirty output lines included, is written back during the flush, and L2 is
+    left holding clean lines. Writing the buffer instead would leave L2 full of dirty lines
+    whose write-back the next timed call would pay for (a few microseconds: a visible share of
+    a small kernel's time)."""
+    k, grid, block, args = _flush_launch()
+    k(grid, block, args)
+
+
+def _keep_busy(us: float = 20.0) -> None:
+    """About `us` microseconds of register-only work that touches no buffer. Queued before each
+    timed call, it keeps the GPU busy while Python queues the start event and the launches, so
+    the events time the kernels and not the host's launch path. A long spacer (a host that needs
+    milliseconds to issue a whole tower) is a chain of pieces of at most PIECE_US each."""
+    fma = build.kernel("measure", "measure_03_fma")
+    per = _busy_us_per_8192()
+    args = (_flush_buffer(), None, np.float32(1.0), np.float32(0.0))
+    while us > 0:
+        piece = min(us, PIECE_US)
+        iters = int(max(256, 8192 * piece / per))
+        fma((info()["sms"],), (128,), (args[0], np.int32(iters), *args[2:]))
+        us -= piece
+
+
+PIECE_US = 200.0
+
+
+@functools.lru_cache(maxsize=None)
+def _busy_us_per_8192() -> float:
+    import cupy
+    fma = build.kernel("measure", "measure_03_fma")
+    s, e = cupy.cuda.Event(), cupy.cuda.Event()
+    args = (_flush_buffer(), np.int32(8192), np.float32(1.0), np.float32(0.0))
+    fma((info()["sms"],), (128,), args)
+    s.record()
+    fma((info()["sms"],), (128,), args)
+    e.record()
+    e.synchronize()
+    return max(cupy.cuda.get_elapsed_time(s, e) * 1e3, 1.0)
+
+
+def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
+            budget_s: float = 0.25) -> Timing:
+    """Median/p10/p90 of `fn()` in microseconds, from CUDA events around each call.
+    Nothing is allocated inside the timed region; `fn` must be a bound zero-arg call.
+    flush=True evicts L2 before every repetition; flush=False keeps the caches warm. Either way
+    a spacer kernel longer than the host's cost of one call precedes the start event, so the
+    time is the GPU's (a slow host would otherwise show up as kernel time for small calls)."""
+    need_gpu("timing")
+    import cupy
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    fn()                                   # the host's cost of queuing one call
+    host_us = (time.perf_counter() - t0) * 1e6
+    cupy.cuda.Device().synchronize()
+    if reps is None:   # aim for ~budget_s of kernel time, 10..100 repetitions
+        t0 = time.perf_counter()
+        if flush:
+            flush_l2()
+        fn()
+        cupy.cuda.Device().synchronize()
+        once = max(time.perf_counter() - t0, 1e-6)
+        reps = int(min(100, max(10, budget_s / once)))
+    starts = [cupy.cuda.Event() for _ in range(reps)]
+    ends = [cupy.cuda.Event() for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        if flush:
+            flush_l2()
+        _keep_busy(2 * host_us + 10)       # the GPU stays busy until every launch of fn is queued
+        s.record()
+        fn()
+        e.record()
+    ends[-1].synchronize()
+    return _stats([cupy.cuda.get_elapsed_time(s, e) * 1e3 for s, e in zip(starts, ends)])
+
+
+# ---- host time, bare launches and CUDA graphs -----------------------------------------------------
+
+def host_us(fn, calls: int = 30, batches: int = 3) -> float:
+    """Host (CPU) microseconds per call of `fn`: perf_counter around `calls` back-to-back calls,
+    the best of `batches` batches (host noise only ever adds), garbage collection paused. Launches are asynchronous, so this
+    is the Python + driver cost of *queuing* one call, not the GPU's time; the GPU is synchronized
+    before each batch so that a full launch queue never blocks the host."""
+    need_gpu("host timing")
+    import gc
+    import cupy
+    fn()
+    best = float("inf")
+    was = gc.isenabled()
+    gc.disable()                   # as timeit does: a collection is nobody's launch cost
+    try:
+        for _ in range(batches):
+            cupy.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        if was:
+            gc.enable()
+    cupy.cuda.Device().synchronize()
+    return best / calls * 1e6
+
+
+def end_to_end_us(fn, calls: int = 100) -> float:
+    """Wall microseconds per call of `calls` back-to-back calls, synchronized once at the end,
+    with no spacer: what a caller (a decoding engine, do_bench without a flush) sees. Per call
+    that is about max(host time, GPU time): whichever side is slower sets the pace."""
+    need_gpu("timing")
+    import cupy
+    fn()
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    cupy.cuda.Device().synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def wall(fn, reps: int = 20, flush: bool = True) -> dict:
+    """What the GPU sees when the host launches `fn` from idle: synchronize, then CUDA events around
+    fn() with no spacer, so a host slower than the GPU shows up as idle gaps between kernels inside
+    the interval; and the host's µs to issue the call (perf_counter, no sync)."""
+    need_gpu("timing")
+    import cupy
+    fn(); fn()
+    t, host = [], []
+    for _ in range(reps):
+        if flush:
+            flush_l2()
+        cupy.cuda.Device().synchronize()
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        h0 = time.perf_counter()
+        fn()
+        host.append((time.perf_counter() - h0) * 1e6)
+        e.record()
+        e.synchronize()
+        t.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)
+    return {**_stats(t).row(), "host_us": float(np.median(host))}
+
+
+def split(fns, reps: int = 5):
+    """Per piece of a sequence of zero-argument calls: median GPU µs (CUDA events between
+    consecutive pieces, all queued behind a spacer so the GPU never waits for the host) and
+    median host µs to issue it. Returns (gpu, host) arrays."""
+    need_gpu("timing")
+    import cupy
+    for f in fns:
+        f()
+    cupy.cuda.Device().synchronize()
+    h0 = time.perf_counter()
+    for f in fns:
+        f()
+    host_total = (time.perf_counter() - h0) * 1e6
+    cupy.cuda.Device().synchronize()
+    gpu, host = np.zeros((reps, len(fns))), np.zeros((reps, len(fns)))
+    for r in range(reps):
+        flush_l2()
+        ev = [cupy.cuda.Event() for _ in range(len(fns) + 1)]
+        _keep_busy(2 * host_total + 50)
+        ev[0].record()
+        for i, f in enumerate(fns):
+            t0 = time.perf_counter()
+            f()
+            host[r, i] = (time.perf_counter() - t0) * 1e6
+            ev[i + 1].record()
+        ev[-1].synchronize()
+        gpu[r] = [cupy.cuda.get_elapsed_time(a, b) * 1e3 for a, b in zip(ev[:-1], ev[1:])]
+    return np.median(gpu, axis=0), np.median(host, axis=0)
+
+
+def _stats(t) -> Timing:
+    t = np.asarray(t)
+    return Timing(float(np.median(t)), float(np.percentile(t, 10)), float(np.percentile(t, 90)), len(t))
+
+
+def launches(fn) -> list:
+    """The kernel launches one call of `fn` makes through build.launch, as
+    [(RawKernel, grid, block, packed args, shared memory bytes)]."""
+    from .launch import record_launches
+    return record_launches(fn)
+
+
+def bare(fn):
+    """A zero-argument call that makes exactly the launches `fn` makes, as bare RawKernel calls
+    (arguments packed once): the floor a launcher's host cost is compared with. None when `fn`
+    launches nothing through build.launch (a library baseline)."""
+    recs = launches(fn)
+    if not recs:
+        return None
+    if len(recs) == 1:
+        k, g, b, a, sm = recs[0]
+        return (lambda: k(g, b, a)) if not sm else (lambda: k(g, b, a, shared_mem=sm))
+
+    def run():
+        for k, g, b, a, sm in recs:
+            k(g, b, a, shared_mem=sm)
+    return run
+
+
+class Graph:
+    """A sequence of launches captured once into a CUDA graph (CuPy stream capture) and
+    replayed with one call: the host pays for one graph launch instead of one launch per
+    kernel, and the GPU runs the kernels back to back. `fn` must not allocate (pass out=
+    buffers): the graph replays into the memory it was captured with."""
+
+    def __init__(self, fn, warmup: bool = True):
+        need_gpu("capturing a CUDA graph")
+        import cupy
+        self.fn, self.stream = fn, cupy.cuda.Stream(non_blocking=True)
+        pool = cupy.get_default_memory_pool()
+        with self.stream:
+            if warmup:                   # compiles kernels and grows the memory pool outside the capture
+                fn()
+                self.stream.synchronize()
+            before = pool.used_bytes()
+            self.stream.begin_capture()
+            try:
+                res = fn()
+                grew = pool.used_bytes() > before
+                del res
+            finally:
+                self._graph = self.stream.end_capture()
+        if grew:
+            raise ValueError("graph(fn): fn allocated memory during capture; give every call its out= "
+                             "buffer so the replay writes where the capture did")
+
+    def __call__(self):
+        import cupy
+        self._graph.launch(cupy.cuda.get_current_stream())
+
+
+def graph(fn, warmup: bool = True) -> Graph:
+    """Capture the launches of one call of `fn` as a CUDA graph; calling the result replays them."""
+    return Graph(fn, warmup)
+
+
+# ---- roofs ------------------------------------------------------------------------------------
+
+def _roof_elems() -> int:
+    import cupy
+    l2 = info()["l2_bytes"] or (4 << 20)
+    want = max(8 * l2, 256 << 20)                      # well past L2
+    free = cupy.cuda.Device().mem_info[0]
+    return int(min(want, free // 6)) // 16 * 4         # float count, multiple of 4
+
+
+def _grid(n4: int, threads=256) -> int:
+    return int(min((n4 + threads - 1) // threads, info()["sms"] * 32))
+
+
+def blocks_per_sm(fn, threads: int, smem: int = 0) -> int:
+    """How many blocks of `threads` threads of kernel `fn` one SM holds at once (the occupancy
+    API: registers, shared memory and threads decide)."""
+    import cupy
+    return int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, smem))
+
+
+def resident_grid(fn, threads: int = 256) -> int:
+    """Blocks that fill every SM exactly once (blocks per SM x SMs): a grid-stride kernel
+    launched with this many blocks keeps every resident thread busy."""
+    return max(1, blocks_per_sm(fn, threads)) * info()["sms"]
+
+
+LAUNCHES = 100     # empty launches per event pair (back to back) and per graph
+
+
+@functools.lru_cache(maxsize=None)
+def roofs() -> dict:
+    """Measured once per process on this device:
+    copy roof (read + write bytes; the best of a copy kernel and cudaMemcpy), read roof
+    (the best of a streaming sum and the widest bytes-in-flight readers, over as many bytes as
+    the copy moves), and what an empty launch costs: alone
+    between two events (launch_us), per launch when LAUNCHES run back to back in one event
+    pair (launch_b2b_us), per launch replayed from a CUDA graph (launch_graph_us), and on the
+    host per call (host_launch_us, host_graph_us for one graph of LAUNCHES kernels)."""
+    import cupy
+    n = _roof_elems()
+    src = cupy.ones(n, cupy.float32)
+    dst = cupy.empty_like(src)
+    n4 = np.int64(n // 4)
+    copy_k = build.kernel("measure", "measure_01_copy")
+    read_k = build.kernel("measure", "measure_02_read")
+    empty_k = build.kernel("measure", "measure_00_empty")
+    g = _grid(n // 4)
+    t_copy = time_fn(lambda: copy_k((g,), (256,), (src, dst, n4)))
+    t_memcpy = time_fn(lambda: dst.data.copy_from_device_async(src.data, src.nbytes))
+    # The read roof reads as many bytes as the copy moves (so launch and tail costs weigh the
+    # same), and is the best of the streaming sum and the sweep's widest readers.
+    del dst
+    rsrc = cupy.ones(2 * n, cupy.float32)
+    rn4 = np.int64(2 * n // 4)
+    reads = {}
+    for name in ("measure_02_read", *(f"measure_05_inflight_{b}B" for b in INFLIGHT_BYTES if b >= 32)):
+        k = build.kernel("measure", name)
+        gr = resident_grid(k)
+        part = cupy.empty(gr, cupy.float32)
+        t = time_fn(lambda k=k, gr=gr, part=part: k((gr,), (256,), (rsrc, part, rn4)))
+        reads[name] = rsrc.nbytes / t.median_us / 1e3
+    del rsrc
+    one = lambda: empty_k((1,), (32,), ())      # noqa: E731
+
+    def many():
+        for _ in range(LAUNCHES):
+            empty_k((1,), (32,), ())
+    t_empty = time_fn(one, reps=200)                 # timed exactly like every kernel
+    t_b2b = time_fn(many, reps=20, flush=False)
+    gm = graph(many)
+    t_graph = time_fn(gm, reps=20, flush=False)
+    copy_best = min(t_copy.median_us, t_memcpy.median_us)
+    return {
+        "copy_gbps": 2 * src.nbytes / copy_best / 1e3,
+        "copy_kernel_gbps": 2 * src.nbytes / t_copy.median_us / 1e3,
+        "copy_memcpy_gbps": 2 * src.nbytes / t_memcpy.median_us / 1e3,
+        "read_gbps": max(reads.values()),
+        "read_sum_gbps": reads["measure_02_read"],
+        "launch_us": t_empty.median_us,
+        "launch_b2b_us": t_b2b.median_us / LAUNCHES,
+        "launch_graph_us": t_graph.median_us / LAUNCHES,
+        "host_launch_us": host_us(one, calls=LAUNCHES),
+        "host_graph_us": host_us(gm, calls=10),
+        "roof_bytes": int(src.nbytes),
+    }
+
+
+def roof_values() -> dict:
+    """The roofs to draw: live ones, or those recorded with the first recorded device."""
+    if is_live():
+        return {**roofs(), "device": info()["name"], "source": "live", "date": now()}
+    from .device import recorded_meta
+    for meta in recorded_meta().values():
+        if "roofs" in meta:
+            return {**meta["roofs"], "device": meta["device"], "source": "recorded",
+                    "date": meta.get("roofs_date", "?")}
+    return {}
+
+
+def measure(fn, nbytes: int, **kw) -> dict:
+    """Time fn and express it as GB/s of unique bytes and fractions of the two roofs."""
+    t = time_fn(fn, **kw)
+    r = roofs()
+    gbps = nbytes / t.median_us / 1e3
+    return {"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "reps": t.reps,
+            "bytes": int(nbytes), "gbps": gbps, "frac_copy": gbps / r["copy_gbps"],
+            "frac_read": gbps / r["read_gbps"]}
+
+
+# ---- side-by-side comparison of a family's variants and baselines -----------------------------
+
+RESULT_COLUMNS = ["lab", "case", "name", "kind", "dtype", "rows", "cols", "median_us", "p10_us", "p90_us", "reps",
+                  "bytes", "gbps", "frac_copy", "frac_read", "warm_us", "host_us", "bare_host_us",
+                  "device", "date", "source"]
+WARM_ROWS = 64     # decode-size shapes (<= this many rows, and fitting in L2) are also timed warm
+
+
+def _wants_warm(shape, nbytes) -> bool:
+    rows = shape[0] if len(shape) > 1 else 1
+    return rows <= WARM_ROWS and nbytes <= (info()["l2_bytes"] or 0)
+
+
+def compare(family, cases, names=None, baselines=True, reps=None, host=True):
+    """Time variants (and baselines) of a family on cases = [(shape, dtype), ...].
+
+    Live: measured now, in this process, on identical inputs. Compile-only: the recorded
+    rows for the same cases, from figures/reference/<device>/<lab>.csv, marked 'recorded'.
+    Returns a pandas DataFrame with one row per (case, name):
+      median_us, p10_us, p90_us   GPU time with L2 flushed before every repetition (events + spacer)
+      gbps, frac_copy, frac_read  unique bytes per second, and as fractions of the two roofs
+      warm_us                     GPU time without the flush (inputs L2-resident, as in a decoder),
+                                  for shapes of <= WARM_ROWS rows whose bytes fit in L2; else NaN
+      host_us                     host (CPU) µs to queue one call (bench.host_us)
+      bare_host_us                the same for bare RawKernel calls making the same launches
+                                  (variants only; host_us / bare_host_us is the launcher's overhead)"""
+    import pandas as pd
+    family = of(family)
+    names = list(family.variants) if names is None else list(names)
+    base = list(family.baselines) if baselines is True else list(baselines or [])
+    keys = [family.case_key(shape, dt) for shape, dt in cases]
+    if not is_live():
+        from .results import recorded
+        rec = recorded(family.name, "every variant and baseline", case=keys, name=names + base)
+        return rec if len(rec) else pd.DataFrame(columns=RESULT_COLUMNS)
+    import cupy
+    rows = []
+    for (shape, dt), key in zip(cases, keys):
+        args = [cupy.asarray(a) for a in family.make_input(shape, dt, "randn")]
+        nbytes = family.bytes_moved(*args)
+        warm = _wants_warm(shape, nbytes)
+        out = None
+        for nm in names + base:
+            is_base = nm in family.baselines
+            if is_base:
+                fn = family.baselines[nm](*args)
+                if fn is None:
+                    continue
+            else:
+                v = family.variants[nm]
+                if dt not in v.dtypes:
+                    continue
+                out = v.alloc_out(*args)
+                fn = functools.partial(v, *args, out=out)
+            res = measure(fn, nbytes, reps=reps)
+            res["warm_us"] = time_fn(fn, reps=reps, flush=False).median_us if warm else float("nan")
+            res["host_us"] = host_us(fn) if host else float("nan")
+            b = None if (is_base or not host) else bare(fn)
+            res["bare_host_us"] = host_us(b) if b is not None else float("nan")
+            rows.append({"lab": family.name, "case": key, "name": nm, "kind": "baseline" if is_base else "variant",
+                         "dtype": dt, "rows": shape[0] if len(shape) > 1 else 1, "cols": shape[-1], **res})
+        del args, out
+    df = pd.DataFrame(rows, columns=[c for c in RESULT_COLUMNS if c not in ("device", "date", "source")])
+    df["device"] = info()["name"]
+    df["date"] = now()
+    df["source"] = "live"
+    return df

@@ -1,0 +1,127 @@
+"""The family API, stated once: a `Family` is one ladder of steps (or one measured set, such as
+lab 00's fundamentals) and everything the notebooks, tests, benchmarks, sanitizer and recorder
+need to know about it. Every lab module builds its families as `Family(...)`; nothing is patched
+in afterwards, and no tool probes a family for optional attributes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable
+
+
+def case_key(shape, dtype) -> str:
+    """'RxC:dtype' (a 1-D shape is one row): the key of one recorded case."""
+    shape = tuple(shape)
+    return f"{shape[0] if len(shape) > 1 else 1}x{shape[-1]}:{dtype}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target of an issue or a lab: `what` is measured by `measure(frame) -> float` (NaN when the
+    frame lacks it); met when the value is >= threshold (or <= with below=True). A target with
+    threshold None is shown as 'no threshold', never as missed."""
+    what: str
+    measure: Callable
+    threshold: float | None = None
+    below: bool = False
+    unit: str = "x"
+
+
+@dataclass(eq=False)
+class Family:
+    """One family of steps.
+
+    name          the record key: figures/reference/<device>/<name>.csv (several families may
+                  share one file: vision's ops)
+    kernels       the .cu file its kernels live in: kernels/<kernels>.cu
+    variants      {step: Variant}, ordered before -> after, one change each
+    reference     float64 NumPy reference: reference(*inputs) -> output (a tuple for several)
+    make_input    make_input(shape, dtype, values="randn", seed=0) -> tuple of host arrays
+    bytes_moved   bytes_moved(*inputs) -> the unique bytes one call must move
+    check_cases   [(shape, values)]: awkward shapes x hostile values, run by check.variants,
+                  the tests and the sanitizer
+    record_cases  [(shape, dtype)]: what `make bench` records (the seeds' shapes and a sweep)
+    baselines     {name: factory(*device inputs) -> zero-argument call, or None when the library
+                  is absent}: torch, cuBLAS, CuPy, a same-bytes memcpy or read-only floor
+    shapes        the seeds' named shapes {label: shape}
+    default       {dtype: step}: the step other labs call (a design choice; the best step of a
+                  case is read from the data by results.best, never from here)
+    claims        ids of docs/claims.csv rows this family measures
+    targets       [Target]
+    tolerance     tolerance(*inputs) -> {"rtol": .., "atol": ..} for the checks, where the
+                  default per-dtype tolerance does not fit (a dot product of M terms); None: default
+    op            in a record shared by several families (vision's ops share vision.csv), the
+                  family's label; its case keys start with 'op:'
+    case_key      (shape, dtype) -> the case's key in a results frame
+    record        for a family that is not a ladder (lab 00's fundamentals, a whole block):
+                  record() -> frame; else bench.compare over record_cases
+    about         one line for tables and listings"""
+    name: str
+    kernels: str
+    variants: dict = field(default_factory=dict)
+    reference: Callable | None = None
+    make_input: Callable | None = None
+    bytes_moved: Callable | None = None
+    check_cases: list = field(default_factory=list)
+    record_cases: list = field(default_factory=list)
+    baselines: dict = field(default_factory=dict)
+    shapes: dict = field(default_factory=dict)
+    default: dict = field(default_factory=dict)
+    claims: tuple = ()
+    targets: tuple = ()
+    tolerance: Callable | None = None
+    op: str = ""
+    case_key: Callable = case_key
+    record: Callable | None = None
+    about: str = ""
+
+    # The upper-case names the labs used before the Family type existed (softmax.VARIANTS,
+    # fam.NAME, ...): a learner's saved notebook keeps working.
+    @property
+    def NAME(self):
+        return self.name
+
+    @property
+    def FAMILY(self):
+        return self.kernels
+
+    @property
+    def VARIANTS(self):
+        return self.variants
+
+    @property
+    def BASELINES(self):
+        return self.baselines
+
+    @property
+    def BEST(self):
+        return self.default
+
+    @property
+    def SHAPES(self):
+        return self.shapes
+
+    @property
+    def CHECK_CASES(self):
+        return self.check_cases
+
+    @property
+    def RECORD_CASES(self):
+        return self.record_cases
+
+    @property
+    def OP(self):
+        return self.op
+
+    def __repr__(self):
+        return f"Family({self.name!r}: {len(self.variants)} steps, {len(self.baselines)} baselines)"
+
+
+def of(x) -> Family:
+    """The Family of `x`: a Family, or a lab module (its first family, the one named after it), so
+    `bench.compare(softmax, ...)` and `bench.compare(softmax.SOFTMAX, ...)` mean the same."""
+    if isinstance(x, Family):
+        return x
+    if isinstance(x, ModuleType):
+        return x.FAMILIES[0]
+    raise TypeError(f"expected a Family or a lab module, got {type(x).__name__}")

@@ -1,0 +1,354 @@
+"""The one reader of results frames (live or recorded), and the one place that turns them into
+sentences and verdicts.
+
+A results frame has one row per (case, name): median_us, p10_us, p90_us (GPU time, L2 flushed),
+bytes, gbps, frac_copy, frac_read, warm_us, host_us, and device, date, source ('live' or
+'recorded'). `bench.compare` makes one live; without a GPU it returns the recorded rows. Cells
+never branch on the mode: they call the functions here, which read whatever frame they are given.
+
+The verdict rule, for claims, targets and sentences alike (`verdict`, `judge`):
+  * noise-aware: where the p10-p90 bands of the two times overlap, the verdict is "within noise",
+    whatever the medians say;
+  * magnitude-aware: the measured ratio is set against the claimed one. "holds" when the measured
+    gain is within a factor HOLD of the claimed gain, counted in log terms (log m / log c in
+    [1/HOLD, HOLD]: a claimed 2x holds from 1.59x to 2.83x); "smaller than claimed" and "larger
+    than claimed" outside it; "refuted" when the measured change goes the other way;
+  * kind-aware: a kernel ratio never judges an end-to-end claim: that needs an end-to-end
+    measurement, or it is "not measured here (end to end)";
+  * a target with no threshold is "no threshold", never "missed".
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .device import provenance
+
+HOLD = 1.5              # the factor, in log terms, within which a measured gain matches a claimed one
+LEAN = ["case", "name", "median_us", "p10_us", "p90_us", "frac", "vs_prev"]
+
+
+# ---- reading a frame --------------------------------------------------------------------------
+
+def select(df, **eq):
+    """Rows of df whose columns equal the given values, or are in a given list (an empty frame
+    stays empty; a missing column selects nothing)."""
+    for k, v in eq.items():
+        if df is None or df.empty or k not in df:
+            return df.iloc[0:0] if df is not None else df
+        df = df[df[k].isin(v) if isinstance(v, (list, tuple, set)) else df[k] == v]
+    return df
+
+
+def one_source(df):
+    """The rows of the first (device, source) present: a frame may hold several recorded devices,
+    and a sentence speaks of one."""
+    if df is None or df.empty:
+        return df
+    first = df.iloc[0]
+    return df[(df["device"] == first["device"]) & (df["source"] == first["source"])]
+
+
+def pick(df, name: str, column: str, **eq) -> float:
+    """One number: `column` of the row named `name` (matching eq, e.g. case=...), from the first
+    device present; NaN when absent (not measured, or an older recording)."""
+    d = one_source(select(df, name=name, **eq))
+    if d is None or d.empty or column not in d:
+        return float("nan")
+    return float(d[column].iloc[0])
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measured value with its noise band: lo and hi are the value computed from the ends of
+    the p10-p90 bands (for a ratio of times: p10(slow)/p90(fast) and p90(slow)/p10(fast))."""
+    value: float
+    lo: float
+    hi: float
+
+    @property
+    def ok(self) -> bool:
+        return self.value == self.value
+
+    def __format__(self, spec):
+        return format(self.value, spec or ".2f")
+
+
+NAN = Measured(float("nan"), float("nan"), float("nan"))
+
+
+def band(df, name: str, case: str) -> Measured:
+    """The median time of `name` at `case` with its p10-p90 band (µs)."""
+    return Measured(*(pick(df, name, c, case=case) for c in ("median_us", "p10_us", "p90_us")))
+
+
+def ratio_band(df, fast: str, slow: str, case: str) -> Measured:
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band."""
+    f, s = band(df, fast, case), band(df, slow, case)
+    if not (f.ok and s.ok):
+        return NAN
+    lo = s.lo / f.hi if f.hi == f.hi and s.lo == s.lo else s.value / f.value
+    hi = s.hi / f.lo if f.lo == f.lo and s.hi == s.hi else s.value / f.value
+    return Measured(s.value / f.value, lo, hi)
+
+
+def ratio(df, fast: str, slow: str, case: str) -> float:
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster); NaN when either is absent."""
+    return ratio_band(df, fast, slow, case).value
+
+
+def cases(df, name: str | None = None) -> list:
+    """The cases of a frame (of one step), in the frame's order."""
+    d = df if name is None else select(df, name=name)
+    return [] if d is None or d.empty else list(dict.fromkeys(d["case"]))
+
+
+def best(df, kind: str = "variant", names=None):
+    """Per case, the fastest row of `kind` ('variant' or 'baseline'; names: only these), read
+    from the data, never from a hard-coded label: a frame indexed by case with name, median_us,
+    and the fraction columns."""
+    d = one_source(select(df, kind=kind))
+    if names is not None:
+        d = select(d, name=list(names))
+    if d is None or d.empty:
+        import pandas as pd
+        return pd.DataFrame(columns=["name", "median_us"])
+    idx = d.groupby("case", sort=False)["median_us"].idxmin()
+    return d.loc[idx.values].set_index("case")
+
+
+def fraction(row, roof: str = "copy") -> float:
+    """The fraction of the copy or read roof of one results row (as recorded with it)."""
+    return float(row[f"frac_{roof}"])
+
+
+# ---- verdicts ------------------------------------------------------------------------------------
+
+def within_noise(m: Measured, at: float = 1.0) -> bool:
+    """True when `at` lies inside the band: the two times' p10-p90 bands overlap (at = 1), or a
+    target's threshold lies inside the measured band."""
+    return m.lo == m.lo and m.hi == m.hi and min(m.lo, m.hi) <= at <= max(m.lo, m.hi)
+
+
+def verdict(m: Measured, claimed: float | None = None, kind: str = "kernel",
+            measured_kind: str = "kernel") -> str:
+    """The one verdict rule (see the module's doc). m: measured time(before)/time(after);
+    claimed: the claimed ratio (None: no number claimed); kind: the claim's kind ('kernel',
+    'end-to-end', ...); measured_kind: what m is a ratio of."""
+    if kind == "end-to-end" and measured_kind != "end-to-end":
+        return "not measured here (end to end)"
+    if not m.ok:
+        return "not measured"
+    if within_noise(m):
+        return "within noise"
+    if claimed is None or claimed != claimed:
+        return "faster" if m.value > 1 else "slower"
+    if claimed == 1:
+        return "refuted"             # a claimed "no change", and the bands do not overlap
+    if (m.value > 1) != (claimed > 1):
+        return "refuted"
+    q = math.log(m.value) / math.log(claimed)
+    return "holds" if 1 / HOLD <= q <= HOLD else "smaller than claimed" if q < 1 else "larger than claimed"
+
+
+def target_outcome(m: Measured, threshold: float | None, below: bool = False) -> str:
+    """met / missed / within noise / no threshold / not measured, for a target on value m."""
+    if threshold is None:
+        return "no threshold"
+    if not m.ok:
+        return "not measured"
+    if within_noise(m, threshold):
+        return "within noise"
+    return "met" if (m.value <= threshold if below else m.value >= threshold) else "missed"
+
+
+def targets(targets, df):
+    """The targets table: what, measured (with its band), threshold, outcome, provenance."""
+    import pandas as pd
+    rows = []
+    for t in targets:
+        m = t.measure(df)
+        m = m if isinstance(m, Measured) else Measured(float(m), float("nan"), float("nan"))
+        rows.append({"target": t.what, "measured": f"{m.value:.2f}" if m.ok else "-",
+                     "threshold": "-" if t.threshold is None else
+                     f"{'<=' if t.below else '>='} {t.threshold:g}",
+                     "outcome": target_outcome(m, t.threshold, t.below)})
+    return pd.DataFrame(rows)
+
+
+# ---- the claims file ------------------------------------------------------------------------------
+
+def claims_file():
+    """docs/claims.csv: every claim of the seed reports, one row each (empty frame if absent)."""
+    import pandas as pd
+    from .device import ROOT
+    path = ROOT / "docs" / "claims.csv"
+    if not path.exists():
+        return pd.DataFrame()
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def claims(lab: str, df, measured=None):
+    """The lab's 'seed claim vs measured here' table: docs/claims.csv filtered to `lab`, each row
+    judged by the one rule from the frame on screen (how = ratio: time(slow)/time(fast) at case)
+    or from `measured` ({claim id: Measured or float}, for PTX counts and the like)."""
+    import pandas as pd
+    rows = []
+    cf = claims_file()
+    for r in (cf[cf["lab"] == lab].itertuples() if not cf.empty else []):
+        claimed = float(r.claimed) if r.claimed else None
+        if r.how == "ratio":
+            m = ratio_band(df, r.fast, r.slow, r.case)
+        elif measured and r.id in measured:
+            v = measured[r.id]
+            m = v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))
+        else:
+            m = NAN
+        mk = "end-to-end" if r.how == "e2e" else "kernel"
+        v = verdict(m, claimed, r.kind, mk) if (m.ok or r.kind == "end-to-end") else (r.reason or "not measured")
+        rows.append({"id": r.id, "claim": r.claim, "seed says": f"{claimed:g}x" if claimed else "-",
+                     "measured here": f"{m.value:.2f}x" if m.ok else "-", "verdict": v,
+                     "how": f"{r.fast} vs {r.slow} at {r.case}" if r.how == "ratio" else (r.how or "-")})
+    out = pd.DataFrame(rows)
+    if len(out):
+        print(f"Seed claims of {lab}: {provenance(one_source(df))}")
+    return out
+
+
+# ---- tables and sentences ---------------------------------------------------------------------------
+
+def table(df, roof: str = "copy", full: bool = False):
+    """The lean view of a results frame: case, step, µs (median and p10-p90), the fraction of the
+    roof, and the ratio to the previous row of the same case (time(prev)/time(this)). Provenance
+    is printed once above it; full=True returns every column."""
+    if df is None or df.empty:
+        print("(no results: nothing measured here and nothing recorded)")
+        return df
+    print(provenance(df))
+    if full:
+        return df
+    d = df.copy()
+    d["frac"] = d[f"frac_{roof}"]
+    prev = d.groupby(["device", "source", "case"], sort=False)["median_us"].shift(1)
+    d["vs_prev"] = prev / d["median_us"]
+    d = d.rename(columns={"frac": f"of {roof} roof"})
+    cols = [c if c != "frac" else f"of {roof} roof" for c in LEAN]
+    return d[[c for c in cols if c in d]].round(3).reset_index(drop=True)
+
+
+def summary(df, step: str, against: str) -> str:
+    """One sentence about `step` against `against` over every case both have: the range of
+    time(against)/time(step), and where it loses or is within noise. Provenance once."""
+    got = []
+    for c in cases(df, step):
+        m = ratio_band(df, step, against, c)
+        if m.ok:
+            got.append((c, m))
+    if not got:
+        return f"`{step}` vs `{against}`: not measured here and not recorded yet."
+    vals = [m.value for _, m in got]
+    lose = [c for c, m in got if m.value < 1 and not within_noise(m)]
+    noise = [c for c, m in got if within_noise(m)]
+    rng = f"{min(vals):.2f}×" if len(vals) == 1 else f"{min(vals):.2f}–{max(vals):.2f}×"
+    s = f"`{step}` against `{against}`: {rng} (time of `{against}` / time of `{step}`) over {len(got)} case(s)"
+    if lose:
+        s += f"; slower at {', '.join(f'`{c}`' for c in lose)}"
+    if noise:
+        s += f"; within noise at {', '.join(f'`{c}`' for c in noise)}"
+    if not lose and not noise:
+        s += "; faster at every case"
+    return s + f" ({provenance(one_source(df))})."
+
+
+def compare_text(df, fast: str, slow: str, case: str) -> str:
+    """'`fast` is r× faster than `slow` at `case`', judged by the noise rule, or a note that it is
+    not measured or recorded yet."""
+    m = ratio_band(df, fast, slow, case)
+    if not m.ok:
+        return f"`{fast}` vs `{slow}` at `{case}`: not measured here and not recorded yet"
+    if within_noise(m):
+        return f"`{fast}` and `{slow}` are within noise of each other at `{case}` (ratio {m.value:.2f})"
+    word, shown = ("faster", m.value) if m.value > 1 else ("slower", 1 / m.value)
+    return f"`{fast}` is **{shown:.2f}×** {word} than `{slow}` at `{case}`"
+
+
+def say(md: str) -> None:
+    """Show a sentence computed from the results on screen (Markdown in a notebook, text
+    elsewhere). Every sentence in a lab that quotes a number or gives a verdict goes through
+    here, built from the measured or recorded frame, never typed for one device."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+        if get_ipython() is not None:
+            display(Markdown(md))
+            return
+    except ImportError:
+        pass
+    print(md)
+
+
+def speedup(df, num: str, den: str, by="case"):
+    """time(den) / time(num) per case and device: > 1 means `num` is faster."""
+    import pandas as pd
+    if df is None or df.empty:
+        return pd.Series(dtype=float, name=f"{num} vs {den}")
+    t = df.pivot_table(index=[by, "device", "source"], columns="name", values="median_us")
+    if num not in t or den not in t:
+        return pd.Series(dtype=float)
+    return (t[den] / t[num]).dropna().rename(f"{num} vs {den}")
+
+
+def claim_rows(df, rows):
+    """A claims table from rows given in a lab: [(claim, seed_says, fast, slow, case)], judged by
+    the one rule (a seed_says of the form '1.6x' is the claimed ratio). docs/claims.csv and
+    `claims(lab, df)` are the course's own list; this serves labs' extra rows."""
+    import pandas as pd
+    import re
+    out = []
+    for claim, seed, fast, slow, case in rows:
+        m = ratio_band(df, fast, slow, case)
+        c = re.match(r"\s*([0-9.]+)\s*[x×]", str(seed))
+        out.append({"claim": claim, "seed says": seed, "measured here": f"{m.value:.2f}x" if m.ok else "-",
+                    "verdict": verdict(m, float(c.group(1)) if c else None),
+                    "comparison": f"{fast} vs {slow} at {case}"})
+    if out:
+        print(provenance(one_source(df)))
+    return pd.DataFrame(out)
+
+
+# ---- the live / recorded switch: written once -------------------------------------------------------
+
+def recorded(lab: str, what: str, **eq):
+    """Compile-only: the recorded rows of `lab` (matching eq, e.g. section=..., case=[...]), with one
+    line saying they are recorded and from where; or an empty frame and a line saying what a GPU
+    would measure."""
+    import pandas as pd
+    from .device import load_recorded
+    rec = select(load_recorded(lab), **eq) if eq else load_recorded(lab)
+    if rec is None or rec.empty:
+        print(f"SKIPPED (compile-only): nothing recorded for {lab} yet (`make bench` on a GPU records it); "
+              f"on a GPU this measures {what} live.")
+        return pd.DataFrame()
+    print(f"RECORDED results (not measured now): {provenance(rec)}")
+    return rec.reset_index(drop=True)
+
+
+def live_or_recorded(lab: str, what: str, measure, **eq):
+    """The one switch: live, measure() -> a list of row dicts (or a frame), tagged live with this
+    device and date; compile-only, recorded(name, what, **eq)."""
+    import pandas as pd
+    from .device import info, is_live, now
+    if not is_live():
+        return recorded(lab, what, **eq)
+    got = measure()
+    df = got if isinstance(got, pd.DataFrame) else pd.DataFrame(got)
+    df["device"], df["date"], df["source"] = info()["name"], now(), "live"
+    return df
+
+
+MISSING = "*Not measured here, and not recorded yet: a GPU (or `make bench`) fills this in.*"
+
+
+def unless_missing(value, text: str, missing: str = MISSING) -> str:
+    """`text` when `value` was measured (a number, not NaN), else the line saying why there is none."""
+    return text if value is not None and value == value else missing

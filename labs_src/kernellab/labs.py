@@ -1,0 +1,123 @@
+"""The labs and their families: the one list every tool over all labs reads (record, sanitize,
+the headline figure, the tests)."""
+from __future__ import annotations
+
+import importlib
+
+LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block"]
+
+
+def families(labs=None):
+    """Every Family of the given lab modules (default: all), in lab order."""
+    for lab in (LABS if labs is None else labs):
+        yield from importlib.import_module(f"kernellab.{lab}").FAMILIES
+
+
+def ladders(labs=None):
+    """The families that are ladders of steps (they have variants to check, time and sanitize)."""
+    return [f for f in families(labs) if f.variants]
+
+
+def family_named(name: str):
+    """A family by its record name, e.g. 'bias_add'."""
+    for fam in families():
+        if fam.name == name:
+            return fam
+    raise ValueError(f"no family named {name!r}")
+
+
+# ---- the README's headline figure, from the recorded results --------------------------------------
+
+def headline_rows():
+    """Per recorded device and lab: at the lab's largest recorded case of each dtype, the fastest step
+    (read from the data) and the fastest torch/cuBLAS baseline, each as a fraction of the ceiling
+    that applies: a step's own read-only floor where the family records one (the quantised GEMVs:
+    time(floor)/time(step)), the read roof for a GEMV (it reads its weights and writes almost
+    nothing), else the copy roof (read once, write once)."""
+    import pandas as pd
+    from .core.device import load_recorded
+    from .core.results import best, one_source
+    rows = []
+    for lab in LABS:
+        fam = next(iter(importlib.import_module(f"kernellab.{lab}").FAMILIES))
+        rec = load_recorded(fam.name)
+        if not fam.variants or rec.empty:
+            continue
+        for dev, g in rec.groupby("device", sort=False):
+            for dt, gd in g.groupby("dtype", sort=False):
+                case = gd.sort_values(["bytes", "case"]).iloc[-1]["case"]
+                at = one_source(gd[gd["case"] == case])
+                top = best(at)
+                libs = at[(at["kind"] == "baseline") & at["name"].str.contains("torch|cublas", case=False)]
+                floor = at[at["name"].str.startswith("read-only kernel")]
+                picks = [top.reset_index().iloc[0]] + ([libs.loc[libs["median_us"].idxmin()]] if len(libs) else [])
+                for r in picks:
+                    if len(floor) and fam.name.startswith("gemv"):
+                        frac, ceiling = float(floor["median_us"].min()) / float(r["median_us"]), "its read-only floor"
+                    elif fam.name.startswith("gemv"):
+                        frac, ceiling = float(r["frac_read"]), "the read roof"
+                    else:
+                        frac, ceiling = float(r["frac_copy"]), "the copy roof"
+                    rows.append({"device": dev, "date": r["date"], "family": fam.name, "case": case, "name": r["name"],
+                                 "kind": r["kind"], "frac": frac, "ceiling": ceiling})
+    return pd.DataFrame(rows)
+
+
+def headline(name: str = "headline"):
+    """The fastest step of each lab beside the fastest torch/cuBLAS baseline, as a fraction of the
+    ceiling that applies to it, one panel per recorded device: drawn from figures/reference/
+    (recorded), never live."""
+    import numpy as np
+    from .core import plot
+    rows = headline_rows()
+    if rows.empty:
+        print("(no recorded results under figures/reference/: run `make bench` on a GPU)")
+        return None
+    devs = list(dict.fromkeys(rows["device"]))
+    groups = list(dict.fromkeys(zip(rows["family"], rows["case"])))
+    fig, axes = plot.plt.subplots(1, len(devs), figsize=(3.9 * len(devs) + 1.6, 0.45 * len(groups) + 1.8),
+                                  dpi=plot.DPI, sharey=True, squeeze=False)
+    y, h = np.arange(len(groups))[::-1], 0.38
+    for ax, dev in zip(axes[0], devs):
+        d = rows[rows["device"] == dev]
+        for yy, (fam, case) in zip(y, groups):
+            g = d[(d["family"] == fam) & (d["case"] == case)]
+            for off, kind, color in ((h / 2, "variant", "#3a78b5"), (-h / 2, "baseline", "#bbbbbb")):
+                r = g[g["kind"] == kind]
+                if r.empty:
+                    continue
+                r = r.iloc[0]
+                ax.barh(yy + off, 100 * r["frac"], h, color=color, edgecolor="k", lw=0.3,
+                        label={"variant": "fastest step of the lab", "baseline": "fastest torch / cuBLAS"}[kind]
+                        if (fam, case) == groups[0] else None)
+                ax.annotate(f"{r['name']} {100 * r['frac']:.0f}%", (100 * r["frac"], yy + off), xytext=(3, 0),
+                            textcoords="offset points", va="center", fontsize=8)
+        ax.axvline(100, color="k", ls="--", lw=1)
+        ax.set_xlim(0, 170)
+        ax.set_xlabel("% of the ceiling that applies (100% = the measured ceiling)")
+        ax.set_title(f"recorded on {dev}, {', '.join(sorted(set(d['date'])))}", fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+    ceil = dict(zip(zip(rows["family"], rows["case"]), rows["ceiling"]))
+    axes[0][0].set_yticks(y, [f"{fam} {case}\nvs {ceil[(fam, case)]}" for fam, case in groups], fontsize=8)
+    axes[0][0].legend(loc="lower right", fontsize=8, frameon=False)
+    fig.suptitle("CUDA Kernel Labs: the fastest step of each lab vs the library (make bench, make headline)",
+                 fontsize=10)
+    fig.tight_layout()
+    return plot._save(fig, name)
+
+
+def main(argv=None) -> int:
+    """python -m kernellab.labs headline: figures/headline.png from the recorded results."""
+    import sys
+    import matplotlib
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] != ["headline"]:
+        print("usage: python -m kernellab.labs headline")
+        return 2
+    matplotlib.use("Agg")
+    headline()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

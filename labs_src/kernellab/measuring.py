@@ -1,0 +1,209 @@
+"""Lab 00, measuring: the device's fundamentals, measured (or recorded): the roofs, what a launch
+costs (alone, back to back, from a graph, on the host), warm vs flushed L2, the CPU-timer
+pitfall, DRAM and L2 latency (pointer chase), the bytes-in-flight sweep (Little's law) and the
+compute ceilings. One Family, `MEASURING`, recorded like every other lab."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import add
+from .core import build
+from .core.bench import (LAUNCHES, _grid, _roof_elems, end_to_end_us, graph, host_us, resident_grid, roofs,
+                         time_fn)
+from .core.device import info, is_live, load_recorded, now
+from .core.family import Family
+
+
+INFLIGHT_BYTES = (4, 8, 16, 32, 64, 128)    # the measure_05_inflight_<B>B kernels
+CHAIN = 8                                    # launches in the chain that lab 00 captures as a graph
+CHASE_HOPS = 4096
+
+
+def _chase_ns(nbytes: int, flush: bool) -> float:
+    """ns per hop of a pointer chase over a random cycle through nbytes (one 4-byte index per
+    128-byte line, so every hop touches a new line). Two chain lengths are timed and
+    subtracted, so launch and spacer costs cancel."""
+    import cupy
+    lines = max(nbytes // 128, 2 * CHASE_HOPS + 1)
+    perm = cupy.random.RandomState(0).permutation(lines).astype(cupy.uint32)
+    nxt = cupy.zeros(lines * 32, cupy.uint32)
+    nxt[perm * 32] = cupy.roll(perm, -1) * 32
+    out = cupy.empty(1, cupy.uint32)
+    k = build.kernel("measure", "measure_04_chase")
+    start = np.uint32(int(perm[0]) * 32)
+    t = {h: time_fn(lambda h=h: k((1,), (1,), (nxt, out, np.int32(h), start)), reps=10, flush=flush).median_us
+         for h in (CHASE_HOPS, 2 * CHASE_HOPS)}
+    return (t[2 * CHASE_HOPS] - t[CHASE_HOPS]) / CHASE_HOPS * 1e3
+
+
+def _rate(kernel: str, args, per_thread_ops: float, iters: int) -> float:
+    """Operations per second (G/s) of a register-only throughput kernel launched over every SM."""
+    k = build.kernel("measure", kernel)
+    blocks = resident_grid(k)
+    t = time_fn(lambda: k((blocks,), (256,), (*args[:1], np.int32(iters), *args[1:])), flush=False)
+    return blocks * 256 * iters * per_thread_ops / t.median_us / 1e3
+
+
+def fundamentals():
+    """Everything lab 00 measures, as a table of (quantity, value, unit): the roofs, what a
+    launch costs (alone, back to back, from a graph, on the host), warm vs flushed L2, the
+    CPU-timer pitfall, DRAM and L2 latency (pointer chase), the bytes-in-flight sweep
+    (Little's law), and the compute ceilings (FMA, SFU ex2, instruction issue).
+    Compile-only: the recorded table."""
+    import pandas as pd
+    if not is_live():
+        rec = load_recorded("measuring")
+        if rec.empty:
+            print("SKIPPED (compile-only): nothing recorded yet; a GPU measures every row live.")
+        else:
+            print("RECORDED results (not measured now), from: " +
+                  ", ".join(f"{d} ({t})" for d, t in rec[["device", "date"]].drop_duplicates().values))
+        return rec
+    import cupy
+    d = info()
+    r = roofs()
+    rows = [("SMs", d["sms"], "count"), ("SM clock", d["sm_clock_mhz"] or float("nan"), "MHz"),
+            ("L2 size", (d["l2_bytes"] or 0) / 2**20, "MiB"),
+            ("copy roof", r["copy_gbps"], "GB/s"), ("copy roof: copy kernel", r["copy_kernel_gbps"], "GB/s"),
+            ("copy roof: cudaMemcpy", r["copy_memcpy_gbps"], "GB/s"), ("read roof", r["read_gbps"], "GB/s"),
+            ("read roof: streaming sum (measure_02_read)", r["read_sum_gbps"], "GB/s"),
+            ("empty kernel launch", r["launch_us"], "us"),
+            (f"empty kernel: {LAUNCHES} back to back, per launch", r["launch_b2b_us"], "us"),
+            (f"empty kernel: CUDA graph of {LAUNCHES}, per launch", r["launch_graph_us"], "us"),
+            ("host: one RawKernel launch call", r["host_launch_us"], "us"),
+            (f"host: one graph launch ({LAUNCHES} kernels)", r["host_graph_us"], "us")]
+    # A chain of small launches (CHAIN residual adds, fp16, 4096 wide: one decode step's worth),
+    # launched one by one and replayed as one CUDA graph: GPU time, host time, end to end.
+    a, b = (cupy.asarray(v) for v in add.make_input((4096,), "float16"))
+    h = cupy.empty_like(a)
+    step = add.VARIANTS[add.BEST["float16"]]
+
+    def chain():
+        for _ in range(CHAIN):
+            step(a, b, out=h)
+    gc = graph(chain)
+    rows += [(f"{CHAIN} small launches: GPU time (events)", time_fn(chain, flush=False).median_us, "us"),
+             (f"{CHAIN} small launches: host time", host_us(chain), "us"),
+             (f"{CHAIN} small launches: end to end", end_to_end_us(chain), "us"),
+             (f"{CHAIN} small launches as a graph: GPU time (events)", time_fn(gc, flush=False).median_us, "us"),
+             (f"{CHAIN} small launches as a graph: host time", host_us(gc), "us"),
+             (f"{CHAIN} small launches as a graph: end to end", end_to_end_us(gc), "us")]
+    del a, b, h, gc
+    # Warm vs flushed: a copy whose buffers (in + out) fill a quarter of L2.
+    n = max((d["l2_bytes"] or (4 << 20)) // 32 // 4 * 4, 1 << 16)
+    src, dst = cupy.ones(n, cupy.float32), cupy.empty(n, cupy.float32)
+    copy_k = build.kernel("measure", "measure_01_copy")
+    g = _grid(n // 4)
+    call = lambda: copy_k((g,), (256,), (src, dst, np.int64(n // 4)))  # noqa: E731
+    warm, cold = time_fn(call, flush=False), time_fn(call, flush=True)
+    rows += [("L2-resident copy, warm (no flush)", 2 * src.nbytes / warm.median_us / 1e3, "GB/s"),
+             ("L2-resident copy, L2 flushed", 2 * src.nbytes / cold.median_us / 1e3, "GB/s"),
+             ("L2-resident copy size", 2 * src.nbytes / 2**20, "MiB")]
+    del src, dst
+    # CPU timers: without a sync they time the launch, not the kernel.
+    big = _roof_elems()
+    bsrc, bdst = cupy.ones(big, cupy.float32), cupy.empty(big, cupy.float32)
+    bg = _grid(big // 4)
+    bcall = lambda: copy_k((bg,), (256,), (bsrc, bdst, np.int64(big // 4)))  # noqa: E731
+    bcall()
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter(); bcall(); t_nosync = time.perf_counter() - t0
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter(); bcall(); cupy.cuda.Device().synchronize(); t_sync = time.perf_counter() - t0
+    ev = time_fn(bcall, flush=True)
+    mib = f"{2 * bsrc.nbytes / 2**20:.0f} MiB copy"
+    rows += [(f"{mib}: perf_counter, no sync", t_nosync * 1e6, "us"),
+             (f"{mib}: perf_counter + sync", t_sync * 1e6, "us"),
+             (f"{mib}: CUDA events (median)", ev.median_us, "us")]
+    del bdst
+    # Little's law: latency (pointer chase), then read bandwidth against bytes in flight per thread.
+    dram_ns = _chase_ns(max(4 * (d["l2_bytes"] or 0), 256 << 20), flush=True)
+    l2_ns = _chase_ns(max((d["l2_bytes"] or (4 << 20)) // 4, 1 << 20), flush=False)
+    need = r["read_gbps"] * dram_ns          # GB/s x ns = bytes in flight
+    rows += [("DRAM latency (pointer chase)", dram_ns, "ns"), ("L2 latency (pointer chase)", l2_ns, "ns"),
+             ("bytes in flight for the read roof, all SMs", need / 2**10, "KiB"),
+             ("bytes in flight for the read roof, per SM", need / d["sms"] / 2**10, "KiB")]
+    part = cupy.empty(1, cupy.float32)
+    threads_sm = []
+    for b in INFLIGHT_BYTES:
+        k = build.kernel("measure", f"measure_05_inflight_{b}B")
+        grid = resident_grid(k)
+        threads_sm.append(grid // d["sms"] * 256)
+        per = min(b, 16) // 4                                    # floats per element of the kernel's type
+        t = time_fn(lambda k=k, grid=grid, per=per: k((grid,), (256,), (bsrc, part, np.int64(big // per))))
+        rows.append((f"read with {b} B in flight per thread", bsrc.nbytes / t.median_us / 1e3, "GB/s"))
+    rows.append(("threads per SM in the sweep", min(threads_sm), "count"))
+    del bsrc
+    # Compute ceilings for the roofline.
+    out = cupy.empty(1, cupy.float32)
+    fma = _rate("measure_03_fma", (out, np.float32(0.999), np.float32(0.001)), 8, 4096)   # 8 FMA per trip
+    ex2 = _rate("measure_06_ex2", (out, np.float32(0.5)), 8, 4096)                         # 8 ex2 per trip
+    mix = _rate("measure_07_issue", (out, np.float32(0.999), np.float32(0.001), np.uint32(7), np.uint32(5)),
+                64, 1024)                                          # 64 instructions per trip (loop control not counted)
+    rows += [("fp32 FMA peak", 2 * fma, "GFLOP/s"), ("FFMA instructions", fma, "G instr/s"),
+             ("ex2.approx (SFU) throughput", ex2, "G ex2/s"),
+             ("FFMA + INT32 mix instructions", mix, "G instr/s"),
+             ("instruction issue ceiling", max(fma, mix), "G instr/s")]
+    df = pd.DataFrame(rows, columns=["quantity", "value", "unit"])
+    df["device"], df["date"], df["source"] = d["name"], now(), "live"
+    return df
+
+
+def value(fund, quantity: str, default=float("nan")) -> float:
+    """One value of a fundamentals() table by its quantity (NaN when that row is absent, e.g.
+    in a table recorded before it was measured)."""
+    if fund is None or fund.empty:
+        return default
+    v = fund.loc[fund["quantity"] == quantity, "value"]
+    return float(v.iloc[0]) if len(v) else default
+
+
+def little(fund, bytes_per_thread, threads_per_sm=None) -> float:
+    """Little's law's predicted GB/s for a streaming kernel that keeps `bytes_per_thread` in
+    flight in each of `threads_per_sm` resident threads (default: the sweep's), on the device
+    of `fund`: min(read roof, bytes in flight on all SMs / DRAM latency)."""
+    thr = value(fund, "threads per SM in the sweep") if threads_per_sm is None else threads_per_sm
+    inflight_all = bytes_per_thread * thr * value(fund, "SMs")
+    return min(value(fund, "read roof"), inflight_all / value(fund, "DRAM latency (pointer chase)"))
+
+
+def sweep_fraction(fund, bytes_per_thread) -> float:
+    """The fraction of the read roof that the measured bytes-in-flight sweep reached with
+    `bytes_per_thread` in flight per thread (interpolated on log2 of the bytes, clamped to the
+    sweep's ends): the measured counterpart of little()."""
+    pts = [(np.log2(b), value(fund, f"read with {b} B in flight per thread")) for b in INFLIGHT_BYTES]
+    pts = [(x, y) for x, y in pts if not np.isnan(y)]
+    if not pts:
+        return float("nan")
+    xs, ys = zip(*pts)
+    return float(np.interp(np.log2(bytes_per_thread), xs, ys)) / value(fund, "read roof")
+
+
+def inflight(fund):
+    """The bytes-in-flight sweep of fundamentals() next to Little's law's prediction:
+    predicted GB/s = min(read roof, bytes in flight on all SMs / DRAM latency)."""
+    import pandas as pd
+    if fund is None or fund.empty:
+        return pd.DataFrame()
+    thr, roof = value(fund, "threads per SM in the sweep"), value(fund, "read roof")
+    rows = []
+    for b in INFLIGHT_BYTES:
+        gbps = value(fund, f"read with {b} B in flight per thread")
+        if np.isnan(gbps):
+            continue
+        per_sm = b * thr
+        pred = little(fund, b, thr)
+        rows.append({"B in flight per thread": b, "KiB in flight per SM": per_sm / 2**10, "GB/s": gbps,
+                     "fraction of read roof": gbps / roof, "Little's law predicts GB/s": pred,
+                     "measured / predicted": gbps / pred})
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df["device"], df["date"], df["source"] = (fund[c].iloc[0] for c in ("device", "date", "source"))
+    return df
+
+
+MEASURING = Family(name="measuring", kernels="measure", record=fundamentals,
+                   about="lab 00: roofs, launch costs, latency, bytes in flight, compute ceilings")
+FAMILIES = [MEASURING]
