@@ -127,7 +127,8 @@ def _as_tuple(v):
 def _bound(fn, inputs):
     """A zero-argument call of a lab step on the given inputs; a Variant gets its output
     allocated here, outside any timed region."""
-    if hasattr(fn, "alloc_out"):
+    from .launch import Variant
+    if isinstance(fn, Variant):
         out = fn.alloc_out(*inputs)
         return lambda: fn(*inputs, out=out)
     return lambda: fn(*inputs)
