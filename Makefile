@@ -36,9 +36,11 @@ solutions:
 author:
 	@$(call WITHPY,lab) $(JUPYTER) --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
 
-## make test: (set up once) the whole suite, no GPU needed: pytest + nbval over notebooks/
+## make test: (set up once) the whole suite, no GPU needed: pytest + nbval over notebooks/, on
+## several workers when pytest-xdist is installed (then the tests marked serial, alone: scripts/test.py).
+## PYTEST_ARGS="tests/test_compile.py -q" runs those paths only; KERNELLAB_TEST_WORKERS=1: one serial pass
 test:
-	@$(call WITHPY,test) MPLBACKEND=Agg $$PY -m pytest tests notebooks --nbval-lax -p no:cacheprovider $(PYTEST_ARGS)
+	@$(call WITHPY,test) MPLBACKEND=Agg $$PY scripts/test.py $(PYTEST_ARGS)
 
 ## make test-browser: optional; JupyterLab driven by Playwright + Chromium (skips when absent)
 test-browser:

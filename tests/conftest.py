@@ -11,3 +11,11 @@ import pytest  # noqa: E402
 import kernellab as kl  # noqa: E402
 
 gpu = pytest.mark.skipif(not kl.is_live(), reason="needs a CUDA GPU (live mode)")
+
+
+def pytest_configure(config):
+    # `make test` (scripts/test.py) runs these in a second, serial pass after the parallel one:
+    # timing assertions that need a quiet GPU and host. Mark a test @pytest.mark.serial when its
+    # assertion compares timings and would not hold while other workers load the machine.
+    config.addinivalue_line("markers", "serial: a timing assertion that runs alone, after the parallel pass "
+                                       "(make test, scripts/test.py)")

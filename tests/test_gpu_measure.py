@@ -19,12 +19,14 @@ HOST_RATIO = 1.6      # issue 8's target is 1.5x a bare RawKernel call. With the
                       # failing on host noise; the recorded host_us / bare_host_us columns report each ratio.
 
 
+@pytest.mark.serial
 def test_read_roof_is_at_least_the_copy_roof():
     r = bench.roofs()
     assert r["read_gbps"] >= ROOF_SLACK * r["copy_gbps"], r
     assert r["copy_gbps"] == pytest.approx(max(r["copy_kernel_gbps"], r["copy_memcpy_gbps"]))
 
 
+@pytest.mark.serial
 def test_launch_costs():
     r = bench.roofs()
     # back to back, a launch costs the GPU less than one launch alone between two events,
@@ -56,6 +58,7 @@ CASES = [(softmax, "05_online_vec4", (1, 4096), "float32"),
          (gemv, "27_fp16_rows", (4096, 4096), "float16")]
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("fam,name,shape,dt", CASES, ids=[c[1] for c in CASES])
 def test_launcher_host_cost_near_a_bare_call(fam, name, shape, dt):
     import cupy
@@ -82,6 +85,7 @@ def test_compare_has_warm_and_host_columns():
     assert ours["bare_host_us"].notna().all()
 
 
+@pytest.mark.serial
 def test_fundamentals_little_and_ceilings():
     fund = measuring.fundamentals()
     v = lambda q: measuring.value(fund, q)   # noqa: E731
