@@ -1,0 +1,149 @@
+"""Everywhere (CPU, no GPU): docs/claims.csv, every claim of the five seed reports, is well formed.
+
+One row per claim. A row is either measured here (`how`: a ratio of two recorded variants, a PTX
+count, a ptxas figure, an Nsight Compute metric, or an end-to-end measurement) or carries a
+stated reason why not. Ratio rows must name a family / slow / fast / case that a recorded CSV
+under figures/reference/<device>/ holds; PTX, ptxas and ncu rows must name variants that the
+family records. Where the seed reports sit beside the clone (../shared/seeds, as in CI), every
+seed / line must point at an existing, non-blank line of the seed file.
+"""
+import csv
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIMS = ROOT / "docs" / "claims.csv"
+SEEDS = ROOT.parent / "shared" / "seeds"
+
+COLUMNS = ["id", "seed", "line", "lab", "kind", "claim", "before", "after", "claimed", "family", "slow", "fast",
+           "case", "how", "reason"]
+LABS = {"00_measuring", "01_softmax", "02_rmsnorm", "03_add", "04_gemv", "05_vision", "06_vit_block",
+        "07_attention", "08_decoder"}
+KINDS = {"kernel", "end-to-end", "counter", "structure", "fact"}
+PREFIXES = {"measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block", "attention", "decoder"}
+SEED_IDS = {"000", "001", "002", "003", "004"}
+REASONS = ("needs an Orin", "needs the whole engine", "slip in the seed", "not measured yet: ")
+HOW = re.compile(r"^(ratio|e2e|ptx:\S+|ptxas:(registers|smem)|ncu:[a-z0-9_]+__[A-Za-z0-9_.]+)$")
+MEASURED = ("ratio", "ptx:", "ptxas:", "ncu:")          # a row that names the variants it is measured on
+
+
+def _rows():
+    with open(CLAIMS, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        return reader.fieldnames, list(reader)
+
+
+def _recorded():
+    """{family: {(name, case)}} over every recorded results CSV (any device)."""
+    out = {}
+    for path in sorted((ROOT / "figures" / "reference").glob("*/*.csv")):
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if not {"lab", "name", "case"} <= set(reader.fieldnames or ()):
+                continue                      # e.g. measuring.csv: quantity, value, unit
+            for r in reader:
+                out.setdefault(r["lab"], set()).add((r["name"], r["case"]))
+    return out
+
+
+def _measured(r):
+    return r["how"].startswith(MEASURED)
+
+
+def test_header_and_ids():
+    header, rows = _rows()
+    assert header == COLUMNS, f"docs/claims.csv header: {header}"
+    ids = [r["id"] for r in rows]
+    dup = [i for i, c in Counter(ids).items() if c > 1]
+    assert not dup, f"duplicate ids: {dup}"
+    bad = [i for i in ids if not re.fullmatch(r"[a-z_]+-\d{3}", i) or i.rsplit("-", 1)[0] not in PREFIXES]
+    assert not bad, f"ids must be <topic>-NNN with topic in {sorted(PREFIXES)}: {bad}"
+    assert len(rows) >= 210, f"{len(rows)} claims: the audit of issue 18 counted 210"
+
+
+def test_values_are_from_the_allowed_sets():
+    _, rows = _rows()
+    for r in rows:
+        where = f"{r['id']}:"
+        assert r["seed"] in SEED_IDS, f"{where} seed {r['seed']!r}"
+        assert r["line"].isdigit() and int(r["line"]) >= 1, f"{where} line {r['line']!r}"
+        assert r["lab"] in LABS, f"{where} lab {r['lab']!r}"
+        assert r["kind"] in KINDS, f"{where} kind {r['kind']!r}"
+        assert r["claim"].strip(), f"{where} empty claim"
+        if r["claimed"]:
+            v = float(r["claimed"])
+            assert math.isfinite(v) and v > 0, f"{where} claimed {r['claimed']!r}"
+        assert not r["how"] or HOW.match(r["how"]), f"{where} how {r['how']!r}"
+
+
+def test_every_claim_is_measured_or_has_a_reason():
+    _, rows = _rows()
+    for r in rows:
+        where = f"{r['id']}:"
+        assert r["how"] or r["reason"], f"{where} neither a measurement nor a reason"
+        if r["reason"]:
+            assert r["reason"].startswith(REASONS), f"{where} reason must start with one of {REASONS}: {r['reason']!r}"
+        if _measured(r):
+            assert not r["reason"], f"{where} measured ({r['how']}) but has a reason"
+            assert r["family"] and r["fast"], f"{where} {r['how']} needs a family and the variant it reads"
+        else:
+            assert not (r["family"] or r["slow"] or r["fast"] or r["case"]), \
+                f"{where} names variants but is not measured on them (how = {r['how']!r})"
+        if r["how"] == "ratio":
+            assert r["slow"] and r["case"] and r["slow"] != r["fast"], f"{where} a ratio needs slow, fast and case"
+        if r["how"].startswith("ncu:"):
+            assert r["case"], f"{where} an ncu reading needs the case to launch"
+        if r["how"].startswith(("ptx:", "ptxas:")):
+            assert not r["case"], f"{where} a compiler count has no case"
+        if r["how"] == "e2e":
+            assert r["kind"] == "end-to-end" and r["reason"], f"{where} e2e rows say what would measure them"
+
+
+def test_measured_rows_name_recorded_variants():
+    _, rows = _rows()
+    rec = _recorded()
+    assert rec, "no recorded results under figures/reference/*/"
+    missing = []
+    for r in rows:
+        if not _measured(r):
+            continue
+        fam = rec.get(r["family"], set())
+        names = {n for n, _ in fam}
+        for nm in (r["slow"], r["fast"]):
+            if not nm:
+                continue
+            if r["case"] and (nm, r["case"]) not in fam:
+                missing.append(f"{r['id']}: {r['family']} / {nm} / {r['case']}")
+            elif not r["case"] and nm not in names:
+                missing.append(f"{r['id']}: {r['family']} / {nm}")
+    assert not missing, "not in any recorded CSV:\n  " + "\n  ".join(missing)
+
+
+def test_seed_lines_exist():
+    if not SEEDS.is_dir():
+        pytest.skip(f"the seed reports are not beside the clone ({SEEDS})")
+    files = {p.name[:3]: p.read_text(encoding="utf-8").splitlines() for p in SEEDS.glob("0*.txt")}
+    assert set(files) >= SEED_IDS, f"seed files found: {sorted(files)}"
+    _, rows = _rows()
+    bad = [f"{r['id']}: {r['seed']}:{r['line']}" for r in rows
+           if int(r["line"]) > len(files[r["seed"]]) or not files[r["seed"]][int(r["line"]) - 1].strip()]
+    assert not bad, "seed / line is not a non-blank line of the seed file:\n  " + "\n  ".join(bad)
+
+
+def test_counts():
+    """Prints the counts (pytest -s shows them) and holds the floor of issue 18: >= 110 measured."""
+    _, rows = _rows()
+    measured = [r for r in rows if _measured(r)]
+    reasons = [r for r in rows if r["reason"]]
+    print(f"\nclaims: {len(rows)} rows; measured here (ratio / ptx / ptxas / ncu): {len(measured)}; "
+          f"end-to-end (e2e): {sum(r['how'] == 'e2e' for r in rows)}; with a reason: {len(reasons)}")
+    print("by kind:", dict(Counter(r["kind"] for r in rows)))
+    print("by how:", dict(Counter((r["how"].split(":")[0] or "-") for r in rows)))
+    print("reasons:", dict(Counter(next(p for p in REASONS if r["reason"].startswith(p)).rstrip(": ")
+                                   for r in reasons)))
+    print("by seed:", dict(sorted(Counter(r["seed"] for r in rows).items())))
+    assert len(measured) >= 110, f"only {len(measured)} claims are measured (issue 18 asks for >= 110)"
