@@ -8,11 +8,10 @@ import numpy as np
 
 from .core.family import Family
 from .core.launch import launch, variant
-from .core.launch import aligned, out_like, require
+from .core.launch import aligned, int32_size as _size_ok, out_like, require
 
 NAME = "add"
 FAMILY = "add"
-MAX_N = 2 ** 31 - 64       # the kernels index with int32 (as the seed's do)
 BIAS_ROWS = 1              # rows per thread of step 07 (BIAS_ROWS in add.cu)
 
 SHAPES = {
@@ -64,11 +63,6 @@ def bytes_moved(a, b, *_):
 
 
 # ---- launchers ----------------------------------------------------------------------------------
-
-def _size_ok(n):
-    if n > MAX_N:
-        raise ValueError(f"{n} elements: these kernels index with int32 (at most {MAX_N}); split the call")
-
 
 def _elementwise(name, dtype, block, per_thread, vec_bytes=0):
     """Launcher for an element-wise step: each thread handles per_thread elements."""
@@ -232,10 +226,6 @@ def in_flight(step, blocks_per_sm) -> dict:
 
 
 def waves(n, block, per_thread, sms, blocks_per_sm) -> dict:
-    """How an element-wise launch of n elements fills the GPU: blocks, blocks per wave (all SMs
-    full), waves, and how full the last wave is (the tail effect)."""
-    blocks = -(-n // (block * per_thread))
-    per_wave = sms * blocks_per_sm
-    rem = blocks % per_wave
-    return {"blocks": blocks, "blocks per wave": per_wave, "waves": round(blocks / per_wave, 2),
-            "last wave filled": round(rem / per_wave, 2) if rem else 1.0}
+    """How an element-wise launch of n elements fills the GPU (bench.waves)."""
+    from .core.bench import waves as _waves
+    return _waves(-(-n // (block * per_thread)), sms, blocks_per_sm)

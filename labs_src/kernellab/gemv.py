@@ -836,13 +836,10 @@ def check_variants(family=None, names=None, cases=None) -> None:
 
 
 def waves(K, rows_per_block, threads, sms, blocks_per_sm) -> dict:
-    """How a GEMV grid fills the GPU: blocks, waves, how full the last wave is, warps per SM."""
+    """How a GEMV grid fills the GPU (bench.waves), and the warps each SM gets on average."""
+    from .core.bench import waves as _waves
     blocks = -(-K // rows_per_block)
-    per_wave = sms * blocks_per_sm
-    rem = blocks % per_wave
-    return {"blocks": blocks, "blocks per wave": per_wave, "waves": round(blocks / per_wave, 2),
-            "last wave filled": round(rem / per_wave, 2) if rem else 1.0,
-            "warps per SM (avg)": round(blocks * threads / 32 / sms, 1)}
+    return {**_waves(blocks, sms, blocks_per_sm), "warps per SM (avg)": round(blocks * threads / 32 / sms, 1)}
 
 
 def orin_model(shapes=None, gbps=None, frac=0.85):

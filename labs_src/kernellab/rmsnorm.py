@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from .core.build import kernel
+from .core.bench import memcpy
 from .core.family import Family
 from .core.launch import launch, variant
 from .core.launch import aligned, out_like, require
@@ -258,15 +259,7 @@ def _torch(x, w):
     return lambda: torch.nn.functional.rms_norm(t, (t.shape[-1],), weight=tw, eps=EPS)
 
 
-def _memcpy(x, w):
-    """The floor for any kernel that reads x once and writes y once: a device-to-device copy
-    of the same bytes (cudaMemcpyAsync), launched and timed exactly like the kernels."""
-    import cupy
-    y = cupy.empty_like(x)
-    return lambda: y.data.copy_from_device_async(x.data, x.nbytes)
-
-
-BASELINES = {"cupy composite": _composite, "torch rms_norm": _torch, "memcpy x -> y (floor)": _memcpy}
+BASELINES = {"cupy composite": _composite, "torch rms_norm": _torch, "memcpy x -> y (floor)": memcpy}
 MEMCPY = "memcpy x -> y (floor)"
 
 

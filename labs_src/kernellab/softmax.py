@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 
+from .core.bench import memcpy
 from .core.family import Family
 from .core.launch import launch, variant
 from .core.launch import aligned, out_like, require
@@ -284,16 +285,8 @@ def _torch(x):
     return lambda: torch.softmax(t, dim=-1)
 
 
-def _memcpy(x):
-    """The floor for any kernel that reads x once and writes y once: a device-to-device copy
-    of the same bytes (cudaMemcpyAsync), timed exactly like the kernels."""
-    import cupy
-    y = cupy.empty_like(x)
-    return lambda: y.data.copy_from_device_async(x.data, x.nbytes)
-
-
 BASELINES = {"cupyx.softmax": _cupyx, "cupy composite": _composite, "torch.softmax": _torch,
-             "memcpy x -> y (floor)": _memcpy}
+             "memcpy x -> y (floor)": memcpy}
 
 
 # ---- where do re-reads come from? A model of DRAM passes -----------------------------------------

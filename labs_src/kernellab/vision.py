@@ -31,7 +31,8 @@ import numpy as np
 
 from .core.family import Family
 from .core.launch import launch, variant
-from .core.launch import aligned, out_like, require
+from .core.launch import aligned, int32_size as _size_ok, out_like, require
+from .core.device import torch as _torch
 
 NAME = "vision"
 FAMILY = "vision"
@@ -41,7 +42,6 @@ MERGE = 2                        # spatial merge size: 2 x 2 patches -> one merg
 POS_SIDE = 48                    # learned position table: 48 x 48 = 2304 rows of 1152
 EPS = 1e-6                       # the vision tower's LayerNorm eps
 THETA = 10000.0                  # vision rotary base
-MAX_N = 2 ** 31 - 64             # the element-wise kernels index with int32
 LN_BLOCK = 256                   # LN_BLOCK in vision.cu (steps 01, 02)
 SR_TILE = 8                      # SR_TILE in vision.cu (step 20: tokens per tile)
 SR2_TILE = 16                    # SR2_TILE in vision.cu (step 27: tokens per block)
@@ -262,9 +262,6 @@ def _key(op):
     return lambda shape, dtype="float16": f"{op}:{'x'.join(map(str, shape))}:{dtype}"
 
 
-def _size_ok(n):
-    if n > MAX_N:
-        raise ValueError(f"{n} elements: these kernels index with int32 (at most {MAX_N}); split the call")
 
 
 @functools.lru_cache(maxsize=None)
@@ -283,14 +280,6 @@ def _cast(fn):
             return tuple(x.astype(F16) for x in r) if isinstance(r, tuple) else r.astype(F16)
     ref.__doc__ = fn.__doc__
     return ref
-
-
-def _torch():
-    try:
-        import torch
-        return torch
-    except ImportError:
-        return None
 
 
 def _tt(*arrays):

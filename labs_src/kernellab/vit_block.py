@@ -29,6 +29,7 @@ from .core.family import Family
 from .core.launch import require
 from .core.cublas import bgemm, gemm
 from .core.device import ORIN_PEAK_GBPS, info, is_live, load_recorded, need_gpu, now
+from .core.device import torch as _torch
 from .core.results import live_or_recorded, one_source, select, unless_missing
 from .core.results import ratio as _ratio
 
@@ -544,14 +545,6 @@ def graph(ops):
 
 
 # ---- torch eager block of the same math ---------------------------------------------------------
-
-def _torch():
-    try:
-        import torch
-        return torch
-    except ImportError:
-        return None
-
 
 def torch_block(W, x, grid_h, grid_w, sdpa=False):
     """A zero-argument torch eager block of the same math on the same CuPy weights and input

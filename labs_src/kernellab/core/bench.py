@@ -458,3 +458,20 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
     df["date"] = now()
     df["source"] = "live"
     return df
+
+
+def memcpy(x, *_):
+    """Baseline factory: the floor of any kernel that reads x once and writes a same-size y once, a
+    device-to-device copy of the same bytes (cudaMemcpyAsync), timed exactly like the kernels."""
+    import cupy
+    y = cupy.empty_like(x)
+    return lambda: y.data.copy_from_device_async(x.data, x.nbytes)
+
+
+def waves(blocks: int, sms: int, blocks_per_sm: int) -> dict:
+    """How a grid of `blocks` fills the GPU: blocks per wave (all SMs full), waves, and how full
+    the last wave is (the tail effect)."""
+    per_wave = sms * blocks_per_sm
+    rem = blocks % per_wave
+    return {"blocks": blocks, "blocks per wave": per_wave, "waves": round(blocks / per_wave, 2),
+            "last wave filled": round(rem / per_wave, 2) if rem else 1.0}

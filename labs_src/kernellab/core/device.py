@@ -174,3 +174,12 @@ def provenance(df) -> str:
         return "no data"
     return "; ".join(f"{src} on {dev}, {date}" for src, dev, date in
                      df[["source", "device", "date"]].drop_duplicates().values)
+
+
+def torch():
+    """The torch module (the optional baselines' library), or None where it is not installed."""
+    try:
+        import torch as t
+        return t
+    except ImportError:
+        return None

@@ -75,46 +75,16 @@ class Family:
     record: Callable | None = None
     about: str = ""
 
-    # The upper-case names the labs used before the Family type existed (softmax.VARIANTS,
-    # fam.NAME, ...): a learner's saved notebook keeps working.
-    @property
-    def NAME(self):
-        return self.name
-
-    @property
-    def FAMILY(self):
-        return self.kernels
-
-    @property
-    def VARIANTS(self):
-        return self.variants
-
-    @property
-    def BASELINES(self):
-        return self.baselines
-
-    @property
-    def BEST(self):
-        return self.default
-
-    @property
-    def SHAPES(self):
-        return self.shapes
-
-    @property
-    def CHECK_CASES(self):
-        return self.check_cases
-
-    @property
-    def RECORD_CASES(self):
-        return self.record_cases
-
-    @property
-    def OP(self):
-        return self.op
-
     def __repr__(self):
         return f"Family({self.name!r}: {len(self.variants)} steps, {len(self.baselines)} baselines)"
+
+
+# The upper-case names the labs used before the Family type existed (softmax.VARIANTS, fam.NAME, ...):
+# read-only aliases, so a learner's saved notebook keeps working.
+for _old, _new in {"NAME": "name", "FAMILY": "kernels", "VARIANTS": "variants", "BASELINES": "baselines",
+                   "BEST": "default", "SHAPES": "shapes", "CHECK_CASES": "check_cases",
+                   "RECORD_CASES": "record_cases", "OP": "op"}.items():
+    setattr(Family, _old, property(lambda self, _n=_new: getattr(self, _n)))
 
 
 def of(x) -> Family:

@@ -358,3 +358,13 @@ def variant(**kw):
     (inplace=True for an element-wise step that may write into one of its inputs; plan=False
     for a launcher that does GPU work other than build.launch on every call)."""
     return lambda fn: Variant(fn, **kw)
+
+
+MAX_INT32_N = 2 ** 31 - 64     # kernels that index with int32 (as the seeds' do) take at most this many
+
+
+def int32_size(n: int) -> int:
+    """Raise ValueError (before any launch) when n elements overflow a kernel's int32 index."""
+    if n > MAX_INT32_N:
+        raise ValueError(f"{n} elements: these kernels index with int32 (at most {MAX_INT32_N}); split the call")
+    return n
