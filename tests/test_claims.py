@@ -21,10 +21,12 @@ SEEDS = ROOT.parent / "shared" / "seeds"
 
 COLUMNS = ["id", "seed", "line", "lab", "kind", "claim", "before", "after", "claimed", "family", "slow", "fast",
            "case", "how", "reason"]
-LABS = {"00_measuring", "01_softmax", "02_rmsnorm", "03_add", "04_gemv", "05_vision", "06_vit_block",
-        "07_attention", "08_decoder"}
 KINDS = {"kernel", "end-to-end", "counter", "structure", "fact"}
-PREFIXES = {"measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block", "attention", "decoder"}
+TOPIC = {"00_measuring": "measuring", "01_softmax": "softmax", "02_rmsnorm": "rmsnorm", "03_add": "add",
+         "04_gemv": "gemv", "05_vision": "vision", "06_vit_block": "vit_block", "07_attention": "attention",
+         "08_decoder": "decoder"}                # lab -> id prefix
+PREFIXES = set(TOPIC.values())
+LABS = set(TOPIC)
 SEED_IDS = {"000", "001", "002", "003", "004"}
 REASONS = ("needs an Orin", "needs the whole engine", "slip in the seed", "not measured yet: ")
 HOW = re.compile(r"^(ratio|e2e|ptx:\S+|ptxas:(registers|smem)|ncu:[a-z0-9_]+__[A-Za-z0-9_.]+)$")
@@ -72,6 +74,7 @@ def test_values_are_from_the_allowed_sets():
         assert r["seed"] in SEED_IDS, f"{where} seed {r['seed']!r}"
         assert r["line"].isdigit() and int(r["line"]) >= 1, f"{where} line {r['line']!r}"
         assert r["lab"] in LABS, f"{where} lab {r['lab']!r}"
+        assert r["id"].rsplit("-", 1)[0] == TOPIC[r["lab"]], f"{where} the id's prefix is not lab {r['lab']}'s topic"
         assert r["kind"] in KINDS, f"{where} kind {r['kind']!r}"
         assert r["claim"].strip(), f"{where} empty claim"
         if r["claimed"]:
