@@ -6,18 +6,21 @@ MY_LABS ?= my-labs
 # scripts/env.sh prints the python to use (and sets .venv up once); CUDA_PATH is exported on a Jetson.
 WITHPY = PY=$$(scripts/env.sh $(1)) && export PATH="$$(dirname "$$(command -v $$PY)"):$$PATH" && \
   eval "$$(scripts/env.sh --exports)" &&
-JUPYTER = $$PY -m jupyter lab --ServerApp.ip=127.0.0.1 $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+# JupyterLab on localhost with a token, no news pop-up, no update check; a second `make lab` points
+# at the running server instead of starting one (scripts/lab.py). KERNELLAB_PORT=8890 picks a port.
+JUPYTER = $$PY scripts/lab.py
 
 .PHONY: lab author test test-browser notebooks clean-notebooks student solutions reset bench \
         headline wheelhouse sanitize check-gpu clean
 
 ## make lab: (set up once) copy the labs without their solutions into my-labs/ (never overwriting
-## your copies; new labs are added) and open JupyterLab there (localhost, token on)
+## your copies; new labs are added) and open JupyterLab there (localhost, token on); when one is
+## already running for my-labs/, print its URL instead
 lab:
 	@$(call WITHPY,lab) $$PY scripts/notebooks.py learner $(MY_LABS) && \
-	  $(JUPYTER) --ServerApp.root_dir=$(MY_LABS)
+	  $(JUPYTER) $(MY_LABS)
 
-## make reset LAB=01: move my-labs/01_*.ipynb aside (my-labs/.old/, timestamped), restore a fresh copy
+## make reset LAB=01: move my-labs/01_*.ipynb aside (my-labs/old/, timestamped), restore a fresh copy
 reset:
 	@[ -n "$(LAB)" ] || { echo "usage: make reset LAB=01"; exit 2; }
 	@$(call WITHPY,test) $$PY scripts/notebooks.py reset $(LAB) $(MY_LABS)
@@ -34,7 +37,7 @@ solutions:
 ## make author: JupyterLab on the repository; saving notebooks/NN_x.ipynb writes labs_src/NN_x.py
 ## (jupytext pairing, jupytext.toml). Then `make clean-notebooks` before committing.
 author:
-	@$(call WITHPY,lab) $(JUPYTER) --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+	@$(call WITHPY,lab) $(JUPYTER) . --LabApp.default_url=/lab/tree/notebooks
 
 ## make test: (set up once) the whole suite, no GPU needed: pytest + nbval over notebooks/, on
 ## several workers when pytest-xdist is installed (then the tests marked serial, alone: scripts/test.py).

@@ -390,3 +390,88 @@ def test_env_exports_only_on_jetson():
     assert p.returncode == 0
     jetson = Path("/etc/nv_tegra_release").exists()
     assert ("CUDA_PATH" in p.stdout) == jetson
+
+
+# ---- the learner's machine: CuPy for the driver, Jetson clocks, JupyterLab start ----------------
+
+def _fake_bin(tmp_path, name, script):
+    d = tmp_path / "bin"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text("#!/bin/sh\n" + script)
+    (d / name).chmod(0o755)
+    return d
+
+
+@pytest.mark.parametrize("banner,extra", [("CUDA Version: 13.0", "gpu13"), ("CUDA Version: 12.4", "gpu"),
+                                          (None, "ci")])
+def test_env_picks_the_cupy_for_the_driver(tmp_path, banner, extra):
+    if Path("/etc/nv_tegra_release").exists():
+        pytest.skip("a Jetson always gets the jetson extra")
+    path = "/usr/bin:/bin"
+    if banner:
+        d = _fake_bin(tmp_path, "nvidia-smi", 'if [ "$1" = -L ]; then echo "GPU 0: Tesla T4"; exit 0; fi\n'
+                      f'echo "| NVIDIA-SMI 580.00   Driver Version: 580.00   {banner}     |"\n')
+        path = f"{d}:{path}"
+    p = subprocess.run(["bash", "scripts/env.sh", "--extra"], cwd=ROOT, capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "PATH": path})
+    assert p.returncode == 0 and p.stdout.split("\t")[0] == extra, p.stdout + p.stderr
+    try:
+        import tomllib
+    except ImportError:                                    # Python 3.10 (JetPack 6)
+        tomllib = pytest.importorskip("tomli")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extra in extras
+    assert any("cupy-cuda13x" in r for r in extras["gpu13"]) and any("cupy-cuda12x" in r for r in extras["jetson"])
+    assert any(r.startswith("pytest-xdist") for r in extras["test"])
+
+
+def test_jetson_clocks_reads_power_mode_and_clocks(tmp_path, monkeypatch):
+    from kernellab.core import device
+    root = tmp_path / "root"
+    gpu = root / "sys/class/devfreq/17000000.gpu"
+    emc = root / "sys/kernel/debug/bpmp/debug/clk/emc"
+    for d in (root / "etc", gpu, emc):
+        d.mkdir(parents=True)
+    (root / "etc/nv_tegra_release").write_text("# R36 (release), REVISION: 4.3\n")
+    for f, v in {gpu / "cur_freq": 306000000, gpu / "min_freq": 306000000, gpu / "max_freq": 1300500000,
+                 emc / "rate": 2133000000, emc / "max_rate": 3199000000}.items():
+        f.write_text(f"{v}\n")
+    d = _fake_bin(tmp_path, "nvpmodel", 'echo "NV Power Mode: MAXN"\necho 0\n')
+    monkeypatch.setenv("PATH", f"{d}:{os.environ['PATH']}")
+    r = device.jetson_clocks(str(root))
+    assert r["power_mode"] == "MAXN" and r["power_mode_id"] == 0
+    assert (r["gpu_clock_min_mhz"], r["gpu_clock_max_mhz"], r["emc_clock_mhz"]) == (306, 1300, 2133)
+    assert r["clocks_fixed"] is False and "jetson_clocks" in r["warning"]
+    (gpu / "min_freq").write_text("1300500000\n")
+    (emc / "rate").write_text("3199000000\n")
+    r = device.jetson_clocks(str(root))
+    assert r["clocks_fixed"] is True and r["warning"] == ""
+    assert device.jetson_clocks(str(tmp_path / "not-a-jetson")) == {}
+
+
+def test_lab_reuses_a_running_server_and_names_a_moved_port(tmp_path, monkeypatch, capsys):
+    spec = importlib.util.spec_from_file_location("labtool", ROOT / "scripts" / "lab.py")
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+    opts = lab.server_options()
+    assert "--LabApp.news_url=None" in opts and "--ServerApp.ip=127.0.0.1" in opts
+    assert "--ServerApp.port_retries=0" in opts            # never a silent move to another port
+    overrides = json.loads((lab.SETTINGS / "overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    root = tmp_path / "my-labs"
+    root.mkdir()
+    monkeypatch.setattr(lab, "_running", lambda r: [("http://127.0.0.1:8888/lab?token=abc", root.resolve(), 8888)])
+    monkeypatch.setattr(lab.os, "execv", lambda *a: pytest.fail("started a second server"))
+    assert lab.main([str(root)]) == 0
+    assert "already running" in capsys.readouterr().out
+    with socket.socket() as busy:                          # the port taken by another server
+        busy.bind(("127.0.0.1", 0))
+        port = busy.getsockname()[1]
+        started = []
+        monkeypatch.setenv("KERNELLAB_PORT", str(port))
+        monkeypatch.setattr(lab, "_running", lambda r: [("http://x", (tmp_path / "elsewhere").resolve(), port)])
+        monkeypatch.setattr(lab.os, "execv", lambda exe, cmd: started.append(cmd))
+        lab.main([str(root)])
+    out = capsys.readouterr().out
+    assert started and f"--ServerApp.port={port}" not in started[0]
+    assert f"port {port} is in use" in out and "listens on port" in out

@@ -183,3 +183,61 @@ def torch():
         return t
     except ImportError:
         return None
+
+
+
+# ---- Jetson: power mode and clocks (a cold clock can fake a 4.5x slowdown) ---------------------
+
+def jetson_clocks(root: str = "/") -> dict:
+    """The power mode and clocks of a Jetson, for the device record and lab 00's warning:
+    power_mode (nvpmodel -q, e.g. 'MAXN') and power_mode_id, the GPU clock (current / min / max,
+    MHz, devfreq in sysfs), the EMC (memory) clock (current / max, MHz, the BPMP debugfs, which
+    needs root: None when it cannot be read), clocks_fixed (True when the GPU's min clock equals
+    its max and the EMC runs at its max, as `sudo jetson_clocks` sets them; None when unknown) and
+    warning (a sentence; empty when the clocks are fixed). {} off a Jetson. `root`: a fake / (tests)."""
+    import glob
+    import subprocess
+
+    def read(p) -> str:
+        try:
+            return Path(p).read_text(errors="ignore").strip().strip("\x00")
+        except OSError:
+            return ""
+
+    def mhz(p):
+        v = read(p)
+        return round(int(v) / 1e6) if v.isdigit() else None
+
+    base = Path(root)
+    if not ((base / "etc/nv_tegra_release").exists() or "tegra" in read(base / "proc/device-tree/compatible").lower()):
+        return {}
+    out = {"power_mode": None, "power_mode_id": None}
+    try:
+        q = subprocess.run(["nvpmodel", "-q"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        q = ""
+    if m := re.search(r"NV Power Mode:\s*(\S+)", q):
+        out["power_mode"] = m.group(1)
+        if n := re.search(r"^\s*(\d+)\s*$", q[m.end():], re.M):
+            out["power_mode_id"] = int(n.group(1))
+    gpu = next((d for d in sorted(glob.glob(str(base / "sys/class/devfreq/*")))
+                if re.search(r"gpu|ga10b|gv11b|gp10b", Path(d).name)), None)
+    for key, f in (("gpu_clock_mhz", "cur_freq"), ("gpu_clock_min_mhz", "min_freq"), ("gpu_clock_max_mhz", "max_freq")):
+        out[key] = mhz(Path(gpu) / f) if gpu else None
+    emc = base / "sys/kernel/debug/bpmp/debug/clk/emc"
+    out.update(emc_clock_mhz=mhz(emc / "rate"), emc_clock_max_mhz=mhz(emc / "max_rate"))
+    gpu_fixed = None if None in (out["gpu_clock_min_mhz"], out["gpu_clock_max_mhz"]) \
+        else out["gpu_clock_min_mhz"] == out["gpu_clock_max_mhz"]
+    emc_fixed = None if None in (out["emc_clock_mhz"], out["emc_clock_max_mhz"]) \
+        else out["emc_clock_mhz"] >= out["emc_clock_max_mhz"]
+    out["clocks_fixed"] = None if gpu_fixed is None and emc_fixed is None else gpu_fixed is not False and emc_fixed is not False
+    if out["clocks_fixed"] is False:
+        emc_txt = "" if emc_fixed is None else f", EMC {out['emc_clock_mhz']} of {out['emc_clock_max_mhz']} MHz"
+        out["warning"] = (f"clocks are not fixed (GPU {out['gpu_clock_min_mhz']}-{out['gpu_clock_max_mhz']} MHz{emc_txt}): "
+                          "a cold clock can make a kernel look several times slower than it is; run "
+                          "`sudo nvpmodel -m 0` (MAXN) and `sudo jetson_clocks` before measuring")
+    elif out["clocks_fixed"] is None:
+        out["warning"] = "clock state unknown (sysfs not readable here): run `sudo jetson_clocks` before measuring"
+    else:
+        out["warning"] = ""
+    return out
