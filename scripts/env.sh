@@ -86,10 +86,11 @@ log=.venv/kernellab-setup.log
 set +e
 .venv/bin/python -m pip install "${pipopts[@]}" -e ".[$extras]" 2>&1 | tee "$log" | while IFS= read -r line; do
   case "$line" in
-    Collecting*|Processing*) echo "env:   [$((SECONDS - t0)) s] ${line#  }" ;;
+    Collecting*) echo "env:   [$((SECONDS - t0)) s] ${line%% (from *}" ;;
+    Processing*) f=${line%% (from *}; echo "env:   [$((SECONDS - t0)) s] Processing ${f##*/}" ;;
     *Downloading*MB*) echo "env:   [$((SECONDS - t0)) s]   ${line#  }" ;;
     "Installing collected packages"*) echo "env:   [$((SECONDS - t0)) s] installing $(echo "$line" | tr ',' '\n' | wc -l) packages (the largest take a minute to unpack)" ;;
-    Successfully*) echo "env:   [$((SECONDS - t0)) s] done" ;;
+    "Successfully installed"*) echo "env:   [$((SECONDS - t0)) s] installed" ;;
     ERROR*|error*) echo "env:   $line" ;;
   esac
 done >&2

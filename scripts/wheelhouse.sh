@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# scripts/wheelhouse.sh [jetson|x86-gpu|ci]: on a machine WITH network, download every wheel a
+# scripts/wheelhouse.sh [jetson|x86-gpu|x86-gpu13|ci]: on a machine WITH network, download every wheel a
 # classroom needs into wheelhouse/, for the target machines, so that `make lab` / `make test`
 # there install with no network (scripts/env.sh uses wheelhouse/ when it exists).
 #   jetson   aarch64, CPython 3.10 (JetPack 6), cupy-cuda12x on JetPack's CUDA  [default]
 #   x86-gpu  x86_64, this machine's Python, cupy-cuda12x[ctk]
+#   x86-gpu13 x86_64, this machine's Python, cupy-cuda13x[ctk] (machines whose driver is CUDA 13)
 #   ci       x86_64, this machine's Python, compile-only (NVRTC + headers)
 # Then copy the repository with its wheelhouse/ to the classroom machines.
 # Set EXTRAS=peers to add torch (large; on a Jetson use NVIDIA's JetPack torch wheel instead).
@@ -15,8 +16,9 @@ case "$target" in
                                --platform manylinux_2_17_aarch64 --python-version 3.10 --implementation cp
                                --only-binary=:all:) ;;
   x86-gpu) extra=gpu; plat=() ;;
+  x86-gpu13) extra=gpu13; plat=() ;;
   ci)      extra=ci; plat=() ;;
-  *) echo "usage: scripts/wheelhouse.sh jetson|x86-gpu|ci" >&2; exit 2 ;;
+  *) echo "usage: scripts/wheelhouse.sh jetson|x86-gpu|x86-gpu13|ci" >&2; exit 2 ;;
 esac
 extras="$extra,test,lab${EXTRAS:+,$EXTRAS}"
 mkdir -p wheelhouse

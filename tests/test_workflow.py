@@ -475,3 +475,18 @@ def test_lab_reuses_a_running_server_and_names_a_moved_port(tmp_path, monkeypatc
     out = capsys.readouterr().out
     assert started and f"--ServerApp.port={port}" not in started[0]
     assert f"port {port} is in use" in out and "listens on port" in out
+
+
+def test_cloud_setup_picks_the_cupy_for_the_driver(tmp_path):
+    """The hosted-runtime first cell (scripts/cloud_setup.py --print: no network): the pip command
+    installs the clone with the extra scripts/env.sh picks for the runtime's driver."""
+    if Path("/etc/nv_tegra_release").exists():
+        pytest.skip("a Jetson always gets the jetson extra")
+    d = _fake_bin(tmp_path, "nvidia-smi", 'if [ "$1" = -L ]; then echo "GPU 0: Tesla T4"; exit 0; fi\n'
+                  'echo "| NVIDIA-SMI 580.00   Driver Version: 580.00   CUDA Version: 13.0     |"\n')
+    p = subprocess.run([sys.executable, "scripts/cloud_setup.py", "--print"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "PATH": f"{d}:{os.environ['PATH']}"})
+    assert p.returncode == 0, p.stderr
+    if "keeping the cupy" in p.stdout:
+        pytest.skip("a working CuPy is installed here: the set-up keeps it")
+    assert "cupy-cuda13x" in p.stdout and f"-e '{ROOT}[gpu13]'" in p.stdout, p.stdout
