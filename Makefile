@@ -45,9 +45,12 @@ author:
 test:
 	@$(call WITHPY,test) MPLBACKEND=Agg $$PY scripts/test.py $(PYTEST_ARGS)
 
-## make test-browser: optional; JupyterLab driven by Playwright + Chromium (skips when absent)
+## make test-browser: optional; JupyterLab driven by Playwright + Chromium, which it installs into
+## .venv when missing (scripts/browser_setup.py). KERNELLAB_SCREENSHOT=docs saves the walk-through.
 test-browser:
-	@$(call WITHPY,lab) KERNELLAB_BROWSER=1 $$PY -m pytest tests/test_browser.py -p no:cacheprovider -rs $(PYTEST_ARGS); \
+	@$(call WITHPY,lab) export PLAYWRIGHT_BROWSERS_PATH=$${PLAYWRIGHT_BROWSERS_PATH:-$(CURDIR)/.venv/ms-playwright} && \
+	  $$PY scripts/browser_setup.py && \
+	  KERNELLAB_BROWSER=1 $$PY -m pytest tests/test_browser.py -p no:cacheprovider -rs $(PYTEST_ARGS); \
 	rc=$$?; [ $$rc -eq 5 ] && echo "test-browser: skipped (the reason is above); nothing failed" && rc=0; exit $$rc
 
 ## make notebooks (= make clean-notebooks) [LAB=01]: notebooks/*.ipynb from labs_src/*.py, outputs

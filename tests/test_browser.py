@@ -1,15 +1,18 @@
 """`make test-browser` (optional): JupyterLab driven in a real browser (Playwright + Chromium).
 
 * learner: labs 00 and 01 opened from a learner's folder (as `make lab` builds it, on a fresh
-  clone) open with no kernel dialog, run all cells with no error output (the unfinished exercise
-  says NOT YET, the explorer's sliders render), save, and leave `git status` clean;
+  clone, served with `make lab`'s options: scripts/lab.py) open with no kernel dialog and no news
+  pop-up, run all cells with no error output (the unfinished exercise says NOT YET, the explorer
+  renders once: one set of controls, one table), save, and leave `git status` clean; then
+  `make reset`'s old/ folder opens in the file browser with the old copy in it;
 * author: a notebook edited and saved in JupyterLab (served as `make author` serves it) writes
   its labs_src/*.py through jupytext's pairing.
 
-Skipped unless KERNELLAB_BROWSER=1 (make test-browser sets it), and skipped with a message when
-Playwright, Chromium or JupyterLab is missing. Playwright cannot download its browsers offline:
-point it at a system Chromium (`apt-get install chromium`, or CHROMIUM=/path/to/chrome).
-KERNELLAB_SCREENSHOT=docs/jupyterlab.png also saves a screenshot of lab 01 after Run All."""
+Skipped unless KERNELLAB_BROWSER=1 (make test-browser sets it, after scripts/browser_setup.py has
+installed Playwright and a Chromium into the venv), and skipped with a message when Playwright,
+Chromium or JupyterLab is still missing (CHROMIUM=/path/to/chrome picks one).
+KERNELLAB_SCREENSHOT=docs saves the walk-through: docs/jupyterlab.png (lab 01's progress chart,
+the README's picture) and docs/walkthrough-*.png; a value ending in .png saves only the first."""
 import importlib.util
 import os
 import shutil
@@ -29,15 +32,35 @@ if os.environ.get("KERNELLAB_BROWSER") != "1":
     pytest.skip("browser test: run `make test-browser` (sets KERNELLAB_BROWSER=1)", allow_module_level=True)
 pytest.importorskip("playwright", reason="browser test: `pip install playwright` (and a Chromium) to run it")
 pytest.importorskip("jupyterlab", reason="browser test: JupyterLab is not installed (the lab extra)")
-CHROMIUM = os.environ.get("CHROMIUM") or next(
-    (p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
-if CHROMIUM is None:
-    pytest.skip("browser test: no Chromium found (apt-get install chromium, or set CHROMIUM=...)",
-                allow_module_level=True)
 
-spec = importlib.util.spec_from_file_location("nbtool", ROOT / "scripts" / "notebooks.py")
-nbtool = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(nbtool)
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+nbtool = _load("notebooks")
+labtool = _load("lab")                    # make lab's server options
+setup = _load("browser_setup")            # where make test-browser put Chromium
+CHROMIUM = setup.system_chromium()
+if CHROMIUM is None and not setup.bundled_chromium():
+    pytest.skip("browser test: no Chromium (make test-browser installs Playwright's; else apt-get install "
+                "chromium, or set CHROMIUM=...)", allow_module_level=True)
+SHOT = os.environ.get("KERNELLAB_SCREENSHOT", "")
+
+
+def _shot(page, name):
+    """Save a walk-through screenshot when KERNELLAB_SCREENSHOT asks for them."""
+    if not SHOT:
+        return
+    if SHOT.endswith(".png"):
+        if name == "jupyterlab":
+            page.screenshot(path=str(ROOT / SHOT))
+        return
+    d = ROOT / SHOT
+    d.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(d / f"{name}.png"))
 
 
 def _port():
@@ -51,9 +74,10 @@ class Lab:
 
     def __init__(self, root: Path, tmp: Path, pythonpath: Path = ROOT / "labs_src"):
         self.port = _port()
-        settings = tmp / ".jsettings"            # a quiet, fully rendered JupyterLab for the test
-        for plugin, value in {"@jupyterlab/notebook-extension/tracker": '{"windowingMode": "none"}',
-                              "@jupyterlab/apputils-extension/notification": '{"fetchNews": "false"}'}.items():
+        # every cell rendered (no windowing), so the test can read all outputs; the news pop-up is
+        # left to make lab's own options (scripts/lab.py), which the test checks
+        settings = tmp / ".jsettings"
+        for plugin, value in {"@jupyterlab/notebook-extension/tracker": '{"windowingMode": "none"}'}.items():
             f = settings / (plugin + ".jupyterlab-settings")
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(value)
@@ -61,8 +85,8 @@ class Lab:
                "JUPYTERLAB_WORKSPACES_DIR": str(tmp / ".jws"), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={root}", f"--ServerApp.port={self.port}",
-             "--ServerApp.ip=127.0.0.1", "--ServerApp.open_browser=False", f"--IdentityProvider.token={TOKEN}",
-             "--allow-root"], env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             *labtool.server_options(), "--ServerApp.open_browser=False", f"--IdentityProvider.token={TOKEN}"],
+            env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(120):
             try:
                 urllib.request.urlopen(f"{self.url('api/status')}", timeout=2)
@@ -85,7 +109,8 @@ class Lab:
 def browser():
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"]) if CHROMIUM else \
+            p.chromium.launch(args=["--no-sandbox"])
         yield b
         b.close()
 
@@ -99,6 +124,8 @@ def _open(page, lab, path):
     dialogs = page.locator(".jp-Dialog")
     assert dialogs.count() == 0 or "Select Kernel" not in dialogs.first.inner_text(), \
         "JupyterLab asked to select a kernel: the notebook has no kernelspec"
+    assert page.get_by_text("notified about official Jupyter news").count() == 0, \
+        "JupyterLab's news pop-up is on: make lab's options should switch it off"
 
 
 def _run_all(page, timeout_s=600):
@@ -142,24 +169,45 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
     try:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         _open(page, lab, "00_measuring.ipynb")
+        _shot(page, "walkthrough-1-open")
         _run_all(page)
         assert not _errors(page), _errors(page)
         assert page.get_by_text("NOT YET").count() >= 1, "the unfinished exercise should say NOT YET"
+        page.get_by_text("NOT YET").first.evaluate("e => e.scrollIntoView({block: 'center'})")
+        time.sleep(1)
+        _shot(page, "walkthrough-2-exercise")
         _save(page)
         assert '"outputs": [\n' in (dest / "00_measuring.ipynb").read_text() or \
             '"output_type"' in (dest / "00_measuring.ipynb").read_text(), "the learner's copy was saved"
         _open(page, lab, "01_softmax.ipynb")
         _run_all(page)
         assert not _errors(page), _errors(page)
-        assert page.locator(".widget-slider, .widget-selection-slider, .jupyter-widgets").count() > 0, \
-            "the explorer's sliders did not render"
+        cell = page.locator(".jp-CodeCell", has_text="explore.softmax(").last
+        assert cell.locator(".widget-selection-slider").count() == 1, \
+            "the explorer's controls should render once (its row-length slider)"
+        assert cell.locator("table").count() == 1, \
+            f"the explorer's table should render once, not {cell.locator('table').count()} times"
+        cell.evaluate("e => e.scrollIntoView({block: 'start'})")
+        time.sleep(1)
+        _shot(page, "walkthrough-3-explorer")
+        page.locator(".jp-Cell", has_text="Progress: the whole ladder").first.evaluate(
+            "e => e.scrollIntoView({block: 'start'})")
+        time.sleep(1)
+        _shot(page, "jupyterlab")
         _save(page)
-        shot = os.environ.get("KERNELLAB_SCREENSHOT")
-        if shot:
-            page.locator(".jp-Cell", has_text="Progress: the whole ladder").first.evaluate(
-                "e => e.scrollIntoView({block: 'start'})")
-            time.sleep(1)
-            page.screenshot(path=str(ROOT / shot))
+        page.close()
+        # make reset LAB=01: the saved copy goes to old/, which the file browser lists and opens
+        moved = nbtool.reset("01", dest)
+        assert moved is not None and moved.parent == dest / "old"
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(lab.url("lab/tree/old"))
+        entry = page.locator(".jp-DirListing-item", has_text=moved.stem[:20])
+        entry.first.wait_for(timeout=60_000)
+        _shot(page, "walkthrough-4-old-folder")
+        _open(page, lab, f"old/{moved.name}")
+        dialogs = page.locator(".jp-Dialog")
+        assert dialogs.count() == 0, f"opening the old copy showed a dialog: {dialogs.first.inner_text()[:300]}"
+        assert page.locator(".jp-OutputArea-output").count() > 0, "the old copy should keep its outputs"
         page.close()
     finally:
         lab.close()
