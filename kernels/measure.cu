@@ -204,3 +204,46 @@ extern "C" __global__ void measure_07_issue(float* __restrict__ out, int iters, 
     unsigned int t = u[0] ^ u[1] ^ u[2] ^ u[3];
     if (s == 12345.0f || t == 0xdeadbeefu) out[0] = s + t;
 }
+
+// === measure_08_read_256B ===
+// Why: a read roof must be a ceiling for every reader in the course, including lab 04's
+// GEMV, which asks for 16 loads of 16 bytes per lane through the read-only path before it
+// uses any. This reader keeps the same 256 bytes in flight per thread (16 independent float4
+// loads through ld.global.nc), so no GEMV can out-read the roof it is judged against.
+extern "C" __global__ void measure_08_read_256B(const float4* __restrict__ s, float* __restrict__ p, long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    float acc = 0.0f;
+#pragma unroll 1
+    for (; i + 15 * stride < n; i += 16 * stride) {
+        float4 v[16];
+#pragma unroll
+        for (int k = 0; k < 16; ++k) v[k] = __ldg(s + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < 16; ++k) acc += hsum(v[k]);
+    }
+    for (; i < n; i += stride) acc += hsum(__ldg(s + i));
+    if (acc == 12345.0f) p[blockIdx.x] = acc;
+}
+
+// === measure_09_stream_2r1w ===
+// Why: DRAM writes cost more than reads (the bus turns around), so a kernel that reads two
+// bytes for each byte it writes (a residual add) moves more bytes per second than a 1:1
+// copy. The copy roof is a ceiling for every read-once/write-once kernel only if it is the
+// best of both mixes: this stream reads a and b and writes a + b, two float4 loads of each
+// in flight per thread.
+extern "C" __global__ void measure_09_stream_2r1w(const float4* __restrict__ a, const float4* __restrict__ b,
+                                                  float4* __restrict__ out, long long n4) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+#pragma unroll 1
+    for (; i + stride < n4; i += 2 * stride) {
+        const float4 a0 = __ldg(a + i), a1 = __ldg(a + i + stride), b0 = __ldg(b + i), b1 = __ldg(b + i + stride);
+        out[i] = make_float4(a0.x + b0.x, a0.y + b0.y, a0.z + b0.z, a0.w + b0.w);
+        out[i + stride] = make_float4(a1.x + b1.x, a1.y + b1.y, a1.z + b1.z, a1.w + b1.w);
+    }
+    for (; i < n4; i += stride) {
+        const float4 x = __ldg(a + i), y = __ldg(b + i);
+        out[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+    }
+}

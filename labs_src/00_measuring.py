@@ -24,7 +24,7 @@
 
 # %%
 import kernellab as kl
-from kernellab import bench, build, plot
+from kernellab import bench, build, launch, measuring, plot, results
 
 kl.banner()
 
@@ -63,7 +63,7 @@ build.show("measure", "03_fma")
 
 # %% [markdown]
 # ## 2. The numbers
-# `bench.fundamentals()` measures everything this lab talks about, in one process: the roofs,
+# `measuring.fundamentals()` measures everything this lab talks about, in one process: the roofs,
 # what a launch costs, an L2-resident copy timed warm and flushed, the CPU-timer pitfall,
 # the latency of DRAM and L2, the bytes-in-flight sweep and the compute ceilings.
 #
@@ -79,12 +79,12 @@ build.show("measure", "03_fma")
 # * **unique bytes**: GB/s counts each input read once and each output written once.
 
 # %%
-fund = bench.fundamentals()
-v = lambda q: bench.value(fund, q)   # noqa: E731  one number of the table, by its quantity
+fund = measuring.fundamentals()
+v = lambda q: measuring.value(fund, q)   # noqa: E731  one number of the table, by its quantity
 prov = kl.provenance(fund)
 fund
 
-# %%
+# %% jupyter={"source_hidden": true}
 copy, read = v("copy roof"), v("read roof")
 kl.say(f"Copy roof **{copy:,.0f} GB/s** (copy kernel {v('copy roof: copy kernel'):,.0f}, cudaMemcpy "
        f"{v('copy roof: cudaMemcpy'):,.0f}); read roof **{read:,.0f} GB/s**, {read / copy:.3f}× the copy "
@@ -117,7 +117,7 @@ kl.say(f"A {v('L2-resident copy size'):.0f} MiB copy (a quarter of the {v('L2 si
 # %% [markdown]
 # **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued:
 
-# %%
+# %% jupyter={"source_hidden": true}
 big = [q for q in fund["quantity"] if str(q).endswith("copy: perf_counter, no sync")]
 if big:   # the label carries the buffer size measured
     size = big[0].split(":")[0]
@@ -139,7 +139,7 @@ if big:   # the label carries the buffer size measured
 # * *host µs per call*: `bench.host_us` (perf_counter over many calls; launches are
 #   asynchronous, so this is the cost of queuing, not of running).
 
-# %%
+# %% jupyter={"source_hidden": true}
 kl.say(f"Empty kernel, alone between two events: **{v('empty kernel launch'):.2f} µs**; "
        f"100 back to back: **{v('empty kernel: 100 back to back, per launch'):.2f} µs** per launch; "
        f"replayed from a CUDA graph: **{v('empty kernel: CUDA graph of 100, per launch'):.2f} µs** per launch. "
@@ -162,8 +162,8 @@ kl.say(f"Empty kernel, alone between two events: **{v('empty kernel launch'):.2f
 chain = fund[fund["quantity"].str.contains("small launches")][["quantity", "value", "unit"]]
 chain
 
-# %%
-n = bench.CHAIN
+# %% jupyter={"source_hidden": true}
+n = measuring.CHAIN
 gpu1, host1, e2e1 = (v(f"{n} small launches: {w}") for w in ("GPU time (events)", "host time", "end to end"))
 gpu2, host2, e2e2 = (v(f"{n} small launches as a graph: {w}") for w in ("GPU time (events)", "host time",
                                                                          "end to end"))
@@ -196,15 +196,15 @@ from kernellab import rmsnorm
 
 one = bench.compare(rmsnorm, [((1, 4096), "float16")], names=[rmsnorm.BEST["float16"]],
                     baselines=[b for b in rmsnorm.BASELINES if b.startswith("torch")])
-bench.table(one, ["case", "name", "median_us", "warm_us", "host_us", "bare_host_us", "device", "source"])
+results.table(one, ["case", "name", "median_us", "warm_us", "host_us", "bare_host_us", "device", "source"])
 
-# %%
+# %% jupyter={"source_hidden": true}
 best = rmsnorm.BEST["float16"]
 torch_name = next((b for b in rmsnorm.BASELINES if b.startswith("torch")), "")
-ours, bare_, gpu = (bench.pick(one, best, c) for c in ("host_us", "bare_host_us", "median_us"))
+ours, bare_, gpu = (results.pick(one, best, c) for c in ("host_us", "bare_host_us", "median_us"))
 kl.say(f"Step {best}: the GPU needs {gpu:.1f} µs, the host {ours:.1f} µs to queue it, "
        f"{ours / bare_:.2f}× a bare `RawKernel` call of the same kernel ({bare_:.1f} µs); {torch_name} costs "
-       f"the host {bench.pick(one, torch_name, 'host_us'):.1f} µs ({kl.provenance(one)}).")
+       f"the host {results.pick(one, torch_name, 'host_us'):.1f} µs ({kl.provenance(one)}).")
 
 # %% [markdown]
 # ## 4. Little's law: latency × bytes in flight = bandwidth
@@ -221,7 +221,7 @@ kl.say(f"Step {best}: the GPU needs {gpu:.1f} µs, the host {ours:.1f} µs to qu
 # %%
 build.show("measure", "04_chase")
 
-# %%
+# %% jupyter={"source_hidden": true}
 dram, l2 = v("DRAM latency (pointer chase)"), v("L2 latency (pointer chase)")
 need_sm = v("bytes in flight for the read roof, per SM")
 thr = v("threads per SM in the sweep")
@@ -241,7 +241,7 @@ build.show("measure", "05_inflight_4B")
 build.show("measure", "05_inflight_64B")
 
 # %%
-sweep = bench.inflight(fund)
+sweep = measuring.inflight(fund)
 sweep.round(3)
 
 # %%
@@ -265,7 +265,7 @@ else:
     fig.tight_layout()
     plt.show()
 
-# %%
+# %% jupyter={"source_hidden": true}
 pred = "Little's law predicts GB/s"
 if not sweep.empty:
     first, last = sweep.iloc[0], sweep.iloc[-1]
@@ -286,15 +286,15 @@ if not sweep.empty:
 # %% [markdown]
 # **Predict the ladder before timing it.** Every later lab has steps that differ in the bytes
 # each thread loads at once. Lab 03's fp16 adds load two inputs per thread: one `__half` each
-# (4 B in flight per thread), a `half2` each (8 B), or 8 halves each (32 B). `bench.little`
+# (4 B in flight per thread), a `half2` each (8 B), or 8 halves each (32 B). `measuring.little`
 # turns that into a prediction from the idle latency (the model above, full SMs), and
-# `bench.sweep_fraction` reads what the measured sweep reached with as many bytes in flight:
+# `measuring.sweep_fraction` reads what the measured sweep reached with as many bytes in flight:
 
-# %%
+# %% jupyter={"source_hidden": true}
 steps = {"08_vec_fp16_scalar (2 × 2 B)": 4, "03_fp16_half2 (2 × 4 B)": 8, "04_fp16_vec8 (2 × 16 B)": 32}
 for step, b in steps.items():
-    kl.say(f"add {step}: Little's law predicts {bench.little(fund, b) / read:.2f} of the read roof, the "
-           f"measured sweep reached {bench.sweep_fraction(fund, b):.2f} with {b} B in flight per thread ({prov}).")
+    kl.say(f"add {step}: Little's law predicts {measuring.little(fund, b) / read:.2f} of the read roof, the "
+           f"measured sweep reached {measuring.sweep_fraction(fund, b):.2f} with {b} B in flight per thread ({prov}).")
 
 # %% [markdown]
 # One decode row is the extreme case: a single block of 128 threads on one SM. Its time is
@@ -302,7 +302,7 @@ for step, b in steps.items():
 # thread) and costs about one DRAM latency, so lab 02's fp16 RMSNorm over one 4096-wide row
 # (8 KiB of x) needs 16 trips with `half2` loads (step 05) and 4 with `uint4` loads (step 06):
 
-# %%
+# %% jupyter={"source_hidden": true}
 for step, b in (("05_fp16_half2_cub", 4), ("06_fp16_uint4", 16)):
     trips = -(-4096 * 2 // (128 * b))
     kl.say(f"rmsnorm {step}: {trips} trips × {dram:.0f} ns ≈ **{trips * dram / 1e3:.1f} µs** of latency "
@@ -347,7 +347,7 @@ build.occupancy("softmax", "05_online_vec4", threads=1024)
 build.show("measure", "06_ex2")
 build.show("measure", "07_issue")
 
-# %%
+# %% jupyter={"source_hidden": true}
 sms, clk = v("SMs"), v("SM clock")
 ex2, ffma, issue = v("ex2.approx (SFU) throughput"), v("FFMA instructions"), v("instruction issue ceiling")
 per_clk = lambda g: g * 1e9 / (sms * clk * 1e6)   # noqa: E731  per SM per clock, at the nominal clock
@@ -388,11 +388,11 @@ plot.device_roofline(fund, [("softmax fp32", 5 / 8), ("add fp32", 1 / 12), ("GEM
 import numpy as np
 
 
-@build.variant()
+@launch.variant()
 def roof_copy(x, out=None):
     """Section 1's measure_01_copy on x (its n // 4 float4s), grid as bench sizes it."""
     n4 = x.size // 4
-    build.launch("measure", "measure_01_copy", min(-(-n4 // 256), 32 * kl.device.info()["sms"]), 256,
+    launch.launch("measure", "measure_01_copy", min(-(-n4 // 256), 32 * kl.device.info()["sms"]), 256,
                  (x, out, np.int64(n4)))
     return out
 

@@ -39,7 +39,7 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import bench, build, plot, softmax
+from kernellab import bench, build, plot, results, softmax
 from kernellab.check import variants as check_variants, run_variant
 
 kl.banner()
@@ -238,11 +238,11 @@ build.ptxas_info("softmax")
 TARGETS = [softmax.SHAPES["square_4096"], softmax.SHAPES["long_rows_1024x32768"],
            softmax.SHAPES["short_rows_32768x1024"]]
 res = bench.compare(softmax, [(s, "float32") for s in TARGETS] + [(s, "float16") for s in TARGETS])
-bench.table(res)
+results.table(res)
 
 # %%
-plot.bars(bench.select(res, dtype="float32"), "01_softmax_targets_fp32", title="softmax fp32 at the target shapes")
-plot.bars(bench.select(res, dtype="float16"), "01_softmax_targets_fp16", title="softmax fp16 at the target shapes")
+plot.bars(results.select(res, dtype="float32"), "01_softmax_targets_fp32", title="softmax fp32 at the target shapes")
+plot.bars(results.select(res, dtype="float16"), "01_softmax_targets_fp16", title="softmax fp16 at the target shapes")
 
 # %% [markdown]
 # Speedups of the best steps over `torch.softmax` (ratios of medians; > 1 means faster):
@@ -250,8 +250,8 @@ plot.bars(bench.select(res, dtype="float16"), "01_softmax_targets_fp16", title="
 # %%
 import pandas as pd
 
-pd.concat([bench.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("float32", "float16")]
-          + [bench.speedup(res, "07_fp16_pipelined", "06_fp16_vec8")], axis=1).round(2)
+pd.concat([results.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("float32", "float16")]
+          + [results.speedup(res, "07_fp16_pipelined", "06_fp16_vec8")], axis=1).round(2)
 
 # %% [markdown]
 # ### fp16: how close to the roof, and what is left
@@ -263,9 +263,9 @@ pd.concat([bench.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("flo
 # %%
 f16 = bench.compare(softmax, [((4096, 4096), "float16"), ((8192, 4096), "float16")],
                     names=["06_fp16_vec8", "07_fp16_pipelined"], baselines=["memcpy x -> y (floor)"])
-bench.table(f16)
+results.table(f16)
 
-# %%
+# %% jupyter={"source_hidden": true}
 def _fmt(v, spec=".2f", unit=""):
     return f"{v:{spec}}{unit}" if v == v else "*(not recorded yet)*"
 
@@ -273,13 +273,13 @@ def _fmt(v, spec=".2f", unit=""):
 best16, k1, k2 = softmax.BEST["float16"], "4096x4096:float16", "8192x4096:float16"
 sentences = []
 for case in (k1, "32768x1024:float16"):
-    fc = bench.pick(res, best16, "frac_copy", case=case)
-    mc = bench.pick(res, best16, "median_us", case=case) / bench.pick(res, "memcpy x -> y (floor)", "median_us", case=case)
+    fc = results.pick(res, best16, "frac_copy", case=case)
+    mc = results.pick(res, best16, "median_us", case=case) / results.pick(res, "memcpy x -> y (floor)", "median_us", case=case)
     sentences.append(f"at {case} step `{best16}` reaches **{_fmt(fc)}** of the copy roof "
                      f"({'meets' if fc >= 0.8 else 'misses' if fc == fc else 'cannot be judged against'} the 0.80 target), "
                      f"taking {_fmt(mc)}× the time of a memcpy of the same bytes")
-t1, t2 = (bench.pick(f16, best16, "median_us", case=c) for c in (k1, k2))
-b1, b2 = (bench.pick(f16, best16, "bytes", case=c) for c in (k1, k2))
+t1, t2 = (results.pick(f16, best16, "median_us", case=c) for c in (k1, k2))
+b1, b2 = (results.pick(f16, best16, "bytes", case=c) for c in (k1, k2))
 marginal = (b2 - b1) / (t2 - t1) / 1e3                   # GB/s of the extra rows
 fixed = t1 - b1 / marginal / 1e3                          # µs that do not grow with the rows
 roof = bench.roof_values().get("copy_gbps", float("nan"))
@@ -301,8 +301,8 @@ kl.say("; ".join(sentences)[:1].upper() + "; ".join(sentences)[1:] + f" ({kl.pro
 sw = bench.compare(softmax, [(s, "float32") for s in softmax.SWEEP])
 plot.sweep(sw, "01_softmax_sweep_fp32", title="softmax fp32, 2^25 elements, GB/s vs row length", logy=True)
 
-# %%
-nv = bench.select(sw, name="01_naive").sort_values("cols")
+# %% jupyter={"source_hidden": true}
+nv = results.select(sw, name="01_naive").sort_values("cols")
 if len(nv):
     t_ms = dict(zip(nv["cols"], nv["median_us"] / 1e3))
     lo, hi, med = min(t_ms.values()), max(t_ms.values()), float(np.median(list(t_ms.values())))
@@ -331,7 +331,7 @@ pt = softmax.passes_table(sw)
 pt = pt[pt["row KiB"] >= 4] if len(pt) else pt
 pt.round(2)
 
-# %%
+# %% jupyter={"source_hidden": true}
 def _first(df, col, val):
     d = df[df[col] == val] if len(df) else df
     return d["shape"].iloc[0] if len(d) else None
@@ -346,7 +346,7 @@ if len(pt):
            f"and leave L2 from {_first(pt, 're-reads from', 'DRAM') or 'no measured length'} on; there the time implies "
            f"{pt[pt['re-reads from'] == 'DRAM']['passes implied (2 / fraction)'].min():.1f} passes or more "
            f"({kl.provenance(sw)}). Passes set the time only when they cross DRAM.")
-    r34 = bench.speedup(sw, "04_online", "03_warp_shuffle")
+    r34 = results.speedup(sw, "04_online", "03_warp_shuffle")
     if len(r34):
         cols = {int(c.split("x")[1].split(":")[0]): v for (c, _, _), v in r34.items()}
         win = [c for c, v in sorted(cols.items()) if v > 1]
@@ -370,11 +370,11 @@ if len(pt):
 seed = bench.compare(softmax, [(softmax.SHAPES["vision_attention_16x1024x1024"], "float32"),
                                (softmax.SHAPES["vision_attention_16x1024x1024"], "float16"),
                                (softmax.SHAPES["logits_151936"], "float32")])
-bench.table(seed)
+results.table(seed)
 
-# %%
-facts = softmax.device_facts(seed)
-fc = bench.pick(seed, "05_online_vec4", "frac_copy", case="1x151936:float32")
+# %% jupyter={"source_hidden": true}
+facts = kl.device.facts(seed)
+fc = results.pick(seed, "05_online_vec4", "frac_copy", case="1x151936:float32")
 if facts:
     kl.say(f"The logits row runs on 1 of the {facts['sms']} SMs of the {facts['device']}: step 05 reaches "
            f"{_fmt(fc, '.3f')} of the copy roof there ({kl.provenance(seed)}).")
@@ -385,27 +385,15 @@ if facts:
 # slower step over time of the faster, at 4096 × 4096 fp32 unless stated). The sentences
 # under the table read it.
 
-# %%
+# %% jupyter={"source_hidden": true}
 sq, lg = softmax.case_key(TARGETS[0], "float32"), softmax.case_key(TARGETS[1], "float32")
-bench.claims(pd.concat([res, sw]), [
-    ("online softmax saves a memory pass (3 reads -> 2)", "fewer passes, lower bandwidth pressure",
-     "04_online", "03_warp_shuffle", sq),
-    ("same, long rows", "fewer passes", "04_online", "03_warp_shuffle", lg),
-    ("warp shuffle beats the shared-memory tree", "fewer __syncthreads, no bank conflicts",
-     "03_warp_shuffle", "02_safe_smem", sq),
-    ("sequential addressing avoids bank conflicts", "(interleaved trees conflict)",
-     "02_safe_smem", "02_safe_interleaved", sq),
-    ("same, short rows (256)", "(the tree matters more per byte)", "02_safe_smem", "02_safe_interleaved",
-     softmax.case_key((131072, 256), "float32")),
-    ("float4 + register cache beats scalar loads", "1/4 the load instructions; single pass",
-     "05_online_vec4", "04_online", sq),
-    ("same, long rows", "single pass where the row fits", "05_online_vec4", "04_online", lg),
-    ("parallel reduction beats one thread summing", "naive is unusable", "02_safe_smem", "01_naive", sq),
-])
+claims = results.claims("01_softmax", pd.concat([res, sw]), softmax.FAMILIES)
+kl.say(results.claims_summary(claims))
+claims
 
-# %%
+# %% jupyter={"source_hidden": true}
 def _r(df, fast, slow, case):
-    return bench.pick(df, slow, "median_us", case=case) / bench.pick(df, fast, "median_us", case=case)
+    return results.pick(df, slow, "median_us", case=case) / results.pick(df, fast, "median_us", case=case)
 
 
 r43, r43l = _r(res, "04_online", "03_warp_shuffle", sq), _r(res, "04_online", "03_warp_shuffle", lg)
@@ -437,7 +425,7 @@ if len(abl):
     from IPython.display import display
     display(at.round(2).rename_axis(f"time / step 05's ({kl.provenance(abl)})"))
 
-# %%
+# %% jupyter={"source_hidden": true}
 if len(abl):
     undo = {"05_no_vec_loads": "16-byte loads", "05_no_reg_cache": "the row in registers",
             "05_no_ex2": "`ex2.approx`", "05_block_256": "the block sized to the row"}
@@ -541,10 +529,10 @@ check_variants(softmax, ["99_mine"])
 # %%
 SHORT = [((32768, 1024), "float32"), ((65536, 256), "float32")]
 mine = bench.compare(softmax, SHORT, names=["03_warp_per_row", "04_online", "99_mine"])
-bench.table(mine)
+results.table(mine)
 
-# %%
-r = bench.speedup(mine, "99_mine", "03_warp_per_row")
+# %% jupyter={"source_hidden": true}
+r = results.speedup(mine, "99_mine", "03_warp_per_row")
 kl.say("No timing of `99_mine` here: a kernel of yours has no recorded results, so it is timed "
        "only live, on a GPU." if r.empty else
        "; ".join(f"at {case}, `99_mine` is **{v:.2f}×** step 03_warp_per_row "

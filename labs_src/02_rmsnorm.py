@@ -42,7 +42,8 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import bench, build, plot, rmsnorm
+from kernellab import bench, build, plot, results, rmsnorm
+from kernellab.core.ncu import ncu
 from kernellab.check import variants as check_variants
 
 kl.banner()
@@ -104,7 +105,7 @@ check_variants(rmsnorm, ["02_f32_shfl"])
 info = build.ptxas_info("rmsnorm")
 info[info.kernel.isin(["rmsnorm_01_f32_cub", "rmsnorm_02_f32_shfl"])]
 
-# %%
+# %% jupyter={"source_hidden": true}
 _i = info.set_index(["kernel", "arch"])
 kl.say("From ptxas: " + "; ".join(
     f"{a}: CUB's reduction takes {_i.loc[('rmsnorm_01_f32_cub', a), 'smem_bytes']} B of shared memory and "
@@ -135,7 +136,7 @@ pd.concat([build.occupancy("rmsnorm", k, threads=128) for k in ("01_f32_cub", "0
 # four 16-byte loads in flight needs one. The timing section puts that count beside the measured
 # times. Prefill has hundreds of rows: every SM has work, and bandwidth matters.
 
-# %%
+# %% jupyter={"source_hidden": true}
 for path, (xdt, wdt) in rmsnorm.PATHS.items():
     x1, w1 = rmsnorm.make_input((1, 4096), path)
     kl.say(f"1 × 4096, {path}: x {x1.nbytes // 1024} KiB + y {x1.nbytes // 1024} KiB + weight "
@@ -224,11 +225,11 @@ build.ptxas_info("rmsnorm")
 
 # %%
 res = rmsnorm.memcpy_counts_its_own_bytes(bench.compare(rmsnorm, rmsnorm.RECORD_CASES))
-bench.table(res)
+results.table(res)
 
 # %%
 for path in rmsnorm.PATHS:
-    plot.sweep(bench.select(res, dtype=path, cols=4096), f"02_rmsnorm_batches_{path}", x="rows",
+    plot.sweep(results.select(res, dtype=path, cols=4096), f"02_rmsnorm_batches_{path}", x="rows",
                title=f"RMSNorm {path}, hidden 4096: GB/s vs batch (rows)")
 
 # %% [markdown]
@@ -236,7 +237,7 @@ for path in rmsnorm.PATHS:
 # cases in time, not GB/s:
 
 # %%
-small = bench.select(res, dtype="float16", rows=[1, 4, 16, 64])
+small = results.select(res, dtype="float16", rows=[1, 4, 16, 64])
 plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, small batches", value="median_us")
 
 # %% [markdown]
@@ -251,12 +252,12 @@ one_rows = []
 for step, v in rmsnorm.VARIANTS.items():
     for path in v.dtypes:
         itemsize = np.dtype(rmsnorm.PATHS[path][0]).itemsize
-        t = bench.pick(res, step, "median_us", case=rmsnorm.case_key((1, 4096), path))
+        t = results.pick(res, step, "median_us", case=rmsnorm.case_key((1, 4096), path))
         one_rows.append({"step": step, "path": path, **rmsnorm.round_trips(step, 4096, itemsize), "median_us": t})
 rt = pd.DataFrame(one_rows)
 rt
 
-# %%
+# %% jupyter={"source_hidden": true}
 def _t(step, path="float16"):
     return float(rt[(rt.step == step) & (rt.path == path)]["median_us"].iloc[0])
 
@@ -288,9 +289,9 @@ kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips 
 # could do at this size. The memcpy floor makes the same point from the other side: the ratio of
 # its time to step 08's is how close step 08 comes to merely moving the bytes.
 
-# %%
+# %% jupyter={"source_hidden": true}
 _roof = bench.roof_values()
-_b = bench.pick(res, "08_onepass", "bytes", case=rmsnorm.case_key((8192, 4096), "float16"))
+_b = results.pick(res, "08_onepass", "bytes", case=rmsnorm.case_key((8192, 4096), "float16"))
 if _roof:
     kl.say(f"The copy roof was measured moving {2 * _roof['roof_bytes'] / 2**20:.0f} MiB "
            f"(read + write); 8192 × 4096 fp16 moves {_b / 2**20:.0f} MiB, "
@@ -299,19 +300,19 @@ if _roof:
            f"({_roof['source']} on {_roof['device']}, {_roof['date']}).")
 
 # %%
-print(bench.speedup(bench.select(res, rows=8192), "08_onepass", "memcpy x -> y (floor)").round(3))
+print(results.speedup(results.select(res, rows=8192), "08_onepass", "memcpy x -> y (floor)").round(3))
 roof = bench.roof_values()
-big = bench.select(res, name="08_onepass", rows=8192)
+big = results.select(res, name="08_onepass", rows=8192)
 big.assign(frac_copy_plus_launch=(big["bytes"] / roof.get("copy_gbps", np.nan) / 1e3
                                   + roof.get("launch_us", np.nan)) / big["median_us"])[
     ["case", "median_us", "frac_copy", "frac_copy_plus_launch", "source"]].round(3)
 
 # %%
-bench.speedup(res, "08_onepass", "torch rms_norm").round(2)
+results.speedup(res, "08_onepass", "torch rms_norm").round(2)
 
 # %%
 launch_us = bench.roof_values().get("launch_us", float("nan"))
-one = bench.select(res, name="08_onepass", rows=1)
+one = results.select(res, name="08_onepass", rows=1)
 one.assign(empty_launch_us=launch_us, launches=one["median_us"] / launch_us)[
     ["case", "median_us", "empty_launch_us", "launches", "source"]].round(2)
 
@@ -321,28 +322,13 @@ one.assign(empty_launch_us=launch_us, launches=one["median_us"] / launch_us)[
 # seed's shape (1 × 4096 unless stated). The seed measured on Orin: 16 SMs and ~200 GB/s. A
 # faster GPU can change which effect matters: read the last column.
 
-# %%
+# %% jupyter={"source_hidden": true}
 k = rmsnorm.case_key
-bench.claims(res, [
-    ("f32: shuffle + restrict + unroll + __ldg", "1.38x (24.6 -> 17.9 us)", "02_f32_shfl", "01_f32_cub", k((1, 4096), "float32")),
-    ("f32, batch 4", "1.36x", "02_f32_shfl", "01_f32_cub", k((4, 4096), "float32")),
-    ("f32, batch 64: the gain shrinks", "only 1.06x", "02_f32_shfl", "01_f32_cub", k((64, 4096), "float32")),
-    ("f32 x fp16 weight: uint2 weight loads", "(part of the 1.3-1.4x)", "04_f32_fp16w_uint2", "03_f32_fp16w_cub",
-     k((1, 4096), "f32_fp16w")),
-    ("pure fp16: half2 -> uint4 loads", "2.13x (34.5 -> 16.2 us)", "06_fp16_uint4", "05_fp16_half2_cub", k((1, 4096), "float16")),
-    ("pure fp16, prefill 512 rows", "(the VL prefill gain)", "06_fp16_uint4", "05_fp16_half2_cub", k((512, 4096), "float16")),
-    ("__ldg alone (decode)", "helps: avoids L1 pollution", "06_fp16_uint4", "07_fp16_restrict_no_ldg", k((1, 4096), "float16")),
-    ("__ldg alone (8192 rows)", "helps", "06_fp16_uint4", "07_fp16_restrict_no_ldg", k((8192, 4096), "float16")),
-    ("__ldg alone (ViT 4096 x 1152)", "helps", "06_fp16_uint4", "07_fp16_restrict_no_ldg", k((4096, 1152), "float16")),
-    ("__restrict__ alone (decode)", "lets the compiler batch loads", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg",
-     k((1, 4096), "float16")),
-    ("__restrict__ alone (8192 rows)", "-", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", k((8192, 4096), "float16")),
-    ("__restrict__ alone (ViT 4096 x 1152)", "-", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg",
-     k((4096, 1152), "float16")),
-    ("beyond the seed: one pass vs seed's after", "-", "08_onepass", "06_fp16_uint4", k((8192, 4096), "float16")),
-])
+claims = results.claims("02_rmsnorm", res, rmsnorm.FAMILIES)
+kl.say(results.claims_summary(claims))
+claims
 
-# %%
+# %% jupyter={"source_hidden": true}
 def _x(r):
     return f"**{r:.2f}×**" if r == r else "*(not recorded yet)*"
 
@@ -353,23 +339,23 @@ def _verdict(r, tol=0.03):
 
 
 f16 = lambda b, c=4096: k((b, c), "float16")   # noqa: E731
-r_w1, r_w8 = bench.ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(1)), bench.ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(8192))
+r_w1, r_w8 = results.ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(1)), results.ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(8192))
 kl.say(f"Load width: `half2` → `uint4` is {_x(r_w1)} for one row (seed: 2.13×) and {_x(r_w8)} at 8192 rows "
        f"({kl.provenance(res)}).")
 kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): " + "; ".join(
     f"{lbl}: {_x(r)} ({_verdict(r)})" for lbl, r in
-    [("1 row", bench.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(1))),
-     ("8192 rows", bench.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(8192))),
-     ("4096 × 1152", bench.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(4096, 1152)))])
+    [("1 row", results.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(1))),
+     ("8192 rows", results.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(8192))),
+     ("4096 × 1152", results.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(4096, 1152)))])
     + ". `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): " + "; ".join(
     f"{lbl}: {_x(r)} ({_verdict(r)})" for lbl, r in
-    [("1 row", bench.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(1))),
-     ("8192 rows", bench.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(8192))),
-     ("4096 × 1152", bench.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(4096, 1152)))])
+    [("1 row", results.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(1))),
+     ("8192 rows", results.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(8192))),
+     ("4096 × 1152", results.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(4096, 1152)))])
     + ". With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
       "so an explicit `__ldg` changes " + ("nothing in the PTX's load kinds; the timings above say what "
-      "is left" if not len(bench.select(res, name="07_fp16_restrict_no_ldg")) else
-      ("little here" if all(abs(bench.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(*c)) - 1) < 0.1
+      "is left" if not len(results.select(res, name="07_fp16_restrict_no_ldg")) else
+      ("little here" if all(abs(results.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(*c)) - 1) < 0.1
                             for c in [(1,), (8192,), (4096, 1152)]) else "the timing noticeably at some shapes")) + ".")
 
 # %% [markdown]
@@ -388,17 +374,17 @@ if len(abl):
 else:
     print("Not recorded yet: the ablation is timed live on a GPU (make bench records it).")
 
-# %%
+# %% jupyter={"source_hidden": true}
 undo = {"02_ablate_cub": "the shuffle reduction", "02_ablate_runtime_stride": "the compile-time stride + unroll",
         "02_ablate_no_ldg": "`__ldg` (with `__restrict__` kept)", "02_ablate_plain": "`__ldg` + `__restrict__`"}
 for case in rmsnorm.ABLATION.RECORD_CASES:
     key = k(*case)
-    worth = {lbl: bench.ratio(abl, "02_f32_shfl", n, key) for n, lbl in undo.items()} if len(abl) else {}
+    worth = {lbl: results.ratio(abl, "02_f32_shfl", n, key) for n, lbl in undo.items()} if len(abl) else {}
     worth = {a: b for a, b in worth.items() if b == b}
     if worth:
         top = max(worth, key=worth.get)
         kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth {_x(v)}" for lbl, v in worth.items())
-               + f"; all four together (step 01 → 02): {_x(bench.ratio(abl, '02_f32_shfl', '01_f32_cub', key))}. "
+               + f"; all four together (step 01 → 02): {_x(results.ratio(abl, '02_f32_shfl', '01_f32_cub', key))}. "
                f"The largest single contribution is {top}; the seed credits the reduction "
                f"({kl.provenance(abl)}). A value below 1 means step 02 is faster *without* that change.")
 
@@ -420,12 +406,12 @@ check_variants(rmsnorm.FUSED)
 
 # %%
 fres = bench.compare(rmsnorm.FUSED, rmsnorm.FUSED.RECORD_CASES)
-bench.table(fres)
+results.table(fres)
 
 # %%
-plot.bars(bench.select(fres, dtype="float16"), "02_fused_add_rmsnorm_fp16", value="median_us",
+plot.bars(results.select(fres, dtype="float16"), "02_fused_add_rmsnorm_fp16", value="median_us",
           title="residual add + RMSNorm, fp16, hidden 4096: separate vs fused")
-bench.speedup(fres, "02_fused", "01_separate").round(2)
+results.speedup(fres, "02_fused", "01_separate").round(2)
 
 # %% [markdown]
 # ## Nsight Compute, for the seed's metrics
@@ -434,7 +420,7 @@ bench.speedup(fres, "02_fused", "01_separate").round(2)
 # profiling is allowed, and otherwise prints the command to run.
 
 # %%
-bench.ncu(rmsnorm, "08_onepass", (8192, 4096), "float16")
+ncu(rmsnorm, "08_onepass", (8192, 4096), "float16")
 
 # %% [markdown]
 # ## Explore: from decode to prefill, with sliders

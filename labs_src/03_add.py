@@ -36,7 +36,8 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import add, bench, build, plot
+from kernellab import add, bench, build, plot, results
+from kernellab.core.ncu import ncu
 from kernellab.check import variants as check_variants
 
 kl.banner()
@@ -102,7 +103,7 @@ for step, block, per in [("01_f32_scalar", 512, 1), ("02_f32_float4", 256, 4), (
 wv = pd.DataFrame(rows)
 wv
 
-# %%
+# %% jupyter={"source_hidden": true}
 w8 = wv[wv.step == "04_fp16_vec8"].set_index("GPU")["waves"]
 kl.say(f"At {N:,} elements the 8-wide kernel makes " + " and ".join(f"**{v:.2f}** waves on {g}" for g, v in w8.items())
        + ": a launch of about one wave or less leaves the tail effect and the ramp-up as a large share of its time.")
@@ -131,26 +132,26 @@ check_variants(add, ["03_fp16_half2", "04_fp16_vec8", "08_vec_fp16_scalar"])
 
 # %%
 res = bench.compare(add, add.RECORD_CASES)
-bench.table(res)
+results.table(res)
 
 # %%
 for dt in ("float32", "float16"):
-    plot.sweep(bench.select(res, dtype=dt), f"03_add_sweep_{dt}", title=f"element-wise add, {dt}: GB/s vs elements")
+    plot.sweep(results.select(res, dtype=dt), f"03_add_sweep_{dt}", title=f"element-wise add, {dt}: GB/s vs elements")
 
 # %% [markdown]
 # At 64M elements (256 MiB per fp32 operand, far past L2) the targets are ≥ 0.95 of the copy roof
 # and ≥ 0.97× `torch.add`:
 
 # %%
-big = bench.select(res, cols=2 ** 26)
-print(bench.select(big, name=list(add.BEST.values()))[["case", "name", "frac_copy", "source"]].round(3))
-pd.concat([bench.speedup(big, "02_f32_float4", "torch.add"), bench.speedup(big, "04_fp16_vec8", "torch.add")],
+big = results.select(res, cols=2 ** 26)
+print(results.select(big, name=list(add.BEST.values()))[["case", "name", "frac_copy", "source"]].round(3))
+pd.concat([results.speedup(big, "02_f32_float4", "torch.add"), results.speedup(big, "04_fp16_vec8", "torch.add")],
           axis=1).round(3)
 
-# %%
+# %% jupyter={"source_hidden": true}
 for dt, best in add.BEST.items():
-    fc = bench.pick(big, best, "frac_copy", case=add.case_key((2 ** 26,), dt))
-    vs = bench.speedup(big, best, "torch.add")
+    fc = results.pick(big, best, "frac_copy", case=add.case_key((2 ** 26,), dt))
+    vs = results.speedup(big, best, "torch.add")
     vs = float(vs.iloc[0]) if len(vs) else float("nan")
     if fc == fc:
         kl.say(f"{dt}: `{best}` reaches **{fc:.3f}** of the copy roof ({'meets' if fc >= 0.95 else 'misses'} 0.95) "
@@ -166,7 +167,7 @@ for dt, best in add.BEST.items():
 # the measured fraction of the copy roof at 64M elements, where every byte comes from DRAM.
 
 # %%
-from kernellab.softmax import device_facts   # SMs, L2 and arch of the device the frame was measured on
+from kernellab.device import facts as device_facts   # SMs, L2 and arch of the device the frame was measured on
 
 _arch = device_facts(big).get("arch", "sm_90")
 _arch = _arch if _arch in build.ARCHS else "sm_90"      # ptxas occupancy is computed for the teaching archs
@@ -176,11 +177,11 @@ for step in add.LOADS:
     occ = build.occupancy("add", step, threads=add.LOADS[step][1])
     per_sm = int(occ[(occ.arch == _arch) & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
     _rows.append({"step": step, "dtype": dt, **add.in_flight(step, per_sm),
-                  "fraction of copy roof at 64M": bench.pick(big, step, "frac_copy", case=add.case_key((2 ** 26,), dt))})
+                  "fraction of copy roof at 64M": results.pick(big, step, "frac_copy", case=add.case_key((2 ** 26,), dt))})
 inflight = pd.DataFrame(_rows).sort_values("bytes in flight per thread")
 inflight.round(3)
 
-# %%
+# %% jupyter={"source_hidden": true}
 f16 = inflight[inflight.dtype == "float16"]
 if f16["fraction of copy roof at 64M"].notna().all():
     kl.say("fp16: " + ", ".join(f"{int(r['bytes in flight per thread'])} B in flight per thread "
@@ -213,7 +214,7 @@ check_variants(add.BIAS)
 
 # %%
 bres = bench.compare(add.BIAS, add.BIAS.RECORD_CASES)
-bench.table(bres)
+results.table(bres)
 
 # %% [markdown]
 # Across column counts at a fixed 2²⁵ elements: the modulo's cost is the 05 → 06 ratio, the
@@ -221,15 +222,15 @@ bench.table(bres)
 # aligned 16-byte row starts, so step 07 falls back to coalesced scalars there.
 
 # %%
-sweep = bench.select(bres, kind="variant")
+sweep = results.select(bres, kind="variant")
 sweep = sweep[sweep.case.isin([add.BIAS.case_key(s, "float16") for s in add.BIAS_SWEEP])]
 plot.sweep(sweep, "03_bias_modulo_sweep", title="broadcast bias add, fp16, 2^25 elements: GB/s vs cols")
-pd.concat([bench.speedup(sweep, "06_bias_2d", "05_bias_mod").rename("modulo removed (05/06)"),
-           bench.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d").rename("8-wide loads (06/07)")], axis=1).round(2)
+pd.concat([results.speedup(sweep, "06_bias_2d", "05_bias_mod").rename("modulo removed (05/06)"),
+           results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d").rename("8-wide loads (06/07)")], axis=1).round(2)
 
-# %%
-_mod = bench.speedup(sweep, "06_bias_2d", "05_bias_mod")
-_vec = bench.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
+# %% jupyter={"source_hidden": true}
+_mod = results.speedup(sweep, "06_bias_2d", "05_bias_mod")
+_vec = results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
 if len(_mod) and len(_vec):
     kl.say(f"Across these column counts, removing the modulo alone is worth {_mod.min():.2f}–{_mod.max():.2f}×, "
            f"8-wide loads alone {_vec.min():.2f}–{_vec.max():.2f}× ({kl.provenance(sweep)}). "
@@ -256,7 +257,10 @@ rng = np.random.default_rng(0)
 hidden = rng.standard_normal((24, 4096)).astype(np.float16)
 feats = rng.standard_normal((6, 4096)).astype(np.float16)
 want = add.rows_reference(hidden, feats, 9)
-if kl.is_live():
+print("NumPy: rows changed:", np.flatnonzero((want != hidden).any(axis=1)).tolist())
+
+
+def deepstack_add():
     import cupy
     h = cupy.asarray(hidden)
     add.add_into_rows(h, cupy.asarray(feats), 9)
@@ -266,10 +270,10 @@ if kl.is_live():
             add.add_into_rows(*bad)
         except ValueError as e:
             print("ValueError before launch:", e)
-else:
-    print("SKIPPED (compile-only): on a GPU this adds feats into rows 9..14 in place, checks the whole "
-          "tensor against NumPy, and shows the ValueErrors for a slice past the end and an overlapping source.")
-    print("NumPy: rows changed:", np.flatnonzero((want != hidden).any(axis=1)).tolist())
+
+
+kl.device.live_only("adds feats into rows 9..14 in place, checks the whole tensor against NumPy, and shows "
+                    "the ValueErrors for a slice past the end and an overlapping source.", deepstack_add)
 
 # %% [markdown]
 # ## Nsight Compute, for the seed's metrics
@@ -278,10 +282,10 @@ else:
 # profiling is allowed, and otherwise prints the command to run yourself.
 
 # %%
-bench.ncu(add.BIAS, "05_bias_mod", (512, 4096), "float16")
+ncu(add.BIAS, "05_bias_mod", (512, 4096), "float16")
 
 # %%
-bench.ncu(add.BIAS, "07_bias_2d_vec8", (512, 4096), "float16")
+ncu(add.BIAS, "07_bias_2d_vec8", (512, 4096), "float16")
 
 # %% [markdown]
 # ## Seed claim vs measured here
@@ -289,18 +293,10 @@ bench.ncu(add.BIAS, "07_bias_2d_vec8", (512, 4096), "float16")
 # elements; 512 × 4096 for the bias) and at 64M elements. The seed's Orin claims are about
 # ncu throughput percentages; the ratio of times is what they imply for a user.
 
-# %%
-k, kb = add.case_key, add.BIAS.case_key
-bench.claims(pd.concat([res, bres]), [
-    ("fp32: float4 + block 256", "L2 87.5% -> 88.6%, grid 4096 -> 2048", "02_f32_float4", "01_f32_scalar", k((N,), "float32")),
-    ("fp32 at 64M elements", "(near the bandwidth limit)", "02_f32_float4", "01_f32_scalar", k((2 ** 26,), "float32")),
-    ("fp16: half2 -> 8 halves", "L2 86.3% -> 86.6%, grid -75%", "04_fp16_vec8", "03_fp16_half2", k((N,), "float16")),
-    ("fp16 at 64M elements", "(near the bandwidth limit)", "04_fp16_vec8", "03_fp16_half2", k((2 ** 26,), "float16")),
-    ("vec add: 1 half -> 8 halves", "L2 61.5% -> 86.4%", "04_fp16_vec8", "08_vec_fp16_scalar", k((N,), "float16")),
-    ("bias: 2-D grid + 8-wide (seed's after)", "L2 41.5% -> 83.6%", "07_bias_2d_vec8", "05_bias_mod", kb((512, 4096), "float16")),
-    ("bias: the modulo alone", "the bottleneck (ALU 33.8%)", "06_bias_2d", "05_bias_mod", kb((16384, 4096), "float16")),
-    ("bias: 8-wide alone", "-", "07_bias_2d_vec8", "06_bias_2d", kb((16384, 4096), "float16")),
-])
+# %% jupyter={"source_hidden": true}
+claims = results.claims("03_add", pd.concat([res, bres]), add.FAMILIES)
+kl.say(results.claims_summary(claims))
+claims
 
 # %% [markdown]
 # ## Progress: both ladders against the copy roof

@@ -49,7 +49,8 @@ import numpy as np
 import pandas as pd
 
 import kernellab as kl
-from kernellab import bench, build, gemv, plot
+from kernellab import bench, build, gemv, measuring, plot, results
+from kernellab.core.ncu import NCU_METRICS as ncu_metrics, ncu
 
 kl.banner()
 
@@ -87,7 +88,7 @@ bound
 off = gemv.int32_offsets()
 off
 
-# %%
+# %% jupyter={"source_hidden": true}
 lg_row = off.set_index("shape").loc["logits_151936x4096"]
 kl.say(f"At 151936×4096 the last row starts at element {lg_row['(K-1)*M']:,}: that "
        f"{'fits' if lg_row['elements fit int32'] else 'does not fit'} in int32 as an element index, and in bytes "
@@ -128,17 +129,17 @@ gemv.check_variants(names=["01_f32_sdata", "02_f32_register", "03_f32_float4", "
 # %%
 f32 = bench.compare(gemv, gemv.CASES["float32"],
                     names=["01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg", "24_f32_fast"])
-bench.table(f32)
+results.table(f32)
 
 # %%
 gemv.ladder(f32, ["01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg"])
 
-# %%
+# %% jupyter={"source_hidden": true}
 qo32 = gemv.case_key(gemv.QO, "float32")
-r = gemv.ratio(f32, "04_f32_ldg", "01_f32_sdata", qo32)
-rc = gemv.ratio(f32, "04_f32_ldg", "cuBLAS (cupy.matmul)", qo32)
-spread = (bench.pick(f32, "01_f32_sdata", "p90_us", case=qo32) - bench.pick(f32, "01_f32_sdata", "p10_us", case=qo32)) \
-    / bench.pick(f32, "01_f32_sdata", "median_us", case=qo32)
+r = results.ratio(f32, "04_f32_ldg", "01_f32_sdata", qo32)
+rc = results.ratio(f32, "04_f32_ldg", "cuBLAS (cupy.matmul)", qo32)
+spread = (results.pick(f32, "01_f32_sdata", "p90_us", case=qo32) - results.pick(f32, "01_f32_sdata", "p10_us", case=qo32)) \
+    / results.pick(f32, "01_f32_sdata", "median_us", case=qo32)
 kl.say("Not measured or recorded yet: on a GPU this compares the four steps." if r != r else
        f"At 4096×4096 the report's after-kernel (04) is **{r:.2f}×** its before-kernel (01) here "
        f"(the report: 1.60× on Orin), and **{rc:.2f}×** cuBLAS's sgemv "
@@ -177,13 +178,13 @@ gemv.check_variants(names=["05_int8_scalar", "06_int8_char4", "25_int8_fast"])
 
 # %%
 i8 = bench.compare(gemv, gemv.CASES["int8"], names=["05_int8_scalar", "06_int8_char4", "25_int8_fast"])
-bench.table(i8)
+results.table(i8)
 
 # %%
 gemv.ladder(i8, ["05_int8_scalar", "06_int8_char4", "25_int8_fast"])
 
-# %%
-r = gemv.ratio(i8, "06_int8_char4", "05_int8_scalar", gemv.case_key(gemv.QO, "int8"))
+# %% jupyter={"source_hidden": true}
+r = results.ratio(i8, "06_int8_char4", "05_int8_scalar", gemv.case_key(gemv.QO, "int8"))
 kl.say("Not measured or recorded yet." if r != r else
        f"`char4` + `float4` (06) is **{r:.2f}×** the scalar kernel (05) at 4096×4096 here (the report: "
        f"1.08× on Orin) ({kl.provenance(i8)}).")
@@ -208,14 +209,14 @@ fw = bench.compare(gemv, gemv.CASES["f32_fp16w"], names=["07_f32_fp16w_warp", "0
 fw_cases = [gemv.case_key(s, d) for s, d in gemv.CASES["f32_fp16w"]]
 pd.DataFrame({"warp/row (07) µs": [gemv.time_us(fw, "07_f32_fp16w_warp", c) for c in fw_cases],
               "block/row (08) µs": [gemv.time_us(fw, "08_f32_fp16w_block", c) for c in fw_cases],
-              "08 vs 07": [gemv.ratio(fw, "08_f32_fp16w_block", "07_f32_fp16w_warp", c) for c in fw_cases]},
+              "08 vs 07": [results.ratio(fw, "08_f32_fp16w_block", "07_f32_fp16w_warp", c) for c in fw_cases]},
              index=fw_cases).round(2)
 
 # %%
 plot.sweep(fw, "04_gemv_f16w_dispatch", x="cols",
            title="fp32 x fp16-weight GEMV, K = 4096: warp per row vs block per row, by M")
 
-# %%
+# %% jupyter={"source_hidden": true}
 win, r = gemv.first_win(fw, "08_f32_fp16w_block", "07_f32_fp16w_warp", fw_cases)
 kl.say("Not measured or recorded yet: on a GPU this finds the M where the block-per-row kernel starts to win."
        if fw.empty else
@@ -242,8 +243,7 @@ roof = bench.roof_values()
 per_sm = pd.DataFrame([{"GPU": f"Orin {k} (datasheet)", "SMs": 16, "GB/s": v, "GB/s per SM": v / 16}
                        for k, v in ORIN_PEAK_GBPS.items()])
 if roof:
-    n_sm = kl.device.info()["sms"] if kl.is_live() else kl.device.recorded_meta().get(
-        kl.device.slug(roof["device"]), {}).get("sms")
+    n_sm = kl.device.facts().get("sms")
     if n_sm:
         per_sm.loc[len(per_sm)] = {"GPU": f"{roof['device']} (read roof, {roof['source']})", "SMs": n_sm,
                                    "GB/s": roof["read_gbps"], "GB/s per SM": roof["read_gbps"] / n_sm}
@@ -266,12 +266,12 @@ gemv.check_variants(names=["09_fp16_half2", "10_fp16_v2", "22_fp16_fast", "22_fp
 # %%
 f16 = bench.compare(gemv, gemv.CASES["float16"],
                     names=["09_fp16_half2", "10_fp16_v2", "22_fp16_fast", "22_fp16_fast_stream", "27_fp16_rows"])
-bench.table(bench.select(f16, name=["09_fp16_half2", "10_fp16_v2", "cuBLAS (cupy.matmul)", "torch.mv (cuBLAS)"]))
+results.table(results.select(f16, name=["09_fp16_half2", "10_fp16_v2", "cuBLAS (cupy.matmul)", "torch.mv (cuBLAS)"]))
 
-# %%
+# %% jupyter={"source_hidden": true}
 qo16 = gemv.case_key(gemv.QO, "float16")
-r = gemv.ratio(f16, "10_fp16_v2", "09_fp16_half2", qo16)
-rk = gemv.ratio(f16, "10_fp16_v2", "09_fp16_half2", gemv.case_key(gemv.KV, "float16"))
+r = results.ratio(f16, "10_fp16_v2", "09_fp16_half2", qo16)
+rk = results.ratio(f16, "10_fp16_v2", "09_fp16_half2", gemv.case_key(gemv.KV, "float16"))
 kl.say("Not measured or recorded yet." if r != r else
        f"v2 is **{r:.2f}×** v1 at 4096×4096 (the report: 1.00×) and **{rk:.2f}×** at the short kv "
        f"projection 512×4096 ({kl.provenance(f16)}). Wider loads matter where there are few bytes in flight: "
@@ -290,7 +290,7 @@ gemv.check_variants(gemv.LOGITS)
 
 # %%
 lg = bench.compare(gemv.LOGITS, gemv.LOGITS.RECORD_CASES)
-bench.table(lg)
+results.table(lg)
 
 # %%
 gemv.ladder(lg, ["11_fp16_f32out_half2", "12_fp16_f32out_ilp", "23_fp16_f32out_fast"])
@@ -310,7 +310,7 @@ gemv.ladder(lg, ["11_fp16_f32out_half2", "12_fp16_f32out_ilp", "23_fp16_f32out_f
 build.show("gemv", "22_fp16_fast")
 
 # %%
-sms_here = kl.device.info()["sms"] if kl.is_live() else 132
+sms_here = kl.device.facts(f16).get("sms", 16)   # the device of the results on screen (16: an Orin)
 pd.DataFrame([{"shape": f"{k}x{m}", "SMs": sms_here, "step 10 warps per SM": round(k / sms_here, 1),
                "step 22 threads per row G": gemv.fast_threads(k, m, 8, 1, 4, sms=sms_here),
                "step 22 warps per SM": round(k * gemv.fast_threads(k, m, 8, 1, 4, sms=sms_here) / 32 / sms_here, 1),
@@ -320,10 +320,10 @@ pd.DataFrame([{"shape": f"{k}x{m}", "SMs": sms_here, "step 10 warps per SM": rou
 # %%
 gemv.ladder(f16, ["09_fp16_half2", "10_fp16_v2", "22_fp16_fast"])
 
-# %%
+# %% jupyter={"source_hidden": true}
 kv16 = gemv.case_key(gemv.KV, "float16")
-r22 = gemv.ratio(f16, "22_fp16_fast", "10_fp16_v2", kv16)
-rc = gemv.ratio(f16, "22_fp16_fast", "cuBLAS (cupy.matmul)", qo16)
+r22 = results.ratio(f16, "22_fp16_fast", "10_fp16_v2", kv16)
+rc = results.ratio(f16, "22_fp16_fast", "cuBLAS (cupy.matmul)", qo16)
 kl.say("Not measured or recorded yet." if r22 != r22 else
        f"At 512×4096 (few rows) step 22 is **{r22:.2f}×** step 10; at 4096×4096 it is **{rc:.2f}×** "
        f"cuBLAS ({kl.provenance(f16)}).")
@@ -344,9 +344,9 @@ kl.say("Not measured or recorded yet." if r22 != r22 else
 # %%
 gemv.ladder(f16, ["10_fp16_v2", "22_fp16_fast", "22_fp16_fast_stream"])
 
-# %%
+# %% jupyter={"source_hidden": true}
 up16 = gemv.case_key(gemv.UP, "float16")
-rs, rl = (gemv.ratio(f16, "22_fp16_fast_stream", "22_fp16_fast", c) for c in (up16, qo16))
+rs, rl = (results.ratio(f16, "22_fp16_fast_stream", "22_fp16_fast", c) for c in (up16, qo16))
 kl.say("Not measured or recorded yet." if rs != rs else
        f"With a clean L2, the evict-first policy is **{rs:.2f}×** plain `__ldg` at 12288×4096 and **{rl:.2f}×** "
        f"at 4096×4096 ({'within 2%: no measurable difference' if max(abs(rs - 1), abs(rl - 1)) < 0.02 else 'faster' if min(rs, rl) > 1 else 'slower' if max(rs, rl) < 1 else 'mixed'}) "
@@ -384,10 +384,10 @@ build.show("gemv", "27_fp16_rows")
 # %%
 gemv.ladder(f16, ["10_fp16_v2", "22_fp16_fast", "27_fp16_rows", gemv.FLOOR])
 
-# %%
+# %% jupyter={"source_hidden": true}
 cases16 = [gemv.case_key(s, "float16") for s in gemv.TARGET_SHAPES]
-of_floor = [gemv.ratio(f16, "27_fp16_rows", gemv.FLOOR, c) for c in cases16]
-vs_cub = [gemv.ratio(f16, "27_fp16_rows", "cuBLAS (cupy.matmul)", c) for c in cases16]
+of_floor = [results.ratio(f16, "27_fp16_rows", gemv.FLOOR, c) for c in cases16]
+vs_cub = [results.ratio(f16, "27_fp16_rows", "cuBLAS (cupy.matmul)", c) for c in cases16]
 kl.say("Not measured or recorded yet." if of_floor[0] != of_floor[0] else
        f"Over the five decode shapes of the targets, step 27 runs at **{min(of_floor):.2f}–{max(of_floor):.2f}** of "
        f"the read-only floor's speed and at **{min(vs_cub):.2f}–{max(vs_cub):.2f}×** cuBLAS "
@@ -424,15 +424,15 @@ build.show("gemv", "28_int4_mma")
 
 # %%
 li = pd.DataFrame([gemv.loop_instructions(s) for s in ("24_f32_fast", "22_fp16_fast", "25_int8_fast", "26_int4_awq")])
-fund = bench.fundamentals()                      # lab 00's measurements (live, or as recorded)
-issue = bench.value(fund, "instruction issue ceiling")          # G instructions (per thread) per second
+fund = measuring.fundamentals()                      # lab 00's measurements (live, or as recorded)
+issue = measuring.value(fund, "instruction issue ceiling")          # G instructions (per thread) per second
 li["issue-bound GB/s"] = (issue / li["instructions per weight byte"]).round(0)
-li["read roof GB/s"] = round(bench.value(fund, "read roof"), 0)
+li["read roof GB/s"] = round(measuring.value(fund, "read roof"), 0)
 li
 
-# %%
+# %% jupyter={"source_hidden": true}
 i25, i26 = (float(li.loc[li["step"] == s_, "issue-bound GB/s"].iloc[0]) for s_ in ("25_int8_fast", "26_int4_awq"))
-roof = bench.value(fund, "read roof")
+roof = measuring.value(fund, "read roof")
 bound = lambda g: "below the read roof: issue-bound" if g < roof else "above the read roof: issue alone does not bind"  # noqa: E731
 kl.say("Not measured or recorded yet." if roof != roof else
        f"At the measured issue ceiling ({issue:,.0f} G instructions/s, lab 00), the PTX count caps step 25 (int8) "
@@ -446,8 +446,8 @@ kl.say("Not measured or recorded yet." if roof != roof else
 # warps are resident (registers limit them) and how much of DRAM's bandwidth it uses.
 
 # %%
-bench.ncu(gemv, "28_int4_mma", gemv.UP, "int4",
-          metrics={**bench.NCU_METRICS, "sm__inst_issued.avg.pct_of_peak_sustained_active": "issue slots busy (%)",
+ncu(gemv, "28_int4_mma", gemv.UP, "int4",
+          metrics={**ncu_metrics, "sm__inst_issued.avg.pct_of_peak_sustained_active": "issue slots busy (%)",
                    "smsp__warps_eligible.avg.per_cycle_active": "eligible warps per scheduler per cycle"})
 
 # %%
@@ -466,7 +466,7 @@ for (k, m), _ in gemv.CASES["int4"]:
                  "int4 (26) vs best fp16": t16 / gemv.time_us(i4, "26_int4_awq", c4),
                  f"int4 ({b4[:2]}) vs best fp16": t16 / gemv.time_us(i4, b4, c4),
                  "int4 floor vs best fp16": t16 / gemv.time_us(i4, gemv.FLOOR, c4),
-                 f"int4 ({b4[:2]}) fraction of its floor": gemv.ratio(i4, b4, gemv.FLOOR, c4)})
+                 f"int4 ({b4[:2]}) fraction of its floor": results.ratio(i4, b4, gemv.FLOOR, c4)})
 pd.DataFrame(rows).round(2)
 
 # %% [markdown]
@@ -499,10 +499,10 @@ def waves(step, k, m):
     return {f"{step[:2]}: warps per tile": s_, f"{step[:2]}: waves": round(-(-k // 16) / blocks, 2)}
 
 
-split = pd.DataFrame([{"shape": f"{k}x{m}", "16-row tiles": -(-k // 16), **waves("28_int4_mma", k, m),
-                       **waves("29_int8_w8a16", k, m)} for (k, m), _ in gemv.CASES["w8a16"]]) if kl.is_live() else None
-split if split is not None else kl.say("The split is chosen on a live GPU (it asks the occupancy API); "
-                                       "compile-only mode has none to ask.")
+kl.device.live_only("shows the warps per tile each shape gets and its waves (the split asks this GPU's "
+                    "occupancy API; compile-only mode has none to ask).",
+                    lambda: pd.DataFrame([{"shape": f"{k}x{m}", "16-row tiles": -(-k // 16), **waves("28_int4_mma", k, m),
+                                           **waves("29_int8_w8a16", k, m)} for (k, m), _ in gemv.CASES["w8a16"]]))
 
 # %%
 w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16"])
@@ -515,11 +515,11 @@ for (k, m), _ in gemv.CASES["w8a16"]:
     rows.append({"shape": f"{k}x{m}", f"W8A16 ({b29[:2]}) vs best fp16": t16 / gemv.time_us(w8, b29, cw),
                  f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})": gemv.time_us(i8, b8, c8) / gemv.time_us(w8, b29, cw),
                  "int8 floor vs best fp16": t16 / gemv.time_us(w8, gemv.FLOOR, cw),
-                 f"W8A16 fraction of its floor": gemv.ratio(w8, b29, gemv.FLOOR, cw)})
+                 f"W8A16 fraction of its floor": results.ratio(w8, b29, gemv.FLOOR, cw)})
 w8t = pd.DataFrame(rows).round(2)
 w8t
 
-# %%
+# %% jupyter={"source_hidden": true}
 col = f"W8A16 ({b29[:2]}) vs best fp16"
 kl.say("Not measured or recorded yet." if w8t.empty or w8t[col].isna().all() else
        f"With fp16 activations the int8 GEMV runs at **{w8t[col].min():.2f}–{w8t[col].max():.2f}×** our best fp16 "
@@ -547,7 +547,7 @@ for df_, step, path in ((i8, b8, "int8"), (i4, gemv.BEST["int4"], "int4"), (w8, 
 lim = pd.DataFrame(lim).round(2)
 lim
 
-# %%
+# %% jupyter={"source_hidden": true}
 def span(col, step):
     v = lim.loc[lim["step"] == step, col].dropna()
     return f"{v.min():.2f}–{v.max():.2f}" if len(v) else "n/a"
@@ -586,7 +586,7 @@ gemv.check_variants(gemv.CONVERT)
 
 # %%
 cv = bench.compare(gemv.CONVERT, gemv.CONVERT.RECORD_CASES)
-bench.table(cv)
+results.table(cv)
 
 # %%
 xo = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["float16"], names=["17_batched_fp16_float4"], host=False)
@@ -594,7 +594,7 @@ for k, m in ((4096, 4096), (12288, 4096)):
     plot.sweep(xo[xo["case"].str.contains(f"x{k}x{m}:")] if not xo.empty else xo, f"04_gemv_crossover_{k}x{m}",
                x="rows", title=f"prefill fp16 {k} x {m}: batched GEMV kernel vs cuBLAS, by tokens (GB/s)")
 
-# %%
+# %% jupyter={"source_hidden": true}
 lines = []
 for k, m in ((4096, 4096), (12288, 4096)):
     cs = [gemv.case_key((n, k, m), "float16") for n in gemv.BATCH_TOKENS]
@@ -625,8 +625,8 @@ kl.say("Not measured or recorded yet." if xw.empty else
 # %%
 vit = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["vit"], names=["16_batched_fp16_half2", "17_batched_fp16_float4"],
                     host=False)
-claims = gemv.verdicts(pd.concat([bench.claims(pd.concat([f32, i8, f16, lg]), gemv.CLAIMS),
-                                  bench.claims(vit, gemv.BATCHED_CLAIMS)], ignore_index=True))
+claims = results.claims("04_gemv", pd.concat([f32, i8, f16, lg, vit]), gemv.FAMILIES)
+kl.say(results.claims_summary(claims))
 claims
 
 # %% [markdown]
@@ -729,7 +729,7 @@ kl.check.grade_exercise(SOLUTION, "logits_ilp", strict=True, **GRADE)
 tg = gemv.targets(dec)
 tg
 
-# %%
+# %% jupyter={"source_hidden": true}
 rv = bench.roof_values()
 t22 = gemv.time_us(f16, gemv.BEST["float16"], qo16)
 tfl = gemv.time_us(f16, gemv.FLOOR, qo16)

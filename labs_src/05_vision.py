@@ -38,7 +38,7 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import bench, build, plot, vision
+from kernellab import bench, build, plot, results, vision
 from kernellab.check import variants as check_variants
 
 kl.banner()
@@ -90,7 +90,7 @@ build.show("vision", "03_layernorm_warp_vec8")
 mech = vision.ptx_claims()
 mech
 
-# %%
+# %% jupyter={"source_hidden": true}
 b = {s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in
      ("01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}
 kl.say(f"Block barriers per row in the compiled code: step 01 **{b['01_layernorm_scalar_tree']}**, "
@@ -107,15 +107,15 @@ check_variants(vision.LAYERNORM)
 
 # %%
 ln = bench.compare(vision.LAYERNORM, vision.LAYERNORM.RECORD_CASES)
-bench.table(ln)
+results.table(ln)
 
-# %%
+# %% jupyter={"source_hidden": true}
 c16, c4 = (vision.LAYERNORM.case_key((n, 1152)) for n in (N_BIG, 4096))
-kl.say("Against torch: " + vision.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c16)
-       + "; " + vision.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c4) + ". "
-       + "The report's step: " + vision.compare_text(ln, "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", c16)
-       + ". " + vision.roof_text(ln, "torch F.layer_norm", c16) + "; "
-       + vision.roof_text(ln, "03_layernorm_warp_vec8", c16) + ".")
+kl.say("Against torch: " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c16)
+       + "; " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c4) + ". "
+       + "The report's step: " + results.compare_text(ln, "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", c16)
+       + ". " + results.roof_text(ln, "torch F.layer_norm", c16) + "; "
+       + results.roof_text(ln, "03_layernorm_warp_vec8", c16) + ".")
 
 # %%
 plot.progress(ln, "05_layernorm_progress", case=c16, title="LayerNorm + bias, 16384 x 1152 fp16")
@@ -125,7 +125,7 @@ plot.progress(ln, "05_layernorm_progress", case=c16, title="LayerNorm + bias, 16
 # The vision MLP uses GELU with the **tanh approximation**. How far is it from the exact
 # `x Φ(x)` (erf)? Computed on a fine grid over [-8, 8]:
 
-# %%
+# %% jupyter={"source_hidden": true}
 d = vision.gelu_tanh_vs_erf()
 kl.say(f"max |gelu_tanh − gelu_erf| = **{d['max_abs_diff']:.1e}**, at x = {d['at_x']:.2f}, where GELU is "
        f"{d['gelu_there']:.3f} and neighbouring fp16 values are {d['fp16_spacing_there']:.1e} apart: the "
@@ -153,14 +153,14 @@ check_variants(vision.BIAS_GELU)
 # %%
 gl = bench.compare(vision.GELU, vision.GELU.RECORD_CASES)
 bg = bench.compare(vision.BIAS_GELU, vision.BIAS_GELU.RECORD_CASES)
-bench.table(bench.select(gl, case=vision.GELU.case_key((N_BIG, 4304))))
+results.table(results.select(gl, case=vision.GELU.case_key((N_BIG, 4304))))
 
-# %%
+# %% jupyter={"source_hidden": true}
 cg, cb = vision.GELU.case_key((N_BIG, 4304)), vision.BIAS_GELU.case_key((N_BIG, 4304))
-kl.say(vision.compare_text(gl, "05_gelu_vec8", "04_gelu_half2", cg) + " (the report: 4×). "
-       + vision.compare_text(gl, "06_gelu_vec8_exp", "05_gelu_vec8", cg) + ". "
-       + vision.roof_text(gl, "06_gelu_vec8_exp", cg, target=0.9) + "; "
-       + vision.compare_text(gl, "06_gelu_vec8_exp", "torch F.gelu(tanh)", cg) + ".")
+kl.say(results.compare_text(gl, "05_gelu_vec8", "04_gelu_half2", cg) + " (the report: 4×). "
+       + results.compare_text(gl, "06_gelu_vec8_exp", "05_gelu_vec8", cg) + ". "
+       + results.roof_text(gl, "06_gelu_vec8_exp", cg, target=0.9) + "; "
+       + results.compare_text(gl, "06_gelu_vec8_exp", "torch F.gelu(tanh)", cg) + ".")
 
 # %% [markdown]
 # `bias_gelu_fp16_kernel` runs after every fc1 GEMM (27 times per image, [N, 4304]): the same
@@ -171,13 +171,13 @@ kl.say(vision.compare_text(gl, "05_gelu_vec8", "04_gelu_half2", cg) + " (the rep
 # %%
 build.show("vision", "08_bias_gelu_vec8")
 build.show("vision", "25_bias_gelu_vec8_x2")
-bench.table(bench.select(bg, case=cb))
+results.table(results.select(bg, case=cb))
 
-# %%
-kl.say(vision.compare_text(bg, "08_bias_gelu_vec8", "07_bias_gelu_half2", cb) + " (the report: 4×). "
-       + vision.compare_text(bg, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", cb) + " (two vectors in flight). "
-       + vision.roof_text(bg, vision.BIAS_GELU.BEST["float16"], cb, target=0.9) + "; "
-       + vision.compare_text(bg, vision.BIAS_GELU.BEST["float16"], "torch F.gelu(tanh)(x + b)", cb)
+# %% jupyter={"source_hidden": true}
+kl.say(results.compare_text(bg, "08_bias_gelu_vec8", "07_bias_gelu_half2", cb) + " (the report: 4×). "
+       + results.compare_text(bg, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", cb) + " (two vectors in flight). "
+       + results.roof_text(bg, vision.BIAS_GELU.BEST["float16"], cb, target=0.9) + "; "
+       + results.compare_text(bg, vision.BIAS_GELU.BEST["float16"], "torch F.gelu(tanh)(x + b)", cb)
        + " (torch needs two kernels, the add and the GELU).")
 
 # %%
@@ -202,15 +202,15 @@ check_variants(vision.QKV_BIAS)
 # %%
 br = bench.compare(vision.BIAS_RESIDUAL, vision.BIAS_RESIDUAL.RECORD_CASES)
 qb = bench.compare(vision.QKV_BIAS, vision.QKV_BIAS.RECORD_CASES)
-bench.table(bench.select(br, case=vision.BIAS_RESIDUAL.case_key((N_BIG, 1152))))
+results.table(results.select(br, case=vision.BIAS_RESIDUAL.case_key((N_BIG, 1152))))
 
-# %%
+# %% jupyter={"source_hidden": true}
 cr, cq = vision.BIAS_RESIDUAL.case_key((N_BIG, 1152)), vision.QKV_BIAS.case_key((N_BIG, 3456))
-kl.say("With the residual: " + vision.compare_text(br, "11_bias_residual_vec8", "10_bias_residual_scalar", cr)
-       + "; " + vision.roof_text(br, "11_bias_residual_vec8", cr, target=0.9) + ". QKV bias (no residual): "
-       + vision.compare_text(qb, "11_bias_residual_vec8", "10_bias_residual_scalar", cq) + "; "
-       + vision.roof_text(qb, "11_bias_residual_vec8", cq, target=0.9) + ". Against torch: "
-       + vision.compare_text(br, "11_bias_residual_vec8", "torch.add x2 (bias+residual)", cr) + ".")
+kl.say("With the residual: " + results.compare_text(br, "11_bias_residual_vec8", "10_bias_residual_scalar", cr)
+       + "; " + results.roof_text(br, "11_bias_residual_vec8", cr, target=0.9) + ". QKV bias (no residual): "
+       + results.compare_text(qb, "11_bias_residual_vec8", "10_bias_residual_scalar", cq) + "; "
+       + results.roof_text(qb, "11_bias_residual_vec8", cq, target=0.9) + ". Against torch: "
+       + results.compare_text(br, "11_bias_residual_vec8", "torch.add x2 (bias+residual)", cr) + ".")
 
 # %%
 plot.progress(br, "05_bias_residual_progress", case=cr, title="bias + residual, 16384 x 1152 fp16")
@@ -228,12 +228,12 @@ check_variants(vision.PATCH_EMBED)
 
 # %%
 pe = vision.with_tflops(bench.compare(vision.PATCH_EMBED, vision.PATCH_EMBED.RECORD_CASES))
-bench.table(pe, bench.TABLE_COLUMNS + ["TFLOP/s"])
+results.table(pe, ["case", "name", "median_us", "p10_us", "p90_us", "frac_copy", "TFLOP/s"])
 
-# %%
+# %% jupyter={"source_hidden": true}
 cp = vision.PATCH_EMBED.case_key((4096, 1536, 1152))
-kl.say(vision.compare_text(pe, "13_patch_embed_half2_fma", "12_patch_embed_scalar", cp) + " (the report: 2×); "
-       + vision.compare_text(pe, "cuBLAS GEMM (cupy.matmul) + bias", "13_patch_embed_half2_fma", cp)
+kl.say(results.compare_text(pe, "13_patch_embed_half2_fma", "12_patch_embed_scalar", cp) + " (the report: 2×); "
+       + results.compare_text(pe, "cuBLAS GEMM (cupy.matmul) + bias", "13_patch_embed_half2_fma", cp)
        + ". A dot product per thread re-reads the weight for every patch; a GEMM tiles it through "
        f"shared memory and tensor cores. The report's call table has this kernel "
        f"{vision.CALLS_PER_FORWARD['patch_embed_conv3d_fp16_kernel']} time per image.")
@@ -251,11 +251,11 @@ check_variants(vision.POS_INTERP)
 
 # %%
 pi = bench.compare(vision.POS_INTERP, vision.POS_INTERP.RECORD_CASES)
-bench.table(pi)
+results.table(pi)
 
-# %%
+# %% jupyter={"source_hidden": true}
 cpi = vision.POS_INTERP.case_key((128, 128, 48, 1152))
-kl.say(vision.compare_text(pi, "15_pos_interp_fma", "14_pos_interp_mul_add", cpi)
+kl.say(results.compare_text(pi, "15_pos_interp_fma", "14_pos_interp_mul_add", cpi)
        + " (and the PTX table above compares their instructions).")
 
 # %% [markdown]
@@ -274,14 +274,14 @@ check_variants(vision.SPATIAL_MERGE)
 # %%
 sm = bench.compare(vision.SPATIAL_MERGE, vision.SPATIAL_MERGE.RECORD_CASES)
 cs = vision.SPATIAL_MERGE.case_key((N_BIG, 1152))
-bench.table(bench.select(sm, case=cs))
+results.table(results.select(sm, case=cs))
 
-# %%
-kl.say(vision.compare_text(sm, "17_spatial_merge_vec8", "16_spatial_merge_scalar", cs) + " (the report: 4×); "
-       + vision.compare_text(sm, "26_spatial_merge_stream", "17_spatial_merge_vec8", cs) + "; "
-       + vision.compare_text(sm, "26_spatial_merge_stream", "ablate_26_resident_grid", cs) + " (the grid alone); "
-       + vision.roof_text(sm, vision.SPATIAL_MERGE.BEST["float16"], cs, target=0.9) + "; "
-       + vision.compare_text(sm, vision.SPATIAL_MERGE.BEST["float16"], "cupy copy (reshape)", cs)
+# %% jupyter={"source_hidden": true}
+kl.say(results.compare_text(sm, "17_spatial_merge_vec8", "16_spatial_merge_scalar", cs) + " (the report: 4×); "
+       + results.compare_text(sm, "26_spatial_merge_stream", "17_spatial_merge_vec8", cs) + "; "
+       + results.compare_text(sm, "26_spatial_merge_stream", "ablate_26_resident_grid", cs) + " (the grid alone); "
+       + results.roof_text(sm, vision.SPATIAL_MERGE.BEST["float16"], cs, target=0.9) + "; "
+       + results.compare_text(sm, vision.SPATIAL_MERGE.BEST["float16"], "cupy copy (reshape)", cs)
        + ". The cheapest merge is still the reshape, which moves nothing.")
 
 # %% [markdown]
@@ -326,16 +326,16 @@ check_variants(vision.SPLIT_ROPE)
 # %%
 sr = bench.compare(vision.SPLIT_ROPE, vision.SPLIT_ROPE.RECORD_CASES)
 csr = vision.SPLIT_ROPE.case_key((128, 128, 16, 72))
-bench.table(bench.select(sr, case=csr))
+results.table(results.select(sr, case=csr))
 
-# %%
-kl.say(vision.compare_text(sr, "19_split_rope_fma", "18_split_rope_scalar", csr) + "; of that, "
-       + vision.compare_text(sr, "ablate_18_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
-       + vision.compare_text(sr, "19_split_rope_fma", "ablate_19_scalar_v", csr) + " (the float4 V copy alone). "
-       + vision.compare_text(sr, "20_split_rope_vec", "19_split_rope_fma", csr) + "; "
-       + vision.compare_text(sr, "27_split_rope_tile", "20_split_rope_vec", csr) + "; "
-       + vision.roof_text(sr, vision.SPLIT_ROPE.BEST["float16"], csr, target=0.8) + "; "
-       + vision.compare_text(sr, vision.SPLIT_ROPE.BEST["float16"], "torch eager (split, rope, transpose)", csr) + ".")
+# %% jupyter={"source_hidden": true}
+kl.say(results.compare_text(sr, "19_split_rope_fma", "18_split_rope_scalar", csr) + "; of that, "
+       + results.compare_text(sr, "ablate_18_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
+       + results.compare_text(sr, "19_split_rope_fma", "ablate_19_scalar_v", csr) + " (the float4 V copy alone). "
+       + results.compare_text(sr, "20_split_rope_vec", "19_split_rope_fma", csr) + "; "
+       + results.compare_text(sr, "27_split_rope_tile", "20_split_rope_vec", csr) + "; "
+       + results.roof_text(sr, vision.SPLIT_ROPE.BEST["float16"], csr, target=0.8) + "; "
+       + results.compare_text(sr, vision.SPLIT_ROPE.BEST["float16"], "torch eager (split, rope, transpose)", csr) + ".")
 
 # %%
 plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + transpose, 16384 tokens")
@@ -359,15 +359,15 @@ check_variants(vision.TRANSPOSE)
 # %%
 tr = bench.compare(vision.TRANSPOSE, vision.TRANSPOSE.RECORD_CASES)
 ct = vision.TRANSPOSE.case_key((16, N_BIG, 72))
-bench.table(bench.select(tr, case=ct))
+results.table(results.select(tr, case=ct))
 
-# %%
+# %% jupyter={"source_hidden": true}
 ct4 = vision.TRANSPOSE.case_key((16, vision.TOKENS[0], 72))
-kl.say(vision.compare_text(tr, "22_transpose_vec8", "21_transpose_half2", ct) + " (the report: 4×); "
-       + vision.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct) + ", and "
-       + vision.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct4) + "; "
-       + vision.roof_text(tr, vision.TRANSPOSE.BEST["float16"], ct, target=0.9) + "; "
-       + vision.compare_text(tr, vision.TRANSPOSE.BEST["float16"], "torch copy_ (transpose)", ct) + ".")
+kl.say(results.compare_text(tr, "22_transpose_vec8", "21_transpose_half2", ct) + " (the report: 4×); "
+       + results.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct) + ", and "
+       + results.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct4) + "; "
+       + results.roof_text(tr, vision.TRANSPOSE.BEST["float16"], ct, target=0.9) + "; "
+       + results.compare_text(tr, vision.TRANSPOSE.BEST["float16"], "torch copy_ (transpose)", ct) + ".")
 
 # %% [markdown]
 # ## The vision softmax (step 23), against lab 01
@@ -381,13 +381,13 @@ check_variants(vision.SOFTMAX)
 
 # %%
 sx = bench.compare(vision.SOFTMAX, vision.SOFTMAX.RECORD_CASES)
-bench.table(sx)
+results.table(sx)
 
-# %%
+# %% jupyter={"source_hidden": true}
 cx1, cx4 = (vision.SOFTMAX.case_key((16 * n, n)) for n in (1024, 4096))
-kl.say("N = 1024: " + vision.compare_text(sx, vision.LAB01_SOFTMAX, "23_softmax_half2_shfl", cx1)
-       + "; N = 4096: " + vision.compare_text(sx, vision.LAB01_SOFTMAX, "23_softmax_half2_shfl", cx4)
-       + ". Against torch at N = 4096: " + vision.compare_text(sx, "23_softmax_half2_shfl", "torch.softmax", cx4) + ".")
+kl.say("N = 1024: " + results.compare_text(sx, vision.LAB01_SOFTMAX, "23_softmax_half2_shfl", cx1)
+       + "; N = 4096: " + results.compare_text(sx, vision.LAB01_SOFTMAX, "23_softmax_half2_shfl", cx4)
+       + ". Against torch at N = 4096: " + results.compare_text(sx, "23_softmax_half2_shfl", "torch.softmax", cx4) + ".")
 
 # %% [markdown]
 # ## Replacing the image tokens (step 24)
@@ -401,7 +401,7 @@ check_variants(vision.REPLACE)
 
 # %%
 rp = bench.compare(vision.REPLACE, vision.REPLACE.RECORD_CASES)
-bench.table(rp)
+results.table(rp)
 
 # %% [markdown]
 # ## Seed claim vs measured here
@@ -411,26 +411,13 @@ bench.table(rp)
 # (~204 GB/s LPDDR5); ratios, not times, are what can be compared across devices. The mechanism
 # claims (barriers, FMAs, 16-byte loads) are in the PTX table above.
 
-# %%
+# %% jupyter={"source_hidden": true}
 import pandas as pd
 
 res = pd.concat([ln, gl, bg, br, qb, pe, pi, sm, sr, tr, sx], ignore_index=True)
-claims = vision.claims_table(res, vision.SEED_CLAIMS)
+claims = results.claims("05_vision", res, vision.FAMILIES)
+kl.say(results.claims_summary(claims))
 claims
-
-# %%
-n_meas = int((claims["measured here"] != "-").sum())
-held = claims[claims["verdict"] == "holds"]["claim"].str.strip().tolist()
-kl.say(f"{n_meas} of {len(claims)} claims measured ({kl.provenance(res)}); "
-       + (f"**{len(held)}** hold as stated: {', '.join(held) if held else 'none'}." if n_meas else
-          "nothing is measured or recorded yet: run this lab on a GPU, or `make bench` to record."))
-
-# %%
-four = claims[claims["seed says"].str.startswith("4x") & (claims["measured here"] != "-")]
-got = four["measured here"].str.rstrip("x").astype(float)
-kl.say("The \"4× from `float4`\" claims: " + ("not measured yet." if four.empty else
-       f"measured **{got.min():.2f}×** to **{got.max():.2f}×**; {int((four['verdict'] == 'holds').sum())} of "
-       f"{len(four)} hold."))
 
 # %% [markdown]
 # How to read a shortfall: the report reasons in **bytes per thread** (2 → 16), but a memory-bound
@@ -443,16 +430,16 @@ kl.say("The \"4× from `float4`\" claims: " + ("not measured yet." if four.empty
 # The targets of this lab are stated at 16384 tokens: the element-wise kernels at ≥ 0.90 of the
 # copy roof, the fused split + RoPE + transpose at ≥ 0.80, LayerNorm at ≥ 2× torch.
 
-# %%
+# %% jupyter={"source_hidden": true}
 best = [(vision.GELU, cg, 0.9), (vision.BIAS_GELU, cb, 0.9), (vision.BIAS_RESIDUAL, cr, 0.9),
         (vision.QKV_BIAS, cq, 0.9), (vision.SPATIAL_MERGE, cs, 0.9), (vision.TRANSPOSE, ct, 0.9),
         (vision.SPLIT_ROPE, csr, 0.8), (vision.LAYERNORM, c16, None)]
-rows = [{"case": case, "best step": f.BEST["float16"], "frac of copy roof": vision.frac(res, f.BEST["float16"], case),
+rows = [{"case": case, "best step": f.BEST["float16"], "frac of copy roof": results.pick(res, f.BEST["float16"], "frac_copy", case=case),
          "target": tgt} for f, case, tgt in best]
 targets = pd.DataFrame(rows)
 targets["met"] = [None if (f is None or t is None) else f >= t
                   for f, t in zip(targets["frac of copy roof"], targets["target"])]
-lr = [vision.ratio(res, "03_layernorm_warp_vec8", "torch F.layer_norm", c) for c in (c4, c16)]
+lr = [results.ratio(res, "03_layernorm_warp_vec8", "torch F.layer_norm", c) for c in (c4, c16)]
 kl.say("LayerNorm vs torch F.layer_norm (target ≥ 2×): "
        + ", ".join(f"{c.split(':')[1]}: " + ("not measured" if r is None else f"**{r:.2f}×**")
                    for c, r in zip((c4, c16), lr)) + f" ({kl.provenance(ln)}).")

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 import kernellab as kl
-from kernellab import bench, vision
+from kernellab import bench, build, results, vision
 from kernellab import vit_block as vb
 
 kl.banner()
@@ -110,9 +110,16 @@ kl.say(f"The fp16-storage emulation lands at a normwise error of **{e16:.1e}**, 
 # %% [markdown]
 # ## The block and the merger on the GPU, against float64
 # `vb.Block(grid_h, grid_w)` binds the weights, the input and a `Workspace` (every buffer of the
-# forward, allocated once), and calls lab 05's launchers with `out=` buffers. The merger checks on
-# the same tokens. Irregular grids (2 × 34, 16 × 6, …) and hostile tokens (±60000, a constant row,
-# NaN) are in `tests/test_gpu_vit_block.py`.
+# forward, allocated once), and calls lab 05's launchers with `out=` buffers. This is the whole
+# assembly: one `Op` per launch, in the report's order, each a zero-argument call into lab 05's
+# kernels or cuBLAS (`kernellab.core.cublas`):
+
+# %%
+build.show_python(vb.block_ops)
+
+# %% [markdown]
+# The merger checks on the same tokens. Irregular grids (2 × 34, 16 × 6, …) and hostile tokens
+# (±60000, a constant row, NaN) are in `tests/test_gpu_vit_block.py`.
 
 # %%
 vb.check_block(x, W, 8, 8, want=y64)
@@ -148,9 +155,9 @@ kl.say(vb.sentence(worst, f"Every block, ours and torch's, lands within the boun
 
 # %%
 bt = vb.block_times()
-bench.table(bt, ["case", "name", "median_us", "p10_us", "p90_us", "device", "source"]) if not bt.empty else bt
+results.table(bt, ["case", "name", "median_us", "p10_us", "p90_us", "device", "source"]) if not bt.empty else bt
 
-# %%
+# %% jupyter={"source_hidden": true}
 rows = []
 for n in (256, 1024, 4096):
     rows.append({"N": n,
@@ -221,10 +228,8 @@ per
 # capture did (`bench.graph` refuses a capture that allocates). The replay gives the eager output:
 
 # %%
-if kl.is_live():
-    print(f"graph replay vs eager block: relative difference {vb.check_graph_replay(8, 8):.1e}")
-else:
-    print("SKIPPED (compile-only): on a GPU the block is captured, replayed, and compared with its eager output.")
+kl.device.live_only("captures the block, replays it, and compares the replay with the eager output.",
+                    lambda: print(f"graph replay vs eager block: relative difference {vb.check_graph_replay(8, 8):.1e}"))
 
 # %% [markdown]
 # Eager vs graph, wall time from an idle GPU (launches included), for one block and the whole tower:
@@ -234,7 +239,7 @@ gr = vb.graphs()
 gt = vb.graph_table(gr)
 gt.round(2) if not gt.empty else gt
 
-# %%
+# %% jupyter={"source_hidden": true}
 if not gt.empty:
     b256 = gt[(gt["what"] == "block") & (gt["N"] == 256)].iloc[0]
     big = gt[gt["N"] == gt["N"].max()].iloc[-1]
@@ -279,8 +284,10 @@ orin.round(2)
 # %% [markdown]
 # ## Seed claim vs measured here
 
-# %%
-vb.claims(bt, bd, gr)
+# %% jupyter={"source_hidden": true}
+claims = results.claims("06_vit_block", pd.concat([bt, bd, gr]), vb.FAMILIES)
+kl.say(results.claims_summary(claims))
+claims
 
 # %% [markdown]
 # ## Exercise: fuse the merger's bias and GELU

@@ -204,22 +204,3 @@ def test_fma_claims_are_visible_in_ptx():
     # and gelu_approx's x + 0.044715 x^3 is an FMA before the seed wrote __fmaf_rn
     assert build.ptx("vision", "04_gelu_half2", grep=r"^fma\.rn(\.ftz)?\.f32.*0f3D372713")
     assert build.ptx("vision", "06_gelu_vec8_exp", grep=r"ex2\.approx")
-
-
-def test_sentences_and_verdicts_are_computed_from_the_frame():
-    import pandas as pd
-    case = "bias_residual:16384x1152:float16"
-    df = pd.DataFrame({"case": [case] * 3, "name": ["10_bias_residual_scalar", "11_bias_residual_vec8", "torch.add"],
-                       "median_us": [60.0, 30.0, 31.0], "frac_copy": [0.4, 0.8, 0.78],
-                       "device": "GPU X", "date": "today", "source": "recorded"})
-    assert v.ratio(df, "11_bias_residual_vec8", "10_bias_residual_scalar", case) == 2.0
-    assert "**2.00×** faster than" in v.compare_text(df, "11_bias_residual_vec8", "10_bias_residual_scalar", case)
-    assert "as fast as" in v.compare_text(df, "11_bias_residual_vec8", "torch.add", case)
-    assert "not measured" in v.compare_text(df, "11_bias_residual_vec8", "nothing", case)
-    assert "**0.80**" in v.roof_text(df, "11_bias_residual_vec8", case, target=0.9) and "not met" in \
-        v.roof_text(df, "11_bias_residual_vec8", case, target=0.9)
-    t = v.claims_table(df, [("4x", "4x", 4.0, "11_bias_residual_vec8", "10_bias_residual_scalar", case),
-                            ("same", "-", None, "11_bias_residual_vec8", "torch.add", case),
-                            ("3x", "3x", 3.0, "11_bias_residual_vec8", "10_bias_residual_scalar", "other:case")])
-    assert list(t["verdict"]) == ["partly: faster, by less than claimed", "no measurable change", "not measured yet"]
-    assert t["source"].iloc[0] == "recorded on GPU X, today"

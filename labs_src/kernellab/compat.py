@@ -18,3 +18,14 @@ MOVED = {
 for _mod, _names in MOVED.items():
     for _n, _v in _names.items():
         setattr(_mod, _n, _v)
+
+# Labs' own readers and claim lists, replaced by results (and docs/claims.csv).
+from . import gemv, vision, vit_block  # noqa: E402
+
+for _mod in (vision, gemv):
+    for _n in ("ratio", "compare_text", "roof_text"):
+        setattr(_mod, _n, getattr(results, _n))
+vision.claims_table = lambda df, rows=None: results.claims("05_vision", df, vision.FAMILIES)
+vision.SEED_CLAIMS = gemv.CLAIMS = gemv.BATCHED_CLAIMS = None
+gemv.verdicts = lambda claims: claims
+vit_block.claims = lambda bt, bd, gr: results.claims("06_vit_block", bt, vit_block.FAMILIES)

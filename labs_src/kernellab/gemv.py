@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from .core.bench import pick, ratio  # noqa: F401  (time(slow) / time(fast) at one case; the lab's sentences use it)
+from .core.results import pick, ratio
 from .core.family import Family
 from .core.launch import launch, variant
 from .core.check import check
@@ -563,19 +563,6 @@ CASES = {
 }
 RECORD_CASES = [c for cs in CASES.values() for c in cs]
 
-# Every speedup of the report's kernel table: (claim, seed says, faster step, slower step, case key).
-_k = case_key
-CLAIMS = (
-    [(f"FP32 GEMV {k}x{m}: register sum, __ldg, fmaf, __restrict__", f"{r:.2f}x", "04_f32_ldg", "01_f32_sdata",
-      _k((k, m), "float32")) for (k, m), r in ((QO, 1.60), (KV, 1.01), (UP, 1.45), (Q25, 1.53))]
-    + [(f"INT8 GEMV {k}x{m}: char4 + float4", f"{r:.2f}x", "06_int8_char4", "05_int8_scalar", _k((k, m), "int8"))
-       for (k, m), r in ((QO, 1.08), (KV, 1.08), (UP, 1.08), (DOWN, 1.09), (Q25, 1.08), (UP25, 1.08), (DOWN25, 1.09))]
-    + [(f"Pure FP16 GEMV {k}x{m}: v2 (float4, 4 accumulators)", f"{r:.2f}x", "10_fp16_v2", "09_fp16_half2",
-        _k((k, m), "float16")) for (k, m), r in ((QO, 1.00), (DOWN25, 1.05))]
-    + [(f"FP16->FP32 GEMV {k}x{m}: float4 + 4-way ILP + int64", f"{r:.2f}x", "12_fp16_f32out_ilp",
-        "11_fp16_f32out_half2", _k((k, m), "fp16_f32out")) for (k, m), r in ((QO, 1.02), (KV, 1.18), (UP, 1.40),
-                                                                            (DOWN, 1.29))]
-)
 # ---- the logits head: fp16 in, fp16 weight, fp32 out ---------------------------------------------
 
 def _logits_input(shape, dtype="fp16_f32out", values="randn", seed=0):
@@ -800,8 +787,6 @@ def crossover_cases(tokens=BATCH_TOKENS, shapes=((4096, 4096), (12288, 4096)), p
 
 BATCHED_CASES = {"float16": crossover_cases(), "f32_fp16w": crossover_cases(shapes=((4096, 4096),), path="f32_fp16w"),
                  "float32": [((n, 4096, 4096), "float32") for n in (1, 8, 64)], "vit": [(VIT, "float16")]}
-BATCHED_CLAIMS = [("batched_gemm_pure_fp16 half2 -> float4 (credited with +75.6% ViT prefill end to end)",
-                   "1.756x (end to end)", "17_batched_fp16_float4", "16_batched_fp16_half2", case_key(VIT, "float16"))]
 BATCHED = Family(
     name="gemv_batched", kernels=FAMILY, case_key=case_key, make_input=_batched_input,
     reference=_batched_reference, bytes_moved=_batched_bytes, tolerance=_batched_tolerance,
@@ -936,27 +921,6 @@ def first_win(df, challenger: str, incumbent: str, cases) -> tuple:
         if r == r and r > 1:
             return c, r
     return None, float("nan")
-
-
-def verdicts(claims):
-    """Add a verdict per 'seed claim vs measured here' row: a speed-up the seed reports (>= 1.05x)
-    holds where the measured ratio is >= 1.05x; a 'no change' claim holds within 5%."""
-    def v(row):
-        try:
-            seed = float(str(row["seed says"]).strip("x+% ").split("x")[0])
-            got = float(str(row["measured here"]).rstrip("x"))
-        except ValueError:
-            return "-"
-        if got != got:
-            return "not measured"
-        if seed >= 1.05:
-            return "holds" if got >= 1.05 else ("no gain here" if got >= 0.95 else "reversed here")
-        return "holds (no change)" if 0.95 <= got <= 1.05 else ("faster here" if got > 1.05 else "slower here")
-    if claims is None or claims.empty:
-        return claims
-    out = claims.copy()
-    out.insert(3, "verdict", out.apply(v, axis=1))
-    return out
 
 
 def loop_instructions(step: str, arch: str = "sm_90") -> dict:

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from .core.bench import memcpy
+from .core.device import facts as facts_of
 from .core.family import Family
 from .core.launch import launch, variant
 from .core.launch import aligned, out_like, require
@@ -312,20 +313,6 @@ def dram_passes(cols, itemsize, blocks_per_sm, sms, l1_bytes, l2_bytes, reads=3,
             "DRAM passes (model)": passes, "bound (2 / DRAM passes)": 2 / passes}
 
 
-def device_facts(df) -> dict:
-    """SMs, L2 and arch of the device the rows of `df` were measured on (live: this GPU;
-    recorded: its meta.json), for models that need them. Empty when unknown."""
-    from .core.device import info, is_live, recorded_meta
-    if df is not None and len(df) and (df["source"] == "live").any() and is_live():
-        d = info()
-        return {"sms": d["sms"], "l2_bytes": d["l2_bytes"], "arch": d["arch"], "device": d["name"]}
-    dev = df["device"].iloc[0] if df is not None and len(df) else None
-    for meta in recorded_meta().values():
-        if meta.get("device") == dev and meta.get("sms"):
-            return {"sms": meta["sms"], "l2_bytes": meta["l2_bytes"], "arch": meta["arch"], "device": dev}
-    return {}
-
-
 def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
     """For each row length measured in `df` (fp32): the model's DRAM passes for `step` beside
     the measured fraction of the copy roof, and the passes that fraction implies (2 / fraction).
@@ -333,7 +320,7 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
     import pandas as pd
     from .core.build import occupancy
     d = df[(df["name"] == step) & (df["dtype"] == "float32")] if len(df) else df
-    facts = device_facts(d)
+    facts = facts_of(d)
     if d is None or d.empty or not facts:
         return pd.DataFrame()
     occ = occupancy(FAMILY, step, threads)

@@ -1339,54 +1339,6 @@ CALLS_PER_FORWARD = {   # the report's table 3.4 (one ViT forward: 27 layers, 1 
 
 # ---- sentences and tables the lab computes from the results on screen -----------------------------
 
-def _one_device(df, case):
-    """The rows of one case, from the first device (and source) present."""
-    if df is None or len(df) == 0:
-        return df.iloc[0:0] if df is not None else None
-    d = df[df["case"] == case]
-    if len(d):
-        d = d[(d["device"] == d["device"].iloc[0]) & (d["source"] == d["source"].iloc[0])]
-    return d
-
-
-def ratio(df, fast, slow, case):
-    """bench.ratio (time(slow) / time(fast) at one case), or None where not measured."""
-    from .core.bench import ratio as _ratio
-    r = _ratio(df, fast, slow, case) if df is not None else float("nan")
-    return None if r != r else r
-
-
-def frac(df, name, case, col="frac_copy"):
-    d = _one_device(df, case)
-    if d is None or not len(d):
-        return None
-    d = d[d["name"] == name]
-    return float(d[col].iloc[0]) if len(d) else None
-
-
-def compare_text(df, fast, slow, case):
-    """'`fast` is **r×** faster than `slow` at `case` (provenance)', computed, or a note that
-    nothing is measured or recorded for it yet."""
-    from .core.device import provenance
-    r = ratio(df, fast, slow, case)
-    if r is None:
-        return f"`{fast}` vs `{slow}` at `{case}`: not measured or recorded yet"
-    word = "faster than" if r >= 1.05 else "slower than" if r <= 0.95 else "as fast as"
-    shown = r if r >= 1 else 1 / r
-    return (f"`{fast}` is **{shown:.2f}×** {word} `{slow}` at `{case}` " if word != "as fast as" else
-            f"`{fast}` is **as fast as** `{slow}` (ratio {r:.2f}) at `{case}` ") + \
-        f"({provenance(_one_device(df, case))})"
-
-
-def roof_text(df, name, case, target=None):
-    """'`name` reaches **f** of the copy roof at `case`' (+ the issue's target, met or not)."""
-    f = frac(df, name, case)
-    if f is None:
-        return f"`{name}` at `{case}`: not measured here and not recorded yet"
-    t = "" if target is None else (f" (target {target:.2f}: **{'met' if f >= target else 'not met'}**)")
-    return f"`{name}` reaches **{f:.2f}** of the copy roof at `{case}`{t}"
-
-
 def with_tflops(df):
     """Patch-embedding results with a TFLOP/s column (2 N K O flops per call)."""
     df = df.copy()
@@ -1396,33 +1348,6 @@ def with_tflops(df):
     else:
         df["TFLOP/s"] = []
     return df
-
-
-def _verdict(measured, claimed):
-    if measured is None:
-        return "not measured yet"
-    if claimed is not None and measured >= 0.8 * claimed:
-        return "holds"
-    if measured >= 1.1:
-        return "partly: faster, by less than claimed" if claimed is not None else "holds: faster"
-    if measured > 0.9:
-        return "no measurable change"
-    return "does not hold: slower"
-
-
-def claims_table(df, rows):
-    """The 'seed claim vs measured here' table with a verdict per row.
-    rows: [(claim, seed_says, claimed_ratio or None, fast, slow, case)]."""
-    import pandas as pd
-    from .core.device import provenance
-    out = []
-    for claim, seed, claimed, fast, slow, case in rows:
-        r = ratio(df, fast, slow, case)
-        out.append({"claim": claim, "seed says": seed,
-                    "measured here": "-" if r is None else f"{r:.2f}x",
-                    "verdict": _verdict(r, claimed), "comparison": f"{fast} vs {slow} at {case}",
-                    "source": provenance(_one_device(df, case)) if r is not None else "-"})
-    return pd.DataFrame(out)
 
 
 def _count(step, pattern, arch="sm_90"):
@@ -1487,36 +1412,3 @@ def ptx_claims(arch="sm_90"):
     return pd.DataFrame(rows, columns=["claim", "seed says", "compiler shows (" + arch + ")", "verdict"])
 
 
-SEED_CLAIMS = [   # (claim, seed says, claimed ratio, fast, slow, case) for claims_table
-    ("LayerNorm: half2 + warp shuffle + FMA", "2x memory throughput; ~80% less reduction latency", 2.0,
-     "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", "layernorm:16384x1152:float16"),
-    ("  ablation: the reduction alone (shuffle, static smem, fma)", "~80% less latency", None,
-     "ablate_02_scalar_loads", "01_layernorm_scalar_tree", "layernorm:16384x1152:float16"),
-    ("  ablation: half2 loads alone", "2x", 2.0,
-     "02_layernorm_half2_shfl", "ablate_02_scalar_loads", "layernorm:16384x1152:float16"),
-    ("gelu_fp16_kernel: float4 (8 halves)", "4x", 4.0, "05_gelu_vec8", "04_gelu_half2", "gelu:16384x4304:float16"),
-    ("bias_gelu_fp16_kernel: float4 (8 halves)", "4x", 4.0, "08_bias_gelu_vec8", "07_bias_gelu_half2",
-     "bias_gelu:16384x4304:float16"),
-    ("bias_add_residual: float4, null check hoisted", "4x (2 B -> 16 B per thread)", 4.0, "11_bias_residual_vec8",
-     "10_bias_residual_scalar", "bias_residual:16384x1152:float16"),
-    ("  the same, QKV-bias form (no residual)", "4x", 4.0, "11_bias_residual_vec8", "10_bias_residual_scalar",
-     "qkv_bias:16384x3456:float16"),
-    ("patch_embed_conv3d: half2 dot + FMA", "2x", 2.0, "13_patch_embed_half2_fma", "12_patch_embed_scalar",
-     "patch_embed:4096x1536x1152:float16"),
-    ("patch embedding 'or cublasHgemm'", "(no number)", None, "cuBLAS GEMM (cupy.matmul) + bias",
-     "13_patch_embed_half2_fma", "patch_embed:4096x1536x1152:float16"),
-    ("pos_embed_interpolate: FMA bilinear", "lower latency", None, "15_pos_interp_fma", "14_pos_interp_mul_add",
-     "pos_interp:128x128x48x1152:float16"),
-    ("spatial_merge: float4 copy", "4x", 4.0, "17_spatial_merge_vec8", "16_spatial_merge_scalar",
-     "spatial_merge:16384x1152:float16"),
-    ("fused split+RoPE+transpose: FMA + float4 V + block 128", "V copy 4x", None, "19_split_rope_fma",
-     "18_split_rope_scalar", "split_rope:128x128x16x72:float16"),
-    ("  ablation: block 64 -> 128 alone", "better occupancy", None, "ablate_18_block128", "18_split_rope_scalar",
-     "split_rope:128x128x16x72:float16"),
-    ("  ablation: float4 V copy alone", "V copy 4x", None, "19_split_rope_fma", "ablate_19_scalar_v",
-     "split_rope:128x128x16x72:float16"),
-    ("transpose_head_token: float4 (8 halves)", "4x", 4.0, "22_transpose_vec8", "21_transpose_half2",
-     "transpose:16x16384x72:float16"),
-    ("vision_softmax: 'already optimised, kept'", "no change needed", None, "23_softmax_half2_shfl",
-     LAB01_SOFTMAX, "softmax:65536x4096:float16"),
-]

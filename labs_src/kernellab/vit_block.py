@@ -25,13 +25,13 @@ import numpy as np
 
 from .core import bench
 from . import vision as V
-from .core.family import Family
+from .core.family import Family, Target
 from .core.launch import require
 from .core.cublas import bgemm, gemm
 from .core.device import ORIN_PEAK_GBPS, info, is_live, load_recorded, need_gpu, now
 from .core.device import torch as _torch
 from .core.results import live_or_recorded, one_source, select, unless_missing
-from .core.results import ratio as _ratio
+from .core.results import ratio as _ratio, ratio_band
 
 NAME = "vit_block"
 FAMILY = "vision"
@@ -914,52 +914,19 @@ def graph_table(gr):
 REPORT_PATCHES = 500_000 // (16 * 16)     # the reports' image: --max-pixel 500000, 16 x 16 patches
 
 
-def claims(bt, bd, gr):
-    """Seed claim vs measured here, each with a computed verdict."""
-    import pandas as pd
-    rows = []
-    prov = lambda df: "-" if df is None or df.empty else f"{pick(df)['source'].iloc[0]} on {pick(df)['device'].iloc[0]}"  # noqa: E731
-    sh = shares(pick(bd))
-    tw = sh[sh["what"].str.startswith("tower")] if not sh.empty else sh
-    if not tw.empty:   # at the measured N nearest the report's image (--max-pixel 500000: <= 1953 patches)
-        r = tw.loc[(tw["N"] - REPORT_PATCHES).abs().idxmin()]
-        busy = r.gemm_us + r.kernel_us
-        k, g = r.kernel_us / busy, r.gemm_us / busy
-        rows.append({"claim": "ViT encode -14.2% from optimising the vision kernels (seed 000, 5.1)",
-                     "seed says": "552.44 -> 474.16 ms on Orin", "measured here":
-                     f"the lab's kernels hold {100 * k:.1f}% of the tower's GPU time at N={r.N}",
-                     "verdict": "room for it" if k >= 0.142 else "more than these kernels hold here (Amdahl)",
-                     "source": prov(bd)})
-        rows.append({"claim": "ViT prefill 385 -> 676 tokens/s from the batched fp16 GEMM path (seed 002)",
-                     "seed says": "+75.6%: GEMMs decide the ViT's speed", "measured here":
-                     f"cuBLAS GEMMs hold {100 * g:.1f}% of the tower's GPU time at N={r.N}",
-                     "verdict": ("consistent: GEMMs dominate" if g >= 0.6 else
-                                 "partly: GEMMs are about half, our kernels the rest" if g >= 0.4 else
-                                 "not here: our kernels dominate"),
-                     "source": prov(bd)})
-    for n in (1024, 4096):
-        a = ratio(bt, "attention: cuBLAS + softmax kernel", "torch F.scaled_dot_product_attention", n)
-        if a == a:
-            rows.append({"claim": f"cuBLAS attention (QK^T, softmax, .V) beats the flash-attention kernels, N={n}",
-                         "seed says": "flash kernels removed: 'cuBLAS path faster'",
-                         "measured here": f"ours {a:.2f}x F.scaled_dot_product_attention",
-                         "verdict": "holds here" if a >= 1 else "not against torch's fused attention",
-                         "source": prov(bt)})
-    b = ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block", 4096)
-    if b == b:
-        rows.append({"claim": "target: our block >= 1.0x a torch eager block of the same math, N=4096",
-                     "seed says": "-", "measured here": f"{b:.2f}x", "verdict": "met" if b >= 1 else "missed",
-                     "source": prov(bt)})
+def _graph_speedup(gr, what="block", n=256):
     gt = graph_table(gr)
-    if not gt.empty and ((gt["what"] == "block") & (gt["N"] == 256)).any():
-        g = float(gt[(gt["what"] == "block") & (gt["N"] == 256)]["graph speedup (wall)"].iloc[0])
-        rows.append({"claim": "target: CUDA-graph block >= 1.3x the eagerly launched block, N=256",
-                     "seed says": "-", "measured here": f"{g:.2f}x (wall time, launches included)",
-                     "verdict": "met" if g >= 1.3 else "missed", "source": prov(gr)})
-    if not rows:
-        rows.append({"claim": "(all)", "seed says": "-", "measured here": "not measured, not recorded yet",
-                     "verdict": "-", "source": "-"})
-    return pd.DataFrame(rows)
+    sel = gt[(gt["what"] == what) & (gt["N"] == n)] if not gt.empty else gt
+    return float(sel["graph speedup (wall)"].iloc[0]) if len(sel) else float("nan")
+
+
+TARGETS = (
+    Target("our block >= 1.0x a torch eager block of the same math, N=4096",
+           lambda df: ratio_band(df, "block (lab kernels + cuBLAS)", "torch eager block", "N=4096:float16"), 1.0),
+    Target("our block >= 1.0x the torch block with SDPA, N=4096",
+           lambda df: ratio_band(df, "block (lab kernels + cuBLAS)", "torch eager block (SDPA)", "N=4096:float16"), 1.0),
+    Target("CUDA-graph block >= 1.3x the eagerly launched block (wall time), N=256", _graph_speedup, 1.3),
+)
 
 
 # ---- make bench -------------------------------------------------------------------------------------
@@ -977,5 +944,6 @@ def record():
 
 # The block is not a ladder: a Family that records itself.
 VIT_BLOCK = Family(name=NAME, kernels="vision", record=record, shapes={f"N={n}": (n, HIDDEN) for n in RECORD_NS},
+                   targets=TARGETS,
                    about="lab 06: Qwen3-VL's vision tower from lab 05's kernels and cuBLAS")
 FAMILIES = [VIT_BLOCK]

@@ -199,6 +199,13 @@ def show(family: str, step: str):
     display(Markdown(f"```cuda\n{step_source(family, step)}```\n*compiled: {summary}*"))
 
 
+def show_python(obj) -> None:
+    """Display the Python source of a function or class (how a lab assembles its kernels)."""
+    import inspect
+    from IPython.display import Markdown, display
+    display(Markdown(f"```python\n{inspect.getsource(obj)}```"))
+
+
 def compile_source(src: str, kernel_name: str):
     """Compile an exercise's CUDA source. Live: returns the RawKernel. Both modes compile
     it for sm_87 and sm_90 first, so a syntax error shows up without a GPU too."""

@@ -107,6 +107,29 @@ def banner() -> None:
               f"(recorded devices: {devs}).")
 
 
+def facts(df=None) -> dict:
+    """SMs, L2, arch and name of the device the rows of `df` were measured on (live rows: this GPU;
+    recorded rows: their device record, meta.json), for models that need them; df=None: this GPU
+    live, else the first recorded device. Empty when unknown. Never a typed-in device fact."""
+    if (df is None or (len(df) and (df["source"] == "live").any())) and is_live():
+        d = info()
+        return {"sms": d["sms"], "l2_bytes": d["l2_bytes"], "arch": d["arch"], "device": d["name"]}
+    dev = df["device"].iloc[0] if df is not None and len(df) else None
+    for meta in recorded_meta().values():
+        if (dev is None or meta.get("device") == dev) and meta.get("sms"):
+            return {"sms": meta["sms"], "l2_bytes": meta["l2_bytes"], "arch": meta["arch"], "device": meta["device"]}
+    return {}
+
+
+def live_only(would: str, fn):
+    """fn() on a GPU. Without one, a loud skip that says what a GPU would show, and None: the one
+    place a lab's cell meets the mode, so the cell itself never branches on it."""
+    if is_live():
+        return fn()
+    print(f"SKIPPED (compile-only): on a GPU this {would}")
+    return None
+
+
 def now() -> str:
     return _dt.date.today().isoformat()
 

@@ -143,8 +143,8 @@ def verdict(m: Measured, claimed: float | None = None, kind: str = "kernel",
         return "within noise"
     if claimed is None or claimed != claimed:
         return "faster" if m.value > 1 else "slower"
-    if claimed == 1:
-        return "refuted"             # a claimed "no change", and the bands do not overlap
+    if claimed == 1 or m.value == 1:
+        return "refuted"             # a claimed "no change" where the bands do not overlap, or the reverse
     if (m.value > 1) != (claimed > 1):
         return "refuted"
     q = math.log(m.value) / math.log(claimed)
@@ -188,39 +188,77 @@ def claims_file():
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
-def claims(lab: str, df, measured=None):
+def _count(kernels: str, step: str, how: str) -> float:
+    """What a `ptx:<text>` or `ptxas:registers` claim counts in one step's compiled kernel (sm_90)."""
+    import re
+    from . import build
+    if how == "ptxas:registers":
+        info = build.ptxas_info(kernels, ("sm_90",))
+        r = info[info.kernel == (step if step.startswith(kernels + "_") else f"{kernels}_{step}")]
+        return float(r["registers"].iloc[0]) if len(r) else float("nan")
+    return float(len(build.ptx(kernels, step, "sm_90", grep=re.escape(how.split(":", 1)[1]))))
+
+
+def _counted(r, kernels: str) -> tuple:
+    """(Measured after/before, verdict, 'before -> after') of a ptx/ptxas claim, from the compiled
+    kernels (no GPU needed)."""
+    try:
+        after = _count(kernels, r.fast, r.how)
+        before = _count(kernels, r.slow, r.how) if r.slow else float("nan")
+    except (ValueError, KeyError):
+        return NAN, "not measured (no such step)", "-"
+    if before != before:          # a structure claim about one step: the instruction is there, or not
+        return Measured(after, after, after), "holds" if after > 0 else "refuted", f"{after:g} in {r.fast}"
+    m = Measured(after / before if before else float("inf"), float("nan"), float("nan"))
+    shown = f"{before:g} -> {after:g}"
+    if r.claimed:
+        c = float(r.claimed)
+        return m, "refuted" if (m.value == 1) != (c == 1) else verdict(m, c, r.kind), shown
+    return m, "holds" if after > before else "refuted", shown
+
+
+def claims(lab: str, df, families=(), measured=None):
     """The lab's 'seed claim vs measured here' table: docs/claims.csv filtered to `lab`, each row
-    judged by the one rule from the frame on screen (how = ratio: time(slow)/time(fast) at case)
-    or from `measured` ({claim id: Measured or float}, for PTX counts and the like)."""
+    judged by the one rule: how = ratio, time(slow)/time(fast) at case from the frame on screen;
+    ptx:<text> / ptxas:registers, the count in the compiled kernels of the lab's `families` (after /
+    before); e2e, an end-to-end measurement from `measured` ({claim id: Measured or float}), never a
+    kernel ratio; otherwise the row's stated reason."""
     import pandas as pd
+    kernels = {f.name: f.kernels for f in families}
     rows = []
     cf = claims_file()
     for r in (cf[cf["lab"] == lab].itertuples() if not cf.empty else []):
         claimed = float(r.claimed) if r.claimed else None
+        shown = None
         if r.how == "ratio":
             m = ratio_band(df, r.fast, r.slow, r.case)
+            v = verdict(m, claimed, r.kind)
+        elif r.how.startswith(("ptx:", "ptxas:")) and r.family in kernels:
+            m, v, shown = _counted(r, kernels[r.family])
         elif measured and r.id in measured:
-            v = measured[r.id]
-            m = v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))
+            m = measured[r.id] if isinstance(measured[r.id], Measured) else Measured(float(measured[r.id]), *[NAN.lo] * 2)
+            v = verdict(m, claimed, r.kind, "end-to-end" if r.how == "e2e" else "kernel")
         else:
             m = NAN
-        mk = "end-to-end" if r.how == "e2e" else "kernel"
-        v = verdict(m, claimed, r.kind, mk) if (m.ok or r.kind == "end-to-end") else (r.reason or "not measured")
-        rows.append({"id": r.id, "claim": r.claim, "seed says": f"{claimed:g}x" if claimed else "-",
-                     "measured here": f"{m.value:.2f}x" if m.ok else "-", "verdict": v,
+            v = "not measured here (end to end)" if r.kind == "end-to-end" else (r.reason or "not measured here")
+        if not m.ok and r.reason and v.startswith("not measured"):
+            v = r.reason
+        rows.append({"id": r.id, "claim": r.claim, "seed says": f"{claimed:g}" if claimed else "-",
+                     "measured here": shown or (f"{m.value:.2f}" if m.ok else "-"), "verdict": v,
                      "how": f"{r.fast} vs {r.slow} at {r.case}" if r.how == "ratio" else (r.how or "-")})
     out = pd.DataFrame(rows)
     if len(out):
-        print(f"Seed claims of {lab}: {provenance(one_source(df))}")
+        print(f"Seed claims of {lab} ({len(out)}): {provenance(one_source(df))}")
     return out
 
 
 # ---- tables and sentences ---------------------------------------------------------------------------
 
-def table(df, roof: str = "copy", full: bool = False):
-    """The lean view of a results frame: case, step, µs (median and p10-p90), the fraction of the
-    roof, and the ratio to the previous row of the same case (time(prev)/time(this)). Provenance
-    is printed once above it; full=True returns every column."""
+def table(df, columns=None, roof: str = "copy", full: bool = False):
+    """A results frame for reading: provenance printed once above it, then the lean view (case,
+    step, µs median and p10-p90, the fraction of the roof, time(previous row)/time(this row) within
+    a case) or the given columns, rounded. The device/date/source columns are shown only where the
+    frame mixes devices. full=True returns every column."""
     if df is None or df.empty:
         print("(no results: nothing measured here and nothing recorded)")
         return df
@@ -228,12 +266,17 @@ def table(df, roof: str = "copy", full: bool = False):
     if full:
         return df
     d = df.copy()
-    d["frac"] = d[f"frac_{roof}"]
-    prev = d.groupby(["device", "source", "case"], sort=False)["median_us"].shift(1)
-    d["vs_prev"] = prev / d["median_us"]
-    d = d.rename(columns={"frac": f"of {roof} roof"})
-    cols = [c if c != "frac" else f"of {roof} roof" for c in LEAN]
-    return d[[c for c in cols if c in d]].round(3).reset_index(drop=True)
+    one = len(d[["device", "source"]].drop_duplicates()) == 1 if {"device", "source"} <= set(d) else True
+    if columns is None:
+        if f"frac_{roof}" in d:
+            d[f"of {roof} roof"] = d[f"frac_{roof}"]
+        if "median_us" in d:
+            keys = [c for c in ("device", "source", "case") if c in d]
+            d["vs_prev"] = d.groupby(keys, sort=False)["median_us"].shift(1) / d["median_us"]
+        columns = ["case", "name", "median_us", "p10_us", "p90_us", f"of {roof} roof", "vs_prev"]
+    drop = ("device", "date", "source") if one else ("date",)
+    cols = [c for c in columns if c in d and c not in drop] + ([] if one else ["device", "source"])
+    return d[list(dict.fromkeys(cols))].round(3).reset_index(drop=True)
 
 
 def summary(df, step: str, against: str) -> str:
@@ -352,3 +395,29 @@ MISSING = "*Not measured here, and not recorded yet: a GPU (or `make bench`) fil
 def unless_missing(value, text: str, missing: str = MISSING) -> str:
     """`text` when `value` was measured (a number, not NaN), else the line saying why there is none."""
     return text if value is not None and value == value else missing
+
+
+OUTCOMES = ("holds", "smaller than claimed", "larger than claimed", "refuted", "within noise", "faster", "slower")
+
+
+def claims_summary(table) -> str:
+    """One sentence over a claims table: how many claims, how many judged, and each outcome's count."""
+    if table is None or table.empty:
+        return "No seed claims listed for this lab."
+    v = table["verdict"]
+    judged = v[v.isin(OUTCOMES)]
+    counts = ", ".join(f"{o} **{int((judged == o).sum())}**" for o in OUTCOMES if (judged == o).any())
+    e2e = int(v.str.startswith("not measured here (end to end)").sum())
+    return (f"{len(table)} claims of the seed for this lab: **{len(judged)}** judged here ({counts or 'none yet'})"
+            + (f"; {e2e} end-to-end claims wait for an end-to-end measurement" if e2e else "")
+            + f"; {len(table) - len(judged) - e2e} carry a stated reason (an Orin, the whole engine, a slip in the seed).")
+
+
+def roof_text(df, name: str, case: str, target: float | None = None, roof: str = "copy") -> str:
+    """'`name` reaches f of the copy roof at `case`' (and the target's outcome, by the one rule)."""
+    f = pick(df, name, f"frac_{roof}", case=case)
+    if f != f:
+        return f"`{name}` at `{case}`: not measured here and not recorded yet"
+    t = "" if target is None else \
+        f" (target {target:.2f}: **{target_outcome(Measured(f, float('nan'), float('nan')), target)}**)"
+    return f"`{name}` reaches **{f:.2f}** of the {roof} roof at `{case}`{t}"

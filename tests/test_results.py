@@ -1,0 +1,104 @@
+"""Everywhere: the one results reader and the one verdict rule (kernellab.core.results)."""
+import math
+
+import pandas as pd
+import pytest
+
+from kernellab.core import results as R
+from kernellab.core.family import Target
+from kernellab.core.results import Measured
+
+CASE = "512x4096:float16"
+
+
+def frame(rows, source="recorded", device="GPU X"):
+    df = pd.DataFrame(rows, columns=["case", "name", "kind", "median_us", "p10_us", "p90_us", "frac_copy", "frac_read"])
+    df["device"], df["date"], df["source"] = device, "2026-01-01", source
+    return df
+
+
+def m(v, lo=None, hi=None):
+    return Measured(v, v if lo is None else lo, v if hi is None else hi)
+
+
+@pytest.mark.parametrize("measured,claimed,kind,want", [
+    (m(1.9, 1.8, 2.0), 2.0, "kernel", "holds"),                       # within a factor 1.5 of the gain, in log terms
+    (m(1.2, 1.15, 1.25), 4.0, "kernel", "smaller than claimed"),       # the "4x from float4" shape of shortfall
+    (m(1.5, 1.45, 1.55), 1.08, "kernel", "larger than claimed"),       # int8: claimed 1.08x, measured far more
+    (m(0.8, 0.78, 0.82), 1.6, "kernel", "refuted"),                    # the change goes the other way
+    (m(1.12, 0.95, 1.3), 1.6, "kernel", "within noise"),               # p10-p90 bands overlap: no verdict on the median
+    (m(1.47, 1.4, 1.5), 1.756, "end-to-end", "not measured here (end to end)"),   # a kernel ratio never judges e2e
+    (m(1.3, 1.25, 1.35), 1.3, "end-to-end", "not measured here (end to end)"),
+    (m(1.3), None, "kernel", "faster"),
+    (Measured(float("nan"), float("nan"), float("nan")), 2.0, "kernel", "not measured"),
+])
+def test_verdict_rule(measured, claimed, kind, want):
+    assert R.verdict(measured, claimed, kind) == want
+
+
+def test_end_to_end_judged_by_an_end_to_end_measurement():
+    assert R.verdict(m(1.7, 1.65, 1.75), 1.756, "end-to-end", measured_kind="end-to-end") == "holds"
+
+
+def test_hold_factor_in_log_terms():
+    lo, hi = 2 ** (1 / R.HOLD), 2 ** R.HOLD
+    assert R.verdict(m(lo * 1.001), 2.0) == "holds" and R.verdict(m(lo * 0.99), 2.0) == "smaller than claimed"
+    assert R.verdict(m(hi * 0.999), 2.0) == "holds" and R.verdict(m(hi * 1.01), 2.0) == "larger than claimed"
+
+
+def test_ratio_band_from_p10_p90():
+    df = frame([(CASE, "slow", "variant", 20.0, 19.0, 21.0, 0.4, 0.4),
+                (CASE, "fast", "variant", 10.0, 9.5, 10.5, 0.8, 0.8)])
+    r = R.ratio_band(df, "fast", "slow", CASE)
+    assert r.value == 2.0 and math.isclose(r.lo, 19 / 10.5) and math.isclose(r.hi, 21 / 9.5)
+    assert R.ratio(df, "fast", "slow", CASE) == 2.0
+    assert math.isnan(R.ratio(df, "fast", "absent", CASE))
+
+
+def test_best_is_read_from_the_data_per_case():
+    df = frame([("a", "01", "variant", 5.0, 5, 5, 0, 0), ("a", "02", "variant", 4.0, 4, 4, 0, 0),
+                ("b", "01", "variant", 3.0, 3, 3, 0, 0), ("b", "02", "variant", 4.0, 4, 4, 0, 0),
+                ("b", "torch", "baseline", 1.0, 1, 1, 0, 0)])
+    top = R.best(df)
+    assert top.loc["a", "name"] == "02" and top.loc["b", "name"] == "01"
+
+
+def test_summary_names_every_case_and_where_it_loses():
+    df = frame([("c1", "new", "variant", 10.0, 9.9, 10.1, 0, 0), ("c1", "old", "variant", 20.0, 19.9, 20.1, 0, 0),
+                ("c2", "new", "variant", 10.0, 9.9, 10.1, 0, 0), ("c2", "old", "variant", 8.0, 7.9, 8.1, 0, 0),
+                ("c3", "new", "variant", 10.0, 9.0, 11.0, 0, 0), ("c3", "old", "variant", 10.2, 9.0, 11.0, 0, 0)])
+    s = R.summary(df, "new", "old")
+    assert "0.80–2.00×" in s and "slower at `c2`" in s and "within noise at `c3`" in s and "3 case(s)" in s
+    assert s.count("recorded on GPU X") == 1
+
+
+def test_targets_outcomes():
+    df = frame([(CASE, "ours", "variant", 10.0, 9.9, 10.1, 0.95, 0.9), (CASE, "torch", "baseline", 9.0, 8.9, 9.1, 0, 0)])
+    ts = [Target("fraction", lambda d: R.pick(d, "ours", "frac_copy", case=CASE), 0.9),
+          Target("vs torch", lambda d: R.ratio_band(d, "ours", "torch", CASE), 1.0),
+          Target("no threshold", lambda d: 1.0, None),
+          Target("absent", lambda d: R.ratio_band(d, "ours", "nope", CASE), 1.0)]
+    got = list(R.targets(ts, df)["outcome"])
+    assert got == ["met", "missed", "no threshold", "not measured"]
+
+
+def test_table_is_lean_with_provenance_once(capsys):
+    df = frame([(CASE, "01", "variant", 20.0, 19.0, 21.0, 0.4, 0.4), (CASE, "02", "variant", 10.0, 9.5, 10.5, 0.8, 0.8)])
+    t = R.table(df)
+    assert list(t.columns) == ["case", "name", "median_us", "p10_us", "p90_us", "of copy roof", "vs_prev"]
+    assert t["vs_prev"].iloc[1] == 2.0
+    assert capsys.readouterr().out.count("GPU X") == 1
+
+
+def test_claims_file_is_judged_by_the_rule():
+    from kernellab import vision
+    from kernellab.core.device import load_recorded
+    rec = load_recorded("vision")
+    if rec.empty:
+        pytest.skip("nothing recorded")
+    t = R.claims("05_vision", rec, vision.FAMILIES)
+    assert len(t) and t["verdict"].str.len().min() > 0
+    assert set(t["verdict"]) & set(R.OUTCOMES)
+    # the RoPE "FMA saves an instruction" claim: the PTX has the same f32 FMA count in both steps
+    rope = t[t["how"] == "ptx:fma.rn.f32"]
+    assert (rope["verdict"] == "refuted").any()
