@@ -1,0 +1,645 @@
+// attention.cu: attention is lab 01's online softmax done tile by tile.
+//
+// Part 1, LLM decode (Qwen3-8B: 32 query heads, 8 KV heads, head dim 128, fp16 KV cache): one new
+// query token against the whole cache. Every key and value is read once per token: the kernel is
+// bound by the bytes of the cache, so the ladder is about bytes in flight and enough blocks.
+// Part 2, ViT prefill (Qwen3-VL's vision tower: 16 heads x 72, N tokens, non-causal): N x N scores.
+// The report's path writes them to memory (cuBLAS); flash attention keeps them on the SM.
+//
+// Layouts: decode q [32, 128], caches [8, capacity, 128], o [32, 128]; prefill q, k, v, o
+// [heads, N, 72] (lab 06's layout after split+RoPE). fp16 storage, fp32 arithmetic everywhere.
+// Softmax runs in base 2: the launcher passes scale * log2(e), so exp(x) becomes one ex2.approx.
+#include "common.cuh"
+
+#define DEC_D 128        // decode head dim
+#define DEC_GROUP 4      // query heads per KV head (32 / 8, GQA)
+#define PF_D 72          // prefill head dim
+#define PF_DP 80         // ... padded to the mma's k = 16 (5 x 16)
+
+// The sequence length of a decode call: read on the device when the caller passes a pointer (so
+// one CUDA graph replays every token), else the host's value; clamped to the cache's capacity.
+__device__ __forceinline__ int dec_len(const int* __restrict__ lens, int len_host, int cap) {
+    int L = lens ? __ldg(lens) : len_host;
+    return L < 0 ? 0 : (L > cap ? cap : L);
+}
+
+__device__ __forceinline__ float h8_dot(const uint4& a, const float* q) {
+    Half8 v; v.u = a;
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float2 f = __half22float2(v.h2[i]);
+        s = fmaf(f.x, q[2 * i], fmaf(f.y, q[2 * i + 1], s));
+    }
+    return s;
+}
+
+// Sum across the 16 lanes of a half-warp (a row of 128 halves is 16 lanes x 16 bytes).
+__device__ __forceinline__ float half_warp_sum(float v) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// exp2(a - b) where b may be -inf (nothing seen yet): 0 for a = -inf, never NaN from -inf - -inf.
+__device__ __forceinline__ float ex2_diff(float a, float b) {
+    return exp2f(a - (b == -KL_INF ? 0.0f : b));
+}
+
+// === attention_01_naive_scores ===
+// Why: the formula, one operation per launch: scores s = q.k * scale for every cached key go to
+// memory ([32, L] fp32), a softmax kernel normalises them in place, a third kernel multiplies by V.
+// The scores make a round trip through DRAM and the three launches pay three launch costs: this is
+// what lab 06's cuBLAS path does at prefill, here at decode size. One warp per (head, key).
+extern "C" __global__ void attention_01_naive_scores(const __half* __restrict__ q, const __half* __restrict__ kc,
+                                                     float* __restrict__ s, const int* __restrict__ lens,
+                                                     int len_host, int cap, float scale_log2) {
+    const int h = blockIdx.y, lane = threadIdx.x & 31;
+    const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int L = dec_len(lens, len_host, cap);
+    if (j >= L) return;
+    const __half* kr = kc + ((size_t)(h / DEC_GROUP) * cap + j) * DEC_D;
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        acc = fmaf(__half2float(q[h * DEC_D + lane * 4 + i]), __half2float(kr[lane * 4 + i]), acc);
+    acc = warp_reduce_sum(acc);
+    if (lane == 0) s[(size_t)h * cap + j] = acc * scale_log2;
+}
+
+// === attention_01_naive_softmax ===
+// Why: lab 01's safe softmax (max, sum, normalise: three passes), one block per head, in place, on
+// scores already in base 2.
+extern "C" __global__ void attention_01_naive_softmax(float* __restrict__ s, const int* __restrict__ lens,
+                                                      int len_host, int cap) {
+    __shared__ float red[33];
+    const int L = dec_len(lens, len_host, cap);
+    float* r = s + (size_t)blockIdx.x * cap;
+    float m = -KL_INF;
+    for (int j = threadIdx.x; j < L; j += blockDim.x) m = fmaxf(m, r[j]);
+    m = block_reduce_max(m, red);
+    float d = 0.0f;
+    for (int j = threadIdx.x; j < L; j += blockDim.x) d += ex2_diff(r[j], m);
+    d = block_reduce_sum(d, red);
+    for (int j = threadIdx.x; j < L; j += blockDim.x) r[j] = ex2_diff(r[j], m) / d;   // a NaN score makes d NaN: the row is NaN
+}
+
+// === attention_01_naive_pv ===
+// Why: o = p.V, one block per head and one thread per output column: each thread walks all L
+// probabilities and values. 32 blocks on a GPU with far more SMs: most of the chip idles.
+extern "C" __global__ void attention_01_naive_pv(const float* __restrict__ p, const __half* __restrict__ vc,
+                                                 __half* __restrict__ o, const int* __restrict__ lens,
+                                                 int len_host, int cap) {
+    const int h = blockIdx.x, d = threadIdx.x;
+    const int L = dec_len(lens, len_host, cap);
+    const float* pr = p + (size_t)h * cap;
+    const __half* vr = vc + (size_t)(h / DEC_GROUP) * cap * DEC_D + d;
+    float acc = 0.0f;
+    for (int j = 0; j < L; ++j) acc = fmaf(pr[j], __half2float(vr[(size_t)j * DEC_D]), acc);
+    o[h * DEC_D + d] = __float2half(L ? acc : __int_as_float(0x7fc00000));
+}
+
+// === attention_02_decode_head ===
+// Why: step 01 wrote the scores to memory and read them twice, in three launches. Here one block per
+// query head streams K and V once, keeping (m, l, acc) in registers: lab 01's online softmax with
+// a vector accumulator. One launch, no scores in memory. But 32 blocks: on a GPU with more SMs than
+// query heads most SMs idle, and each block has only 2 x 16 bytes per thread in flight.
+//
+// ---- the decode engine of steps 02-05 ---------------------------------------------------------
+// A row of K (or V) is 128 halves = 256 bytes = 16 lanes x 16 bytes: a half-warp owns one key,
+// lane `sub` (0..15) owns dims [8 sub, 8 sub + 8). Each of the block's 2 x (warps) half-warps walks
+// its own keys with lab 01's online update, per query head g it serves:
+//     m' = max(m, s);  l' = l 2^(m - m') + 2^(s - m');  acc' = acc 2^(m - m') + 2^(s - m') v
+// and at the end the half-warps' (m, l, acc) are merged with the same rule (dec_block_merge).
+// GROUP query heads share one KV head: GROUP = 1 reads K and V once per query head, GROUP = 4 once
+// per KV head. TILE keys are loaded (all 2 x TILE 16-byte loads issued) before any is used, and
+// the online update is applied once per tile: TILE sets the bytes in flight per thread.
+template <int GROUP, int TILE>
+struct DecState {
+    float m[GROUP], l[GROUP], acc[GROUP][8];
+};
+
+template <int TILE>
+__device__ __forceinline__ void dec_load(uint4 (&kk)[TILE], uint4 (&vv)[TILE], const __half* __restrict__ kr,
+                                         const __half* __restrict__ vr, int j, int j1, int stride) {
+#pragma unroll
+    for (int t = 0; t < TILE; ++t) {
+        const int jj = j + t * stride;
+        const bool ok = jj < j1;
+        kk[t] = ok ? __ldg(reinterpret_cast<const uint4*>(kr + (size_t)jj * DEC_D)) : make_uint4(0, 0, 0, 0);
+        vv[t] = ok ? __ldg(reinterpret_cast<const uint4*>(vr + (size_t)jj * DEC_D)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int GROUP, int TILE, bool PREFETCH>
+__device__ __forceinline__ void dec_walk(DecState<GROUP, TILE>& st, const float (&qf)[GROUP][8],
+                                         const __half* __restrict__ kr, const __half* __restrict__ vr,
+                                         int jw, int j1, int half, int stride) {
+    // kr, vr: this KV head's cache rows, offset to this lane's 8 dims. The loop runs on the warp's
+    // base key jw (both halves take the same trips: the shuffles need the whole warp); this
+    // half-warp's keys are jw + half + t * stride, and those >= j1 are masked.
+    uint4 kk[TILE], vv[TILE];
+    dec_load<TILE>(kk, vv, kr, vr, jw + half, j1, stride);
+    for (; jw < j1; jw += stride * TILE) {
+        uint4 nk[TILE], nv[TILE];
+        if (PREFETCH) dec_load<TILE>(nk, nv, kr, vr, jw + stride * TILE + half, j1, stride);  // next tile's bytes fly during this one
+#pragma unroll
+        for (int g = 0; g < GROUP; ++g) {
+            float s[TILE], mt = st.m[g];
+#pragma unroll
+            for (int t = 0; t < TILE; ++t) {
+                s[t] = half_warp_sum(h8_dot(kk[t], qf[g]));
+                if (jw + half + t * stride >= j1) s[t] = -KL_INF;
+                mt = fmaxf(mt, s[t]);
+            }
+            const float alpha = ex2_diff(st.m[g], mt);
+            st.l[g] *= alpha;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) st.acc[g][i] *= alpha;
+#pragma unroll
+            for (int t = 0; t < TILE; ++t) {
+                const float p = ex2_diff(s[t], mt);
+                st.l[g] += p;
+                Half8 v; v.u = vv[t];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    float2 f = __half22float2(v.h2[i]);
+                    st.acc[g][2 * i] = fmaf(p, f.x, st.acc[g][2 * i]);
+                    st.acc[g][2 * i + 1] = fmaf(p, f.y, st.acc[g][2 * i + 1]);
+                }
+            }
+            st.m[g] = mt;
+        }
+        if (PREFETCH) {
+#pragma unroll
+            for (int t = 0; t < TILE; ++t) { kk[t] = nk[t]; vv[t] = nv[t]; }
+        } else {
+            dec_load<TILE>(kk, vv, kr, vr, jw + stride * TILE + half, j1, stride);
+        }
+    }
+}
+
+// Merge the block's half-warps (lab 01's (m, d) combine, on vectors) and write either the final
+// fp16 output (one chunk) or this chunk's partial: the normalised output and its log-sum-exp
+// lse = m + log2(l) (base 2), for the merge kernel.
+template <int GROUP, int TILE>
+__device__ __forceinline__ void dec_block_merge(DecState<GROUP, TILE>& st, float* sm, int halves,
+                                                int qh0, int chunk, int chunks, __half* __restrict__ o,
+                                                float* __restrict__ part_o, float* __restrict__ part_lse) {
+    const int hw = threadIdx.x >> 4, sub = threadIdx.x & 15;
+    // sm: [halves][GROUP][2 + 128]
+    float* mine = sm + hw * GROUP * (2 + DEC_D);
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+        if (sub == 0) { mine[g * (2 + DEC_D)] = st.m[g]; mine[g * (2 + DEC_D) + 1] = st.l[g]; }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) mine[g * (2 + DEC_D) + 2 + sub * 8 + i] = st.acc[g][i];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GROUP * DEC_D; idx += blockDim.x) {
+        const int g = idx / DEC_D, d = idx % DEC_D;
+        float M = -KL_INF;
+        for (int w = 0; w < halves; ++w) M = fmaxf(M, sm[(w * GROUP + g) * (2 + DEC_D)]);
+        float l = 0.0f, a = 0.0f;
+        for (int w = 0; w < halves; ++w) {
+            const float* r = sm + (w * GROUP + g) * (2 + DEC_D);
+            const float c = ex2_diff(r[0], M);
+            l = fmaf(r[1], c, l);
+            a = fmaf(r[2 + d], c, a);
+        }
+        const int h = qh0 + g;
+        if (chunks == 1) {
+            o[h * DEC_D + d] = __float2half(a / l);          // l = 0 (no keys): 0/0 = NaN, as the reference
+        } else {
+            part_o[((size_t)h * chunks + chunk) * DEC_D + d] = l > 0.0f ? a / l : 0.0f;
+            if (d == 0) part_lse[h * chunks + chunk] = l > 0.0f || isnan(l) ? M + __log2f(l) : -KL_INF;
+        }
+    }
+}
+
+template <int GROUP, int TILE, bool PREFETCH = false>
+__device__ __forceinline__ void dec_kernel(const __half* __restrict__ q, const __half* __restrict__ kc,
+                                           const __half* __restrict__ vc, __half* __restrict__ o,
+                                           float* __restrict__ part_o, float* __restrict__ part_lse,
+                                           const int* __restrict__ lens, int len_host, int cap,
+                                           float scale_log2, int chunk_len) {
+    extern __shared__ float dec_sm[];
+    const int kvh = GROUP == 1 ? blockIdx.x / DEC_GROUP : blockIdx.x;  // GROUP 1: blockIdx.x is the query head
+    const int qh0 = GROUP == 1 ? blockIdx.x : blockIdx.x * GROUP;
+    const int chunk = blockIdx.y, chunks = gridDim.y;
+    const int hw = threadIdx.x >> 4, sub = threadIdx.x & 15, halves = blockDim.x >> 4;
+    const int L = dec_len(lens, len_host, cap);
+    const int j0 = chunk * chunk_len, j1 = min(L, j0 + chunk_len);
+    float qf[GROUP][8];
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+        Half8 v; v.u = __ldg(reinterpret_cast<const uint4*>(q + (qh0 + g) * DEC_D + sub * 8));
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float2 f = __half22float2(v.h2[i]);
+            qf[g][2 * i] = f.x * scale_log2;
+            qf[g][2 * i + 1] = f.y * scale_log2;
+        }
+    }
+    DecState<GROUP, TILE> st;
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+        st.m[g] = -KL_INF; st.l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) st.acc[g][i] = 0.0f;
+    }
+    const size_t base = (size_t)kvh * cap * DEC_D + sub * 8;
+    dec_walk<GROUP, TILE, PREFETCH>(st, qf, kc + base, vc + base, j0 + 2 * (threadIdx.x >> 5), j1, hw & 1, halves);
+    dec_block_merge<GROUP, TILE>(st, dec_sm, halves, qh0, chunk, chunks, o, part_o, part_lse);
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_02_decode_head(
+        const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
+        __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
+        const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
+    dec_kernel<1, 1>(q, kc, vc, o, part_o, part_lse, lens, len_host, cap, scale_log2, chunk_len);
+}
+
+// === attention_03_decode_split ===
+// Why: step 02 has one block per query head: 32 blocks. Flash decoding cuts the cache into chunks,
+// one block per (head, chunk), so every SM gets work. Each block writes its chunk's normalised
+// output and log-sum-exp; attention_03_decode_merge combines them. Same kernel body as step 02:
+// only the grid changes (gridDim.y = chunks).
+extern "C" __global__ void __launch_bounds__(128) attention_03_decode_split(
+        const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
+        __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
+        const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
+    dec_kernel<1, 1>(q, kc, vc, o, part_o, part_lse, lens, len_host, cap, scale_log2, chunk_len);
+}
+
+// === attention_03_decode_merge ===
+// Why: the chunks' partial results are merged with lab 01's combine rule, on vectors:
+//     M = max_c lse_c,   w_c = 2^(lse_c - M),   o = sum_c w_c o_c / sum_c w_c
+// (lse_c = m_c + log2 l_c carries both of the chunk's (m, d) in one number). One thread per output
+// column of one head; an empty chunk has lse = -inf and weight 0.
+extern "C" __global__ void attention_03_decode_merge(const float* __restrict__ part_o,
+                                                     const float* __restrict__ part_lse,
+                                                     __half* __restrict__ o, int chunks) {
+    const int h = blockIdx.x, d = threadIdx.x;
+    const float* lse = part_lse + h * chunks;
+    float M = -KL_INF;
+    for (int c = 0; c < chunks; ++c) M = fmaxf(M, lse[c]);
+    float w = 0.0f, a = 0.0f;
+    for (int c = 0; c < chunks; ++c) {
+        const float e = ex2_diff(lse[c], M);
+        w += e;
+        a = fmaf(e, part_o[((size_t)h * chunks + c) * DEC_D + d], a);
+    }
+    o[h * DEC_D + d] = __float2half(a / w);
+}
+
+// === attention_04_decode_gqa ===
+// Why: Qwen3-8B's 32 query heads share 8 KV heads (grouped-query attention). Steps 02-03 read each
+// KV head's cache once per query head: 4 times. Here one block per (KV head, chunk) serves the 4
+// query heads of its group, so K and V cross DRAM once: a quarter of the bytes. The price is 4x the
+// registers for the accumulators (4 heads x 8 dims per lane).
+extern "C" __global__ void __launch_bounds__(128) attention_04_decode_gqa(
+        const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
+        __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
+        const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
+    dec_kernel<DEC_GROUP, 1>(q, kc, vc, o, part_o, part_lse, lens, len_host, cap, scale_log2, chunk_len);
+}
+
+// === attention_05_decode_gqa_tile ===
+// Why: step 04 issues one K and one V load per half-warp, waits, computes, then loads the next: 32
+// bytes per thread in flight. Lab 00's Little's law says the read roof needs (roof x latency) bytes
+// in flight per SM. Here each half-warp issues TILE = 4 keys' K and V loads (128 bytes per thread)
+// before using any, issues the next tile's loads before computing this one (prefetch: 256 bytes
+// per thread in flight), and rescales its accumulators once per tile instead of once per key. The
+// launcher picks the chunk count from the SM count and the length (one resident wave of blocks,
+// chunks long enough to amortise the merge), and skips the merge when one chunk suffices.
+extern "C" __global__ void __launch_bounds__(128, 2) attention_05_decode_gqa_tile(
+        const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
+        __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
+        const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
+    dec_kernel<DEC_GROUP, 4, true>(q, kc, vc, o, part_o, part_lse, lens, len_host, cap, scale_log2, chunk_len);
+}
+
+// === attention_06_rope_append ===
+// Why: before attention, a decode step rotates this token's q and k by its position (Qwen3's RoPE:
+// 1-D, theta = 1e6, rotate-half: dims i and i + 64 form a pair turned by the angle pos theta^(-i/64))
+// and appends k and v to the cache at `pos`. One launch does all three, and reads pos on the device
+// (when given a pointer), so a captured CUDA graph replays every token; a device-side pos outside
+// the cache writes nothing. cos/sin come from a [capacity, 64] fp32 table built once in float64.
+extern "C" __global__ void attention_06_rope_append(const __half* __restrict__ q, const __half* __restrict__ k,
+                                                    const __half* __restrict__ v, const float* __restrict__ cos_t,
+                                                    const float* __restrict__ sin_t, __half* __restrict__ q_out,
+                                                    __half* __restrict__ kc, __half* __restrict__ vc,
+                                                    const int* __restrict__ pos_ptr, int pos_host,
+                                                    int cap, int hq, int hkv) {
+    const int row = blockIdx.x, i = threadIdx.x;      // one head per block, i in [0, 64)
+    const int pos = pos_ptr ? __ldg(pos_ptr) : pos_host;
+    if (pos < 0 || pos >= cap) return;
+    const float c = cos_t[pos * 64 + i], s = sin_t[pos * 64 + i];
+    const __half* x = row < hq ? q + row * DEC_D : k + (row - hq) * DEC_D;
+    const float x1 = __half2float(x[i]), x2 = __half2float(x[i + 64]);
+    const __half y1 = __float2half(x1 * c - x2 * s), y2 = __float2half(x2 * c + x1 * s);
+    if (row < hq) {
+        q_out[row * DEC_D + i] = y1;
+        q_out[row * DEC_D + i + 64] = y2;
+    } else {
+        const int g = row - hq;
+        __half* kr = kc + ((size_t)g * cap + pos) * DEC_D;
+        __half* vr = vc + ((size_t)g * cap + pos) * DEC_D;
+        kr[i] = y1;
+        kr[i + 64] = y2;
+        vr[i] = v[g * DEC_D + i];
+        vr[i + 64] = v[g * DEC_D + i + 64];
+    }
+}
+
+// ---- ViT prefill --------------------------------------------------------------------------------
+
+// === attention_11_prefill_row ===
+// Why: the report's path writes 16 x N x N scores to memory and reads them back twice (softmax, then
+// P.V): at N = 4096 that is 512 MiB each way, against 28 MiB of q, k, v and o. Fused: one block per
+// query row walks K and V in tiles of blockDim keys, with lab 01's online (m, l) and the
+// accumulator rescaled per tile; the scores never leave the SM. Slow (CUDA cores, each K row
+// re-read by every query row through the caches), but it is the whole algorithm in a few lines.
+extern "C" __global__ void __launch_bounds__(128) attention_11_prefill_row(
+        const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
+        __half* __restrict__ o, int N, float scale_log2) {
+    __shared__ float qs[PF_D];
+    __shared__ float ps[128];
+    __shared__ float red[33];
+    const int h = blockIdx.y, row = blockIdx.x, t = threadIdx.x;
+    const size_t hb = (size_t)h * N * PF_D;
+    if (t < PF_D) qs[t] = __half2float(q[hb + (size_t)row * PF_D + t]) * scale_log2;
+    __syncthreads();
+    float m = -KL_INF, l = 0.0f, acc = 0.0f;           // thread t < 72 owns output column t
+    for (int j0 = 0; j0 < N; j0 += 128) {
+        const int j = j0 + t;
+        float s = -KL_INF;
+        if (j < N) {
+            const __half2* kr = reinterpret_cast<const __half2*>(k + hb + (size_t)j * PF_D);
+            s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < PF_D / 2; ++i) {
+                float2 f = __half22float2(kr[i]);
+                s = fmaf(f.x, qs[2 * i], fmaf(f.y, qs[2 * i + 1], s));
+            }
+        }
+        const float mt = fmaxf(m, block_reduce_max(s, red));
+        const float p = ex2_diff(s, mt);
+        ps[t] = p;
+        const float alpha = ex2_diff(m, mt);
+        l = l * alpha + block_reduce_sum(p, red);       // (its barriers also publish ps)
+        m = mt;
+        if (t < PF_D) {
+            acc *= alpha;
+            const int n = min(128, N - j0);
+            for (int jj = 0; jj < n; ++jj) acc = fmaf(ps[jj], __half2float(v[hb + (size_t)(j0 + jj) * PF_D + t]), acc);
+        }
+        __syncthreads();                                 // ps is rewritten next tile
+    }
+    if (t < PF_D) o[hb + (size_t)row * PF_D + t] = __float2half(acc / l);
+}
+
+// === attention_12_prefill_mma ===
+// Why: step 11 does every multiply-add on CUDA cores and re-reads each K and V row once per query
+// row. Here a block of 4 warps owns 64 query rows, each K/V tile is loaded into shared memory once
+// for all of them, and QK^T and PV run on the tensor cores (mma.sync.m16n8k16, fp16 in, fp32
+// accumulate), with the online softmax in registers between the two (FlashAttention-2's order). The
+// tiles are stored 80 halves wide (the mma's padded k). Loads are plain: the warps wait for each
+// tile before computing, and a 160-byte row stride puts ldmatrix's 8 rows on 4 bank groups (2-way
+// conflicts). Needs sm_80.
+//
+// ---- tensor cores: mma.sync.m16n8k16 (sm_80+) -------------------------------------------------
+// FlashAttention-2's order: a block owns PF_BR = 64 query rows (4 warps x 16), streams K/V tiles of
+// PF_BC = 64 keys through shared memory. Per tile each warp computes S = Q K^T (16 x 64, fp32, in
+// registers), updates its rows' (m, l) and rescales its O accumulator (16 x 80), turns S into
+// P (fp16, the S accumulator layout *is* the mma A layout) and adds P V. Head dim 72 is padded to
+// 80 = 5 x 16 for the mma's k: the pad columns are zero in shared memory (zero in Q and K: the
+// padded dot products are exact; O's pad columns are computed and dropped), so 80/72 = 1.11x the
+// tensor-core work of the exact size.
+#define PF_BR 64
+#define PF_BC 64
+
+__device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ void ldsm_x4(unsigned* r, const __half* p) {
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+__device__ __forceinline__ void ldsm_x4_t(unsigned* r, const __half* p) {
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+// 16 bytes global -> shared, asynchronously (no register round trip); src_bytes = 0 writes zeros.
+__device__ __forceinline__ void cp_async16(__half* dst, const __half* src, bool ok) {
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a), "l"(src), "r"(ok ? 16 : 0));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#endif
+}
+
+__device__ __forceinline__ unsigned pack_h2(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<unsigned*>(&h);
+}
+
+// rows [r0, r0 + 64) of a [N, 72] matrix -> shared [64][LD] (columns 0..71; rows >= N as zeros)
+template <bool ASYNC, int LD>
+__device__ __forceinline__ void pf_load_tile(__half* dst, const __half* __restrict__ src, int r0, int N) {
+    for (int i = threadIdx.x; i < PF_BC * (PF_D / 8); i += blockDim.x) {
+        const int r = i / (PF_D / 8), c = (i % (PF_D / 8)) * 8;
+        const bool ok = r0 + r < N;
+        const __half* g = src + (size_t)(ok ? r0 + r : 0) * PF_D + c;
+        if (ASYNC) {
+            cp_async16(dst + r * LD + c, g, ok);
+        } else {
+            *reinterpret_cast<uint4*>(dst + r * LD + c) = ok ? *reinterpret_cast<const uint4*>(g) : make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
+template <bool ASYNC, int LD>
+__device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, const __half* __restrict__ k,
+                                              const __half* __restrict__ v, __half* __restrict__ o,
+                                              int N, float scale_log2) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int TILE = PF_BC * LD;                   // halves per K or V tile
+    constexpr int STAGES = ASYNC ? 2 : 1;
+    extern __shared__ __align__(16) __half pf_sm[];    // [STAGES][K, V][64][LD]; Q borrows the last stage
+    const int h = blockIdx.y, r0 = blockIdx.x * PF_BR;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t hb = (size_t)h * N * PF_D;
+    const __half *qh = q + hb, *kh = k + hb, *vh = v + hb;
+    // zero the pad columns 72..LD of every tile once: the loads below never write them
+    for (int i = threadIdx.x; i < 2 * STAGES * PF_BC; i += blockDim.x)
+        for (int c = PF_D; c < LD; ++c) pf_sm[i * LD + c] = __float2half(0.0f);
+    __half* qs = pf_sm + (STAGES - 1) * 2 * TILE;
+    pf_load_tile<false, LD>(qs, qh, r0, N);
+    __syncthreads();
+    unsigned qa[5][4];                                 // this warp's 16 rows of Q as mma A fragments
+#pragma unroll
+    for (int c = 0; c < 5; ++c)
+        ldsm_x4(qa[c], qs + (warp * 16 + (lane & 15)) * LD + c * 16 + (lane >> 4) * 8);
+    __syncthreads();                                   // Q's space is reused by the K/V tiles
+    float oacc[10][4];
+#pragma unroll
+    for (int n = 0; n < 10; ++n) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.0f;
+    float m[2] = {-KL_INF, -KL_INF}, l[2] = {0.0f, 0.0f};   // rows lane/4 and lane/4 + 8
+    const int tiles = (N + PF_BC - 1) / PF_BC;
+    if (ASYNC) {
+        pf_load_tile<true, LD>(pf_sm, kh, 0, N);
+        pf_load_tile<true, LD>(pf_sm + TILE, vh, 0, N);
+        cp_async_commit();
+    }
+    for (int t = 0; t < tiles; ++t) {
+        __half *ks = pf_sm + (ASYNC ? (t & 1) : 0) * 2 * TILE, *vs = ks + TILE;
+        if (ASYNC) {
+            if (t + 1 < tiles) {                       // the next tile streams in while this one computes
+                __half* nk = pf_sm + ((t + 1) & 1) * 2 * TILE;
+                pf_load_tile<true, LD>(nk, kh, (t + 1) * PF_BC, N);
+                pf_load_tile<true, LD>(nk + TILE, vh, (t + 1) * PF_BC, N);
+            }
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            pf_load_tile<false, LD>(ks, kh, t * PF_BC, N);
+            pf_load_tile<false, LD>(vs, vh, t * PF_BC, N);
+        }
+        __syncthreads();
+        // S = Q K^T: 16 x 64 per warp
+        float s[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 5; ++c) {
+#pragma unroll
+            for (int n = 0; n < 8; n += 2) {
+                unsigned b[4];   // keys 8n..8n+15, dims 16c..16c+15
+                ldsm_x4(b, ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LD + c * 16 + ((lane >> 3) & 1) * 8);
+                mma16816(s[n], qa[c], b[0], b[1]);
+                mma16816(s[n + 1], qa[c], b[2], b[3]);
+            }
+        }
+        // online softmax on this thread's 2 rows (4 lanes share a row: 2 shuffles)
+        const int kbase = t * PF_BC + (lane & 3) * 2;
+        float mt[2] = {m[0], m[1]};
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float x = s[n][e] * scale_log2;
+                if (kbase + n * 8 + (e & 1) >= N) x = -KL_INF;
+                s[n][e] = x;
+                mt[e >> 1] = fmaxf(mt[e >> 1], x);
+            }
+        float alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
+            mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
+            alpha[r] = ex2_diff(m[r], mt[r]);
+            m[r] = mt[r];
+        }
+        unsigned pa[4][4];                             // P as A fragments: 4 chunks of 16 keys
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            const float p0 = ex2_diff(s[n][0], m[0]), p1 = ex2_diff(s[n][1], m[0]);
+            const float p2 = ex2_diff(s[n][2], m[1]), p3 = ex2_diff(s[n][3], m[1]);
+            rs[0] += p0 + p1;
+            rs[1] += p2 + p3;
+            pa[n >> 1][(n & 1) * 2] = pack_h2(p0, p1);
+            pa[n >> 1][(n & 1) * 2 + 1] = pack_h2(p2, p3);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
+            rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
+            l[r] = l[r] * alpha[r] + rs[r];
+        }
+#pragma unroll
+        for (int n = 0; n < 10; ++n) {
+            oacc[n][0] *= alpha[0]; oacc[n][1] *= alpha[0];
+            oacc[n][2] *= alpha[1]; oacc[n][3] *= alpha[1];
+        }
+        // O += P V: keys are the k dimension, V^T fragments by ldmatrix.trans
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+#pragma unroll
+            for (int n = 0; n < 10; n += 2) {
+                unsigned b[4];   // keys 16c..16c+15, dims 8n..8n+15
+                ldsm_x4_t(b, vs + (c * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n * 8 + (lane >> 4) * 8);
+                mma16816(oacc[n], pa[c], b[0], b[1]);
+                mma16816(oacc[n + 1], pa[c], b[2], b[3]);
+            }
+        }
+        __syncthreads();                               // this stage is overwritten next
+    }
+    // O / l, rows < N, columns < 72
+    const int row0 = r0 + warp * 16 + (lane >> 2);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = row0 + r * 8;
+        if (row >= N) continue;
+        const float inv = 1.0f / l[r];
+#pragma unroll
+        for (int n = 0; n < 9; ++n) {
+            const int col = n * 8 + (lane & 3) * 2;
+            *reinterpret_cast<__half2*>(o + hb + (size_t)row * PF_D + col) =
+                __floats2half2_rn(oacc[n][2 * r] * inv, oacc[n][2 * r + 1] * inv);
+        }
+    }
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_12_prefill_mma(
+        const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
+        __half* __restrict__ o, int N, float scale_log2) {
+    pf_mma_kernel<false, PF_DP>(q, k, v, o, N, scale_log2);
+}
+
+// === attention_13_prefill_cp_async ===
+// Why: in step 12 every warp stalls while a tile crosses from DRAM (or L2) to shared memory. Here
+// cp.async copies tile t + 1 straight into a second shared-memory buffer (no register round trip)
+// while the tensor cores work on tile t: double buffering. The layout is unchanged (80 halves).
+extern "C" __global__ void __launch_bounds__(128) attention_13_prefill_cp_async(
+        const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
+        __half* __restrict__ o, int N, float scale_log2) {
+    pf_mma_kernel<true, PF_DP>(q, k, v, o, N, scale_log2);
+}
+
+// === attention_14_prefill_padded ===
+// Why: ldmatrix reads 8 rows of 16 bytes per phase; with rows 160 bytes apart, rows r and r + 4 land
+// on the same banks (160 x 4 = 640 = 5 x 128): 2-way conflicts on every K and V fragment. A row of
+// 88 halves (176 bytes) puts the 8 rows on 8 distinct 16-byte bank groups: conflict-free. Step 13
+// with only the row stride changed.
+extern "C" __global__ void __launch_bounds__(128) attention_14_prefill_padded(
+        const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
+        __half* __restrict__ o, int N, float scale_log2) {
+    pf_mma_kernel<true, PF_DP + 8>(q, k, v, o, N, scale_log2);
+}

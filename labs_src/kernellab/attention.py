@@ -1,0 +1,729 @@
+"""Lab 07: attention, which is lab 01's online softmax done tile by tile.
+
+Two families, one kernel file (kernels/attention.cu):
+
+DECODE   Qwen3-8B decode attention: one new query token (32 heads x 128) against an fp16 KV cache
+         of 8 KV heads (grouped-query attention, 4 query heads per KV head), length 1 .. 32768.
+         Bound by the bytes of the cache: naive (3 launches) -> one block per head -> split-KV
+         (flash decoding) + merge -> GQA -> TILE keys in flight and Little's-law chunking.
+PREFILL  Qwen3-VL's ViT attention: 16 heads x 72, N tokens, non-causal. The report's cuBLAS path
+         (scores in memory) -> one query row per block (online softmax, scores stay on the SM) ->
+         tensor cores (mma.sync m16n8k16, FlashAttention-2 order, head dim padded to 80) ->
+         cp.async double buffering -> a bank-conflict-free row stride.
+
+Also: Qwen3's RoPE (theta 1e6, rotate-half) fused with the KV-cache append (rope_append), the
+launchers lab 08's decoder calls (preallocated outputs, device-side length and position, so one
+CUDA graph replays every token), float64 references, the merge rule on the host, and an Orin
+model on paper.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from .core.family import Family, Target
+from .core.launch import aligned, launch, require, variant
+
+FAMILY = "attention"
+HQ, HKV, D = 32, 8, 128          # Qwen3-8B: query heads, KV heads, head dim
+GROUP = HQ // HKV                # query heads per KV head
+THETA = 1_000_000.0              # Qwen3's rope_theta
+DEC_SCALE = 1.0 / math.sqrt(D)
+PF_HEADS, PF_D, PF_DP = 16, 72, 80   # ViT: heads, head dim, head dim padded to the mma's k
+PF_SCALE = 1.0 / math.sqrt(PF_D)
+LOG2E = 1.4426950408889634
+TOL = (1e-2, 2e-3)               # (rtol, atol) for fp16 outputs: P or O rounded to fp16 (2^-11)
+
+# ---- decode: inputs, reference, bytes ------------------------------------------------------------
+
+
+def dec_case_key(shape, dtype) -> str:
+    return f"{shape[0]}x{shape[-1]}:{dtype}"
+
+
+def make_decode(shape=(HQ, 4096), dtype="float16", values="randn", seed=0):
+    """Host inputs of one decode step: q [32, 128], k and v caches [8, L, 128] (capacity L, every
+    row valid), and the length as an int32 array of one element (the device-side length).
+    shape = (32, L). values:
+      randn     N(0, 1)
+      large     q and k times 12: logits of hundreds (exp overflows fp32 without the max)
+      constant  every key equal: a constant row of scores (the output is the mean of v)
+      nan       a NaN in q of head 0, in k of KV head 7 at L // 2, in v of KV head 1 at the last
+                key, dim 5 (NaN spreads as in the reference)."""
+    hq, L = shape
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((hq, D))
+    k = rng.standard_normal((HKV, L, D))
+    v = rng.standard_normal((HKV, L, D))
+    if values == "large":
+        q, k = q * 12.0, k * 12.0
+    elif values == "constant" and L:
+        k[:] = k[:, :1]
+    elif values == "nan" and L:
+        q[0, 3] = np.nan
+        k[HKV - 1, L // 2, 7] = np.nan
+        v[1, L - 1, 5] = np.nan
+    return (q.astype(dtype), k.astype(dtype), v.astype(dtype), np.array([L], np.int32))
+
+
+def reference_decode(q, k, v, lens):
+    """softmax(q k^T / sqrt(128)) v in float64, each query head against its KV head (h // 4),
+    over the first lens[0] keys. Returns float32 [32, 128]."""
+    L = int(np.asarray(lens).reshape(-1)[0])
+    qd = np.asarray(q, np.float64).reshape(HKV, GROUP, D)
+    kd, vd = np.asarray(k, np.float64)[:, :L], np.asarray(v, np.float64)[:, :L]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        s = np.einsum("hgd,hld->hgl", qd, kd) * DEC_SCALE
+        m = np.max(s, axis=-1, keepdims=True) if L else np.zeros(s.shape[:-1] + (1,))
+        p = np.exp(s - m)
+        o = np.einsum("hgl,hld->hgd", p, vd) / p.sum(-1, keepdims=True)
+    return o.reshape(HQ, D).astype(np.float32)
+
+
+def decode_bytes(q, k, v, lens, *_):
+    """The whole KV cache (capacity rows; equal to the length in every timed case), q and o."""
+    return int(k.nbytes + v.nbytes + 2 * q.nbytes)
+
+
+# ---- decode: launchers ---------------------------------------------------------------------------
+
+SPLIT_CHUNK = 256       # steps 03-04: a fixed chunk of keys per block (flash decoding's first cut)
+MIN_CHUNK = 64          # step 05: no chunk shorter than this (the merge's bytes stay a few %)
+DEC_THREADS = 128       # 4 warps = 8 half-warps per block
+_SCRATCH: dict = {}     # (what, shape) -> device buffer, allocated once (graph-safe after warm-up)
+
+
+def _scratch(what, shape, dtype=np.float32):
+    import cupy
+    key = (what, tuple(shape), np.dtype(dtype).str, cupy.cuda.Device().id)
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        buf = _SCRATCH[key] = cupy.empty(shape, dtype)
+    return buf
+
+
+def _dec_check(q, k, v, length, out):
+    """Validate one decode call before any launch; returns (capacity, lens pointer arg, host length)."""
+    require(q, "q", dtype="float16", shape=(HQ, D), align=16)
+    require(k, "k_cache", dtype="float16", ndim=3, align=16)
+    if k.shape[0] != HKV or k.shape[2] != D:
+        raise ValueError(f"k_cache: expected shape [{HKV}, capacity, {D}], got {tuple(k.shape)}")
+    require(v, "v_cache", dtype="float16", shape=k.shape, align=16)
+    require(out, "out", dtype="float16", shape=(HQ, D), align=16)
+    cap = k.shape[1]
+    if isinstance(length, (int, np.integer)):
+        if not 1 <= int(length) <= cap:
+            raise ValueError(f"length: expected 1 <= length <= capacity ({cap}), got {int(length)}")
+        return cap, np.uint64(0), int(length)
+    require(length, "length", dtype="int32", shape=(1,))
+    return cap, length, cap     # device-side length: the kernels read it (clamped to [0, capacity])
+
+
+def _alloc_o(q, *_):
+    import cupy
+    require(q, "q", dtype="float16", shape=(HQ, D))       # a bad q is a ValueError, not an allocation
+    return cupy.empty((HQ, D), cupy.float16)
+
+
+def _naive(q, k, v, length, out=None):
+    """Step 01: scores to memory, softmax in place, P.V: three launches."""
+    out = _alloc_o(q) if out is None else out
+    cap, lens, L = _dec_check(q, k, v, length, out)
+    s = _scratch("scores", (HQ, cap))
+    sl2 = DEC_SCALE * LOG2E
+    launch(FAMILY, "attention_01_naive_scores", (-(-L // 8), HQ), (256,), (q, k, s, lens, L, cap, sl2))
+    launch(FAMILY, "attention_01_naive_softmax", (HQ,), (256,), (s, lens, L, cap))
+    launch(FAMILY, "attention_01_naive_pv", (HQ,), (D,), (s, v, out, lens, L, cap))
+    return out
+
+
+def chunks_for(step, length, sms=None, blocks_per_sm=None) -> int:
+    """How many chunks each head's cache is cut into.
+    02: 1 (one block per query head). 03, 04: ceil(length / SPLIT_CHUNK).
+    05: Little's law. Each block keeps 128 threads x 4 keys x (K + V) x 16 B = 16 KiB in flight;
+    one full wave of resident blocks (blocks per SM from the occupancy API x SMs) keeps the most
+    bytes in flight the SMs can hold, so the chunks per KV head are floor(wave / 8 KV heads) (one
+    block more than a wave would run alone in a second round, doubling the time), but no chunk
+    shorter than MIN_CHUNK keys (each chunk costs a 2 KiB partial and a merge)."""
+    if step == "02":
+        return 1
+    if step in ("03", "04"):
+        return max(1, -(-length // SPLIT_CHUNK))
+    wave = blocks_per_sm * sms
+    return int(max(1, min(wave // HKV, -(-length // MIN_CHUNK))))
+
+
+@functools.lru_cache(maxsize=None)
+def _wave_05():
+    """(SMs, resident blocks per SM) of step 05's kernel on this GPU (occupancy API)."""
+    from .core.bench import blocks_per_sm
+    from .core.build import kernel
+    from .core.device import info
+    smem = 8 * GROUP * (2 + D) * 4
+    return info()["sms"], max(1, blocks_per_sm(kernel(FAMILY, "attention_05_decode_gqa_tile"), DEC_THREADS, smem))
+
+
+def _split(kname, step, q, k, v, length, out):
+    out = _alloc_o(q) if out is None else out
+    cap, lens, L = _dec_check(q, k, v, length, out)
+    group = GROUP if step in ("04", "05") else 1
+    if step == "05":
+        sms, bps = _wave_05()
+        chunks = chunks_for("05", L, sms, bps)
+    else:
+        chunks = chunks_for(step, L)
+    chunk_len = -(-L // chunks)
+    chunks = -(-L // chunk_len)
+    smem = 8 * group * (2 + D) * 4
+    grid = (HQ // group, chunks)
+    sl2 = DEC_SCALE * LOG2E
+    if chunks == 1:
+        po, pl = out, out          # unused: the kernel writes o itself
+    else:
+        po = _scratch("part_o", (HQ, chunks, D))
+        pl = _scratch("part_lse", (HQ, chunks))
+    launch(FAMILY, kname, grid, (DEC_THREADS,), (q, k, v, out, po, pl, lens, L, cap, sl2, chunk_len), smem)
+    if chunks > 1:
+        launch(FAMILY, "attention_03_decode_merge", (HQ,), (D,), (po, pl, out, chunks))
+    return out
+
+
+def _head(q, k, v, length, out=None):
+    """Step 02: one block per query head, one pass, online softmax."""
+    return _split("attention_02_decode_head", "02", q, k, v, length, out)
+
+
+def _splitkv(q, k, v, length, out=None):
+    """Step 03: one block per (query head, chunk of SPLIT_CHUNK keys), then the merge kernel."""
+    return _split("attention_03_decode_split", "03", q, k, v, length, out)
+
+
+def _gqa(q, k, v, length, out=None):
+    """Step 04: one block per (KV head, chunk) serves its 4 query heads: the cache is read once."""
+    return _split("attention_04_decode_gqa", "04", q, k, v, length, out)
+
+
+def _gqa_tile(q, k, v, length, out=None):
+    """Step 05: 4 keys' loads in flight per half-warp; chunks from SMs and length (Little's law);
+    no merge launch when one chunk suffices. The step lab 08's decoder calls."""
+    return _split("attention_05_decode_gqa_tile", "05", q, k, v, length, out)
+
+
+def _dec_variant(fn):
+    return variant(dtypes=("float16",), alloc_out=_alloc_o)(fn)
+
+
+DEC_VARIANTS = {"01_naive": _dec_variant(_naive), "02_head": _dec_variant(_head),
+                "03_split": _dec_variant(_splitkv), "04_gqa": _dec_variant(_gqa),
+                "05_gqa_tile": _dec_variant(_gqa_tile)}
+decode = DEC_VARIANTS["05_gqa_tile"]     # what lab 08 calls: decode(q, k_cache, v_cache, length, out=o)
+
+
+def merge_reference(part_o, part_lse):
+    """The merge in float64 (what attention_03_decode_merge computes): lab 01's combine rule.
+    part_o [H, C, D] (each chunk's normalised output), part_lse [H, C] (base-2 log-sum-exp)."""
+    po, pl = np.asarray(part_o, np.float64), np.asarray(part_lse, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        M = np.max(pl, axis=1, keepdims=True)
+        w = np.exp2(pl - np.where(np.isneginf(M), 0.0, M))
+        return (np.einsum("hc,hcd->hd", w, po) / w.sum(1)[:, None]).astype(np.float32)
+
+
+def make_partials(shape=(HQ, 64), seed=0, values="randn"):
+    """Host partials of a split-KV decode for the merge exercise: part_o [H, C, 128] float32 and
+    part_lse [H, C] float32 (base 2), from a real attention problem cut into C chunks of 16 keys,
+    so the merge of them is the attention output. values='empty' marks every 3rd chunk empty
+    (lse = -inf, o = 0), as a chunk past the length is."""
+    H, C = shape
+    rng = np.random.default_rng(seed)
+    s = rng.standard_normal((H, C, 16)) * 3.0
+    vv = rng.standard_normal((H, C, 16, D))
+    m = s.max(-1)
+    p = np.exp2(s - m[..., None])
+    l = p.sum(-1)
+    po = np.einsum("hcj,hcjd->hcd", p, vv) / l[..., None]
+    lse = m + np.log2(l)
+    if values == "empty":
+        po[:, ::3] = 0.0
+        lse[:, ::3] = -np.inf
+    return po.astype(np.float32), lse.astype(np.float32)
+
+
+def merge(part_o, part_lse, out=None):
+    """Launch the lab's merge kernel (step 03's) on partials [H, C, 128] and [H, C]: out [H, 128]
+    fp16. Used by the exercise as the step to time against."""
+    import cupy
+    require(part_o, "part_o", dtype="float32", ndim=3)
+    H, C, d = part_o.shape
+    if d != D:
+        raise ValueError(f"part_o: expected [H, C, {D}], got {tuple(part_o.shape)}")
+    require(part_lse, "part_lse", dtype="float32", shape=(H, C))
+    out = cupy.empty((H, D), cupy.float16) if out is None else out
+    require(out, "out", dtype="float16", shape=(H, D))
+    launch(FAMILY, "attention_03_decode_merge", (H,), (D,), (part_o, part_lse, out, C))
+    return out
+
+
+# ---- RoPE + KV append -----------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=8)
+def rope_table_host(capacity: int, theta: float = THETA):
+    """cos, sin [capacity, 64] float32 of the angles pos * theta^(-i/64), computed in float64."""
+    inv = theta ** (-np.arange(D // 2, dtype=np.float64) / (D // 2))
+    ang = np.arange(capacity, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def rope_table(capacity: int, theta: float = THETA):
+    """The cos/sin tables on the device (built once per capacity, outside any graph)."""
+    import cupy
+    key = ("rope", capacity, theta, cupy.cuda.Device().id)
+    t = _SCRATCH.get(key)
+    if t is None:
+        c, s = rope_table_host(capacity, theta)
+        t = _SCRATCH[key] = (cupy.asarray(c), cupy.asarray(s))
+    return t
+
+
+def reference_rope(x, pos, theta: float = THETA):
+    """Rotate-half RoPE in float64 (Qwen3): x [..., 128] at position pos -> float64."""
+    x = np.asarray(x, np.float64)
+    inv = theta ** (-np.arange(D // 2, dtype=np.float64) / (D // 2))
+    c, s = np.cos(pos * inv), np.sin(pos * inv)
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+
+
+def rope_append(q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
+    """q_out = RoPE(q); k_cache[:, pos] = RoPE(k); v_cache[:, pos] = v. One launch.
+    q [32, 128], k and v [8, 128], caches [8, capacity, 128], all fp16. pos: a Python int
+    (checked: 0 <= pos < capacity, else ValueError) or an int32 device array of one element
+    (read by the kernel, so a CUDA graph replays every token; out of range writes nothing).
+    cos/sin: rope_table(capacity) by default."""
+    require(q, "q", dtype="float16", shape=(HQ, D))
+    require(k, "k", dtype="float16", shape=(HKV, D))
+    require(v, "v", dtype="float16", shape=(HKV, D))
+    require(k_cache, "k_cache", dtype="float16", ndim=3)
+    if k_cache.shape[0] != HKV or k_cache.shape[2] != D:
+        raise ValueError(f"k_cache: expected shape [{HKV}, capacity, {D}], got {tuple(k_cache.shape)}")
+    require(v_cache, "v_cache", dtype="float16", shape=k_cache.shape)
+    require(q_out, "q_out", dtype="float16", shape=(HQ, D))
+    cap = k_cache.shape[1]
+    if cos is None:
+        cos, sin = rope_table(cap)
+    require(cos, "cos", dtype="float32", ndim=2)
+    require(sin, "sin", dtype="float32", shape=cos.shape)
+    if cos.shape[0] < cap or cos.shape[1] != D // 2:
+        raise ValueError(f"cos/sin: expected [>= {cap}, {D // 2}], got {tuple(cos.shape)}")
+    if isinstance(pos, (int, np.integer)):
+        if not 0 <= int(pos) < cap:
+            raise ValueError(f"pos: expected 0 <= pos < capacity ({cap}), got {int(pos)}")
+        pptr, phost = np.uint64(0), int(pos)
+    else:
+        require(pos, "pos", dtype="int32", shape=(1,))
+        pptr, phost = pos, 0
+    launch(FAMILY, "attention_06_rope_append", (HQ + HKV,), (D // 2,),
+           (q, k, v, cos, sin, q_out, k_cache, v_cache, pptr, phost, cap, HQ, HKV))
+    return q_out
+
+
+# ---- decode baselines -----------------------------------------------------------------------------
+
+def _torch():
+    try:
+        import torch
+        return torch if torch.cuda.is_available() else None
+    except ImportError:
+        return None
+
+
+def sdpa_backend(q, k, v, enable_gqa=False) -> str:
+    """The backend torch's dispatcher picks for these tensors (torch._fused_sdp_choice)."""
+    torch = _torch()
+    try:
+        from torch.nn.attention import SDPBackend
+        i = torch._fused_sdp_choice(q, k, v, None, 0.0, False, enable_gqa=enable_gqa)
+        return SDPBackend(i).name.lower()
+    except Exception:
+        return "default"
+
+
+def _dec_torch_views(q, k, v, lens):
+    torch = _torch()
+    if torch is None:
+        return None
+    L = k.shape[1]
+    qt = torch.from_dlpack(q).view(1, HQ, 1, D)
+    kt = torch.from_dlpack(k).view(1, HKV, L, D)
+    vt = torch.from_dlpack(v).view(1, HKV, L, D)
+    return torch, qt, kt, vt
+
+
+def _sdpa_decode(q, k, v, lens):
+    t = _dec_torch_views(q, k, v, lens)
+    if t is None:
+        return None
+    torch, qt, kt, vt = t
+    F = torch.nn.functional
+    return lambda: F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+
+
+def _matmul_decode(q, k, v, lens):
+    t = _dec_torch_views(q, k, v, lens)
+    if t is None:
+        return None
+    torch, qt, kt, vt = t
+    qg = qt.view(HKV, GROUP, D)
+    kg, vg = kt[0], vt[0]
+
+    def f():
+        s = torch.matmul(qg, kg.transpose(1, 2)) * DEC_SCALE
+        return torch.matmul(torch.softmax(s.float(), dim=-1).to(vg.dtype), vg)
+    return f
+
+
+def _graph_05(q, k, v, lens):
+    """Step 05 captured once as a CUDA graph and replayed: the host pays one graph launch."""
+    from .core.bench import graph
+    o = _alloc_o(q)
+    return graph(lambda: decode(q, k, v, lens, out=o))
+
+
+SDPA_DEC = "torch SDPA (enable_gqa)"
+MATMUL_DEC = "torch matmul-softmax-matmul"
+GRAPH_DEC = "05_gqa_tile as a CUDA graph"
+DEC_BASELINES = {SDPA_DEC: _sdpa_decode, MATMUL_DEC: _matmul_decode, GRAPH_DEC: _graph_05}
+
+DEC_LENGTHS = (1, 16, 64, 256, 1024, 4096, 8192, 16384, 32768)
+DEC_CHECK_LENGTHS = (1, 2, 3, 63, 127, 129, 1000, 4097, 16385)
+DEC_CHECK_CASES = [((HQ, n), val) for n in DEC_CHECK_LENGTHS for val in ("randn", "large", "constant", "nan")]
+
+
+# ---- results readers shared by targets and sentences -----------------------------------------------
+
+def _rows(df, kind=None):
+    if df is None or len(df) == 0:
+        return df
+    d = df[df["source"] == df["source"].iloc[0]]
+    d = d[d["device"] == d["device"].iloc[0]]
+    return d if kind is None else d[d["kind"] == kind]
+
+
+def best_variant(df, case):
+    """(name, median_us) of the fastest variant at one case, read from the data."""
+    d = _rows(df, "variant")
+    if d is None or len(d) == 0:
+        return None, float("nan")
+    d = d[d["case"] == case]
+    if d.empty:
+        return None, float("nan")
+    r = d.loc[d["median_us"].idxmin()]
+    return r["name"], float(r["median_us"])
+
+
+def _t(df, name, case):
+    d = _rows(df)
+    if d is None or len(d) == 0:
+        return float("nan")
+    d = d[(d["name"] == name) & (d["case"] == case)]
+    return float(d["median_us"].iloc[0]) if len(d) else float("nan")
+
+
+def _worst(values):
+    vals = [x for x in values if not np.isnan(x)]
+    return min(vals) if vals else float("nan")
+
+
+def dec_roof_fraction(df, min_len=4096):
+    """Worst (over lengths >= min_len) fraction of the read roof of the best variant."""
+    d = _rows(df, "variant")
+    if d is None or len(d) == 0:
+        return float("nan")
+    out = []
+    for case, g in d[d["cols"] >= min_len].groupby("case"):
+        out.append(float(g.loc[g["median_us"].idxmin(), "frac_read"]))
+    return _worst(out)
+
+
+def dec_vs_sdpa(df):
+    """Worst (over lengths) time(SDPA) / time(best variant)."""
+    d = _rows(df)
+    if d is None or len(d) == 0:
+        return float("nan")
+    return _worst([_t(df, SDPA_DEC, c) / best_variant(df, c)[1] for c in d["case"].unique()])
+
+
+DECODE = Family(
+    name="attention_decode", kernels=FAMILY, variants=DEC_VARIANTS, reference=reference_decode,
+    make_input=make_decode, bytes_moved=decode_bytes, check_cases=DEC_CHECK_CASES,
+    record_cases=[((HQ, n), "float16") for n in DEC_LENGTHS], baselines=DEC_BASELINES,
+    shapes={f"Qwen3-8B decode, KV length {n}": (HQ, n) for n in DEC_LENGTHS},
+    default={"float16": "05_gqa_tile"}, case_key=dec_case_key, tolerance={"float16": TOL},
+    targets=(Target("best step, worst fraction of the read roof at KV length >= 4096", dec_roof_fraction, 0.75),
+             Target("time(torch SDPA) / time(best step), worst over every length", dec_vs_sdpa, 1.0)),
+    about="Qwen3-8B decode attention: 32 q heads, 8 KV heads, head dim 128, fp16 cache")
+
+
+# ---- prefill: inputs, reference, bytes, FLOPs ------------------------------------------------------
+
+def pf_case_key(shape, dtype) -> str:
+    return f"{shape[0]}x{shape[-1]}:{dtype}"
+
+
+def make_prefill(shape=(PF_HEADS, 1024), dtype="float16", values="randn", seed=0):
+    """Host q, k, v [heads, N, 72] fp16. shape = (heads, N). values as make_decode's (large: q
+    and k times 12; constant: every key equal; nan: a NaN in q of head 0 row 0, in k of the last
+    head at N // 2, in v of head 0 at the last key, dim 5)."""
+    H, N = shape
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((H, N, PF_D)) for _ in range(3))
+    if values == "large":
+        q, k = q * 12.0, k * 12.0
+    elif values == "constant" and N:
+        k[:] = k[:, :1]
+    elif values == "nan" and N:
+        q[0, 0, 3] = np.nan
+        k[H - 1, N // 2, 7] = np.nan
+        v[0, N - 1, 5] = np.nan
+    return tuple(a.astype(dtype) for a in (q, k, v))
+
+
+def reference_prefill(q, k, v, rows=512):
+    """softmax(q k^T / sqrt(72)) v per head in float64 (in blocks of query rows), float32 out."""
+    qd, kd, vd = (np.asarray(a, np.float64) for a in (q, k, v))
+    H, N, _ = qd.shape
+    o = np.empty((H, N, PF_D), np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for h in range(H):
+            for r in range(0, N, rows):
+                s = qd[h, r:r + rows] @ kd[h].T * PF_SCALE
+                p = np.exp(s - s.max(-1, keepdims=True))
+                o[h, r:r + rows] = (p @ vd[h]) / p.sum(-1, keepdims=True)
+    return o
+
+
+def prefill_bytes(q, k, v, *_):
+    """q, k and v read once, o written once."""
+    return int(4 * q.nbytes)
+
+
+def prefill_flops(N, heads=PF_HEADS, d=PF_D) -> float:
+    """QK^T and PV: 2 x (2 N^2 d) per head (the exact head dim, not the padded one)."""
+    return 4.0 * heads * N * N * d
+
+
+def scores_bytes(N, heads=PF_HEADS) -> int:
+    """What the cuBLAS path moves for the scores: S written and read (softmax), P written and read
+    (P.V), fp16: 4 x heads x N^2 x 2 bytes."""
+    return 4 * heads * N * N * 2
+
+
+def cublas_path_bytes(N, heads=PF_HEADS) -> int:
+    return scores_bytes(N, heads) + 4 * heads * N * PF_D * 2
+
+
+# ---- prefill: launchers --------------------------------------------------------------------------
+
+def _pf_check(q, k, v, out):
+    require(q, "q", dtype="float16", ndim=3, align=16)
+    H, N, d = q.shape
+    if d != PF_D:
+        raise ValueError(f"q: expected [heads, N, {PF_D}], got {tuple(q.shape)}")
+    require(k, "k", dtype="float16", shape=q.shape, align=16)
+    require(v, "v", dtype="float16", shape=q.shape, align=16)
+    require(out, "out", dtype="float16", shape=q.shape, align=16)
+    return H, N
+
+
+def _alloc_pf(q, *_):
+    import cupy
+    require(q, "q", dtype="float16", ndim=3)
+    return cupy.empty_like(q)
+
+
+INT32_ELEMS = 2 ** 31 - 64     # the most elements lab 05's softmax takes in one call
+
+
+def _cublas_path(q, k, v, out=None):
+    """The report's path (lab 06's): one cuBLAS strided-batched GEMM for QK^T (scale in alpha) into
+    [H, N, N] fp16 scores, lab 05's softmax kernel into probabilities, one GEMM for P.V."""
+    from . import vision as V
+    from .vit_block import bgemm
+    out = _alloc_pf(q) if out is None else out
+    H, N = _pf_check(q, k, v, out)
+    if H and N:
+        s = _scratch("pf_scores", (H, N, N), np.float16)
+        p = _scratch("pf_probs", (H, N, N), np.float16)
+        bgemm(q, k, s, trans_b=True, alpha=PF_SCALE)
+        per = max(1, INT32_ELEMS // (N * N))    # lab 05's softmax indexes with int32: a few heads per call
+        for h in range(0, H, per):
+            V.softmax(s[h:h + per], out=p[h:h + per])
+        bgemm(p, v, out, trans_b=False)
+    return out
+
+
+def _need_sm80(step):
+    from .core.device import info
+    arch = info()["arch"]
+    if int(arch.split("_")[1]) < 80:
+        raise RuntimeError(f"step {step} needs sm_80 or newer (mma.sync m16n8k16, ldmatrix, cp.async); "
+                           f"this GPU is {arch}: skip it")
+
+
+PF_SMEM = {"attention_12_prefill_mma": 2 * 64 * 80 * 2, "attention_13_prefill_cp_async": 4 * 64 * 80 * 2,
+           "attention_14_prefill_padded": 4 * 64 * 88 * 2}
+
+
+def _pf_launch(kname, q, k, v, out, block=128, rows=64):
+    out = _alloc_pf(q) if out is None else out
+    H, N = _pf_check(q, k, v, out)
+    if H and N:
+        smem = PF_SMEM.get(kname, 0)
+        if smem:
+            _need_sm80(kname[10:])
+        grid = (N, H) if rows == 1 else (-(-N // rows), H)
+        launch(FAMILY, kname, grid, (block,), (q, k, v, out, N, PF_SCALE * LOG2E), smem)
+    return out
+
+
+def _row(q, k, v, out=None):
+    return _pf_launch("attention_11_prefill_row", q, k, v, out, rows=1)
+
+
+def _mma(q, k, v, out=None):
+    return _pf_launch("attention_12_prefill_mma", q, k, v, out)
+
+
+def _cp_async(q, k, v, out=None):
+    return _pf_launch("attention_13_prefill_cp_async", q, k, v, out)
+
+
+def _padded(q, k, v, out=None):
+    return _pf_launch("attention_14_prefill_padded", q, k, v, out)
+
+
+PF_VARIANTS = {
+    "01_cublas": variant(dtypes=("float16",), alloc_out=_alloc_pf, overflow_safe=False, plan=False)(_cublas_path),
+    "11_row": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_row),
+    "12_mma": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_mma),
+    "13_cp_async": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_cp_async),
+    "14_padded": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_padded),
+}
+MIN_ARCH = {"12_mma": 80, "13_cp_async": 80, "14_padded": 80}
+prefill = PF_VARIANTS["14_padded"]
+
+
+def _sdpa_prefill(q, k, v):
+    torch = _torch()
+    if torch is None:
+        return None
+    qt, kt, vt = (torch.from_dlpack(a).unsqueeze(0) for a in (q, k, v))
+    F = torch.nn.functional
+    return lambda: F.scaled_dot_product_attention(qt, kt, vt)
+
+
+SDPA_PF = "torch SDPA"
+PF_BASELINES = {SDPA_PF: _sdpa_prefill}
+PF_NS = (64, 256, 1024, 4096, 16384)
+PF_CHECK_CASES = [((2, n), val) for n in (1, 2, 3, 63, 127, 1000, 4097)
+                  for val in ("randn", "large", "constant", "nan")]
+
+
+def pf_vs_sdpa(N):
+    """time(best variant) / time(SDPA) at N (<= 1.4 is the target)."""
+    def measure(df):
+        c = pf_case_key((PF_HEADS, N), "float16")
+        return best_variant(df, c)[1] / _t(df, SDPA_PF, c)
+    return measure
+
+
+def pf_vs_cublas(df, min_n=1024):
+    """Worst over N >= min_n of time(cuBLAS path) / time(best flash step, 11..14)."""
+    d = _rows(df, "variant")
+    if d is None or len(d) == 0:
+        return float("nan")
+    out = []
+    for case in d[d["cols"] >= min_n]["case"].unique():
+        g = d[(d["case"] == case) & (d["name"] != "01_cublas")]
+        if len(g):
+            out.append(_t(df, "01_cublas", case) / float(g["median_us"].min()))
+    return _worst(out)
+
+
+PREFILL = Family(
+    name="attention_prefill", kernels=FAMILY, variants=PF_VARIANTS, reference=reference_prefill,
+    make_input=make_prefill, bytes_moved=prefill_bytes, check_cases=PF_CHECK_CASES,
+    record_cases=[((PF_HEADS, n), "float16") for n in PF_NS], baselines=PF_BASELINES,
+    shapes={f"ViT prefill, N = {n}": (PF_HEADS, n) for n in PF_NS},
+    default={"float16": "14_padded"}, case_key=pf_case_key, tolerance={"float16": TOL},
+    targets=(Target("time(best step) / time(torch SDPA) at N = 4096", pf_vs_sdpa(4096), 1.4, below=True),
+             Target("time(best step) / time(torch SDPA) at N = 16384", pf_vs_sdpa(16384), 1.4, below=True),
+             Target("time(cuBLAS path) / time(best flash step), worst at N >= 1024", pf_vs_cublas, 1.0)),
+    about="Qwen3-VL ViT prefill attention: 16 heads x 72, non-causal")
+
+FAMILIES = [DECODE, PREFILL]
+
+
+# ---- checks (with the family's fp16 tolerance) -------------------------------------------------
+
+def check_variants(fam, names=None, cases=None) -> None:
+    """check.variants with this lab's tolerance (fp16 P and O: rtol 1e-2, atol 2e-3); steps that
+    need sm_80 are skipped loudly on older GPUs. One line per step; raises on a mismatch."""
+    from .core.check import check
+    from .core.device import info, is_live
+    cases = fam.check_cases if cases is None else cases
+    names = list(fam.variants) if names is None else list(names)
+    rtol, atol = fam.tolerance.get("float16", TOL)
+    live = is_live()
+    runs = []
+    for nm in names:
+        if live and MIN_ARCH.get(nm, 0) > int(info()["arch"].split("_")[1]):
+            print(f"{fam.name} {nm:<12}: SKIPPED: needs sm_{MIN_ARCH[nm]}, this GPU is {info()['arch']}")
+        else:
+            runs.append(nm)
+    worst = {nm: 0.0 for nm in runs}
+    done = {nm: 0 for nm in runs}
+    for shape, values in cases:                  # each reference is computed once, for every step
+        todo = [nm for nm in runs if fam.variants[nm].accepts((shape, values))]
+        if not todo:
+            continue
+        host = fam.make_input(shape, "float16", values)
+        want = fam.reference(*host)
+        for nm in todo:
+            done[nm] += 1
+            if live:
+                import cupy
+                got = fam.variants[nm](*[cupy.asarray(a) for a in host])
+                worst[nm] = max(worst[nm], check(got, want, name=f"{fam.name} {nm} {shape} {values}", rtol=rtol,
+                                                 atol=atol, quiet=True)["max_abs"])
+    for nm in runs:
+        note = (f" ({len(cases) - done[nm]} case(s) with large logits left out: fp16 scores in memory "
+                "cannot hold them)") if done[nm] < len(cases) else ""
+        if live:
+            print(f"{fam.name} {nm:<12}: {done[nm]} cases OK, max abs err {worst[nm]:.1e}{note}")
+        else:
+            print(f"{fam.name} {nm:<12}: SKIPPED (compile-only): the float64 reference ran on {done[nm]} cases; "
+                  f"a GPU runs the kernel on each and compares{note}")
+
+
+# ---- an Orin on paper (a model, not a measurement) ------------------------------------------------
+
+ORIN_SMS = 16
+ORIN_GBPS = 204.8        # AGX Orin 64 GB, the datasheet's LPDDR5 peak
+
+
+def orin_decode_model(lengths=DEC_LENGTHS, read_fraction=0.75, gbps=ORIN_GBPS):
+    """Predicted µs per decode attention call on an AGX Orin if the kernel reaches `read_fraction`
+    of the datasheet bandwidth: bytes / (fraction x GB/s). A model, labelled so."""
+    import pandas as pd
+    rows = []
+    for n in lengths:
+        b = 2 * HKV * n * D * 2 + 2 * HQ * D * 2
+        rows.append({"KV length": n, "MiB read": b / 2**20,
+                     "model µs (Orin AGX)": b / (read_fraction * gbps * 1e3),
+                     "chunks (step 05's rule, 16 SMs x 3 blocks)": chunks_for("05", n, ORIN_SMS, 3)})
+    df = pd.DataFrame(rows)
+    df["source"] = f"model: {read_fraction:.2f} x {gbps:g} GB/s (datasheet), {ORIN_SMS} SMs; not a measurement"
+    return df

@@ -1,0 +1,167 @@
+"""Everywhere (no GPU): lab 07's references, the merge rule, the chunking rule, input errors, and
+the attention kernels' compile (sm_75 .. sm_90, no spills) and PTX claims."""
+import re
+
+import numpy as np
+import pytest
+
+from kernellab import attention as A
+from kernellab.core import build
+
+
+def _naive_decode(q, k, v, L):
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    o = np.empty((A.HQ, A.D))
+    for h in range(A.HQ):
+        s = k[h // A.GROUP, :L] @ q[h] / np.sqrt(A.D)
+        p = np.exp(s - s.max())
+        o[h] = p @ v[h // A.GROUP, :L] / p.sum()
+    return o
+
+
+@pytest.mark.parametrize("L", [1, 2, 3, 63, 127])
+@pytest.mark.parametrize("values", ["randn", "large", "constant", "nan"])
+def test_decode_reference(L, values):
+    host = A.make_decode((A.HQ, L), values=values)
+    got = A.reference_decode(*host)
+    want = _naive_decode(*host[:3], L)
+    assert got.shape == (A.HQ, A.D) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    if values == "nan":        # q head 0; k of KV head 7 (query heads 28..31); v column 5 of KV head 1
+        assert np.isnan(got[0]).all() and np.isnan(got[28:]).all() and np.isnan(got[4:8, 5]).all()
+        assert not np.isnan(got[4:8, 6]).any()
+    else:
+        assert np.isfinite(got).all()
+    if values == "constant":
+        np.testing.assert_allclose(got[:4], np.broadcast_to(np.asarray(host[2], np.float64)[0, :L].mean(0), (4, A.D)), atol=1e-6)
+
+
+def test_decode_reference_uses_the_length_only():
+    q, k, v, _ = A.make_decode((A.HQ, 100))
+    np.testing.assert_allclose(A.reference_decode(q, k, v, np.array([40])),
+                               A.reference_decode(q, k[:, :40], v[:, :40], np.array([40])))
+
+
+@pytest.mark.parametrize("N", [1, 2, 63, 130])
+@pytest.mark.parametrize("values", ["randn", "large", "nan"])
+def test_prefill_reference(N, values):
+    q, k, v = A.make_prefill((2, N), values=values)
+    got = A.reference_prefill(q, k, v, rows=7)      # row blocks do not change the answer
+    qd, kd, vd = (np.asarray(a, np.float64) for a in (q, k, v))
+    with np.errstate(invalid="ignore"):
+        s = np.einsum("hnd,hmd->hnm", qd, kd) / np.sqrt(A.PF_D)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = np.einsum("hnm,hmd->hnd", p, vd) / p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert np.isfinite(got).all() == (values != "nan")
+
+
+def test_merge_of_chunks_is_the_whole_attention():
+    """Lab 01's combine rule on vectors: attention over chunks, merged by (o_c, lse_c), is the
+    attention over the whole sequence."""
+    rng = np.random.default_rng(1)
+    s = rng.standard_normal((3, 100)) * 5
+    v = rng.standard_normal((3, 100, A.D))
+    full = np.einsum("hj,hjd->hd", np.exp(s - s.max(1, keepdims=True)), v) / \
+        np.exp(s - s.max(1, keepdims=True)).sum(1)[:, None]
+    cuts = [0, 7, 8, 50, 100]
+    po = np.zeros((3, len(cuts) - 1, A.D))
+    lse = np.zeros((3, len(cuts) - 1))
+    for c, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        sc = s[:, a:b] * np.log2(np.e)                     # base 2, as the kernels
+        m = sc.max(1)
+        p = np.exp2(sc - m[:, None])
+        po[:, c] = np.einsum("hj,hjd->hd", p, v[:, a:b]) / p.sum(1)[:, None]
+        lse[:, c] = m + np.log2(p.sum(1))
+    np.testing.assert_allclose(A.merge_reference(po, lse), full, rtol=1e-5, atol=1e-6)
+
+
+def test_merge_reference_with_empty_chunks():
+    po, pl = A.make_partials((4, 9), values="empty")
+    full = A.merge_reference(po, pl)
+    keep = [c for c in range(9) if c % 3]
+    np.testing.assert_allclose(full, A.merge_reference(po[:, keep], pl[:, keep]), rtol=1e-6)
+    assert np.isnan(A.merge_reference(np.zeros((1, 2, A.D)), np.full((1, 2), -np.inf))).all()
+
+
+def test_chunk_rule():
+    assert A.chunks_for("02", 32768) == 1
+    assert A.chunks_for("03", 257) == 2
+    # step 05: never more blocks than one resident wave, never chunks shorter than MIN_CHUNK
+    for sms, bps in ((132, 2), (16, 2), (80, 3)):
+        for L in (1, 64, 65, 4096, 32768):
+            c = A.chunks_for("05", L, sms, bps)
+            assert 1 <= c and c * A.HKV <= max(A.HKV, sms * bps)
+            assert c == 1 or -(-L // c) >= A.MIN_CHUNK // 2
+
+
+def test_rope_reference():
+    x = np.random.default_rng(0).standard_normal((3, A.D))
+    np.testing.assert_allclose(A.reference_rope(x, 0), x)
+    y = A.reference_rope(x, 12345)
+    np.testing.assert_allclose(np.linalg.norm(y[:, :64] ** 2 + y[:, 64:] ** 2), np.linalg.norm(
+        x[:, :64] ** 2 + x[:, 64:] ** 2), rtol=1e-12)          # each (i, i + 64) pair is rotated
+    c, s = A.rope_table_host(20000)
+    assert c.shape == (20000, 64) and c.dtype == np.float32
+    np.testing.assert_allclose(c[12345], np.cos(12345 * A.THETA ** (-np.arange(64) / 64)), atol=1e-7)
+
+
+def test_bytes_and_flops():
+    q, k, v, lens = A.make_decode((A.HQ, 4096))
+    assert A.decode_bytes(q, k, v, lens) == 2 * 8 * 4096 * 128 * 2 + 2 * 32 * 128 * 2
+    assert A.prefill_bytes(*A.make_prefill((16, 64))) == 4 * 16 * 64 * 72 * 2
+    assert A.prefill_flops(4096) == 4 * 16 * 4096 ** 2 * 72
+    assert A.scores_bytes(4096) == 4 * 16 * 4096 ** 2 * 2
+
+
+def test_families_are_complete():
+    for fam in A.FAMILIES:
+        assert fam.kernels == "attention" and fam.variants and fam.reference and fam.make_input
+        assert fam.record_cases and fam.check_cases and fam.targets and fam.baselines
+        for shape, dt in fam.record_cases:
+            assert fam.case_key(shape, dt) == f"{shape[0]}x{shape[1]}:{dt}"
+    lens = {n for (_, n), _ in A.DECODE.check_cases}
+    assert {1, 2, 3, 63, 127, 4097, 16385} <= lens
+
+
+def test_bad_input_is_a_value_error_without_a_gpu():
+    q, k, v, lens = A.make_decode((A.HQ, 8))
+    with pytest.raises(ValueError, match="cupy"):
+        A.decode(q, k, v, lens)
+    with pytest.raises(ValueError, match="cupy"):
+        A.prefill(*A.make_prefill((1, 8)))
+
+
+def test_orin_model_is_labelled():
+    df = A.orin_decode_model()
+    assert df["source"].str.contains("model").all() and (df["model µs (Orin AGX)"] > 0).all()
+
+
+# ---- compile and PTX --------------------------------------------------------------------------
+
+ARCHS = ("sm_75", "sm_80", "sm_87", "sm_89", "sm_90")
+_FN = re.compile(r"Compiling entry function '(\w+)'")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_compiles_without_spills_on_every_arch(arch):
+    _, log = build.nvrtc_compile(build.source("attention"), arch, "attention.cu")
+    kernels = set(re.findall(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)',
+                             build.source("attention")))
+    assert kernels == set(build.steps("attention"))
+    assert kernels <= set(_FN.findall(log))
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert all(a == "0" and b == "0" for a, b in spills), log
+
+
+def test_ptx_shows_each_steps_claim():
+    p = lambda step, pat, arch="sm_90": build.ptx("attention", step, arch, grep=pat)  # noqa: E731
+    for step in ("12_prefill_mma", "13_prefill_cp_async", "14_prefill_padded"):
+        assert p(step, r"mma\.sync\.aligned\.m16n8k16") and p(step, r"ldmatrix")
+        assert not p(step, r"mma\.sync", "sm_75")           # guarded: nothing below sm_80
+    assert not p("12_prefill_mma", r"cp\.async") and p("13_prefill_cp_async", r"cp\.async")
+    assert not p("11_prefill_row", r"mma")
+    for step in ("02_decode_head", "05_decode_gqa_tile"):
+        assert p(step, r"ld\.global\.nc\.v4")                 # 16 bytes per load
+        assert p(step, r"shfl\.sync\.bfly")
+    assert p("03_decode_merge", r"ex2\.approx")
