@@ -95,11 +95,16 @@ DEC_THREADS = 128       # 4 warps = 8 half-warps per block
 _SCRATCH: dict = {}     # (what, shape) -> device buffer, allocated once (graph-safe after warm-up)
 
 
-def _scratch(what, shape, dtype=np.float32):
+def _scratch(what, shape, dtype=np.float32, only_one=False):
+    """A device buffer kept for the next call (only_one: drop this buffer's other sizes first,
+    for the prefill scores, which are gigabytes at large N)."""
     import cupy
     key = (what, tuple(shape), np.dtype(dtype).str, cupy.cuda.Device().id)
     buf = _SCRATCH.get(key)
     if buf is None:
+        if only_one:
+            for k in [k for k in _SCRATCH if k[0] == what]:
+                del _SCRATCH[k]
         buf = _SCRATCH[key] = cupy.empty(shape, dtype)
     return buf
 
@@ -554,8 +559,8 @@ def _cublas_path(q, k, v, out=None):
     out = _alloc_pf(q) if out is None else out
     H, N = _pf_check(q, k, v, out)
     if H and N:
-        s = _scratch("pf_scores", (H, N, N), np.float16)
-        p = _scratch("pf_probs", (H, N, N), np.float16)
+        s = _scratch("pf_scores", (H, N, N), np.float16, only_one=True)
+        p = _scratch("pf_probs", (H, N, N), np.float16, only_one=True)
         bgemm(q, k, s, trans_b=True, alpha=PF_SCALE)
         per = max(1, INT32_ELEMS // (N * N))    # lab 05's softmax indexes with int32: a few heads per call
         for h in range(0, H, per):
@@ -629,6 +634,11 @@ PF_BASELINES = {SDPA_PF: _sdpa_prefill}
 PF_NS = (64, 256, 1024, 4096, 16384)
 PF_CHECK_CASES = [((2, n), val) for n in (1, 2, 3, 63, 127, 1000, 4097)
                   for val in ("randn", "large", "constant", "nan")]
+
+
+def then(text: str, why: str) -> str:
+    """A computed comparison sentence, with its explanation added only when it was measured."""
+    return text if "not measured" in text else text + why
 
 
 def pf_vs_sdpa(N):

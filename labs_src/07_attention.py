@@ -1,0 +1,368 @@
+# %% [markdown]
+# # Lab 07: attention, which is lab 01's softmax done tile by tile
+#
+# Attention is $o = \mathrm{softmax}(q K^\top / \sqrt{d})\,V$. Lab 01 computed a softmax over a row
+# that sits in memory. In attention the row is a row of scores $q \cdot k_j$, and nobody needs it
+# afterwards: it is only there to weight the values. Lab 01's **online softmax** keeps a running
+# max $m$ and a running sum $d$, and rescales when $m$ grows. Add a running *vector*
+# $a = \sum_j e^{s_j - m} v_j$ and rescale it the same way. Then the scores never have to exist
+# all at once: K and V stream past in tiles. That is all flash attention is.
+#
+# The update, for a new score $s$ with value row $v$ (lab 01's, plus one line):
+#
+# $$m' = \max(m, s),\quad d' = d\,e^{m - m'} + e^{s - m'},\quad a' = a\,e^{m - m'} + e^{s - m'}\,v,\qquad o = a / d.$$
+#
+# Two partial results $(m_1, d_1, a_1)$ and $(m_2, d_2, a_2)$ combine with the same rule
+# (lab 01's `(m, d)` merge). That is what lets many blocks share one row (flash *decoding*).
+#
+# The inference engine in the seeds spends its time in attention twice:
+# * **LLM decode** (Qwen3-8B): each new token reads the whole KV cache once. The kernel is bound by
+#   the cache's bytes, and the ladder is about getting those bytes in flight (lab 00's Little's law).
+# * **ViT prefill** (Qwen3-VL's vision tower, 16 heads × 72, N tokens): lab 06 writes the N × N
+#   scores to memory between two cuBLAS GEMMs. A flash kernel keeps them on the SM, and at large N
+#   it is bound by tensor-core FLOPs.
+#
+# **In this lab you will** build decode attention from three launches down to one pass with
+# split-KV, GQA and enough bytes in flight; merge partial softmaxes with lab 01's rule (and write
+# that merge yourself); rotate q and k with Qwen3's RoPE while appending to the KV cache; write
+# flash attention on tensor cores (`mma.sync`) with cp.async double buffering and a bank-conflict-free
+# layout; and measure each step against torch's `scaled_dot_product_attention` in the same run.
+#
+# **Prerequisites:** lab 00 (roofs, Little's law), lab 01 (online softmax), lab 06 (the cuBLAS
+# attention path). **Expected time:** 75 minutes.
+
+# %%
+import numpy as np
+import pandas as pd
+
+import kernellab as kl
+from kernellab import attention as A
+from kernellab import bench, build, plot, results
+
+kl.banner()
+
+# %% [markdown]
+# ## Part 1: decode attention (Qwen3-8B)
+# One token's query, 32 heads × 128, against a cache of 8 KV heads × L × 128 in fp16. Query
+# head $h$ reads KV head $h / 4$ (grouped-query attention). The float64 reference is the
+# formula. Its NaN semantics are the ones every kernel below must match: a NaN in a query row
+# poisons that head, a NaN in a key poisons the 4 heads that read it, and a NaN in a value poisons
+# one column of those heads.
+
+# %%
+host = A.make_decode((A.HQ, 63), values="nan")
+ref = A.reference_decode(*host)
+print("heads with NaN outputs:", sorted(set(np.argwhere(np.isnan(ref))[:, 0].tolist())))
+print("columns with NaN in heads 4-7:", sorted(set(np.argwhere(np.isnan(ref[4:8]))[:, 1].tolist())))
+big = A.make_decode((A.HQ, 63), values="large")
+s = big[0][0].astype(np.float64) @ big[1][0].astype(np.float64).T * A.DEC_SCALE
+print(f"'large' scores reach {np.abs(s).max():.0f}: exp overflows float32 above 88, so every step subtracts the max")
+
+# %% [markdown]
+# ### Step 01: naive, three launches
+# Scores to memory (one warp per key), a safe softmax in place, then P·V. It is correct, but the
+# scores make a round trip through DRAM, and the last kernel has only 32 blocks (one per head),
+# each walking the whole cache alone.
+
+# %%
+for k in ("01_naive_scores", "01_naive_softmax", "01_naive_pv"):
+    build.show("attention", k)
+
+# %%
+A.check_variants(A.DECODE, ["01_naive"])
+
+# %% [markdown]
+# ### Step 02: one block per query head, one pass
+# Lab 01's online softmax with a vector accumulator. A row of K is 256 bytes, which is 16 lanes × 16
+# bytes, so a half-warp owns a key: each lane holds 8 dims of q, the dot product is finished with
+# 4 shuffles, and each lane keeps 8 dims of the accumulator. At the end the block's 8 half-warps
+# merge their $(m, d, a)$ with the combine rule. The scores never leave the registers. But there
+# are only 32 blocks.
+
+# %%
+build.show("attention", "02_decode_head")
+A.check_variants(A.DECODE, ["02_head"])
+
+# %% [markdown]
+# ### Step 03: split-KV (flash decoding) and the merge
+# Cut each head's cache into chunks, one block per (head, chunk), so every SM has work. Each
+# block writes its chunk's normalised output $o_c$ and its log-sum-exp $\mathrm{lse}_c = m_c +
+# \log_2 d_c$. The merge kernel is lab 01's combine rule on vectors:
+#
+# $$M = \max_c \mathrm{lse}_c,\quad w_c = 2^{\mathrm{lse}_c - M},\quad o = \sum_c w_c\, o_c \Big/ \sum_c w_c .$$
+#
+# The host can check this with NumPy before any GPU is involved: the merged chunks give the
+# attention over the whole row.
+
+# %%
+rng = np.random.default_rng(0)
+sc, vals = rng.standard_normal((1, 200)) * 4, rng.standard_normal((1, 200, A.D))
+whole = (np.exp(sc - sc.max()) @ vals[0]) / np.exp(sc - sc.max()).sum()
+cuts = [0, 13, 64, 200]
+po, lse = np.zeros((1, 3, A.D)), np.zeros((1, 3))
+for c, (a, b) in enumerate(zip(cuts, cuts[1:])):
+    x = sc[:, a:b] * np.log2(np.e)
+    p = np.exp2(x - x.max())
+    po[0, c], lse[0, c] = p @ vals[0, a:b] / p.sum(), x.max() + np.log2(p.sum())
+print(f"merged chunks vs the whole row: max abs difference {np.abs(A.merge_reference(po, lse) - whole).max():.1e}")
+
+# %%
+build.show("attention", "03_decode_split")
+build.show("attention", "03_decode_merge")
+A.check_variants(A.DECODE, ["03_split"])
+
+# %% [markdown]
+# ### Step 04: GQA, with one block per KV head
+# Steps 02 and 03 read each KV head once per query head, which is 4 times. Here one block serves the 4
+# query heads of its group, so K and V cross DRAM once. The price is registers: 4 heads × 8
+# accumulator dims per lane.
+
+# %%
+build.show("attention", "04_decode_gqa")
+A.check_variants(A.DECODE, ["04_gqa"])
+
+# %% [markdown]
+# ### Step 05: enough bytes in flight
+# Lab 00's Little's law: bandwidth = bytes in flight / latency. Step 04 has one K and one V load
+# per half-warp in flight, and then it waits. Step 05 issues 4 keys' loads at once, and
+# prefetches the next 4 while it computes. The chunk count comes from the SM count and the
+# length: one resident wave of blocks, and never so many chunks that the merge costs more than a
+# few percent. When one chunk suffices there is no merge launch.
+
+# %%
+build.show("attention", "05_decode_gqa_tile")
+A.check_variants(A.DECODE, ["05_gqa_tile"])
+print("chunks per KV head (step 05's rule) on a 132-SM GPU, 2 blocks per SM:",
+      {n: A.chunks_for("05", n, 132, 2) for n in (64, 1024, 4096, 32768)})
+
+# %% [markdown]
+# ### Time: the decode ladder against torch, same inputs, same run
+# Bytes are the whole KV cache plus q and o. The baselines are torch SDPA with `enable_gqa`
+# (its backend is named below), a plain torch matmul-softmax-matmul, and step 05 captured as a
+# CUDA graph. `warm_us` is the time with the cache L2-resident (short lengths only). At short
+# lengths every kernel here is **launch-bound**: a few µs of launch and ramp cost against
+# kilobytes of data.
+
+# %%
+dec = bench.compare(A.DECODE, A.DECODE.record_cases)
+results.table(dec, roof="read")
+
+# %%
+try:
+    import cupy
+    q_, k_, v_, l_ = (cupy.asarray(a) for a in A.make_decode((A.HQ, 4096)))
+    _t = A._dec_torch_views(q_, k_, v_, l_)
+    print("torch SDPA backend for decode:", A.sdpa_backend(*_t[1:], enable_gqa=True) if _t else "torch absent")
+except Exception as e:   # no GPU: nothing to ask torch
+    print(f"SKIPPED (compile-only): torch names its SDPA backend on a GPU ({type(e).__name__})")
+
+# %% jupyter={"source_hidden": true}
+kl.say(results.summary(dec, "05_gqa_tile", A.SDPA_DEC))
+kl.say(results.roof_text(dec, "05_gqa_tile", A.dec_case_key((A.HQ, 32768), "float16"), 0.75, roof="read"))
+kl.say(A.then(results.compare_text(dec, "04_gqa", "03_split", A.dec_case_key((A.HQ, 32768), "float16")),
+              ": reading each KV head once instead of four times."))
+kl.say(A.then(results.compare_text(dec, "03_split", "02_head", A.dec_case_key((A.HQ, 4096), "float16")),
+              ": more blocks than query heads."))
+kl.say(A.then(results.compare_text(dec, A.GRAPH_DEC, "05_gqa_tile", A.dec_case_key((A.HQ, 1), "float16")),
+              " in GPU time at one cached token; the host side is in `host_us` of the table."))
+
+# %%
+plot.sweep(dec[dec["name"] != "01_naive"] if len(dec) else dec, "07_decode_sweep",
+           title="decode attention: GB/s of the KV cache against its length")
+plot.progress(dec, "07_decode_progress", roof="read", case=A.dec_case_key((A.HQ, 32768), "float16"))
+
+# %% [markdown]
+# ### RoPE and the KV-cache append, one launch
+# Before attention, Qwen3 rotates q and k by the token's position (rotate-half; dims $i$ and
+# $i + 64$ turn by the angle $p\,\theta^{-i/64}$, $\theta = 10^6$) and appends k and v to the cache.
+# `rope_append` does all three in one kernel, with cos/sin from a table built once in float64. It
+# reads the position on the device when given a device array, so one captured CUDA graph serves
+# every token (lab 08's decoder relies on it). A position outside the cache is a `ValueError` when
+# given from Python. From the device it writes nothing.
+
+# %%
+build.show("attention", "06_rope_append")
+x = np.random.default_rng(1).standard_normal((2, A.D))
+y = A.reference_rope(x, 1000)
+print("RoPE keeps each (i, i + 64) pair's length:",
+      np.allclose(np.hypot(x[:, :64], x[:, 64:]), np.hypot(y[:, :64], y[:, 64:])))
+
+# %% [markdown]
+# ## Part 2: ViT prefill (16 heads × 72, non-causal)
+# ### Step 01: the report's path, with the scores in memory
+# One cuBLAS batched GEMM writes $S = QK^\top$ (fp16, $16 N^2$ values), lab 05's softmax reads it and
+# writes P, and a second GEMM reads P. Count the bytes:
+
+# %%
+pd.DataFrame([{"N": n, "q, k, v, o (MiB)": 4 * 16 * n * 72 * 2 / 2**20,
+               "scores S and P, written and read (MiB)": A.scores_bytes(n) / 2**20,
+               "scores / (q, k, v, o)": A.scores_bytes(n) / (4 * 16 * n * 72 * 2)} for n in A.PF_NS]).round(1)
+
+# %% [markdown]
+# The score bytes grow as $N^2$ while q, k, v and o grow as $N$. At N = 4096 the scores are 18 times
+# the useful bytes, so the path is bound by the scores.
+#
+# ### Step 11: fused, one query row per block
+# The online softmax over K/V tiles, with the scores kept on the SM. It is the algorithm in thirty
+# lines, and it is slow: CUDA cores do every multiply-add, and each K/V row is re-read by every
+# query row.
+
+# %%
+build.show("attention", "11_prefill_row")
+
+# %% [markdown]
+# ### Step 12: tensor cores, in FlashAttention-2's order
+# A block of 4 warps owns 64 query rows and streams 64-key tiles of K and V through shared memory.
+# Each warp computes its 16 × 64 block of $S$ with `mma.sync.m16n8k16`, updates its rows' $(m, d)$
+# in registers, rescales its O accumulator, and feeds $P$ straight back into the tensor cores: the
+# accumulator layout of $S$ *is* the A-operand layout of $P$. Head dim 72 is not a multiple of 16,
+# so it is padded to 80 with zeros in Q and K (the padded dot products are exact). The padding
+# costs $80/72 = 1.11\times$ the tensor-core work, and the FLOP/s below count only the 72 real dims.
+
+# %%
+build.show("attention", "12_prefill_mma")
+
+# %% [markdown]
+# ### Step 13: cp.async double buffering, and step 14: a conflict-free row stride
+# Step 13 copies tile $t + 1$ into a second buffer with `cp.async` (no register round trip)
+# while the tensor cores work on tile $t$. Step 14 changes only the shared-memory row stride.
+# `ldmatrix` reads 8 rows of 16 bytes per phase. With 160-byte rows, rows $r$ and $r + 4$ share
+# banks (2-way conflicts). With 176-byte rows the 8 rows land on 8 distinct bank groups.
+
+# %%
+build.show("attention", "13_prefill_cp_async")
+build.show("attention", "14_prefill_padded")
+print("shared memory per block (bytes):", A.PF_SMEM)
+
+# %%
+A.check_variants(A.PREFILL)
+
+# %% [markdown]
+# ### Time: the prefill ladder against torch SDPA
+# The same Q, K and V for every step. FLOP/s count $4 \cdot 16 \cdot N^2 \cdot 72$ (QKᵀ and PV).
+# Torch SDPA is the measured ceiling of what this GPU's best attention library reaches on these
+# shapes. Step 11 is timed at N = 1024 only (it takes milliseconds beyond), and the cuBLAS path
+# up to N = 4096 (at 16384 its scores alone are 17 GB: `make bench` records it there on a GPU
+# with room for them).
+
+# %%
+big_n = [c for c in A.PREFILL.record_cases if c[0][1] > 4096]
+mid_n = [c for c in A.PREFILL.record_cases if 1024 <= c[0][1] <= 4096]
+steps = [n for n in A.PF_VARIANTS if n != "11_row"]
+parts = [bench.compare(A.PREFILL, mid_n, names=steps, host=False),
+         bench.compare(A.PREFILL, big_n, names=[n for n in steps if n != "01_cublas"], host=False),
+         bench.compare(A.PREFILL, [((A.PF_HEADS, 1024), "float16")], names=["11_row"], baselines=False, host=False)]
+pf = pd.concat([d for d in parts if len(d)], ignore_index=True) if any(len(d) for d in parts) else parts[0]
+if len(pf):
+    pf["TFLOP/s"] = A.prefill_flops(pf["cols"]) / pf["median_us"] / 1e6
+results.table(pf, ["case", "name", "median_us", "p10_us", "p90_us", "TFLOP/s"])
+
+# %%
+try:
+    import cupy
+    import torch
+    _q = [torch.from_dlpack(cupy.asarray(a)).unsqueeze(0) for a in A.make_prefill((A.PF_HEADS, 1024))]
+    print("torch SDPA backend for the ViT shapes:", A.sdpa_backend(*_q))
+except Exception as e:
+    print(f"SKIPPED (compile-only): torch names its SDPA backend on a GPU ({type(e).__name__})")
+
+# %% jupyter={"source_hidden": true}
+for n in (4096, 16384):
+    c = A.pf_case_key((A.PF_HEADS, n), "float16")
+    name, t = A.best_variant(pf, c)
+    r = A.pf_vs_sdpa(n)(pf)
+    kl.say(results.unless_missing(r, f"At N = {n} the best step, `{name}`, takes **{r:.2f}×** the time of torch "
+                                     f"SDPA (target ≤ 1.4: **{'met' if r <= 1.4 else 'missed'}**)."))
+kl.say(results.summary(pf, "14_padded", "01_cublas"))
+kl.say(A.then(results.compare_text(pf, "13_cp_async", "12_mma", A.pf_case_key((A.PF_HEADS, 4096), "float16")),
+              ": cp.async double buffering alone."))
+kl.say(A.then(results.compare_text(pf, "14_padded", "13_cp_async", A.pf_case_key((A.PF_HEADS, 4096), "float16")),
+              ": the conflict-free row stride alone."))
+r_cublas = A.pf_vs_cublas(pf)
+kl.say(results.unless_missing(
+    r_cublas, f"The seed's claim that cuBLAS is faster than flash attention: against the best flash step "
+              f"here, the cuBLAS path is **{1 / r_cublas:.2f}×** its time at worst over N ≥ 1024: "
+              f"**{'refuted' if r_cublas > 1 else 'holds'}** for these kernels."))
+
+# %%
+plot.bars(pf[pf["cols"] >= 4096] if len(pf) else pf, "07_prefill_bars", value="median_us",
+          title="ViT prefill attention: time per call (lower is better)")
+
+# %% [markdown]
+# ## Targets
+
+# %%
+results.targets(A.DECODE.targets + A.PREFILL.targets, pd.concat([d for d in (dec, pf) if len(d)])
+                if len(dec) or len(pf) else dec)
+
+# %% [markdown]
+# ## An Orin on paper (a model, not a measurement)
+# An AGX Orin has 16 SMs and 204.8 GB/s of LPDDR5 on its datasheet. Decode attention reads the
+# whole cache per token, so its time is bytes / bandwidth. The table assumes a kernel at 0.75 of
+# the datasheet bandwidth. Step 05's rule gives the chunk count for 16 SMs.
+
+# %%
+A.orin_decode_model()
+
+# %% [markdown]
+# ## Exercise: write the split-KV merge
+# Write the kernel that merges a head's chunk partials: `part_o` [H, C, 128] float32 (each
+# chunk's normalised output), `part_lse` [H, C] float32 (each chunk's base-2 log-sum-exp; an empty
+# chunk has $-\infty$ and zeros). Write `o` [H, 128] float32. Use one block per head and one thread
+# per output column. Use the combine rule of step 03: $M = \max_c \mathrm{lse}_c$, $w_c =
+# 2^{\mathrm{lse}_c - M}$, $o = \sum_c w_c o_c / \sum_c w_c$. It is graded against float64 on 32 heads ×
+# 64 chunks, a third of them empty, and timed against the lab's merge kernel.
+
+# %%
+GRADE = dict(
+    make_input=lambda: A.make_partials((A.HQ, 64), values="empty"),
+    reference=A.merge_reference,
+    grid=lambda po, pl: (po.shape[0],), block=(A.D,),
+    scalars=lambda po, pl: (po.shape[1],),                       # C, the chunk count
+    step=("step 03's merge kernel", A.merge),
+)
+
+# %% tags=["exercise"]
+EXERCISE = r"""
+extern "C" __global__ void merge_chunks(const float* part_o, const float* part_lse, float* o, int C) {
+    const int h = blockIdx.x, d = threadIdx.x;
+    const float* lse = part_lse + h * C;
+    // TODO: M = the largest lse of this head (an empty chunk's lse is -inf)
+    // TODO: w_c = exp2f(lse[c] - M); o = sum_c w_c * part_o[(h * C + c) * 128 + d] / sum_c w_c
+    o[h * 128 + d] = 0.0f;
+}
+"""
+
+# %%
+kl.check.grade_exercise(EXERCISE, "merge_chunks", **GRADE)
+
+# %% tags=["solution"]
+SOLUTION = r"""
+extern "C" __global__ void merge_chunks(const float* part_o, const float* part_lse, float* o, int C) {
+    const int h = blockIdx.x, d = threadIdx.x;
+    const float* lse = part_lse + h * C;
+    float M = -__int_as_float(0x7f800000);
+    for (int c = 0; c < C; ++c) M = fmaxf(M, lse[c]);
+    float w = 0.0f, a = 0.0f;
+    for (int c = 0; c < C; ++c) {
+        const float e = exp2f(lse[c] - M);      // an empty chunk: exp2(-inf) = 0
+        w += e;
+        a += e * part_o[((size_t)h * C + c) * 128 + d];
+    }
+    o[h * 128 + d] = a / w;
+}
+"""
+kl.check.grade_exercise(SOLUTION, "merge_chunks", strict=True, **GRADE)
+
+# %% [markdown]
+# ## What limits each step
+# * **Decode 01**: the scores' round trip and three launches, then 32 blocks walking the cache alone.
+# * **Decode 02**: waves. There are 32 blocks on a GPU with more SMs than that.
+# * **Decode 03**: four reads of each KV head (one per query head of its group).
+# * **Decode 04–05**: bytes in flight per SM (Little's law), and at short lengths the launch. The
+#   remaining gap to the read roof is instruction issue: each key costs ~65 warp instructions on CUDA
+#   cores (dot products, 4 shuffles per head, rescales). Tensor cores for the 4-head GQA group (as
+#   FlashInfer does) are the next step.
+# * **Prefill 01**: the $N^2$ bytes of the scores. **11**: CUDA-core FLOPs and re-reads.
+#   **12**: warps stalled on each tile's load. **13–14**: tensor-core issue. Against torch's backend
+#   (cuDNN on Hopper uses `wgmma`, not `mma.sync`) the remaining gap is the instruction set.
