@@ -26,7 +26,7 @@ def _gpu(host):
 
 
 def _check(f, got, host, name):
-    tol = f.tolerance(*host) if hasattr(f, "tolerance") else {}
+    tol = f.tolerance(*host) if f.tolerance else {}
     check.check(got, f.reference(*host), name=name, quiet=True, **tol)
 
 

@@ -412,7 +412,7 @@ def _int4_mma(name):
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S)))
     run.__name__ = name
-    return variant(dtypes=("int4",), alloc_out=_alloc("int4"))(run)
+    return variant(dtypes=("int4",), alloc_out=_alloc("int4"), min_arch=80)(run)
 
 
 def _w8a16(name):
@@ -427,7 +427,7 @@ def _w8a16(name):
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S, vec)))
     run.__name__ = name
-    return variant(dtypes=("w8a16",), alloc_out=_alloc("w8a16"))(run)
+    return variant(dtypes=("w8a16",), alloc_out=_alloc("w8a16"), min_arch=80)(run)
 
 
 VARIANTS = {
@@ -695,7 +695,8 @@ def _conv_variant(name):
         out_ = out_like(out, a, "out", shape=a.shape, dtype=dst)
         n = a.size
         if n:
-            ok = int(aligned(16 if per == 4 else 8, a, out_) if src == "float32" else aligned(8 if per == 4 else 4, a, out_))
+            # the vector path loads per x src and stores per x dst: each base aligned to its own width
+            ok = int(aligned(per * a.itemsize, a) and aligned(per * out_.itemsize, out_))
             launch(FAMILY, f"gemv_{name}", (-(-n // (256 * per)),), (256,), (a, out_, np.int64(n), ok))
         return out_
     run.__name__ = name

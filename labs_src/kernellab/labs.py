@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block"]
+LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block", "attention"]
 
 
 def families(labs=None):
@@ -18,10 +18,16 @@ def ladders(labs=None):
     return [f for f in families(labs) if f.variants]
 
 
+def key(fam) -> str:
+    """A family's unique key: its record name, and its op where several share one record
+    ('vision:layernorm')."""
+    return f"{fam.name}:{fam.op}" if fam.op else fam.name
+
+
 def family_named(name: str):
-    """A family by its record name, e.g. 'bias_add'."""
+    """A family by its key (labs.key) or record name, e.g. 'bias_add' or 'vision:gelu'."""
     for fam in families():
-        if fam.name == name:
+        if key(fam) == name or fam.name == name:
             return fam
     raise ValueError(f"no family named {name!r}")
 

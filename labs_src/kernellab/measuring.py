@@ -12,7 +12,8 @@ from . import add
 from .core import build
 from .core.bench import (LAUNCHES, _grid, _roof_elems, end_to_end_us, graph, host_us, resident_grid, roofs,
                          time_fn)
-from .core.device import info, is_live, load_recorded, now
+from .core.device import info
+from .core.results import live_or_recorded
 from .core.family import Family
 
 
@@ -52,15 +53,11 @@ def fundamentals():
     CPU-timer pitfall, DRAM and L2 latency (pointer chase), the bytes-in-flight sweep
     (Little's law), and the compute ceilings (FMA, SFU ex2, instruction issue).
     Compile-only: the recorded table."""
+    return live_or_recorded("measuring", "every row of this table", _fundamentals)
+
+
+def _fundamentals():
     import pandas as pd
-    if not is_live():
-        rec = load_recorded("measuring")
-        if rec.empty:
-            print("SKIPPED (compile-only): nothing recorded yet; a GPU measures every row live.")
-        else:
-            print("RECORDED results (not measured now), from: " +
-                  ", ".join(f"{d} ({t})" for d, t in rec[["device", "date"]].drop_duplicates().values))
-        return rec
     import cupy
     d = info()
     r = roofs()
@@ -147,9 +144,7 @@ def fundamentals():
              ("ex2.approx (SFU) throughput", ex2, "G ex2/s"),
              ("FFMA + INT32 mix instructions", mix, "G instr/s"),
              ("instruction issue ceiling", max(fma, mix), "G instr/s")]
-    df = pd.DataFrame(rows, columns=["quantity", "value", "unit"])
-    df["device"], df["date"], df["source"] = d["name"], now(), "live"
-    return df
+    return pd.DataFrame(rows, columns=["quantity", "value", "unit"])
 
 
 def value(fund, quantity: str, default=float("nan")) -> float:

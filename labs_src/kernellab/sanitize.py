@@ -61,6 +61,8 @@ def child() -> int:
     n = 0
     for fam in ladders():                  # a lab that is not a ladder (vit_block) composes the others
         for nm, v in fam.variants.items():
+            if not v.runs_here():
+                continue
             for dt in v.dtypes:
                 for shape, values in cases(fam):
                     if not v.accepts((shape, values)):
@@ -126,9 +128,120 @@ def run(tools=TOOLS, timeout: int = 600) -> dict:
     return out
 
 
+# ---- bad input: every variant, each array argument misaligned in turn, an overlapping out ----------
+
+def _misaligned(a):
+    """The same values at an address 1 element past an aligned allocation (cupy)."""
+    import cupy
+    buf = cupy.empty(a.size + 16, a.dtype)
+    v = buf[1:1 + a.size].reshape(a.shape)
+    v[...] = a
+    return v
+
+
+def _outcome(fn, want, check_fn) -> str:
+    """'ok' (the answer matches), 'refused' (ValueError before any launch) or 'WRONG: ...'."""
+    import cupy
+    try:
+        got = fn()
+    except ValueError:
+        return "refused"
+    cupy.cuda.Device().synchronize()          # a launch that kills the context raises here
+    try:
+        check_fn(got, want)
+    except AssertionError as e:
+        return f"WRONG: {str(e)[:200]}"
+    return "ok"
+
+
+def sweep_child(name: str) -> int:
+    """For every variant of one family: each array argument misaligned in turn, a misaligned out, an
+    out overlapping the first input by one element, and integer inputs at the edges of their type.
+    Each must give the right answer or a ValueError before launch, and leave the context alive."""
+    import cupy
+    import numpy as np
+    from .core.check import check
+    from .labs import family_named
+    fam = family_named(name)
+    bad = 0
+    for nm, v in fam.variants.items():
+        if not v.runs_here():
+            continue
+        for dt in v.dtypes:
+            shape, _ = max(cases(fam), key=lambda c: _size(c[0]))
+            host = fam.make_input(shape, dt, "randn", seed=3)
+            want = fam.reference(*host)
+            tol = fam.tolerance(*host) if fam.tolerance else {}
+
+            def same(got, want_):
+                for g, w in (zip(got, want_) if isinstance(want_, tuple) else [(got, want_)]):
+                    check(g, w, quiet=True, name=f"{fam.name} {nm}", **tol)
+            args = [cupy.asarray(a) for a in host]
+            trials = []
+            for k, a in enumerate(args):
+                if a.size and a.dtype.kind in "fiu":
+                    trials.append((f"input {k} misaligned",
+                                   lambda k=k: v(*[_misaligned(x) if j == k else x for j, x in enumerate(args)]), want))
+            out = v.alloc_out(*args)
+            for j, o in enumerate(out if isinstance(out, tuple) else (out,)):
+                if o.size:
+                    mo = _misaligned(o)
+                    full = tuple(mo if i == j else x for i, x in enumerate(out)) if isinstance(out, tuple) else mo
+                    trials.append((f"out {j} misaligned", lambda full=full: v(*args, out=full), want))
+            first, o0 = args[0], out[0] if isinstance(out, tuple) else out
+            if first.size and o0.size and not isinstance(out, tuple):
+                raw = cupy.empty(first.nbytes + o0.nbytes + 64, cupy.uint8)
+                a_view = raw[:first.nbytes].view(first.dtype).reshape(first.shape)
+                a_view[...] = first
+                o_view = raw[o0.itemsize:o0.itemsize + o0.nbytes].view(o0.dtype).reshape(o0.shape)
+                trials.append(("out overlapping input 0",
+                               lambda a_view=a_view, o_view=o_view: v(a_view, *args[1:], out=o_view), None))
+            for k, a in enumerate(host):
+                if isinstance(a, np.ndarray) and a.dtype.kind in "iu" and a.size:
+                    for edge in (np.iinfo(a.dtype).max, np.iinfo(a.dtype).min, 2 ** 31 if a.dtype.itemsize == 8 else -1):
+                        h = [x.copy() if isinstance(x, np.ndarray) else x for x in host]
+                        h[k].flat[0] = edge
+                        try:
+                            w = fam.reference(*h)
+                        except (IndexError, ValueError):
+                            w = None      # the reference refuses it: only a ValueError (or a skip) is right
+                        trials.append((f"input {k} = {edge}", lambda h=h: v(*[cupy.asarray(x) for x in h]), w))
+            for what, fn, w in trials:
+                if w is None:
+                    res = _outcome(fn, None, lambda g, w_: None)
+                    if res == "ok" and what.startswith("out overlapping"):
+                        res = "WRONG: accepted an out that overlaps its input"
+                else:
+                    res = _outcome(fn, w, same)
+                bad += res.startswith("WRONG")
+                print(f"  {fam.name} {nm} {dt} {what}: {res}", flush=True)
+    cupy.arange(4).sum().get()                # the context is alive
+    print(f"SWEEP DONE {fam.name}: {bad} wrong", flush=True)
+    return 1 if bad else 0
+
+
+def sweep(names=None, timeout: int = 300) -> dict:
+    """Run sweep_child for each family in its own process: {family: (returncode, output)}. A
+    context-killing launch then fails only its own family, and shows up as a non-zero exit."""
+    from .labs import key, ladders
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+    out = {}
+    for fam in ladders():
+        if names and key(fam) not in names:
+            continue
+        p = subprocess.run([sys.executable, "-m", "kernellab.sanitize", "--sweep", key(fam)],
+                           capture_output=True, text=True, timeout=timeout, env=env)
+        out[key(fam)] = (p.returncode, p.stdout + p.stderr)
+    return out
+
+
 def main(argv) -> int:
     if "--child" in argv:
         return child()
+    if argv[:1] == ["--sweep"]:
+        return sweep_child(argv[1])
     tools = [a for a in argv if a in TOOLS] or list(TOOLS)
     log = os.environ.get("SANITIZE_LOG")     # a folder: each tool's full output is written there
     try:

@@ -235,9 +235,12 @@ def ref_softmax(scores):
 
 
 def ref_replace_image_tokens(text_emb, image_feats, positions):
-    """A float64 copy of text_emb with rows positions[i] replaced by image_feats[i]."""
+    """A float64 copy of text_emb with rows positions[i] replaced by image_feats[i]; a position
+    outside [0, rows) is skipped, as the kernel skips it."""
     out = _f64(text_emb).copy()
-    out[np.asarray(positions, np.int64)] = _f64(image_feats)
+    pos = np.asarray(positions, np.int64)
+    keep = (pos >= 0) & (pos < out.shape[0])
+    out[pos[keep]] = _f64(image_feats)[keep]
     return out
 
 
@@ -1166,7 +1169,9 @@ def rp_rows(emb, feats, positions, out=None):
     position (never writes out of bounds); replace_image_tokens raises on one first."""
     rows, C = _rp_check(emb, feats, positions)
     if positions.size and C:
-        pos = positions if positions.dtype == np.int32 else positions.astype(np.int32)
+        # int64 positions past int32 would wrap onto a valid row: mark them -1 (skipped) before narrowing
+        pos = positions if positions.dtype == np.int32 else \
+            __import__("cupy").where((positions >= 0) & (positions < rows), positions, -1).astype(np.int32)
         vec = int(C % 8 == 0 and aligned(16, emb, feats))
         launch(FAMILY, "vision_24_replace_image_tokens", (positions.size,), (128,),
                (emb, feats, pos, positions.size, rows, C, vec))

@@ -462,7 +462,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
                     continue
             else:
                 v = family.variants[nm]
-                if dt not in v.dtypes:
+                if dt not in v.dtypes or not v.runs_here():
                     continue
                 out = v.alloc_out(*args)
                 fn = functools.partial(v, *args, out=out)

@@ -74,6 +74,10 @@ def variants(family, names=None, cases=None, dtype=None) -> None:
     cases = fam.check_cases if cases is None else cases
     for nm in (list(fam.variants) if names is None else list(names)):
         fn = fam.variants[nm]
+        if is_live() and not fn.runs_here():
+            print(f"{fam.name} {nm:<24}: SKIPPED: needs sm_{fn.min_arch} or newer; this GPU cannot run it "
+                  "(it compiles, and its PTX is shown, on any machine)")
+            continue
         for dt in ([dtype] if dtype else list(fn.dtypes)):
             todo = [c for c in cases if fn.accepts(c)]
             skipped = len(cases) - len(todo)

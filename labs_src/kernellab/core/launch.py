@@ -278,8 +278,9 @@ class Variant:
     module-level knob a launcher reads, call build.clear_plans()."""
 
     def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None, inplace=False,
-                 plan=True):
+                 plan=True, min_arch=None):
         self.fn, self.dtypes, self.overflow_safe = fn, tuple(dtypes), overflow_safe
+        self.min_arch = min_arch        # e.g. 80: mma.sync and cp.async; the harness skips it below
         self._alloc = alloc_out
         self.inplace = inplace
         self.plan = plan
@@ -346,6 +347,13 @@ class Variant:
     def alloc_out(self, *args):
         import cupy
         return self._alloc(*args) if self._alloc else cupy.empty_like(args[0])
+
+    def runs_here(self) -> bool:
+        """False on a GPU older than the step's min_arch (the harness then skips it, loudly)."""
+        if not self.min_arch:
+            return True
+        from .device import info
+        return int(info()["arch"].split("_")[1]) >= self.min_arch
 
     def accepts(self, case) -> bool:
         """False for cases this step is known not to survive: values >= 89 ('large', and the 1e4 of

@@ -32,7 +32,7 @@ def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics
     import pandas as pd
     family = of(family)
     kname = "regex:" + (kernel or f"^{family.kernels}_{name[:2]}_")
-    script = (f"import cupy; from kernellab.labs import family_named; f = family_named({family.name!r}); "
+    script = (f"import cupy; from kernellab.labs import family_named; f = family_named({(f'{family.name}:{family.op}' if family.op else family.name)!r}); "
               f"a = [cupy.asarray(v) for v in f.make_input({tuple(shape)!r}, {dtype!r})]; "
               f"f.variants[{name!r}](*a); cupy.cuda.Device().synchronize()")
     exe = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
