@@ -97,8 +97,9 @@ class Lab:
                 time.sleep(0.5)
         raise RuntimeError("JupyterLab did not start in 60 s")
 
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}/{path}?token={TOKEN}"
+    def url(self, path, reset=False):
+        """`reset`: start from an empty workspace (no tabs restored from the last page)."""
+        return f"http://127.0.0.1:{self.port}/{path}?token={TOKEN}" + ("&reset" if reset else "")
 
     def close(self):
         self.proc.terminate()
@@ -115,8 +116,8 @@ def browser():
         b.close()
 
 
-def _open(page, lab, path):
-    page.goto(lab.url(f"lab/tree/{path}"))
+def _open(page, lab, path, reset=False):
+    page.goto(lab.url(f"lab/tree/{path}", reset))
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], "
                            ".jp-DebuggerBugButton, .jp-KernelStatus", timeout=90_000)
@@ -183,8 +184,8 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
         _run_all(page)
         assert not _errors(page), _errors(page)
         cell = page.locator(".jp-CodeCell", has_text="explore.softmax(").last
-        assert cell.locator(".widget-selection-slider").count() == 1, \
-            "the explorer's controls should render once (its row-length slider)"
+        assert cell.locator(".widget-hslider").count() == 1, \
+            "the explorer's controls should render once (its row-length slider):\n" + cell.inner_html()[-4000:]
         assert cell.locator("table").count() == 1, \
             f"the explorer's table should render once, not {cell.locator('table').count()} times"
         cell.evaluate("e => e.scrollIntoView({block: 'start'})")
@@ -200,11 +201,11 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
         moved = nbtool.reset("01", dest)
         assert moved is not None and moved.parent == dest / "old"
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(lab.url("lab/tree/old"))
+        page.goto(lab.url("lab/tree/old", reset=True))
         entry = page.locator(".jp-DirListing-item", has_text=moved.stem[:20])
         entry.first.wait_for(timeout=60_000)
         _shot(page, "walkthrough-4-old-folder")
-        _open(page, lab, f"old/{moved.name}")
+        _open(page, lab, f"old/{moved.name}", reset=True)
         dialogs = page.locator(".jp-Dialog")
         assert dialogs.count() == 0, f"opening the old copy showed a dialog: {dialogs.first.inner_text()[:300]}"
         assert page.locator(".jp-OutputArea-output").count() > 0, "the old copy should keep its outputs"

@@ -18,7 +18,8 @@ from .core import bench
 from .core.device import is_live, load_recorded, provenance
 from .core.results import say
 
-COLUMNS = ["case", "name", "kind", "median_us", "gbps", "frac_copy", "source", "device", "date"]
+# source, device and date are said once, in the line above the table (provenance)
+COLUMNS = ["case", "name", "kind", "median_us", "gbps", "frac_copy"]
 _MEASURED: dict = {}
 
 
