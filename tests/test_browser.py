@@ -145,8 +145,24 @@ def _run_all(page, timeout_s=600):
 
 
 def _errors(page):
-    return [e.inner_text()[:500] for e in
-            page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']").all()]
+    """Error outputs on the page. JupyterLab renders an exception as stderr (mime type
+    application/vnd.jupyter.stderr), so a traceback is what tells one from a warning."""
+    sel = (".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error'], "
+           ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    return [e.inner_text()[:800] for e in page.locator(sel).all()
+            if "Traceback" in e.inner_text() or "Error" in e.inner_text().splitlines()[0]]
+
+
+def _ran_clean(path: Path) -> list[str]:
+    """What is wrong with a saved notebook after Run All: error outputs, code cells never run
+    (Run All stops at an error or a dead kernel)."""
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    bad = [f"cell {i}: {o.get('ename')}: {o.get('evalue', '')[:200]}" for i, c in enumerate(code)
+           for o in c.outputs if o.output_type == "error"]
+    not_run = [i for i, c in enumerate(code) if c.execution_count is None]
+    return bad + ([f"{len(not_run)} code cells never ran (from cell {not_run[0]})"] if not_run else [])
 
 
 def _save(page):
@@ -169,18 +185,9 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
     lab = Lab(dest, tmp_path, pythonpath=clone / "labs_src")
     try:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        _open(page, lab, "00_measuring.ipynb")
-        _shot(page, "walkthrough-1-open")
-        _run_all(page)
-        assert not _errors(page), _errors(page)
-        assert page.get_by_text("NOT YET").count() >= 1, "the unfinished exercise should say NOT YET"
-        page.get_by_text("NOT YET").first.evaluate("e => e.scrollIntoView({block: 'center'})")
-        time.sleep(1)
-        _shot(page, "walkthrough-2-exercise")
-        _save(page)
-        assert '"outputs": [\n' in (dest / "00_measuring.ipynb").read_text() or \
-            '"output_type"' in (dest / "00_measuring.ipynb").read_text(), "the learner's copy was saved"
+        # lab 01 first: the explorer, the exercise and the walk-through pictures
         _open(page, lab, "01_softmax.ipynb")
+        _shot(page, "walkthrough-1-open")
         _run_all(page)
         assert not _errors(page), _errors(page)
         cell = page.locator(".jp-CodeCell", has_text="explore.softmax(").last
@@ -191,11 +198,17 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
         cell.evaluate("e => e.scrollIntoView({block: 'start'})")
         time.sleep(1)
         _shot(page, "walkthrough-3-explorer")
+        grade = page.locator(".jp-CodeCell", has_text="grade_exercise(EXERCISE").last
+        assert "NOT YET" in grade.inner_text(), "the unfinished exercise should say NOT YET"
+        grade.evaluate("e => e.scrollIntoView({block: 'start'})")
+        time.sleep(1)
+        _shot(page, "walkthrough-2-exercise")
         page.locator(".jp-Cell", has_text="Progress: the whole ladder").first.evaluate(
             "e => e.scrollIntoView({block: 'start'})")
         time.sleep(1)
         _shot(page, "jupyterlab")
         _save(page)
+        assert not _ran_clean(dest / "01_softmax.ipynb"), _ran_clean(dest / "01_softmax.ipynb")
         page.close()
         # make reset LAB=01: the saved copy goes to old/, which the file browser lists and opens
         moved = nbtool.reset("01", dest)
@@ -209,6 +222,13 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
         dialogs = page.locator(".jp-Dialog")
         assert dialogs.count() == 0, f"opening the old copy showed a dialog: {dialogs.first.inner_text()[:300]}"
         assert page.locator(".jp-OutputArea-output").count() > 0, "the old copy should keep its outputs"
+        # lab 00, all of it
+        _open(page, lab, "00_measuring.ipynb", reset=True)
+        _run_all(page)
+        assert not _errors(page), _errors(page)
+        _save(page)
+        assert not _ran_clean(dest / "00_measuring.ipynb"), _ran_clean(dest / "00_measuring.ipynb")
+        assert "NOT YET" in page.locator(".jp-CodeCell", has_text="grade_exercise(EXERCISE").last.inner_text()
         page.close()
     finally:
         lab.close()
