@@ -76,7 +76,7 @@ def test_finished_kernel_passes_strict(capsys):
     res = check.grade_exercise(DONE, "row_max32", strict=True, **GRADE)
     out = capsys.readouterr().out
     assert "NOT YET" not in out and "shfl.sync.bfly" in out
-    assert res is not None
+    assert res is not None or "NOT CHECKED (no GPU)" in out     # compile-only: said plainly, no stray {}
 
 
 @gpu
@@ -410,6 +410,8 @@ def test_env_picks_the_cupy_for_the_driver(tmp_path, banner, extra):
     if Path("/etc/nv_tegra_release").exists():
         pytest.skip("a Jetson always gets the jetson extra")
     path = "/usr/bin:/bin"
+    if banner is None and any(Path(b, "nvidia-smi").exists() for b in ("/usr/bin", "/bin")):
+        pytest.skip("this machine has a real nvidia-smi in /usr/bin: the no-GPU case cannot be faked here")
     if banner:
         d = _fake_bin(tmp_path, "nvidia-smi", 'if [ "$1" = -L ]; then echo "GPU 0: Tesla T4"; exit 0; fi\n'
                       f'echo "| NVIDIA-SMI 580.00   Driver Version: 580.00   {banner}     |"\n')

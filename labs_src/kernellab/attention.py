@@ -36,6 +36,11 @@ PF_SCALE = 1.0 / math.sqrt(PF_D)
 LOG2E = 1.4426950408889634
 TOL = (1e-2, 2e-3)               # (rtol, atol) for fp16 outputs: P or O rounded to fp16 (2^-11)
 
+
+def _tolerance(*inputs) -> dict:
+    """The checks' tolerance: fp16 P and O (rounded to fp16, 2^-11), whatever the inputs."""
+    return {"rtol": TOL[0], "atol": TOL[1]}
+
 # ---- decode: inputs, reference, bytes ------------------------------------------------------------
 
 
@@ -465,7 +470,7 @@ DECODE = Family(
     make_input=make_decode, bytes_moved=decode_bytes, check_cases=DEC_CHECK_CASES,
     record_cases=[((HQ, n), "float16") for n in DEC_LENGTHS], baselines=DEC_BASELINES,
     shapes={f"Qwen3-8B decode, KV length {n}": (HQ, n) for n in DEC_LENGTHS},
-    default={"float16": "05_gqa_tile"}, case_key=dec_case_key, tolerance={"float16": TOL},
+    default={"float16": "05_gqa_tile"}, case_key=dec_case_key, tolerance=_tolerance,
     targets=(Target("best step, worst fraction of the read roof at KV length >= 4096", dec_roof_fraction, 0.75),
              Target("time(torch SDPA) / time(best step), worst over every length", dec_vs_sdpa, 1.0)),
     about="Qwen3-8B decode attention: 32 q heads, 8 KV heads, head dim 128, fp16 cache")
@@ -612,11 +617,10 @@ def _padded(q, k, v, out=None):
 PF_VARIANTS = {
     "01_cublas": variant(dtypes=("float16",), alloc_out=_alloc_pf, overflow_safe=False, plan=False)(_cublas_path),
     "11_row": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_row),
-    "12_mma": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_mma),
-    "13_cp_async": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_cp_async),
-    "14_padded": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_padded),
+    "12_mma": variant(dtypes=("float16",), alloc_out=_alloc_pf, min_arch=80)(_mma),
+    "13_cp_async": variant(dtypes=("float16",), alloc_out=_alloc_pf, min_arch=80)(_cp_async),
+    "14_padded": variant(dtypes=("float16",), alloc_out=_alloc_pf, min_arch=80)(_padded),
 }
-MIN_ARCH = {"12_mma": 80, "13_cp_async": 80, "14_padded": 80}
 prefill = PF_VARIANTS["14_padded"]
 
 
@@ -667,55 +671,13 @@ PREFILL = Family(
     make_input=make_prefill, bytes_moved=prefill_bytes, check_cases=PF_CHECK_CASES,
     record_cases=[((PF_HEADS, n), "float16") for n in PF_NS], baselines=PF_BASELINES,
     shapes={f"ViT prefill, N = {n}": (PF_HEADS, n) for n in PF_NS},
-    default={"float16": "14_padded"}, case_key=pf_case_key, tolerance={"float16": TOL},
+    default={"float16": "14_padded"}, case_key=pf_case_key, tolerance=_tolerance,
     targets=(Target("time(best step) / time(torch SDPA) at N = 4096", pf_vs_sdpa(4096), 1.4, below=True),
              Target("time(best step) / time(torch SDPA) at N = 16384", pf_vs_sdpa(16384), 1.4, below=True),
              Target("time(cuBLAS path) / time(best flash step), worst at N >= 1024", pf_vs_cublas, 1.0)),
     about="Qwen3-VL ViT prefill attention: 16 heads x 72, non-causal")
 
 FAMILIES = [DECODE, PREFILL]
-
-
-# ---- checks (with the family's fp16 tolerance) -------------------------------------------------
-
-def check_variants(fam, names=None, cases=None) -> None:
-    """check.variants with this lab's tolerance (fp16 P and O: rtol 1e-2, atol 2e-3); steps that
-    need sm_80 are skipped loudly on older GPUs. One line per step; raises on a mismatch."""
-    from .core.check import check
-    from .core.device import info, is_live
-    cases = fam.check_cases if cases is None else cases
-    names = list(fam.variants) if names is None else list(names)
-    rtol, atol = fam.tolerance.get("float16", TOL)
-    live = is_live()
-    runs = []
-    for nm in names:
-        if live and MIN_ARCH.get(nm, 0) > int(info()["arch"].split("_")[1]):
-            print(f"{fam.name} {nm:<12}: SKIPPED: needs sm_{MIN_ARCH[nm]}, this GPU is {info()['arch']}")
-        else:
-            runs.append(nm)
-    worst = {nm: 0.0 for nm in runs}
-    done = {nm: 0 for nm in runs}
-    for shape, values in cases:                  # each reference is computed once, for every step
-        todo = [nm for nm in runs if fam.variants[nm].accepts((shape, values))]
-        if not todo:
-            continue
-        host = fam.make_input(shape, "float16", values)
-        want = fam.reference(*host)
-        for nm in todo:
-            done[nm] += 1
-            if live:
-                import cupy
-                got = fam.variants[nm](*[cupy.asarray(a) for a in host])
-                worst[nm] = max(worst[nm], check(got, want, name=f"{fam.name} {nm} {shape} {values}", rtol=rtol,
-                                                 atol=atol, quiet=True)["max_abs"])
-    for nm in runs:
-        note = (f" ({len(cases) - done[nm]} case(s) with large logits left out: fp16 scores in memory "
-                "cannot hold them)") if done[nm] < len(cases) else ""
-        if live:
-            print(f"{fam.name} {nm:<12}: {done[nm]} cases OK, max abs err {worst[nm]:.1e}{note}")
-        else:
-            print(f"{fam.name} {nm:<12}: SKIPPED (compile-only): the float64 reference ran on {done[nm]} cases; "
-                  f"a GPU runs the kernel on each and compares{note}")
 
 
 # ---- an Orin on paper (a model, not a measurement) ------------------------------------------------

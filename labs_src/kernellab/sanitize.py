@@ -198,7 +198,9 @@ def sweep_child(name: str) -> int:
                                lambda a_view=a_view, o_view=o_view: v(a_view, *args[1:], out=o_view), None))
             for k, a in enumerate(host):
                 if isinstance(a, np.ndarray) and a.dtype.kind in "iu" and a.size:
-                    for edge in (np.iinfo(a.dtype).max, np.iinfo(a.dtype).min, 2 ** 31 if a.dtype.itemsize == 8 else -1):
+                    edges = {np.iinfo(a.dtype).max, np.iinfo(a.dtype).min}
+                    edges |= {2 ** 31} if a.dtype.itemsize == 8 else {-1} if a.dtype.kind == "i" else set()
+                    for edge in sorted(edges):
                         h = [x.copy() if isinstance(x, np.ndarray) else x for x in host]
                         h[k].flat[0] = edge
                         try:

@@ -31,7 +31,7 @@ import numpy as np
 
 from .core.family import Family
 from .core.launch import launch, variant
-from .core.launch import aligned, int32_size as _size_ok, out_like, require
+from .core.launch import aligned, in_range, int32_size as _size_ok, out_like, require
 from .core.device import torch as _torch
 
 NAME = "vision"
@@ -710,6 +710,7 @@ def _pi_check(table, idx, wts, out):
     N, C = idx.shape[0], table.shape[1]
     if N > 65535:
         raise ValueError(f"{N} tokens: at most 65535 per call (grid.y); split the call")
+    in_range(idx, table.shape[0], "idx (rows of pos_table)")
     return out_like(out, table, shape=(N, C)), N, C
 
 
@@ -725,7 +726,7 @@ def _pi_step(name):
             launch(FAMILY, f"vision_{name}", (-(-C // 256), N), (256,), (table, idx, wts, out_, N, C))
         return out_
     run.__name__ = name
-    return variant(dtypes=FP16, alloc_out=_pi_alloc)(run)
+    return variant(dtypes=FP16, alloc_out=_pi_alloc, plan=False)(run)    # idx is checked on every call
 
 
 def _pi_input(shape, dtype="float16", values="randn", seed=0):
@@ -1154,15 +1155,6 @@ def _rp_check(emb, feats, positions):
     return rows, C
 
 
-def _rp_range(positions, rows):
-    """Every position in [0, rows), or ValueError (one small device-to-host copy of min and max)."""
-    if positions.size:
-        lo, hi = int(positions.min()), int(positions.max())
-        if lo < 0 or hi >= rows:
-            raise ValueError(f"positions: expected 0 <= position < {rows} (text_emb's rows), got "
-                             f"min {lo}, max {hi}")
-
-
 @variant(dtypes=FP16)
 def rp_rows(emb, feats, positions, out=None):
     """In place: emb[positions[i]] = feats[i]; returns emb. The kernel skips an out-of-range
@@ -1318,7 +1310,7 @@ def replace_image_tokens(text_emb, image_feats, positions):
     [n_img, C] fp16, positions int32/int64 [n_img] each in [0, rows) (checked on the host: one
     small device->host copy). Returns text_emb (ref_replace_image_tokens)."""
     rows, _ = _rp_check(text_emb, image_feats, positions)
-    _rp_range(positions, rows)
+    in_range(positions, rows, "positions (text_emb's rows)")
     return rp_rows(text_emb, image_feats, positions)
 
 

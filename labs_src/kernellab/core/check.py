@@ -67,40 +67,47 @@ def _pairs(got, want):
 def variants(family, names=None, cases=None, dtype=None) -> None:
     """Check every variant of a family against family.reference on the family's awkward
     check_cases (irregular shapes x hostile values), with the family's tolerance(*inputs) where it
-    has one (a dot product of M terms: the bound scales with M) and then reporting the worst error
-    as a fraction of what is allowed. One line per variant; raises on the first mismatch.
-    Compile-only: runs the NumPy reference on the same cases and says so."""
+    has one (then the worst error is reported as a fraction of what is allowed). Each case's input
+    and reference are made once for all the variants. One line per variant; raises on the first
+    mismatch. A step that needs a newer GPU (min_arch) is skipped loudly. Compile-only: runs the
+    NumPy reference on the same cases and says so."""
     fam = of(family)
     cases = fam.check_cases if cases is None else cases
+    live = is_live()
+    todo = {}
     for nm in (list(fam.variants) if names is None else list(names)):
         fn = fam.variants[nm]
-        if is_live() and not fn.runs_here():
+        if live and not fn.runs_here():
             print(f"{fam.name} {nm:<24}: SKIPPED: needs sm_{fn.min_arch} or newer; this GPU cannot run it "
                   "(it compiles, and its PTX is shown, on any machine)")
             continue
         for dt in ([dtype] if dtype else list(fn.dtypes)):
-            todo = [c for c in cases if fn.accepts(c)]
-            skipped = len(cases) - len(todo)
-            note = f" ({skipped} case(s) with values >= 89 left out: this step is not overflow-safe)" \
-                if skipped else ""
-            worst = 0.0
-            for i, (shape, values) in enumerate(todo):
-                host = fam.make_input(shape, dt, values, seed=i)
-                want = fam.reference(*host)
-                if not is_live():
+            todo[nm, dt] = [0, 0.0]
+    for i, (shape, values) in enumerate(cases):
+        for dt in dict.fromkeys(dt for _, dt in todo):
+            runs = [nm for (nm, d) in todo if d == dt and fam.variants[nm].accepts((shape, values))]
+            if not runs:
+                continue
+            host = fam.make_input(shape, dt, values, seed=i)
+            want = fam.reference(*host)
+            tol = fam.tolerance(*host) if fam.tolerance else {}
+            for nm in runs:
+                todo[nm, dt][0] += 1
+                if not live:
                     continue
                 import cupy
-                tol = fam.tolerance(*host) if fam.tolerance else {}
-                got = fn(*[cupy.asarray(a) for a in host])
+                got = fam.variants[nm](*[cupy.asarray(a) for a in host])
                 for g, w in _pairs(got, want):
                     st = check(g, w, name=f"{fam.name} {nm} {dt} {shape} {values}", quiet=True, **tol)
-                    worst = max(worst, _allowed_share(g, w, tol) if tol else st["max_rel"])
-            what = "of the allowed error" if fam.tolerance else "max rel err"
-            if is_live():
-                print(f"{fam.name} {nm:<24} {dt:<11}: {len(todo)} cases OK, worst {worst:.2g} {what}{note}")
-            else:
-                print(f"{fam.name} {nm:<24} {dt:<11}: SKIPPED (compile-only): NumPy reference ran on "
-                      f"{len(todo)} cases; a GPU would run the kernel on each and compare{note}")
+                    todo[nm, dt][1] = max(todo[nm, dt][1], _allowed_share(g, w, tol) if tol else st["max_rel"])
+    what = "of the allowed error" if fam.tolerance else "max rel err"
+    for (nm, dt), (n, worst) in todo.items():
+        note = f" ({len(cases) - n} case(s) left out: this step is not overflow-safe)" if n < len(cases) else ""
+        if live:
+            print(f"{fam.name} {nm:<24} {dt:<11}: {n} cases OK, worst {worst:.2g} {what}{note}")
+        else:
+            print(f"{fam.name} {nm:<24} {dt:<11}: SKIPPED (compile-only): NumPy reference ran on "
+                  f"{n} cases; a GPU would run the kernel on each and compare{note}")
 
 
 def _allowed_share(got, want, tol) -> float:
@@ -139,7 +146,7 @@ def _bound(fn, inputs):
 
 
 def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
-                   scalars=lambda *inputs: (), ptx_must_contain=(), step=None, strict=False):
+                   scalars=lambda *inputs: (), ptx_must_contain=(), step=None, strict=False, tolerance=None):
     """Grade a learner's kernel: compile it for sm_87 + sm_90 and require each string of
     ptx_must_contain in its PTX; on a GPU, run it on make_input(), compare each output with
     reference(*inputs), then time it and the lab's own step on the same inputs (bench.time_fn,
@@ -150,11 +157,11 @@ def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
     fn(*cupy_inputs) runs the lab's step. Not strict (the learner's cell): a failure prints
     "NOT YET: <reason>" and returns None, so Run All goes on. strict=True (the solution cell)
     raises instead, so a solution that stops working fails the notebook's test.
-    Returns a dict of what was measured (or {} in compile-only mode)."""
+    Returns a dict of what was measured (None in compile-only mode, where nothing is)."""
     from .build import CompileError
     try:
         return _grade(src, kernel_name, make_input, reference, grid, block, scalars,
-                      ptx_must_contain, step)
+                      ptx_must_contain, step, tolerance or {})
     except (CheckError, CompileError, ValueError, TypeError) as e:
         if strict:
             raise
@@ -168,7 +175,7 @@ def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
     return None
 
 
-def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_must_contain, step):
+def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_must_contain, step, tol):
     from .build import ARCHS, compile_source, nvrtc_compile
     from .launch import kernel_args
     needles = (ptx_must_contain,) if isinstance(ptx_must_contain, str) else tuple(ptx_must_contain)
@@ -185,10 +192,13 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
     wants = _as_tuple(reference(*inputs))
     fn = compile_source(src, kernel_name) if is_live() else None
     if fn is None:
-        print("SKIPPED (compile-only): on a GPU the kernel runs on inputs of shape "
+        print("NOT CHECKED (no GPU): your kernel compiles"
+              + (f" and its PTX has {', '.join(needles)}" if needles else "")
+              + ", but whether it computes the right answer is not checked here: a wrong kernel gets this "
+              "same line. On a GPU it runs on inputs of shape "
               f"{[getattr(a, 'shape', ()) for a in inputs]}, is compared with NumPy and timed"
               + (f" against {step[0]}." if step else "."))
-        return {}
+        return None
     import cupy
     from .bench import time_fn
     dev_in = [cupy.asarray(a) for a in inputs]
@@ -199,7 +209,7 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
     fn(g, b, args)
     cupy.cuda.Device().synchronize()
     for k, (got, want) in enumerate(zip(outs, wants)):
-        check(got, want, name=f"your {kernel_name}" + (f" output {k}" if len(wants) > 1 else ""))
+        check(got, want, name=f"your {kernel_name}" + (f" output {k}" if len(wants) > 1 else ""), **tol)
     mine = time_fn(lambda: fn(g, b, args))
     result = {"your_us": mine.median_us}
     line = f"your kernel {mine.median_us:.1f} µs"

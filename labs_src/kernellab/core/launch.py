@@ -376,3 +376,13 @@ def int32_size(n: int) -> int:
     if n > MAX_INT32_N:
         raise ValueError(f"{n} elements: these kernels index with int32 (at most {MAX_INT32_N}); split the call")
     return n
+
+
+def in_range(idx, hi: int, name: str = "idx") -> None:
+    """Raise ValueError (before any launch) unless every index is in [0, hi): one small
+    device-to-host copy of the min and max. A kernel that gathers with an index from memory would
+    otherwise read out of bounds and kill the context."""
+    if idx.size:
+        lo_, hi_ = int(idx.min()), int(idx.max())
+        if lo_ < 0 or hi_ >= hi:
+            raise ValueError(f"{name}: expected 0 <= index < {hi}, got min {lo_}, max {hi_}")
