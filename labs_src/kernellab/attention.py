@@ -75,8 +75,9 @@ def make_decode(shape=(HQ, 4096), dtype="float16", values="randn", seed=0):
 
 def reference_decode(q, k, v, lens):
     """softmax(q k^T / sqrt(128)) v in float64, each query head against its KV head (h // 4),
-    over the first lens[0] keys. Returns float32 [32, 128]."""
-    L = int(np.asarray(lens).reshape(-1)[0])
+    over the first lens[0] keys, clamped to [0, capacity] as the kernels clamp a device-side length
+    (no key: NaN, the empty softmax). Returns float32 [32, 128]."""
+    L = min(max(int(np.asarray(lens).reshape(-1)[0]), 0), np.asarray(k).shape[1])
     qd = np.asarray(q, np.float64).reshape(HKV, GROUP, D)
     kd, vd = np.asarray(k, np.float64)[:, :L], np.asarray(v, np.float64)[:, :L]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -466,7 +467,7 @@ def dec_vs_sdpa(df):
 
 
 DECODE = Family(
-    name="attention_decode", kernels=FAMILY, variants=DEC_VARIANTS, reference=reference_decode,
+    name="attention_decode", kernels=FAMILY, roof="read", variants=DEC_VARIANTS, reference=reference_decode,
     make_input=make_decode, bytes_moved=decode_bytes, check_cases=DEC_CHECK_CASES,
     record_cases=[((HQ, n), "float16") for n in DEC_LENGTHS], baselines=DEC_BASELINES,
     shapes={f"Qwen3-8B decode, KV length {n}": (HQ, n) for n in DEC_LENGTHS},

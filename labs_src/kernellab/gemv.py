@@ -586,6 +586,7 @@ def _cublas_f16out(W, x):
 
 
 LOGITS = Family(
+    roof="read",
     name="gemv_logits", kernels=FAMILY, case_key=case_key, make_input=_logits_input,
     reference=_logits_reference, bytes_moved=_logits_bytes,
     tolerance=lambda W, x: tolerance(W, x, out_dtype="float32"),
@@ -789,6 +790,7 @@ def crossover_cases(tokens=BATCH_TOKENS, shapes=((4096, 4096), (12288, 4096)), p
 BATCHED_CASES = {"float16": crossover_cases(), "f32_fp16w": crossover_cases(shapes=((4096, 4096),), path="f32_fp16w"),
                  "float32": [((n, 4096, 4096), "float32") for n in (1, 8, 64)], "vit": [(VIT, "float16")]}
 BATCHED = Family(
+    roof="read",
     name="gemv_batched", kernels=FAMILY, case_key=case_key, make_input=_batched_input,
     reference=_batched_reference, bytes_moved=_batched_bytes, tolerance=_batched_tolerance,
     variants={"13_batched_f32": _bstep("13_batched_f32", "float32", 128, 16, 16),
@@ -810,7 +812,7 @@ BATCHED = Family(
 GEMV = Family(
     name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
     bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
-    case_key=case_key, record_cases=RECORD_CASES, tolerance=tolerance,
+    case_key=case_key, record_cases=RECORD_CASES, tolerance=tolerance, roof="read",
     about="lab 04: GEMV, the matmul report's kernels before/after and beyond")
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT]
 

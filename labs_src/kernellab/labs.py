@@ -34,12 +34,15 @@ def family_named(name: str):
 
 # ---- the README's headline figure, from the recorded results --------------------------------------
 
+QUANTISED = ("int8", "int4", "w8a16")    # judged against a reader of their own (fewer) weight bytes
+
+
 def headline_rows():
     """Per recorded device and lab: at the lab's largest recorded case of each dtype, the fastest step
     (read from the data) and the fastest torch/cuBLAS baseline, each as a fraction of the ceiling
     that applies: a step's own read-only floor where the family records one (the quantised GEMVs:
     time(floor)/time(step)), the read roof for a GEMV (it reads its weights and writes almost
-    nothing), else the copy roof (read once, write once)."""
+    nothing), else the copy roof (read once, write once): the family's `roof`."""
     import pandas as pd
     from .core.device import load_recorded
     from .core.results import best, one_source
@@ -58,12 +61,10 @@ def headline_rows():
                 floor = at[at["name"].str.startswith("read-only kernel")]
                 picks = [top.reset_index().iloc[0]] + ([libs.loc[libs["median_us"].idxmin()]] if len(libs) else [])
                 for r in picks:
-                    if len(floor) and fam.name.startswith("gemv"):
+                    if len(floor) and dt in QUANTISED:
                         frac, ceiling = float(floor["median_us"].min()) / float(r["median_us"]), "its read-only floor"
-                    elif fam.name.startswith("gemv"):
-                        frac, ceiling = float(r["frac_read"]), "the read roof"
                     else:
-                        frac, ceiling = float(r["frac_copy"]), "the copy roof"
+                        frac, ceiling = float(r[f"frac_{fam.roof}"]), f"the {fam.roof} roof"
                     rows.append({"device": dev, "date": r["date"], "family": fam.name, "case": case, "name": r["name"],
                                  "kind": r["kind"], "frac": frac, "ceiling": ceiling})
     return pd.DataFrame(rows)
@@ -100,12 +101,12 @@ def headline(name: str = "headline"):
                             textcoords="offset points", va="center", fontsize=8)
         ax.axvline(100, color="k", ls="--", lw=1)
         ax.set_xlim(0, 170)
-        ax.set_xlabel("% of the ceiling that applies (100% = the measured ceiling)")
         ax.set_title(f"recorded on {dev}, {', '.join(sorted(set(d['date'])))}", fontsize=9)
         ax.grid(alpha=0.3, axis="x")
     ceil = dict(zip(zip(rows["family"], rows["case"]), rows["ceiling"]))
     axes[0][0].set_yticks(y, [f"{fam} {case}\nvs {ceil[(fam, case)]}" for fam, case in groups], fontsize=8)
     axes[0][0].legend(loc="lower right", fontsize=8, frameon=False)
+    fig.supxlabel("% of the ceiling that applies (100% = the measured ceiling)", fontsize=9)
     fig.suptitle("CUDA Kernel Labs: the fastest step of each lab vs the library (make bench, make headline)",
                  fontsize=10)
     fig.tight_layout()

@@ -17,25 +17,44 @@ from .core.device import REFERENCE, info, is_live, now, save_recorded
 from .labs import LABS, families
 
 
-def derive(df, roofs: dict):
-    """frac_copy and frac_read of every row with bytes and a time, from the given roofs."""
+def derive(df, roofs: dict, roof: str = "copy"):
+    """gbps, frac_copy and frac_read of every row with bytes and a time, from the given roofs; a
+    family judged against the read roof gets no copy fraction (that roof does not apply to it)."""
     if "bytes" in df and "median_us" in df:
         gbps = df["bytes"] / df["median_us"] / 1e3
         df["gbps"] = gbps
-        df["frac_copy"] = gbps / roofs["copy_gbps"]
+        df["frac_copy"] = gbps / roofs["copy_gbps"] if roof == "copy" else float("nan")
         df["frac_read"] = gbps / roofs["read_gbps"]
     return df
 
 
-def rederive() -> int:
-    """Every CSV of every recorded device: fractions from that device's meta.json roofs."""
+def lab00_roofs(folder, roofs: dict) -> dict:
+    """The device record's roofs: lab 00's recorded copy and read roofs (measuring.csv) where the
+    folder has them, so a later partial run cannot leave a second roof beside them."""
     import pandas as pd
+    path = folder / "measuring.csv"
+    if path.exists():
+        m = pd.read_csv(path)
+        v = dict(zip(m["quantity"], m["value"]))
+        roofs = {**roofs, **{k: float(v[q]) for k, q in (("copy_gbps", "copy roof"), ("read_gbps", "read roof"))
+                             if q in v}}
+    return roofs
+
+
+def rederive() -> int:
+    """Every CSV of every recorded device: fractions from that device's roofs (lab 00's, written
+    back into meta.json), each family against the roof that applies to it."""
+    import pandas as pd
+    from .labs import families
+    roof_of = {f.name: f.roof for f in families()}
     for meta_path in sorted(REFERENCE.glob("*/meta.json")):
-        roofs = json.loads(meta_path.read_text())["roofs"]
+        meta = json.loads(meta_path.read_text())
+        meta["roofs"] = lab00_roofs(meta_path.parent, meta["roofs"])
+        meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
         for csv in sorted(meta_path.parent.glob("*.csv")):
             df = pd.read_csv(csv)
             if "frac_read" in df:
-                derive(df, roofs).to_csv(csv, index=False, float_format="%.6g")
+                derive(df, meta["roofs"], roof_of.get(csv.stem, "copy")).to_csv(csv, index=False, float_format="%.6g")
                 print(f"re-derived {csv.relative_to(REFERENCE)} from {meta_path.parent.name}'s roofs")
     return 0
 
@@ -62,6 +81,7 @@ def main(labs) -> int:
     labs = labs or LABS
     meta_path = REFERENCE / info()["slug"] / "meta.json"
     recorded = json.loads(meta_path.read_text()).get("roofs") if meta_path.exists() else None
+    recorded = lab00_roofs(meta_path.parent, recorded) if recorded else None
     if "measuring" in labs or recorded is None:
         roofs, meta = bench.roofs(), {"roofs": dict(bench.roofs()), "roofs_date": now()}
         print("roofs: measured in this run, written to the device record")
@@ -71,7 +91,7 @@ def main(labs) -> int:
     saved = {}    # families sharing a name (vision's ops) are written into one CSV
     for fam in families(labs):
         df = fam.record() if fam.record is not None else bench.compare(fam, fam.record_cases)
-        df = derive(df.drop(columns=["device", "date", "source"]), roofs)
+        df = derive(df.drop(columns=["device", "date", "source"]), roofs, fam.roof)
         saved[fam.name] = pd.concat([saved[fam.name], df], ignore_index=True) if fam.name in saved else df
         path = save_recorded(fam.name, saved[fam.name], meta)
         print(f"recorded {len(df)} rows -> {path}")

@@ -50,6 +50,9 @@ class Family:
     targets       [Target]
     tolerance     tolerance(*inputs) -> {"rtol": .., "atol": ..} for the checks, where the
                   default per-dtype tolerance does not fit (a dot product of M terms); None: default
+    roof          the roof that applies: "copy" (reads its input once and writes its output once)
+                  or "read" (writes almost nothing: a GEMV, decode attention); the other fraction
+                  is left empty, since a roof that does not apply is no ceiling
     op            in a record shared by several families (vision's ops share vision.csv), the
                   family's label; its case keys start with 'op:'
     case_key      (shape, dtype) -> the case's key in a results frame
@@ -71,6 +74,7 @@ class Family:
     targets: tuple = ()
     tolerance: Callable | None = None
     op: str = ""
+    roof: str = "copy"
     case_key: Callable = case_key
     record: Callable | None = None
     about: str = ""

@@ -43,7 +43,7 @@ def select(df, **eq):
 def one_source(df):
     """The rows of the first (device, source) present: a frame may hold several recorded devices,
     and a sentence speaks of one."""
-    if df is None or df.empty:
+    if df is None or df.empty or not {"device", "source"} <= set(df):
         return df
     first = df.iloc[0]
     return df[(df["device"] == first["device"]) & (df["source"] == first["source"])]
