@@ -429,19 +429,18 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b
 #endif
 }
 
+// ldmatrix: four 8x8 b16 tiles from shared memory into a warp's mma fragments (TRANS: transposed,
+// for the V operand of P.V).
+template <bool TRANS>
 __device__ __forceinline__ void ldsm_x4(unsigned* r, const __half* p) {
 #if __CUDA_ARCH__ >= 800
     unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-#endif
-}
-
-__device__ __forceinline__ void ldsm_x4_t(unsigned* r, const __half* p) {
-#if __CUDA_ARCH__ >= 800
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 #endif
 }
 
@@ -505,7 +504,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
     unsigned qa[5][4];                                 // this warp's 16 rows of Q as mma A fragments
 #pragma unroll
     for (int c = 0; c < 5; ++c)
-        ldsm_x4(qa[c], qs + (warp * 16 + (lane & 15)) * LD + c * 16 + (lane >> 4) * 8);
+        ldsm_x4<false>(qa[c], qs + (warp * 16 + (lane & 15)) * LD + c * 16 + (lane >> 4) * 8);
     __syncthreads();                                   // Q's space is reused by the K/V tiles
     float oacc[10][4];
 #pragma unroll
@@ -541,7 +540,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
 #pragma unroll
             for (int n = 0; n < 8; n += 2) {
                 unsigned b[4];   // keys 8n..8n+15, dims 16c..16c+15
-                ldsm_x4(b, ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LD + c * 16 + ((lane >> 3) & 1) * 8);
+                ldsm_x4<false>(b, ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LD + c * 16 + ((lane >> 3) & 1) * 8);
                 mma16816(s[n], qa[c], b[0], b[1]);
                 mma16816(s[n + 1], qa[c], b[2], b[3]);
             }
@@ -593,7 +592,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
 #pragma unroll
             for (int n = 0; n < 10; n += 2) {
                 unsigned b[4];   // keys 16c..16c+15, dims 8n..8n+15
-                ldsm_x4_t(b, vs + (c * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n * 8 + (lane >> 4) * 8);
+                ldsm_x4<true>(b, vs + (c * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n * 8 + (lane >> 4) * 8);
                 mma16816(oacc[n], pa[c], b[0], b[1]);
                 mma16816(oacc[n + 1], pa[c], b[2], b[3]);
             }
