@@ -733,7 +733,7 @@ tg
 rv = bench.roof_values()
 t22 = gemv.time_us(f16, gemv.BEST["float16"], qo16)
 tfl = gemv.time_us(f16, gemv.FLOOR, qo16)
-met = int((tg["verdict"] == "met").sum()) if len(tg) else 0
+met = int((tg["outcome"] == "met").sum()) if len(tg) else 0
 kl.say("Not measured or recorded yet." if t22 != t22 or not rv else
        f"{met} of {len(tg)} targets met ({kl.provenance(dec)}). An empty kernel takes "
        f"{rv['launch_us']:.1f} µs here ({rv['source']} on {rv['device']}), "

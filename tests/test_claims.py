@@ -77,7 +77,9 @@ def test_values_are_from_the_allowed_sets():
         assert r["id"].rsplit("-", 1)[0] == TOPIC[r["lab"]], f"{where} the id's prefix is not lab {r['lab']}'s topic"
         assert r["kind"] in KINDS, f"{where} kind {r['kind']!r}"
         assert r["claim"].strip(), f"{where} empty claim"
-        if r["claimed"]:
+        if r["claimed"] in (">", "<", "0"):     # a count claim's direction: more, fewer, none in the after step
+            assert r["how"].startswith(("ptx:", "ptxas:")), f"{where}: a direction is for PTX/ptxas counts"
+        elif r["claimed"]:
             v = float(r["claimed"])
             assert math.isfinite(v) and v > 0, f"{where} claimed {r['claimed']!r}"
         assert not r["how"] or HOW.match(r["how"]), f"{where} how {r['how']!r}"

@@ -15,8 +15,8 @@ import sys
 
 import numpy as np
 
-from .core.results import pick, ratio
-from .core.family import Family
+from .core.results import fastest, pick, ratio, ratio_band
+from .core.family import Family, Target
 from .core.launch import launch, variant
 from .core.check import check
 from .core.launch import aligned, out_like, require
@@ -809,12 +809,7 @@ BATCHED = Family(
 
 
 
-GEMV = Family(
-    name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
-    bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
-    case_key=case_key, record_cases=RECORD_CASES, tolerance=tolerance, roof="read",
-    about="lab 04: GEMV, the matmul report's kernels before/after and beyond")
-FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT]
+
 
 
 def check_variants(family=None, names=None, cases=None) -> None:
@@ -853,51 +848,49 @@ def orin_model(shapes=None, gbps=None, frac=0.85):
 
 def time_us(df, name, case) -> float:
     """The median µs of one row of a results frame (NaN when absent)."""
-    from .core.bench import pick
     return pick(df, name, "median_us", case=case)
 
 
-def targets(df) -> "pd.DataFrame":  # noqa: F821
-    """Each target of the lab with its measured figure, a verdict, and the best the target could
-    be on this GPU: the same figure computed with the read-only floor (FLOOR, a kernel that reads
-    the weight's bytes and nothing else) in place of our kernel. From a frame of gemv rows (live or
-    recorded: one device/source at a time, the first in df)."""
-    import pandas as pd
-    if df is None or df.empty:
-        return pd.DataFrame(columns=["target", "needs", "measured", "verdict", "at the floor", "at"])
-    dev, src = df[["device", "source"]].iloc[0]
-    df = df[(df["device"] == dev) & (df["source"] == src)]
-    best16, cub = BEST["float16"], "cuBLAS (cupy.matmul)"
-    rows = []
+def _vs(slow_case, fast_case=None, slow=None, fast=None, floor=False):
+    """A target's measure: time(slow at slow_case) / time(fast at fast_case), each side the named
+    row or, by default, the fastest of our steps there (read from the data); floor=True puts the
+    read-only floor in place of the fast side: the best any kernel could score."""
+    def m(df):
+        fc = fast_case or slow_case
+        f = FLOOR if floor else fast or fastest(df, fc)
+        sl = slow or fastest(df, slow_case)
+        return ratio_band(df, f, sl, fc, slow_case) if f and sl else float("nan")
+    return m
 
-    def add(target, need, value, ok, at, floor=float("nan")):
-        rows.append({"target": target, "needs": need, "measured": value,
-                     "verdict": "not measured" if value != value else ("met" if ok(value) else "missed"),
-                     "at the floor": floor, "at": f"{at} ({src} on {dev})"})
-    for s in TARGET_SHAPES:
-        c = case_key(s, "float16")
-        need = 1.3 if s == (4096, 4096) else 1.0
-        add(f"best fp16 vs cuBLAS, {s[0]}x{s[1]}", f">= {need:.1f}x", time_us(df, cub, c) / time_us(df, best16, c),
-            lambda v, n=need: v >= n, c, time_us(df, cub, c) / time_us(df, FLOOR, c))
-    for s in TARGET_SHAPES[1:]:
-        c = case_key(s, "float16")
-        frac = lambda nm: pick(df, nm, "frac_read", case=c)  # noqa: E731
-        add(f"best fp16 fraction of the read roof, {s[0]}x{s[1]}", ">= 0.90", frac(best16), lambda v: v >= 0.9, c,
-            frac(FLOOR))
-    for path, need in (("int8", 1.6), ("w8a16", 1.6), ("int4", 2.5)):
-        for s, _ in CASES[path]:
-            if (s, "float16") in CASES["float16"]:
-                c16, cq = case_key(s, "float16"), case_key(s, path)
-                add(f"{path} vs our best fp16, {s[0]}x{s[1]}", f">= {need:.1f}x",
-                    time_us(df, best16, c16) / time_us(df, BEST[path], cq), lambda v, n=need: v >= n, cq,
-                    time_us(df, best16, c16) / time_us(df, FLOOR, cq))
-    c = case_key((4096, 4096), "float32")
-    add("fp32 GEMV vs cuBLAS sgemv, 4096x4096", ">= 1.0x", time_us(df, cub, c) / time_us(df, BEST["float32"], c),
-        lambda v: v >= 1.0, c, time_us(df, cub, c) / time_us(df, FLOOR, c))
-    out = pd.DataFrame(rows)
-    for col in ("measured", "at the floor"):
-        out[col] = out[col].map(lambda v: "-" if v != v else f"{v:.2f}")
-    return out
+
+def _frac_read(case, floor=False):
+    def m(df):
+        name = FLOOR if floor else fastest(df, case)
+        return pick(df, name, "frac_read", case=case) if name else float("nan")
+    return m
+
+
+def _targets():
+    k = case_key
+    cub = "cuBLAS (cupy.matmul)"
+    out = [Target(f"fastest fp16 vs cuBLAS, {s[0]}x{s[1]}", _vs(k(s, "float16"), slow=cub),
+                  1.3 if s == (4096, 4096) else 1.0, floor=_vs(k(s, "float16"), slow=cub, floor=True))
+           for s in TARGET_SHAPES]
+    out += [Target(f"fastest fp16, fraction of the read roof, {s[0]}x{s[1]}", _frac_read(k(s, "float16")), 0.9,
+                   floor=_frac_read(k(s, "float16"), floor=True)) for s in TARGET_SHAPES[1:]]
+    out += [Target(f"{path} vs our fastest fp16, {s[0]}x{s[1]}", _vs(k(s, "float16"), k(s, path)), need,
+                   floor=_vs(k(s, "float16"), k(s, path), floor=True))
+            for path, need in (("int8", 1.6), ("w8a16", 1.6), ("int4", 2.5))
+            for s, _ in CASES[path] if (s, "float16") in CASES["float16"]]
+    c = k((4096, 4096), "float32")
+    out.append(Target("fp32 GEMV vs cuBLAS sgemv, 4096x4096", _vs(c, slow=cub), 1.0, floor=_vs(c, slow=cub, floor=True)))
+    return tuple(out)
+
+
+def targets(df):
+    """The lab's targets (GEMV.targets) judged by the one rule, with the figure at the floor."""
+    from .core.results import targets as judge
+    return judge(GEMV.targets, df)
 
 
 # ---- small readers of a results frame, for the lab's sentences ----------------------------------
@@ -965,3 +958,11 @@ def warm_vs_flushed(name, cases, family=None):
                      "weight fits in L2": args[0].nbytes <= (info()["l2_bytes"] or 0),
                      "flushed µs": fl, "warm µs": wm, "flushed / warm": fl / wm})
     return pd.DataFrame(rows).round(2)
+
+
+GEMV = Family(
+    name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
+    bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
+    case_key=case_key, record_cases=RECORD_CASES, tolerance=tolerance, roof="read", targets=_targets(),
+    about="lab 04: GEMV, the matmul report's kernels before/after and beyond")
+FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT]

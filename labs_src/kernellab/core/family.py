@@ -17,14 +17,16 @@ def case_key(shape, dtype) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """A target of an issue or a lab: `what` is measured by `measure(frame) -> float` (NaN when the
-    frame lacks it); met when the value is >= threshold (or <= with below=True). A target with
+    """A target of an issue or a lab: `what` is measured by `measure(frame) -> float or
+    results.Measured` (NaN when the frame lacks it); met when the value is >= threshold (or <= with below=True). A target with
     threshold None is shown as 'no threshold', never as missed."""
     what: str
     measure: Callable
     threshold: float | None = None
     below: bool = False
     unit: str = "x"
+    floor: Callable | None = None    # the same figure with a read-only floor in place of the step: the best
+                                     # any kernel could score on this GPU (a target the floor misses is out of reach)
 
 
 @dataclass(eq=False)

@@ -82,9 +82,10 @@ def band(df, name: str, case: str) -> Measured:
     return Measured(*(pick(df, name, c, case=case) for c in ("median_us", "p10_us", "p90_us")))
 
 
-def ratio_band(df, fast: str, slow: str, case: str) -> Measured:
-    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band."""
-    f, s = band(df, fast, case), band(df, slow, case)
+def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> Measured:
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band; slow_case: the
+    slow side at another case (an int4 step against the fp16 step of the same shape)."""
+    f, s = band(df, fast, case), band(df, slow, slow_case or case)
     if not (f.ok and s.ok):
         return NAN
     lo = s.lo / f.hi if f.hi == f.hi and s.lo == s.lo else s.value / f.value
@@ -101,6 +102,12 @@ def cases(df, name: str | None = None) -> list:
     """The cases of a frame (of one step), in the frame's order."""
     d = df if name is None else select(df, name=name)
     return [] if d is None or d.empty else list(dict.fromkeys(d["case"]))
+
+
+def fastest(df, case: str, kind: str = "variant") -> str | None:
+    """The name of the fastest row of `kind` at one case (best(), for one case), or None."""
+    b = best(select(df, case=case), kind)
+    return b.loc[case, "name"] if case in b.index else None
 
 
 def best(df, kind: str = "variant", names=None):
@@ -143,8 +150,8 @@ def verdict(m: Measured, claimed: float | None = None, kind: str = "kernel",
         return "within noise"
     if claimed is None or claimed != claimed:
         return "faster" if m.value > 1 else "slower"
-    if claimed == 1 or m.value == 1:
-        return "refuted"             # a claimed "no change" where the bands do not overlap, or the reverse
+    if claimed == 1 or m.value == 1:  # a claimed "no change" (bands apart: refuted), or no change measured
+        return "holds" if claimed == m.value else "refuted"
     if (m.value > 1) != (claimed > 1):
         return "refuted"
     q = math.log(m.value) / math.log(claimed)
@@ -166,13 +173,18 @@ def targets(targets, df):
     """The targets table: what, measured (with its band), threshold, outcome, provenance."""
     import pandas as pd
     rows = []
+    as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
     for t in targets:
-        m = t.measure(df)
-        m = m if isinstance(m, Measured) else Measured(float(m), float("nan"), float("nan"))
-        rows.append({"target": t.what, "measured": f"{m.value:.2f}" if m.ok else "-",
-                     "threshold": "-" if t.threshold is None else
-                     f"{'<=' if t.below else '>='} {t.threshold:g}",
-                     "outcome": target_outcome(m, t.threshold, t.below)})
+        m = as_m(t.measure(df))
+        row = {"target": t.what, "measured": f"{m.value:.2f}" if m.ok else "-",
+               "threshold": "-" if t.threshold is None else f"{'<=' if t.below else '>='} {t.threshold:g}",
+               "outcome": target_outcome(m, t.threshold, t.below)}
+        if t.floor is not None:          # the same figure with the read-only floor in place of our step
+            fl = as_m(t.floor(df))
+            row["at the floor"] = f"{fl.value:.2f}" if fl.ok else "-"
+        rows.append(row)
+    if len(rows):
+        print(f"Targets: {provenance(one_source(df))}")
     return pd.DataFrame(rows)
 
 
@@ -190,13 +202,13 @@ def claims_file():
 
 def _count(kernels: str, step: str, how: str) -> float:
     """What a `ptx:<text>` or `ptxas:registers` claim counts in one step's compiled kernel (sm_90)."""
-    import re
     from . import build
     if how == "ptxas:registers":
         info = build.ptxas_info(kernels, ("sm_90",))
         r = info[info.kernel == (step if step.startswith(kernels + "_") else f"{kernels}_{step}")]
         return float(r["registers"].iloc[0]) if len(r) else float("nan")
-    return float(len(build.ptx(kernels, step, "sm_90", grep=re.escape(how.split(":", 1)[1]))))
+    texts = how.split(":", 1)[1].split("|")   # PTX instructions (any of); .ftz (CuPy's -ftz=true) is ignored
+    return float(sum(any(t in line.replace(".ftz", "") for t in texts) for line in build.ptx(kernels, step, "sm_90")))
 
 
 def _counted(r, kernels: str) -> tuple:
@@ -207,14 +219,19 @@ def _counted(r, kernels: str) -> tuple:
         before = _count(kernels, r.slow, r.how) if r.slow else float("nan")
     except (ValueError, KeyError):
         return NAN, "not measured (no such step)", "-"
-    if before != before:          # a structure claim about one step: the instruction is there, or not
-        return Measured(after, after, after), "holds" if after > 0 else "refuted", f"{after:g} in {r.fast}"
-    m = Measured(after / before if before else float("inf"), float("nan"), float("nan"))
+    if before != before:          # a structure claim about one step: the instruction is there (or, "0", not)
+        ok = after == 0 if r.claimed == "0" else after > 0
+        return Measured(after, after, after), "holds" if ok else "refuted", f"{after:g} in {r.fast}"
+    m = Measured(after / before if before else 1.0 if after == before else float("inf"), float("nan"), float("nan"))
     shown = f"{before:g} -> {after:g}"
+    if r.claimed in (">", "<", "0"):    # the claim gives a direction, not a number
+        ok = after > before if r.claimed == ">" else after < before if r.claimed == "<" else after == 0
+        return m, "holds" if ok else "refuted", shown
     if r.claimed:
         c = float(r.claimed)
         return m, "refuted" if (m.value == 1) != (c == 1) else verdict(m, c, r.kind), shown
-    return m, "holds" if after > before else "refuted", shown
+    # no number claimed: say which way the count moved, as "faster"/"slower" do for times
+    return m, "more" if after > before else "fewer" if after < before else "no change", shown
 
 
 def claims(lab: str, df, families=(), measured=None):
@@ -228,7 +245,7 @@ def claims(lab: str, df, families=(), measured=None):
     rows = []
     cf = claims_file()
     for r in (cf[cf["lab"] == lab].itertuples() if not cf.empty else []):
-        claimed = float(r.claimed) if r.claimed else None
+        claimed = float(r.claimed) if r.claimed not in ("", ">", "<", "0") else None
         shown = None
         if r.how == "ratio":
             m = ratio_band(df, r.fast, r.slow, r.case)
@@ -397,7 +414,8 @@ def unless_missing(value, text: str, missing: str = MISSING) -> str:
     return text if value is not None and value == value else missing
 
 
-OUTCOMES = ("holds", "smaller than claimed", "larger than claimed", "refuted", "within noise", "faster", "slower")
+OUTCOMES = ("holds", "smaller than claimed", "larger than claimed", "refuted", "within noise", "faster", "slower",
+            "more", "fewer", "no change")
 
 
 def claims_summary(table) -> str:
