@@ -94,7 +94,7 @@ extern "C" __global__ void add_06_bias_2d(const __half* __restrict__ m, const __
 // Why: the seed's broadcast_add_bias_fp16_kernel after: the 2-D grid plus 8 halves per
 // 128-bit load of the matrix and of the bias (__ldg: the bias row is reread by every row and
 // stays in cache). A knob to try: BIAS_ROWS > 1 gives each thread several rows, all loads
-// issued before the first add (on an H200 it did not help: 1 is the default). cols must be a multiple of 8 for
+// issued before the first add (where it did not help, measured: 1 is the default). cols must be a multiple of 8 for
 // aligned row starts; otherwise (vec_ok = 0) the block's 8 x 256 columns go as coalesced scalars.
 #ifndef BIAS_ROWS
 #define BIAS_ROWS 1

@@ -253,7 +253,7 @@ __device__ __forceinline__ void dec_kernel(const __half* __restrict__ q, const _
     dec_block_merge<GROUP, TILE>(st, dec_sm, halves, qh0, chunk, chunks, o, part_o, part_lse);
 }
 
-extern "C" __global__ void __launch_bounds__(128) attention_02_decode_head(
+extern "C" __global__ __launch_bounds__(128) void attention_02_decode_head(
         const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
         __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
         const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
@@ -265,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_02_decode_head(
 // one block per (head, chunk), so every SM gets work. Each block writes its chunk's normalised
 // output and log-sum-exp; attention_03_decode_merge combines them. Same kernel body as step 02:
 // only the grid changes (gridDim.y = chunks).
-extern "C" __global__ void __launch_bounds__(128) attention_03_decode_split(
+extern "C" __global__ __launch_bounds__(128) void attention_03_decode_split(
         const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
         __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
         const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
@@ -298,7 +298,7 @@ extern "C" __global__ void attention_03_decode_merge(const float* __restrict__ p
 // KV head's cache once per query head: 4 times. Here one block per (KV head, chunk) serves the 4
 // query heads of its group, so K and V cross DRAM once: a quarter of the bytes. The price is 4x the
 // registers for the accumulators (4 heads x 8 dims per lane).
-extern "C" __global__ void __launch_bounds__(128) attention_04_decode_gqa(
+extern "C" __global__ __launch_bounds__(128) void attention_04_decode_gqa(
         const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
         __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
         const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
@@ -313,7 +313,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_04_decode_gqa(
 // per thread in flight), and rescales its accumulators once per tile instead of once per key. The
 // launcher picks the chunk count from the SM count and the length (one resident wave of blocks,
 // chunks long enough to amortise the merge), and skips the merge when one chunk suffices.
-extern "C" __global__ void __launch_bounds__(128, 2) attention_05_decode_gqa_tile(
+extern "C" __global__ __launch_bounds__(128, 2) void attention_05_decode_gqa_tile(
         const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
         __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
         const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
@@ -361,7 +361,7 @@ extern "C" __global__ void attention_06_rope_append(const __half* __restrict__ q
 // query row walks K and V in tiles of blockDim keys, with lab 01's online (m, l) and the
 // accumulator rescaled per tile; the scores never leave the SM. Slow (CUDA cores, each K row
 // re-read by every query row through the caches), but it is the whole algorithm in a few lines.
-extern "C" __global__ void __launch_bounds__(128) attention_11_prefill_row(
+extern "C" __global__ __launch_bounds__(128) void attention_11_prefill_row(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
     __shared__ float qs[PF_D];
@@ -616,7 +616,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(128) attention_12_prefill_mma(
+extern "C" __global__ __launch_bounds__(128) void attention_12_prefill_mma(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
     pf_mma_kernel<false, PF_DP>(q, k, v, o, N, scale_log2);
@@ -626,7 +626,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_12_prefill_mma(
 // Why: in step 12 every warp stalls while a tile crosses from DRAM (or L2) to shared memory. Here
 // cp.async copies tile t + 1 straight into a second shared-memory buffer (no register round trip)
 // while the tensor cores work on tile t: double buffering. The layout is unchanged (80 halves).
-extern "C" __global__ void __launch_bounds__(128) attention_13_prefill_cp_async(
+extern "C" __global__ __launch_bounds__(128) void attention_13_prefill_cp_async(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
     pf_mma_kernel<true, PF_DP>(q, k, v, o, N, scale_log2);
@@ -637,7 +637,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_13_prefill_cp_async(
 // on the same banks (160 x 4 = 640 = 5 x 128): 2-way conflicts on every K and V fragment. A row of
 // 88 halves (176 bytes) puts the 8 rows on 8 distinct 16-byte bank groups: conflict-free. Step 13
 // with only the row stride changed.
-extern "C" __global__ void __launch_bounds__(128) attention_14_prefill_padded(
+extern "C" __global__ __launch_bounds__(128) void attention_14_prefill_padded(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
     pf_mma_kernel<true, PF_DP + 8>(q, k, v, o, N, scale_log2);

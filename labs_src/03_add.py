@@ -85,19 +85,20 @@ check_variants(add, ["01_f32_scalar", "02_f32_float4"])
 # ### Grid size and the last wave
 # The seed counts blocks: 4096 → 2048 for fp32 at 2M elements. What matters is how those blocks
 # fill the GPU: a **wave** is one block on every slot of every SM, and the last wave of a launch
-# may be partly empty (the tail effect). The table counts waves for a 16-SM Orin (sm_87) and a
-# 132-SM Hopper (sm_90), and how full the last one is. Blocks per SM come from ptxas and the
-# per-SM limits.
+# may be partly empty (the tail effect). The table counts waves for a 16-SM Orin (sm_87) and for
+# the GPU of the results on screen (its SM count from the device record), and how full the last
+# one is. Blocks per SM come from ptxas and the per-SM limits.
 
 # %%
 import pandas as pd
 
 N = 4096 * 512
+here = kl.device.facts()        # the GPU of the results on screen (live, or the recorded device)
 rows = []
 for step, block, per in [("01_f32_scalar", 512, 1), ("02_f32_float4", 256, 4), ("03_fp16_half2", 256, 2),
                          ("04_fp16_vec8", 256, 8), ("08_vec_fp16_scalar", 256, 1)]:
     occ = build.occupancy("add", step, threads=block)
-    for arch, sms in (("sm_87", 16), ("sm_90", 132)):
+    for arch, sms in [("sm_87", 16)] + [(a, here["sms"]) for a in [here.get("arch")] if a in build.ARCHS]:
         per_sm = int(occ[(occ.arch == arch) & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
         rows.append({"step": step, "GPU": f"{arch}, {sms} SMs", **add.waves(N, block, per, sms, per_sm)})
 wv = pd.DataFrame(rows)

@@ -228,8 +228,9 @@ kl.say("Not measured or recorded yet: on a GPU this finds the M where the block-
 # **What it predicts for Orin (16 SMs), as a model.** The warp kernel loses once a row is long
 # enough that a block's 8 warps could have 8× the bytes in flight on it; the number of rows
 # that keeps every SM busy is what changes between GPUs. With K = 4096 rows and 8 rows per
-# block, the warp kernel launches 512 blocks: about 4 per SM on a 132-SM GPU, 32 on a 16-SM
-# Orin. By Little's law an SM needs (bandwidth per SM × latency) bytes in flight; an Orin SM
+# block, the warp kernel launches 512 blocks: 32 per SM on a 16-SM Orin, and on the GPU of the
+# results on screen the number the table below computes from its device record. By Little's law an
+# SM needs (bandwidth per SM × latency) bytes in flight; an Orin SM
 # gets 102–205 GB/s / 16 = 6–13 GB/s, a smaller share of a slower memory than a Hopper SM
 # (computed below), so on Orin fewer bytes in flight per SM already reach the roof. The model
 # therefore predicts that the warp kernel stays competitive up to an M at least as large on Orin

@@ -146,7 +146,7 @@ _FN = re.compile(r"Compiling entry function '(\w+)'")
 @pytest.mark.parametrize("arch", ARCHS)
 def test_compiles_without_spills_on_every_arch(arch):
     _, log = build.nvrtc_compile(build.source("attention"), arch, "attention.cu")
-    kernels = set(re.findall(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)',
+    kernels = set(re.findall(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)',
                              build.source("attention")))
     assert kernels == set(build.steps("attention"))
     assert kernels <= set(_FN.findall(log))
