@@ -323,11 +323,8 @@ gemv.ladder(f16, ["09_fp16_half2", "10_fp16_v2", "22_fp16_fast"])
 
 # %% jupyter={"source_hidden": true}
 kv16 = gemv.case_key(gemv.KV, "float16")
-r22 = results.ratio(f16, "22_fp16_fast", "10_fp16_v2", kv16)
-rc = results.ratio(f16, "22_fp16_fast", "cuBLAS (cupy.matmul)", qo16)
-kl.say("Not measured or recorded yet." if r22 != r22 else
-       f"At 512×4096 (few rows) step 22 is **{r22:.2f}×** step 10; at 4096×4096 it is **{rc:.2f}×** "
-       f"cuBLAS ({kl.provenance(f16)}).")
+kl.say(results.summary(f16, "22_fp16_fast", "10_fp16_v2") + " Against cuBLAS: "
+       + results.summary(f16, "22_fp16_fast", "cuBLAS (cupy.matmul)", prov=False))
 
 # %% [markdown]
 # ### An experiment: how the weights pass through L2
@@ -375,9 +372,11 @@ gemv.warm_vs_flushed("22_fp16_fast", [(gemv.KV, "float16"), (gemv.QO, "float16")
 # (8 loads each). Where the rows are too few to give every SM 16 warps (the kv projection), the
 # launcher runs step 22's kernel.
 #
-# How fast *can* it be? The last row of the next table is a **floor**: lab 00's widest reader
-# reading the weight's own bytes and doing nothing else, timed like every kernel here (flushed
-# L2, the same fixed launch cost). No GEMV that reads these weights finishes sooner.
+# How fast *can* it be? The last row of the next table is a **floor**: the fastest of lab 00's
+# readers (64, 128 or 256 bytes in flight per thread) reading the weight's own bytes and doing
+# nothing else, timed like every kernel here (flushed L2, the same fixed launch cost). A GEMV
+# that finished sooner, beyond the noise, would prove the floor wrong; the sentence under the
+# table checks that on the results on screen.
 
 # %%
 build.show("gemv", "27_fp16_rows")
@@ -389,10 +388,13 @@ gemv.ladder(f16, ["10_fp16_v2", "22_fp16_fast", "27_fp16_rows", gemv.FLOOR])
 cases16 = [gemv.case_key(s, "float16") for s in gemv.TARGET_SHAPES]
 of_floor = [results.ratio(f16, "27_fp16_rows", gemv.FLOOR, c) for c in cases16]
 vs_cub = [results.ratio(f16, "27_fp16_rows", "cuBLAS (cupy.matmul)", c) for c in cases16]
+beats = [c for c in cases16 if results.ratio_band(f16, gemv.FLOOR, "27_fp16_rows", c).hi < 1]
 kl.say("Not measured or recorded yet." if of_floor[0] != of_floor[0] else
        f"Over the five decode shapes of the targets, step 27 runs at **{min(of_floor):.2f}–{max(of_floor):.2f}** of "
        f"the read-only floor's speed and at **{min(vs_cub):.2f}–{max(vs_cub):.2f}×** cuBLAS "
-       f"({kl.provenance(f16)}). Where it is close to 1.0 of the floor, only fewer bytes can make it faster.")
+       f"({kl.provenance(f16)}). " + (f"At {', '.join(f'`{c}`' for c in beats)} it beats the floor beyond the noise: "
+       "there the floor is no floor, and `make bench` with this lab's readers re-measures it." if beats else
+       "It never beats the floor beyond the noise; where it is close to 1.0, only fewer bytes can make it faster."))
 
 # %%
 plot.progress(f16, "04_gemv_progress", case=gemv.case_key(gemv.UP, "float16"), roof="read",
@@ -457,16 +459,18 @@ gemv.check_variants(names=["26_int4_awq", "28_int4_mma"])
 # %%
 i4 = bench.compare(gemv, gemv.CASES["int4"], names=["26_int4_awq", "28_int4_mma"])
 dec = pd.concat([f32, i8, f16, i4])
-b16, b8, b4 = gemv.BEST["float16"], gemv.BEST["int8"], gemv.BEST["int4"]
+b8, b4 = gemv.BEST["int8"], gemv.BEST["int4"]
+fastest16 = lambda k, m: gemv.time_us(f16, results.fastest(f16, gemv.case_key((k, m), "float16")),   # noqa: E731
+                                      gemv.case_key((k, m), "float16"))   # our fastest fp16 step there, from the data
 rows = []
 for (k, m), _ in gemv.CASES["int4"]:
-    t16 = gemv.time_us(f16, b16, gemv.case_key((k, m), "float16"))
+    t16 = fastest16(k, m)
     c8, c4 = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "int4")
     rows.append({"shape": f"{k}x{m}",
-                 f"int8 ({b8[:2]}) vs best fp16 ({b16[:2]})": t16 / gemv.time_us(i8, b8, c8),
-                 "int4 (26) vs best fp16": t16 / gemv.time_us(i4, "26_int4_awq", c4),
-                 f"int4 ({b4[:2]}) vs best fp16": t16 / gemv.time_us(i4, b4, c4),
-                 "int4 floor vs best fp16": t16 / gemv.time_us(i4, gemv.FLOOR, c4),
+                 f"int8 ({b8[:2]}) vs fastest fp16": t16 / gemv.time_us(i8, b8, c8),
+                 "int4 (26) vs fastest fp16": t16 / gemv.time_us(i4, "26_int4_awq", c4),
+                 f"int4 ({b4[:2]}) vs fastest fp16": t16 / gemv.time_us(i4, b4, c4),
+                 "int4 floor vs fastest fp16": t16 / gemv.time_us(i4, gemv.FLOOR, c4),
                  f"int4 ({b4[:2]}) fraction of its floor": results.ratio(i4, b4, gemv.FLOOR, c4)})
 pd.DataFrame(rows).round(2)
 
@@ -512,18 +516,18 @@ b29 = gemv.BEST["w8a16"]
 rows = []
 for (k, m), _ in gemv.CASES["w8a16"]:
     c8, cw = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "w8a16")
-    t16 = gemv.time_us(f16, b16, gemv.case_key((k, m), "float16"))
-    rows.append({"shape": f"{k}x{m}", f"W8A16 ({b29[:2]}) vs best fp16": t16 / gemv.time_us(w8, b29, cw),
+    t16 = fastest16(k, m)
+    rows.append({"shape": f"{k}x{m}", f"W8A16 ({b29[:2]}) vs fastest fp16": t16 / gemv.time_us(w8, b29, cw),
                  f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})": gemv.time_us(i8, b8, c8) / gemv.time_us(w8, b29, cw),
-                 "int8 floor vs best fp16": t16 / gemv.time_us(w8, gemv.FLOOR, cw),
+                 "int8 floor vs fastest fp16": t16 / gemv.time_us(w8, gemv.FLOOR, cw),
                  f"W8A16 fraction of its floor": results.ratio(w8, b29, gemv.FLOOR, cw)})
 w8t = pd.DataFrame(rows).round(2)
 w8t
 
 # %% jupyter={"source_hidden": true}
-col = f"W8A16 ({b29[:2]}) vs best fp16"
+col = f"W8A16 ({b29[:2]}) vs fastest fp16"
 kl.say("Not measured or recorded yet." if w8t.empty or w8t[col].isna().all() else
-       f"With fp16 activations the int8 GEMV runs at **{w8t[col].min():.2f}–{w8t[col].max():.2f}×** our best fp16 "
+       f"With fp16 activations the int8 GEMV runs at **{w8t[col].min():.2f}–{w8t[col].max():.2f}×** our fastest fp16 "
        f"GEMV over these shapes, against {w8t[f'W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})'].min():.2f}–"
        f"{w8t[f'W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})'].max():.2f}× the fp32-x int8 step "
        f"({kl.provenance(w8)}).")
@@ -732,13 +736,14 @@ tg
 
 # %% jupyter={"source_hidden": true}
 rv = bench.roof_values()
-t22 = gemv.time_us(f16, gemv.BEST["float16"], qo16)
+best16 = results.fastest(f16, qo16) or gemv.BEST["float16"]
+t22 = gemv.time_us(f16, best16, qo16)
 tfl = gemv.time_us(f16, gemv.FLOOR, qo16)
 met = int((tg["outcome"] == "met").sum()) if len(tg) else 0
 kl.say("Not measured or recorded yet." if t22 != t22 or not rv else
        f"{met} of {len(tg)} targets met ({kl.provenance(dec)}). An empty kernel takes "
        f"{rv['launch_us']:.1f} µs here ({rv['source']} on {rv['device']}), "
-       f"{100 * rv['launch_us'] / t22:.0f}% of step {gemv.BEST['float16'][:2]}'s {t22:.1f} µs at 4096×4096; at the "
+       f"{100 * rv['launch_us'] / t22:.0f}% of step {best16[:2]}'s (the fastest there) {t22:.1f} µs at 4096×4096; at the "
        f"read roof the 32 MiB of weights alone would take {2 * 4096 * 4096 / rv['read_gbps'] / 1e3:.1f} µs, and "
        f"the read-only kernel of those bytes takes {tfl:.1f} µs.")
 

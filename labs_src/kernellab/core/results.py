@@ -124,11 +124,6 @@ def best(df, kind: str = "variant", names=None):
     return d.loc[idx.values].set_index("case")
 
 
-def fraction(row, roof: str = "copy") -> float:
-    """The fraction of the copy or read roof of one results row (as recorded with it)."""
-    return float(row[f"frac_{roof}"])
-
-
 # ---- verdicts ------------------------------------------------------------------------------------
 
 def within_noise(m: Measured, at: float = 1.0) -> bool:
@@ -296,7 +291,7 @@ def table(df, columns=None, roof: str = "copy", full: bool = False):
     return d[list(dict.fromkeys(cols))].round(3).reset_index(drop=True)
 
 
-def summary(df, step: str, against: str) -> str:
+def summary(df, step: str, against: str, prov: bool = True) -> str:
     """One sentence about `step` against `against` over every case both have: the range of
     time(against)/time(step), and where it loses or is within noise. Provenance once."""
     got = []
@@ -317,7 +312,7 @@ def summary(df, step: str, against: str) -> str:
         s += f"; within noise at {', '.join(f'`{c}`' for c in noise)}"
     if not lose and not noise:
         s += "; faster at every case"
-    return s + f" ({provenance(one_source(df))})."
+    return s + (f" ({provenance(one_source(df))})." if prov else ".")
 
 
 def compare_text(df, fast: str, slow: str, case: str) -> str:
