@@ -98,6 +98,43 @@ build.show("softmax", "02_safe_smem")
 check_variants(softmax, ["02_safe_smem"])
 
 # %% [markdown]
+# ### The tutorial's printed step 02 does not compile
+# The tutorial's `softmax_safe_v1_kernel` declares its scratch as `__shared__ float s_data;` (one
+# float) and then indexes it (`s_data[tid]`), and reads the result back as `s_data`. As printed it
+# does not compile. Its first pass, as the tutorial prints it, and the two-line fix (an array of
+# `BLOCK_SIZE` floats, and `s_data[0]` for the result):
+
+# %%
+SEED_SAFE_V1 = r"""
+#define INFINITY __int_as_float(0x7f800000)   // what <math.h> gives host code; NVRTC has no <math.h>
+template <int BLOCK_SIZE>
+__global__ void softmax_safe_v1_kernel(float* input, float* output, int R, int C) {
+    int row_idx = blockIdx.x;
+    if (row_idx >= R) return;
+    int tid = threadIdx.x;
+    float val = (tid < C) ? input[row_idx * C + tid] : -INFINITY;
+    __shared__ float s_data;
+    s_data[tid] = val;
+    __syncthreads();
+    for (int stride = BLOCK_SIZE / 2; stride > 0; stride >>= 1) {
+        if (tid < stride) s_data[tid] = fmaxf(s_data[tid], s_data[tid + stride]);
+        __syncthreads();
+    }
+    float max_val = s_data;
+    if (tid < C) output[row_idx * C + tid] = max_val;
+}
+template __global__ void softmax_safe_v1_kernel<256>(float*, float*, int, int);
+"""
+build.try_compile(SEED_SAFE_V1, "seed_safe_v1_as_printed")
+build.try_compile(SEED_SAFE_V1.replace("__shared__ float s_data;", "__shared__ float s_data[BLOCK_SIZE];")
+                  .replace("float max_val = s_data;", "float max_val = s_data[0];"), "seed_safe_v1_fixed")
+
+# %% [markdown]
+# Fixed, the tutorial's kernel keeps each thread's value (and then its exponential) in a register,
+# so it reads the row once and writes it once, but only for rows of at most `BLOCK_SIZE` floats.
+# Step 02 above handles any row length by striding, at the price of re-reading the row.
+
+# %% [markdown]
 # ### Step 02i: are there bank conflicts?
 # Shared memory is split into 32 banks of 4 bytes; the 32 lanes of a warp are served in one
 # go only if they touch 32 different banks (or the same word). Step 02's tree uses

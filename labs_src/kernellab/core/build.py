@@ -206,6 +206,19 @@ def show_python(obj) -> None:
     display(Markdown(f"```python\n{inspect.getsource(obj)}```"))
 
 
+def try_compile(src: str, name: str = "listing", arch: str = "sm_87") -> bool:
+    """Compile a listing (no GPU needed) and say whether it compiles; on failure print NVRTC's
+    error lines. For a report's printed code, which may not compile as printed."""
+    try:
+        nvrtc_compile(src, arch, f"{name}.cu")
+    except CompileError as e:
+        print(f"{name}: does NOT compile for {arch}:\n" +
+              "\n".join(l for l in str(e).splitlines() if "error" in l)[:1500])
+        return False
+    print(f"{name}: compiles for {arch}")
+    return True
+
+
 def compile_source(src: str, kernel_name: str):
     """Compile an exercise's CUDA source. Live: returns the RawKernel. Both modes compile
     it for sm_87 and sm_90 first, so a syntax error shows up without a GPU too."""
