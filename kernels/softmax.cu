@@ -373,8 +373,9 @@ extern "C" __global__ void softmax_05_ablate_stream(const float* __restrict__ x,
 }
 
 // === softmax_06_fp16_vec8 ===
-// Why: inference keeps activations in fp16. Half the bytes per element means half the
-// time for a memory-bound kernel, if each load still moves 16 bytes: one uint4 carries
+// Why: inference keeps activations in fp16. Half the bytes per element means at best half
+// the time for a memory-bound kernel (lab 01 measures how close it gets), if each load still
+// moves 16 bytes: one uint4 carries
 // 8 halves. The math stays in fp32 (exp of a half would lose the sum's precision).
 // Same structure as step 05: the row cached in registers (as fp32 exps) when it fits.
 #ifndef H8_PER_THREAD

@@ -93,9 +93,10 @@ def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None
     return Measured(s.value / f.value, lo, hi)
 
 
-def ratio(df, fast: str, slow: str, case: str) -> float:
-    """time(slow) / time(fast) at one case (> 1: `fast` is faster); NaN when either is absent."""
-    return ratio_band(df, fast, slow, case).value
+def ratio(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> float:
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster; slow_case: the slow side at
+    another case); NaN when either is absent."""
+    return ratio_band(df, fast, slow, case, slow_case).value
 
 
 def cases(df, name: str | None = None) -> list:
