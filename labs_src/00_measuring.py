@@ -298,15 +298,19 @@ for step, b in steps.items():
 
 # %% [markdown]
 # One decode row is the extreme case: a single block of 128 threads on one SM. Its time is
-# not "launch overhead": it is *round trips*. Each trip brings 128 threads × (bytes per
-# thread) and costs about one DRAM latency, so lab 02's fp16 RMSNorm over one 4096-wide row
-# (8 KiB of x) needs 16 trips with `half2` loads (step 05) and 4 with `uint4` loads (step 06):
+# not "launch overhead": it is *round trips*. A thread waits one DRAM latency for each batch of
+# loads it keeps in flight, so a row takes ceil(loads per thread / loads in flight) round trips
+# per pass over it (`rmsnorm.round_trips`, the model lab 02 uses too). For lab 02's fp16 RMSNorm
+# over one 4096-wide row (8 KiB of x):
 
 # %% jupyter={"source_hidden": true}
-for step, b in (("05_fp16_half2_cub", 4), ("06_fp16_uint4", 16)):
-    trips = -(-4096 * 2 // (128 * b))
-    kl.say(f"rmsnorm {step}: {trips} trips × {dram:.0f} ns ≈ **{trips * dram / 1e3:.1f} µs** of latency "
-           f"before any launch cost ({prov}); lab 02 times both.")
+for step in ("05_fp16_half2_cub", "06_fp16_uint4"):
+    m = rmsnorm.round_trips(step, 4096, 2)
+    trips = m["round trips (first pass)"]
+    kl.say(f"rmsnorm {step}: {m['loads per thread']} loads per thread, {m['loads in flight per thread']} in "
+           f"flight: {trips} round trip(s) × {dram:.0f} ns ≈ **{trips * dram / 1e3:.2f} µs** for the first pass "
+           f"({prov}). Lab 02 times the whole kernel beside this count: two passes over the row, the block "
+           "reductions between them, the write and the launch come on top.")
 
 # %% [markdown]
 # ## 5. Reading `ptxas -v`

@@ -42,7 +42,7 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import bench, build, plot, results, rmsnorm
+from kernellab import bench, build, measuring, plot, results, rmsnorm
 from kernellab.core.ncu import ncu
 from kernellab.check import variants as check_variants
 
@@ -268,9 +268,13 @@ def _n(step, path="float16"):
 
 t05, t06 = _t("05_fp16_half2_cub"), _t("06_fp16_uint4")
 per_rt = (t05 - t06) / (_n("05_fp16_half2_cub") - _n("06_fp16_uint4"))
+dram = measuring.recorded_value("DRAM latency (pointer chase)", res)
 kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips per pass and step 06 "
        f"{_n('06_fp16_uint4')}; measured, {t05:.1f} µs against {t06:.1f} µs ({t05 / t06:.2f}×), or "
-       f"{per_rt:.2f} µs per extra round trip, about one DRAM latency ({kl.provenance(res)}). "
+       f"{per_rt:.2f} µs per extra round trip ({kl.provenance(res)}), "
+       + (f"{per_rt * 1e3 / dram:.1f}× lab 00's DRAM latency of {dram:.0f} ns on the same device: each round trip "
+          "of a pass costs a latency, and the kernel makes two passes with a block reduction after each. "
+          if dram == dram else "(lab 00 has no recorded latency for this device to set it against). ") +
        "Neither kernel is near any bandwidth limit, and both pay one launch: the difference is how many "
        "bytes each thread keeps in flight. The same holds in fp32, where steps 01 and 02 differ in "
        f"loads in flight (1 vs 4 per thread): {_t('01_f32_cub', 'float32'):.1f} against "

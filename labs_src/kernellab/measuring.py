@@ -147,6 +147,17 @@ def _fundamentals():
     return pd.DataFrame(rows, columns=["quantity", "value", "unit"])
 
 
+def recorded_value(quantity: str, df) -> float:
+    """One quantity of lab 00's table for the device the rows of `df` come from (its recorded
+    lab 00 results; NaN when that device has none): how later labs compare with lab 00's numbers
+    without re-measuring them."""
+    from .core.device import load_recorded
+    rec = load_recorded("measuring")
+    if rec.empty or df is None or not len(df):
+        return float("nan")
+    return value(rec[rec["device"] == df["device"].iloc[0]], quantity)
+
+
 def value(fund, quantity: str, default=float("nan")) -> float:
     """One value of a fundamentals() table by its quantity (NaN when that row is absent, e.g.
     in a table recorded before it was measured)."""
