@@ -695,6 +695,8 @@ def breakdown(ns=(256, 1024, 4096), layers=LAYERS, seed=0, reps=5):
                                      value=gu, unit=what))
                 w = bench.wall(obj, reps=max(5, reps))
                 rows.append(_row("breakdown", n, "eager wall", "wall", w, value=w["median_us"], unit=what))
+                t = bench.time_fn(obj, reps=max(5, reps)).row()     # the one GPU time of the sequence
+                rows.append(_row("breakdown", n, "GPU time (launches hidden)", "gpu", t, value=t["median_us"], unit=what))
                 del obj
         return rows
     return _live_or_recorded("breakdown", "the per-op GPU and host time of a block and the tower", measure)
@@ -844,21 +846,20 @@ def tokens_per_s(graph_df):
 
 def shares(bd):
     """From the breakdown: per (N, what) the GPU µs in cuBLAS GEMMs, in the lab's kernels, the
-    launch gaps (eager wall - GPU sum, >= 0) and the wall time."""
+    launch gaps (eager wall - the sequence's GPU time with launches hidden, >= 0) and the wall time."""
     import pandas as pd
     rows = []
     if bd is None or bd.empty:
-        return pd.DataFrame(columns=["N", "what", "gemm_us", "kernel_us", "gap_us", "wall_us", "host_us",
-                                     "device", "source", "date"])
+        return pd.DataFrame(columns=["N", "what", "gemm_us", "kernel_us", "gap_us", "wall_us", "host_us", "device"])
     for (n, what, dev, src), g in bd.groupby(["N", "unit", "device", "source"], sort=False):
         gem = g[g["kind"] == "gemm"]["median_us"].sum()
         ker = g[g["kind"] == "kernel"]["median_us"].sum()
         wall = g[g["kind"] == "wall"]["median_us"].sum()
+        gpu = g[g["kind"] == "gpu"]["median_us"].sum() or gem + ker   # older records: the per-op sum
         rows.append({"N": int(n), "what": what, "gemm_us": gem, "kernel_us": ker,
-                     "gap_us": max(wall - gem - ker, 0.0), "wall_us": wall,
+                     "gap_us": max(wall - gpu, 0.0), "wall_us": wall,
                      "host_us": g[g["kind"] == "wall"]["host_us"].sum(),   # issuing it all, no events between
-                     "device": dev, "source": src,
-                     "date": g["date"].iloc[0]})
+                     "device": dev, "source": src, "date": g["date"].iloc[0]})
     return pd.DataFrame(rows)
 
 
