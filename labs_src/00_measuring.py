@@ -340,7 +340,7 @@ build.occupancy("softmax", "05_online_vec4", threads=1024)
 # The softmax kernel of lab 01 caches a whole row in registers (over 48 per thread). At 1024
 # threads that is most of the register file: one block per SM. Lab 01 measures what that costs.
 #
-# ## 6. This device's roofline, with more than one ceiling
+# ## 6. The device's roofline, with more than one ceiling
 # Attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × bandwidth). But not every
 # operation is an FMA. Softmax's `exp` becomes `ex2.approx`, which runs on the
 # **special-function unit** (SFU), a unit with far fewer lanes per SM than the FMA pipes. And

@@ -330,7 +330,7 @@ t1, t2 = (results.pick(f16, best16, "median_us", case=c) for c in (k1, k2))
 b1, b2 = (results.pick(f16, best16, "bytes", case=c) for c in (k1, k2))
 marginal = (b2 - b1) / (t2 - t1) / 1e3                   # GB/s of the extra rows
 fixed = t1 - b1 / marginal / 1e3                          # µs that do not grow with the rows
-roof = bench.roof_values().get("copy_gbps", float("nan"))
+roof = bench.roof_values(f16).get("copy_gbps", float("nan"))
 kl.say("; ".join(sentences)[:1].upper() + "; ".join(sentences)[1:] + f" ({kl.provenance(res)}). "
        f"Doubling the rows adds {_fmt(t2 - t1, '.1f', ' µs')} for {_fmt((b2 - b1) / 2**20, '.0f', ' MiB')}: "
        f"the extra rows stream at {_fmt(marginal / roof)} of the copy roof, and a fixed "
@@ -428,7 +428,7 @@ if facts:
            f"{_fmt(fc, '.3f')} of the copy roof there ({kl.provenance(seed)}).")
 
 # %% [markdown]
-# ## Seed claim vs measured here
+# ## Seed claim vs measured
 # The tutorial argues qualitatively; here are its claims as measured ratios (time of the
 # slower step over time of the faster, at 4096 × 4096 fp32 unless stated). The sentences
 # under the table read it.

@@ -289,7 +289,7 @@ ncu(add.BIAS, "05_bias_mod", (512, 4096), "float16")
 ncu(add.BIAS, "07_bias_2d_vec8", (512, 4096), "float16")
 
 # %% [markdown]
-# ## Seed claim vs measured here
+# ## Seed claim vs measured
 # Each row divides the time of the slower kernel by the faster one, at the seed's sizes (2M
 # elements; 512 × 4096 for the bias) and at 64M elements. The seed's Orin claims are about
 # ncu throughput percentages; the ratio of times is what they imply for a user.

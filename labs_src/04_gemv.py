@@ -234,13 +234,13 @@ kl.say("Not measured or recorded yet: on a GPU this finds the M where the block-
 # gets 102–205 GB/s / 16 = 6–13 GB/s, a smaller share of a slower memory than a Hopper SM
 # (computed below), so on Orin fewer bytes in flight per SM already reach the roof. The model
 # therefore predicts that the warp kernel stays competitive up to an M at least as large on Orin
-# as on the GPU measured here, not a smaller one; a switch at 2048 would then be early rather
+# as on the GPU of the results on screen, not a smaller one; a switch at 2048 would then be early rather
 # than late for Orin. Only an Orin can confirm it: the sweep above is the measurement to run there.
 
 # %%
 from kernellab.device import ORIN_PEAK_GBPS
 
-roof = bench.roof_values()
+roof = bench.roof_values(f32)
 per_sm = pd.DataFrame([{"GPU": f"Orin {k} (datasheet)", "SMs": 16, "GB/s": v, "GB/s per SM": v / 16}
                        for k, v in ORIN_PEAK_GBPS.items()])
 if roof:
@@ -489,7 +489,7 @@ pd.DataFrame(rows).round(2)
 # by 2 so each buffer keeps its own registers). **One wave**: `gemv.tile_split` gives each
 # 16-row tile as many warps (up to 16) as still let every tile's block be resident at once, by
 # the occupancy API; with one more, the last blocks would run as a second wave on a mostly idle
-# GPU. Step 28 uses the same rule. The table shows the choice for each shape on this GPU.
+# GPU. Step 28 uses the same rule. The table shows the choice for each shape on the GPU at hand.
 
 # %%
 build.show("gemv", "29_int8_w8a16")
@@ -622,8 +622,8 @@ kl.say("Not measured or recorded yet." if xw.empty else
         f"({kl.provenance(xw)})." if win else f"The route never wins here ({kl.provenance(xw)})."))
 
 # %% [markdown]
-# ## The seed's claims against this GPU
-# Every speed-up of the report's kernel table, measured here with the same before/after pair.
+# ## The seed's claims, measured
+# Every speed-up of the report's kernel table, measured (live, or as recorded) with the same before/after pair.
 # The report measured on an Orin (16 SMs, ~100 GB/s): a ratio that shrinks here says the
 # change mattered for *that* memory system, or was absorbed by the compiler.
 
@@ -718,7 +718,7 @@ kl.check.grade_exercise(SOLUTION, "logits_ilp", strict=True, **GRADE)
 # ## Closing note: the targets, as measured
 # Each target of this lab with the figure measured (or recorded) above and a verdict. The column
 # **at the floor** is the same figure computed with the read-only floor (a kernel that only reads
-# the weight's bytes) in place of ours: the best any kernel could score on this GPU. Where that is
+# the weight's bytes) in place of ours: the best any kernel could score on that GPU. Where that is
 # below the target, the target cannot be met here by a faster GEMV, only by fewer bytes. What
 # limits the missed ones, as measured in this lab:
 # * **a fixed cost per kernel**: the time of an empty kernel, timed like every kernel here
@@ -735,7 +735,7 @@ tg = gemv.targets(dec)
 tg
 
 # %% jupyter={"source_hidden": true}
-rv = bench.roof_values()
+rv = bench.roof_values(f16)
 best16 = results.fastest(f16, qo16) or gemv.BEST["float16"]
 t22 = gemv.time_us(f16, best16, qo16)
 tfl = gemv.time_us(f16, gemv.FLOOR, qo16)

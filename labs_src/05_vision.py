@@ -407,7 +407,7 @@ rp = bench.compare(vision.REPLACE, vision.REPLACE.RECORD_CASES)
 results.table(rp)
 
 # %% [markdown]
-# ## Seed claim vs measured here
+# ## Seed claim vs measured
 # Every speed-up the report states, as the ratio time(before) / time(after) at 16384 tokens (or the
 # largest case), with a verdict: **holds** (at least 0.8 of the claim), **partly** (faster, by
 # less), **no measurable change** (within 10%), or **does not hold**. The report measured on an Orin

@@ -179,7 +179,7 @@ speed
 # bias adds are generic kernels (lab 05 measured them against ours). Attention is the big one at
 # large N: the scores are 16 × N × N fp16 (512 MiB at N = 4096) written by QKᵀ, read and written by
 # the softmax, read by ·V. A fused attention (SDPA's flash kernel) keeps them on chip: the "our
-# attention vs SDPA" column measures what that is worth on this device, and the claims table below
+# attention vs SDPA" column measures what that is worth on the device of the results, and the claims table below
 # sets it against the report, which deleted its own flash-attention kernels as slower than cuBLAS.
 
 # %% [markdown]
@@ -282,7 +282,7 @@ kl.say(f"On paper an AGX Orin could encode at most **{best.iloc[0]:,.0f}** patch
 orin.round(2)
 
 # %% [markdown]
-# ## Seed claim vs measured here
+# ## Seed claim vs measured
 
 # %% jupyter={"source_hidden": true}
 claims = results.claims("06_vit_block", pd.concat([bt, bd, gr]), vb.FAMILIES)

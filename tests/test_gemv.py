@@ -158,6 +158,51 @@ def test_sdata_and_block_reduce_shared_memory():
     for arch in build.ARCHS:
         assert info["gemv_01_f32_sdata", arch] > info["gemv_02_f32_register", arch] + 500   # sdata[128]
         assert info["gemv_10_fp16_v2", arch] == 0                                          # shuffles only
+        # the report's pairs: its befores carry sdata[128] beside CUB's TempStorage, its afters do not
+        for before, after in (("30_f32_sdata_float4", "04_f32_ldg"), ("31_int8_sdata", "06_int8_char4"),
+                              ("34_batched_f32_sdata", "13_batched_f32")):
+            assert info[f"gemv_{before}", arch] >= info[f"gemv_{after}", arch] + 4 * 128, (before, arch)
+        assert info["gemv_32_fp16_v2_plain", arch] == info["gemv_33_fp16_v2_ldg", arch] == 0
+
+
+# The report's before -> after pairs (seed 002, sections 2.1-2.3 and 2.6), as lab 04 now runs them.
+SEED_PAIRS = {"float32": ("30_f32_sdata_float4", "04_f32_ldg"), "int8": ("31_int8_sdata", "06_int8_char4"),
+              "float16": ("32_fp16_v2_plain", "33_fp16_v2_ldg"), "batched": ("34_batched_f32_sdata", "13_batched_f32")}
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+def test_ptx_shows_the_reports_pairs(arch):
+    """What each of the report's before -> after pairs changes, in the PTX (the whole kernel, CUB's
+    BlockReduce included, so the counts compare before with after, never with zero)."""
+    n = lambda step, pat: len(build.ptx("gemv", step, arch, grep=pat))   # noqa: E731
+    for before, after in (SEED_PAIRS["float32"], SEED_PAIRS["batched"]):
+        # the before already reads float4, through the ordinary path; the after through the read-only one
+        assert n(before, r"ld\.global\.v4\.f32") and not n(before, r"ld\.global\.nc")
+        assert n(after, r"ld\.global\.nc\.v4\.f32")
+        # sdata: one __syncthreads more, sdata[tid] stored before it and loaded again after it
+        assert n(before, r"bar\.sync") == n(after, r"bar\.sync") + 1, (before, after)
+        assert n(before, r"ld\.shared") > n(after, r"ld\.shared") and n(before, r"st\.shared") > n(after, r"st\.shared")
+    before, after = SEED_PAIRS["int8"]
+    assert n(before, r"bar\.sync") == n("05_int8_scalar", r"bar\.sync") + 1        # 31 -> 05: only sdata
+    assert n(before, r"ld\.shared") > n("05_int8_scalar", r"ld\.shared")
+    assert not n(before, r"\.v[24]\.") and n(before, r"ld\.global\.s8") and n(after, r"ld\.global\.nc\.v4\.s8")
+    before, after = SEED_PAIRS["float16"]
+    # v2 before and after both load 16 bytes per lane; only the after goes through ld.global.nc (__ldg)
+    assert n(before, r"ld\.global\.v4\.u32") and not n(before, r"ld\.global\.nc")
+    assert n(after, r"ld\.global\.nc\.v4\.u32") and not n(after, r"ld\.global\.v4")
+    # fmaf: the befores add a group of products to the sum (sum += a*b + c*d ...), which NVRTC
+    # contracts into a MUL, FMAs and an ADD; the afters' chained fmaf are FMAs only
+    mul = r"^mul(\.rn)?(\.ftz)?\.f32"
+    for b, a in (SEED_PAIRS["float32"], SEED_PAIRS["batched"], SEED_PAIRS["float16"]):
+        assert n(b, mul) and not n(a, mul) and n(a, r"^fma\.rn") > n(b, r"^fma\.rn"), (b, a)
+    for step in (before, after):                        # the report's 5 rounds of __shfl_down_sync
+        assert n(step, r"shfl\.sync\.down") == 5 and not n(step, r"bar\.sync")
+
+
+def test_gemmex_route_is_a_batched_baseline():
+    assert gemv.GEMMEX in gemv.BATCHED.BASELINES
+    from kernellab.core import cublas
+    assert callable(cublas.gemm_f32out)
 
 
 def test_compute_only_build_compiles_without_spills():

@@ -350,6 +350,26 @@ def _torch():
         return None
 
 
+def show_sdpa_backend(kind: str) -> None:
+    """Print which backend torch's SDPA runs for the decode (Qwen3-8B, KV 4096) or prefill (ViT,
+    N = 1024) shape; without a GPU, a loud skip (device.live_only)."""
+    from .core.device import live_only, torch as _torch
+
+    def ask():
+        import cupy
+        if _torch() is None:
+            print("torch is not installed: no SDPA baseline here (the optional peers extra)")
+            return
+        if kind == "decode":
+            q, k, v, lens = (cupy.asarray(a) for a in make_decode((HQ, 4096)))
+            t = _dec_torch_views(q, k, v, lens)
+            print("torch SDPA backend for decode:", sdpa_backend(*t[1:], enable_gqa=True))
+        else:
+            t = [_torch().from_dlpack(cupy.asarray(a)).unsqueeze(0) for a in make_prefill((PF_HEADS, 1024))]
+            print("torch SDPA backend for the ViT shapes:", sdpa_backend(*t))
+    live_only(f"asks torch which SDPA backend it runs for the {kind} shape.", ask)
+
+
 def sdpa_backend(q, k, v, enable_gqa=False) -> str:
     """The backend torch's dispatcher picks for these tensors (torch._fused_sdp_choice)."""
     torch = _torch()

@@ -165,7 +165,7 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
         v = df[df["kind"] == "variant"] if not df.empty else df
         if not v.empty:
             b = v.loc[v["median_us"].idxmin()]
-            launch = bench.roof_values().get("launch_us")
+            launch = bench.roof_values(df).get("launch_us")
             say(f"Fastest step at {b['case']}: `{b['name']}`, **{b['median_us']:.1f} µs**, "
                 f"{100 * b['frac_copy']:.0f}% of the copy roof"
                 + (f", {b['median_us'] / launch:.1f} empty-kernel launches" if launch else "")

@@ -434,12 +434,16 @@ VARIANTS = {
     "01_f32_sdata": _step("01_f32_sdata", "float32", "block128", wvec=None),
     "02_f32_register": _step("02_f32_register", "float32", "block128", wvec=None),
     "03_f32_float4": _step("03_f32_float4", "float32", "block128"),
+    "30_f32_sdata_float4": _step("30_f32_sdata_float4", "float32", "block128"),   # the report's before of 04
     "04_f32_ldg": _step("04_f32_ldg", "float32", "block128"),
+    "31_int8_sdata": _step("31_int8_sdata", "int8", "block128", wvec=None),        # the report's before of 06
     "05_int8_scalar": _step("05_int8_scalar", "int8", "block128", wvec=None),
     "06_int8_char4": _step("06_int8_char4", "int8", "block128", wvec=4),
     "07_f32_fp16w_warp": _step("07_f32_fp16w_warp", "f32_fp16w", "warp", wvec=8),
     "08_f32_fp16w_block": _step("08_f32_fp16w_block", "f32_fp16w", "block256", wvec=8),
     "09_fp16_half2": _step("09_fp16_half2", "float16", "warp", wvec=4, xvec=4),
+    "32_fp16_v2_plain": _step("32_fp16_v2_plain", "float16", "warp"),      # the report's v2 before
+    "33_fp16_v2_ldg": _step("33_fp16_v2_ldg", "float16", "warp"),          # the report's v2 after
     "10_fp16_v2": _step("10_fp16_v2", "float16", "warp"),
     "22_fp16_fast": _fast("22_fp16_fast"),
     "22_fp16_fast_stream": _fast("22_fp16_fast", stream=1),   # step 22 + the L2 evict-first policy (ablation)
@@ -766,6 +770,22 @@ def _hgemm_route(X, W):
     return f
 
 
+GEMMEX = "cuBLAS GemmEx route (f16 in, f32 out)"
+
+
+def _gemmex_route(X, W):
+    """The report's BatchedMatmulLayer route for fp16 tokens x fp16 weight -> fp32 out (the
+    fp16-input, fp32-output prefill): one cublasGemmEx with fp16 A and B, fp32 C and fp32
+    accumulation (tensor cores), beside the Hgemm route. Its output is fp32: twice the output bytes
+    of the fp16 path's steps, as in the engine. Scratch allocated here."""
+    if X.dtype != np.float16 or W.dtype != np.float16:
+        return None
+    import cupy
+    from .core.cublas import gemm_f32out
+    Y = cupy.empty((X.shape[0], W.shape[0]), cupy.float32)
+    return lambda: gemm_f32out(X, W, Y)
+
+
 def _bcublas(X, W):
     if X.dtype != W.dtype:
         return None
@@ -800,14 +820,15 @@ BATCHED = Family(
     roof="read",
     name="gemv_batched", kernels=FAMILY, case_key=case_key, make_input=_batched_input,
     reference=_batched_reference, bytes_moved=_batched_bytes, tolerance=_batched_tolerance,
-    variants={"13_batched_f32": _bstep("13_batched_f32", "float32", 128, 16, 16),
+    variants={"34_batched_f32_sdata": _bstep("34_batched_f32_sdata", "float32", 128, 16, 16),   # the report's before of 13
+              "13_batched_f32": _bstep("13_batched_f32", "float32", 128, 16, 16),
               "14_batched_f16w_half2": _bstep("14_batched_f16w_half2", "f32_fp16w", 256, 4, 8),
               "15_batched_f16w_half2x2": _bstep("15_batched_f16w_half2x2", "f32_fp16w", 256, 8, 16),
               "16_batched_fp16_half2": _bstep("16_batched_fp16_half2", "float16", 256, 4, 4),
               "17_batched_fp16_float4": _bstep("17_batched_fp16_float4", "float16", 256, 16, 16)},
     default={"float32": "13_batched_f32", "f32_fp16w": "15_batched_f16w_half2x2", "float16": "17_batched_fp16_float4"},
     baselines={"cuBLAS (cupy.matmul)": _bcublas, "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)": _hgemm_route,
-               "torch F.linear": _btorch},
+               GEMMEX: _gemmex_route, "torch F.linear": _btorch},
     shapes={"prefill_512x4096x4096": (512, 4096, 4096), "vit_1024x1152x1152": (1024, 1152, 1152)},
     check_cases=[((n, k, m), v) for (n, k, m) in [(1, 3, 7), (3, 33, 31), (8, 33, 1023), (9, 17, 4100), (2, 5, 8)]
                  for v in ("randn", "hostile")] + [((0, 4, 8), "randn"), ((3, 4, 0), "randn")],

@@ -9,7 +9,7 @@ import numpy as np
 from .core.bench import memcpy
 from .core.device import facts as facts_of
 from .core.family import Family
-from .core.launch import launch, variant
+from .core.launch import Variant, launch, variant
 from .core.launch import aligned, out_like, require
 
 NAME = "softmax"
@@ -205,6 +205,34 @@ def fp16_pipelined(x, out=None):
     return out_
 
 
+SAFE_V1_MAX_BLOCK = 1024   # step 08 holds one element per thread (SAFE_V1_MAX_BLOCK in softmax.cu)
+
+
+class _RowFitsBlock(Variant):
+    """A step that holds a row in one block, one element per thread: it takes rows of at most
+    SAFE_V1_MAX_BLOCK elements (its launcher raises ValueError above that), so the checks leave
+    longer cases out."""
+
+    def accepts(self, case) -> bool:
+        shape = case[0]
+        return (len(shape) < 2 or shape[-1] <= SAFE_V1_MAX_BLOCK) and super().accepts(case)
+
+
+def _safe_v1(x, out=None):
+    """Step 08, the tutorial's safe_v1: one block per row, one element per thread, block = C rounded
+    up to a power of two (at least 32). Rows longer than SAFE_V1_MAX_BLOCK: ValueError, no launch."""
+    out_, R, C = _prep(x, out)
+    if C > SAFE_V1_MAX_BLOCK:
+        raise ValueError(f"08_safe_v1 keeps one element per thread: C <= block size <= {SAFE_V1_MAX_BLOCK}, "
+                         f"got C = {C} (step 02 and the later steps take any C)")
+    if R and C:
+        launch(FAMILY, "softmax_08_safe_v1", (R,), (max(32, 1 << (C - 1).bit_length()),), (x, out_, R, C))
+    return out_
+
+
+_safe_v1.__name__ = "safe_v1"
+safe_v1 = _RowFitsBlock(_safe_v1)
+
 VARIANTS = {
     "01_naive": naive,
     "02_safe_smem": safe_smem,
@@ -290,6 +318,23 @@ BASELINES = {"cupyx.softmax": _cupyx, "cupy composite": _composite, "torch.softm
              "memcpy x -> y (floor)": memcpy}
 
 
+# ---- rows of at most 1024: the tutorial's safe_v1 (step 08) beside the steps that take any C --------
+# Step 08 cannot run the main family's cases (rows up to 151936), so it is timed in a family of its
+# own, on the sweep's short rows, beside the steps it is compared with (recorded into softmax_short.csv).
+SHORT_SHAPES = [(SWEEP_TOTAL // c, c) for c in (32, 64, 128, 256, 512, 1024)]
+SHORT = Family(
+    name="softmax_short", kernels=FAMILY, case_key=case_key, make_input=make_input,
+    reference=reference, bytes_moved=bytes_moved,
+    variants={"01_naive": naive, "02_safe_smem": safe_smem, "08_safe_v1": safe_v1,
+              "03_warp_shuffle": warp_shuffle, "03_warp_per_row": warp_per_row, "05_online_vec4": online_vec4},
+    default={}, baselines={"torch.softmax": _torch, "memcpy x -> y (floor)": memcpy},
+    shapes={f"short_rows_{r}x{c}": (r, c) for r, c in SHORT_SHAPES},
+    check_cases=[(s, v) for s in [(1, 1), (3, 31), (1, 33), (5, 257), (3, 1023), (3, 1024), (2, 0), (0, 5)]
+                 for v in ("randn", "large", "hostile")],
+    record_cases=[(s, "float32") for s in SHORT_SHAPES],
+    about="lab 01: rows of at most 1024, where the tutorial's safe_v1 (one element per thread) runs")
+
+
 # ---- where do re-reads come from? A model of DRAM passes -----------------------------------------
 # Steps 02-03 read each row 3 times and write it once; step 04 reads it twice. A re-read costs DRAM
 # bandwidth only if the row has left the caches by then. With one block per row, an SM holds
@@ -343,4 +388,4 @@ SOFTMAX = Family(
     case_key=case_key, record_cases=[(s, dt) for dt in ("float32", "float16")
                                      for s in dict.fromkeys(SWEEP + list(SHAPES.values()))],
     about="lab 01: softmax, naive -> safe -> warp shuffle -> online -> vectorised -> fp16")
-FAMILIES = [SOFTMAX, ABLATION]
+FAMILIES = [SOFTMAX, ABLATION, SHORT]

@@ -1034,6 +1034,17 @@ def tr_vec8(o, out=None):
 
 
 @variant(dtypes=FP16, alloc_out=_tr_alloc)
+def tr_input_order(o, out=None):
+    """Step 29: step 22's loads (8, 2 or 1 halves) walked in input order, as the seed draws it."""
+    out_, H, N, D = _tr_check(o, out)
+    if o.size:
+        vec = 8 if D % 8 == 0 and aligned(16, o, out_) else 2 if D % 2 == 0 and aligned(4, o, out_) else 1
+        items = H * N * (-(-D // vec))
+        launch(FAMILY, "vision_29_transpose_input_order", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
+    return out_
+
+
+@variant(dtypes=FP16, alloc_out=_tr_alloc)
 def tr_tile(o, out=None):
     out_, H, N, D = _tr_check(o, out)
     if o.size:
@@ -1066,7 +1077,8 @@ TRANSPOSE = _op(
     op="transpose", case_key=_key("transpose"),
     make_input=lambda shape, dtype="float16", values="randn", seed=0: (_act(shape, values, np.random.default_rng(seed)),),
     reference=_cast(ref_transpose_head_token), bytes_moved=lambda o, *_: 2 * o.nbytes,
-    variants={"21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8, "28_transpose_tile": tr_tile},
+    variants={"21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8,
+              "29_transpose_input_order": tr_input_order, "28_transpose_tile": tr_tile},
     default={"float16": "28_transpose_tile"},
     baselines={"cupy copyto (transposed view)": _tr_cupy, "torch copy_ (transpose)": _tr_torch},
     shapes={f"vit_16x{n}x72": (HEADS, n, HEAD_DIM) for n in TOKENS},

@@ -390,12 +390,18 @@ def warm_up(kernel, grid: int, args, seconds: float = 0.3) -> None:
         cupy.cuda.Device().synchronize()
 
 
-def roof_values() -> dict:
-    """The roofs to draw: live ones, or those recorded with the first recorded device."""
-    if is_live():
+def roof_values(df=None) -> dict:
+    """The roofs that go with a results frame: live ones for live rows; for recorded rows, the
+    device record of the device they were recorded on (df=None: the recorded device with lab 00's
+    record, else the one with the most labs). Never another device's roofs."""
+    if is_live() and (df is None or not len(df) or (df["source"] == "live").any()):
         return {**roofs(), "device": info()["name"], "source": "live", "date": now()}
     from .device import recorded_meta
-    for meta in recorded_meta().values():
+    metas = [m for m in recorded_meta().values() if "roofs" in m]
+    if df is not None and len(df) and "device" in df:
+        metas = [m for m in metas if m["device"] == df["device"].iloc[0]]
+    metas.sort(key=lambda m: ("measuring" not in m.get("labs", {}), -len(m.get("labs", {}))))
+    for meta in metas:
         if "roofs" in meta:
             return {**meta["roofs"], "device": meta["device"], "source": "recorded",
                     "date": meta.get("roofs_date", "?")}
@@ -477,6 +483,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
                          "dtype": dt, "rows": shape[0] if len(shape) > 1 else 1, "cols": shape[-1], **res})
         del args, out
     df = pd.DataFrame(rows, columns=[c for c in RESULT_COLUMNS if c not in ("device", "date", "source")])
+    print(f"LIVE: measured now on {info()['name']}, {now()}")
     df["device"] = info()["name"]
     df["date"] = now()
     df["source"] = "live"

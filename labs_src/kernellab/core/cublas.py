@@ -10,7 +10,7 @@ import functools
 
 from .launch import require
 
-_OP_N, _OP_T, _R_16F, _COMPUTE_32F, _GEMM_DEFAULT = 0, 1, 2, 68, -1
+_OP_N, _OP_T, _R_32F, _R_16F, _COMPUTE_32F, _GEMM_DEFAULT = 0, 1, 0, 2, 68, -1
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,8 +41,9 @@ def _cublas():
     return lib, h
 
 
-def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha):
-    """Column-major C = alpha op(A) B (cuBLAS's view), on the current CuPy stream."""
+def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha, c_type=_R_16F):
+    """Column-major C = alpha op(A) B (cuBLAS's view), on the current CuPy stream; A and B fp16,
+    C fp16 (or c_type = _R_32F: fp32, one GemmEx only)."""
     import ctypes
     import cupy
     lib, h = _cublas()
@@ -50,7 +51,7 @@ def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha
     al, be = ctypes.c_float(alpha), ctypes.c_float(0.0)
     if batch == 1:
         st = lib.cublasGemmEx(h, transa, _OP_N, m, n, k, ctypes.addressof(al), A, _R_16F, lda, B, _R_16F, ldb,
-                              ctypes.addressof(be), C, _R_16F, ldc, _COMPUTE_32F, _GEMM_DEFAULT)
+                              ctypes.addressof(be), C, c_type, ldc, _COMPUTE_32F, _GEMM_DEFAULT)
     else:
         st = lib.cublasGemmStridedBatchedEx(h, transa, _OP_N, m, n, k, ctypes.addressof(al), A, _R_16F, lda, sA,
                                             B, _R_16F, ldb, sB, ctypes.addressof(be), C, _R_16F, ldc, sC,
@@ -72,6 +73,21 @@ def gemm(a, w, out):
     require(out, "out", dtype="float16", shape=(M, N))
     if M and N:
         _gemm_call(_OP_T, N, M, K, w.data.ptr, K, 0, a.data.ptr, K, 0, out.data.ptr, N, 0, 1, 1.0)
+    return out
+
+
+def gemm_f32out(a, w, out):
+    """out = a @ w.T as gemm, but out is fp32: one cublasGemmEx with fp16 A and B, fp32 C and fp32
+    accumulation (the report's fp16-input, fp32-output prefill route)."""
+    require(a, "a", dtype="float16", ndim=2)
+    require(w, "w", dtype="float16", ndim=2)
+    M, K = a.shape
+    N = w.shape[0]
+    if w.shape[1] != K:
+        raise ValueError(f"w: expected shape [N, {K}] (K = the columns of a), got {tuple(w.shape)}")
+    require(out, "out", dtype="float32", shape=(M, N))
+    if M and N:
+        _gemm_call(_OP_T, N, M, K, w.data.ptr, K, 0, a.data.ptr, K, 0, out.data.ptr, N, 0, 1, 1.0, _R_32F)
     return out
 
 

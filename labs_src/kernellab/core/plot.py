@@ -71,7 +71,7 @@ def _title(ax, title, df=None, prov=None):
 
 
 def _roofs(ax, df, horizontal=True):
-    r = roof_values()
+    r = roof_values(df)
     src = set(df["source"]) if not df.empty else set()
     if r and (r["source"] in src or not src):
         line = ax.axhline if horizontal else ax.axvline

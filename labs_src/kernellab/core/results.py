@@ -116,6 +116,8 @@ def best(df, kind: str = "variant", names=None):
     from the data, never from a hard-coded label: a frame indexed by case with name, median_us,
     and the fraction columns."""
     d = one_source(select(df, kind=kind))
+    if d is not None and len(d):
+        d = d[~d["name"].str.startswith("ablate")]      # an ablation row is not a step of the ladder
     if names is not None:
         d = select(d, name=list(names))
     if d is None or d.empty:
@@ -199,10 +201,13 @@ def claims_file():
 def _count(kernels: str, step: str, how: str) -> float:
     """What a `ptx:<text>` or `ptxas:registers` claim counts in one step's compiled kernel (sm_90)."""
     from . import build
-    if how == "ptxas:registers":
+    if how in ("ptxas:registers", "ptxas:smem"):         # ptxas -v: registers, static shared memory bytes
         info = build.ptxas_info(kernels, ("sm_90",))
         r = info[info.kernel == (step if step.startswith(kernels + "_") else f"{kernels}_{step}")]
-        return float(r["registers"].iloc[0]) if len(r) else float("nan")
+        col = "registers" if how == "ptxas:registers" else "smem_bytes"
+        if not len(r):
+            raise ValueError(f"no kernel for step {step}")
+        return float(r[col].iloc[0])
     texts = how.split(":", 1)[1].split("|")   # PTX instructions (any of); .ftz (CuPy's -ftz=true) is ignored
     return float(sum(any(t in line.replace(".ftz", "") for t in texts) for line in build.ptx(kernels, step, "sm_90")))
 
@@ -257,10 +262,11 @@ def claims(lab: str, df, families=(), measured=None):
         if not m.ok and r.reason and v.startswith("not measured"):
             v = r.reason
         rows.append({"id": r.id, "claim": r.claim, "seed says": f"{claimed:g}" if claimed else "-",
-                     "measured here": shown or (f"{m.value:.2f}" if m.ok else "-"), "verdict": v,
+                     "measured": shown or (f"{m.value:.2f}" if m.ok else "-"), "verdict": v,
                      "how": f"{r.fast} vs {r.slow} at {r.case}" if r.how == "ratio" else (r.how or "-")})
     out = pd.DataFrame(rows)
-    if len(out):
+    if len(out):                      # the judged rows first: a long table shows them in its head
+        out = out.iloc[(~out["verdict"].isin(OUTCOMES)).argsort(kind="stable")].reset_index(drop=True)
         print(f"Seed claims of {lab} ({len(out)}): {provenance(one_source(df))}")
     return out
 
@@ -268,17 +274,18 @@ def claims(lab: str, df, families=(), measured=None):
 # ---- tables and sentences ---------------------------------------------------------------------------
 
 def table(df, columns=None, roof: str = "copy", full: bool = False):
-    """A results frame for reading: provenance printed once above it, then the lean view (case,
-    step, µs median and p10-p90, the fraction of the roof, time(previous row)/time(this row) within
-    a case) or the given columns, rounded. The device/date/source columns are shown only where the
-    frame mixes devices. full=True returns every column."""
+    """A results frame for reading: the lean view (case, step, µs median and p10-p90, the fraction
+    of the roof that applies, time(previous row)/time(this row) within a case) or the given
+    columns, rounded. Provenance is said once, by the call that measured or read the frame; the
+    device/date/source columns are shown only where the frame mixes devices. full=True: every column."""
     if df is None or df.empty:
         print("(no results: nothing measured here and nothing recorded)")
         return df
-    print(provenance(df))
     if full:
         return df
     d = df.copy()
+    if roof == "copy" and "frac_copy" in d and d["frac_copy"].isna().all() and "frac_read" in d:
+        roof = "read"                  # a family judged against the read roof has no copy fraction
     one = len(d[["device", "source"]].drop_duplicates()) == 1 if {"device", "source"} <= set(d) else True
     if columns is None:
         if f"frac_{roof}" in d:
@@ -364,7 +371,7 @@ def claim_rows(df, rows):
     for claim, seed, fast, slow, case in rows:
         m = ratio_band(df, fast, slow, case)
         c = re.match(r"\s*([0-9.]+)\s*[x×]", str(seed))
-        out.append({"claim": claim, "seed says": seed, "measured here": f"{m.value:.2f}x" if m.ok else "-",
+        out.append({"claim": claim, "seed says": seed, "measured": f"{m.value:.2f}x" if m.ok else "-",
                     "verdict": verdict(m, float(c.group(1)) if c else None),
                     "comparison": f"{fast} vs {slow} at {case}"})
     if out:
@@ -387,6 +394,12 @@ def recorded(lab: str, what: str, **eq):
         return pd.DataFrame()
     print(f"RECORDED results (not measured now): {provenance(rec)}")
     return rec.reset_index(drop=True)
+
+
+def frac_band(df, name: str, case: str, roof: str = "copy") -> Measured:
+    """The fraction of a roof of one row, with its band (the fraction at p90 and at p10 time)."""
+    f, t = pick(df, name, f"frac_{roof}", case=case), band(df, name, case)
+    return Measured(f, f * t.value / t.hi, f * t.value / t.lo) if f == f and t.ok else Measured(f, f, f)
 
 
 def live_or_recorded(lab: str, what: str, measure, **eq):
