@@ -442,9 +442,9 @@ def claims_summary(table) -> str:
 
 def roof_text(df, name: str, case: str, target: float | None = None, roof: str = "copy") -> str:
     """'`name` reaches f of the copy roof at `case`' (and the target's outcome, by the one rule)."""
-    f = pick(df, name, f"frac_{roof}", case=case)
+    m = frac_band(df, name, case, roof)
+    f = m.value
     if f != f:
         return f"`{name}` at `{case}`: not measured here and not recorded yet"
-    t = "" if target is None else \
-        f" (target {target:.2f}: **{target_outcome(Measured(f, float('nan'), float('nan')), target)}**)"
+    t = "" if target is None else f" (target {target:.2f}: **{target_outcome(m, target)}**)"
     return f"`{name}` reaches **{f:.2f}** of the {roof} roof at `{case}`{t}"
