@@ -428,35 +428,6 @@ if facts:
            f"{_fmt(fc, '.3f')} of the copy roof there ({kl.provenance(seed)}).")
 
 # %% [markdown]
-# ## Seed claim vs measured
-# The tutorial argues qualitatively; here are its claims as measured ratios (time of the
-# slower step over time of the faster, at 4096 × 4096 fp32 unless stated). The sentences
-# under the table read it.
-
-# %% jupyter={"source_hidden": true}
-sq, lg = softmax.case_key(TARGETS[0], "float32"), softmax.case_key(TARGETS[1], "float32")
-claims = results.claims("01_softmax", pd.concat([res, sw]), softmax.FAMILIES)
-kl.say(results.claims_summary(claims))
-claims
-
-# %% jupyter={"source_hidden": true}
-def _r(df, fast, slow, case):
-    return results.pick(df, slow, "median_us", case=case) / results.pick(df, fast, "median_us", case=case)
-
-
-r43, r43l = _r(res, "04_online", "03_warp_shuffle", sq), _r(res, "04_online", "03_warp_shuffle", lg)
-rbank, rbank_s = _r(res, "02_safe_smem", "02_safe_interleaved", sq), \
-    _r(sw, "02_safe_smem", "02_safe_interleaved", softmax.case_key((131072, 256), "float32"))
-kl.say(f"Online softmax: step 04 is {_fmt(r43)}× step 03's speed at 4096 × 4096 "
-       f"({'faster' if r43 > 1 else 'slower' if r43 == r43 else 'not compared'}) and {_fmt(r43l)}× at 1024 × 32768 "
-       f"({'faster' if r43l > 1 else 'slower' if r43l == r43l else 'not compared'}): the pass it saves is worth "
-       "something only where step 03's re-read would have crossed DRAM (the passes table above). "
-       f"Bank conflicts: sequential addressing is {_fmt(rbank)}× interleaved at 4096 × 4096 and "
-       f"{_fmt(rbank_s)}× with rows of 256, where the tree runs once per 256 elements "
-       f"({kl.provenance(pd.concat([res, sw]))}). One tree per row per reduction is little work, so "
-       "the conflicts show only where rows are short.")
-
-# %% [markdown]
 # ## Ablation: what each change of steps 04 and 05 is worth, alone
 # Step 05 changed four things at once (16-byte loads, the row kept in registers, `ex2.approx`,
 # the block sized to the row), so the step-to-step ratio cannot say which one mattered. Each row
@@ -479,7 +450,7 @@ if len(abl):
             "05_no_ex2": "`ex2.approx`", "05_block_256": "the block sized to the row"}
     for case in softmax.ABLATION.RECORD_CASES:
         key = softmax.case_key(*case)
-        worth = {lbl: _r(abl, "05_online_vec4", n, key) for n, lbl in undo.items()}
+        worth = {lbl: results.ratio(abl, "05_online_vec4", n, key) for n, lbl in undo.items()}
         worth = {k: v for k, v in worth.items() if v == v}
         if not worth:
             continue
@@ -487,13 +458,38 @@ if len(abl):
         kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth **{v:.2f}×**" for lbl, v in order)
                + f"; most of step 05's gain is {order[0][0]}"
                + (f", while {order[-1][0]} is worth {'nothing measurable' if abs(order[-1][1] - 1) < 0.03 else f'{order[-1][1]:.2f}×'}" if len(order) > 1 else "")
-               + f". The one-exp update makes step 04 {_fmt(_r(abl, '04_online', '04_two_exp', key))}× its two-exp first version.")
+               + f". The one-exp update makes step 04 {_fmt(results.ratio(abl, '04_online', '04_two_exp', key))}× its two-exp first version.")
     kl.say(f"({kl.provenance(abl)}.) A ratio near 1 means that change did nothing *here*, given the "
            "other three: with the row read once and 16 bytes per load, a cheaper `exp` may not show, "
            "and on a slower-clocked GPU the balance can differ. Only this table, not the 04 → 05 ratio, "
            "says which change to credit.")
 else:
     print("Not recorded yet: the ablation is timed live on a GPU (make bench records it).")
+
+# %% [markdown]
+# ## Seed claim vs measured
+# The tutorial argues qualitatively; here are its claims as measured ratios (time of the
+# slower step over time of the faster, at 4096 × 4096 fp32 unless stated). The sentences
+# under the table read it.
+
+# %% jupyter={"source_hidden": true}
+sq, lg = softmax.case_key(TARGETS[0], "float32"), softmax.case_key(TARGETS[1], "float32")
+claims = results.claims("01_softmax", pd.concat([res, sw, abl]), softmax.FAMILIES)
+kl.say(results.claims_summary(claims))
+claims
+
+# %% jupyter={"source_hidden": true}
+r43, r43l = results.ratio(res, "04_online", "03_warp_shuffle", sq), results.ratio(res, "04_online", "03_warp_shuffle", lg)
+rbank, rbank_s = results.ratio(res, "02_safe_smem", "02_safe_interleaved", sq), \
+    results.ratio(sw, "02_safe_smem", "02_safe_interleaved", softmax.case_key((131072, 256), "float32"))
+kl.say(f"Online softmax: step 04 is {_fmt(r43)}× step 03's speed at 4096 × 4096 "
+       f"({'faster' if r43 > 1 else 'slower' if r43 == r43 else 'not compared'}) and {_fmt(r43l)}× at 1024 × 32768 "
+       f"({'faster' if r43l > 1 else 'slower' if r43l == r43l else 'not compared'}): the pass it saves is worth "
+       "something only where step 03's re-read would have crossed DRAM (the passes table above). "
+       f"Bank conflicts: sequential addressing is {_fmt(rbank)}× interleaved at 4096 × 4096 and "
+       f"{_fmt(rbank_s)}× with rows of 256, where the tree runs once per 256 elements "
+       f"({kl.provenance(pd.concat([res, sw]))}). One tree per row per reduction is little work, so "
+       "the conflicts show only where rows are short.")
 
 # %% [markdown]
 # ## Accuracy: error against float64

@@ -317,48 +317,6 @@ one.assign(empty_launch_us=launch_us, launches=one["median_us"] / launch_us)[
     ["case", "median_us", "empty_launch_us", "launches", "source"]].round(2)
 
 # %% [markdown]
-# ## Seed claim vs measured
-# Each row divides the time of the "before" kernel by the time of the "after" kernel, at the
-# seed's shape (1 × 4096 unless stated). The seed measured on Orin: 16 SMs and ~200 GB/s. A
-# faster GPU can change which effect matters: read the last column.
-
-# %% jupyter={"source_hidden": true}
-k = rmsnorm.case_key
-claims = results.claims("02_rmsnorm", res, rmsnorm.FAMILIES)
-kl.say(results.claims_summary(claims))
-claims
-
-# %% jupyter={"source_hidden": true}
-def _x(r):
-    return f"**{r:.2f}×**" if r == r else "*(not recorded yet)*"
-
-
-def _verdict(r, tol=0.03):
-    return "not recorded yet" if r != r else "no measurable difference" if abs(r - 1) < tol else \
-        ("faster with it" if r > 1 else "slower with it")
-
-
-f16 = lambda b, c=4096: k((b, c), "float16")   # noqa: E731
-r_w1, r_w8 = results.ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(1)), results.ratio(res, "06_fp16_uint4", "05_fp16_half2_cub", f16(8192))
-kl.say(f"Load width: `half2` → `uint4` is {_x(r_w1)} for one row (seed: 2.13×) and {_x(r_w8)} at 8192 rows "
-       f"({kl.provenance(res)}).")
-kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): " + "; ".join(
-    f"{lbl}: {_x(r)} ({_verdict(r)})" for lbl, r in
-    [("1 row", results.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(1))),
-     ("8192 rows", results.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(8192))),
-     ("4096 × 1152", results.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(4096, 1152)))])
-    + ". `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): " + "; ".join(
-    f"{lbl}: {_x(r)} ({_verdict(r)})" for lbl, r in
-    [("1 row", results.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(1))),
-     ("8192 rows", results.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(8192))),
-     ("4096 × 1152", results.ratio(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", f16(4096, 1152)))])
-    + ". With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
-      "so an explicit `__ldg` changes " + ("nothing in the PTX's load kinds; the timings above say what "
-      "is left" if not len(results.select(res, name="07_fp16_restrict_no_ldg")) else
-      ("little here" if all(abs(results.ratio(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", f16(*c)) - 1) < 0.1
-                            for c in [(1,), (8192,), (4096, 1152)]) else "the timing noticeably at some shapes")) + ".")
-
-# %% [markdown]
 # ## Ablation: step 02's four changes, one at a time
 # Each row is step 02 with one change undone (same inputs, same run); its time over step 02's is
 # what that change is worth given the other three. Step 01 (all four undone) is the last row.
@@ -378,15 +336,44 @@ else:
 undo = {"02_ablate_cub": "the shuffle reduction", "02_ablate_runtime_stride": "the compile-time stride + unroll",
         "02_ablate_no_ldg": "`__ldg` (with `__restrict__` kept)", "02_ablate_plain": "`__ldg` + `__restrict__`"}
 for case in rmsnorm.ABLATION.RECORD_CASES:
-    key = k(*case)
+    key = rmsnorm.case_key(*case)
     worth = {lbl: results.ratio(abl, "02_f32_shfl", n, key) for n, lbl in undo.items()} if len(abl) else {}
-    worth = {a: b for a, b in worth.items() if b == b}
-    if worth:
-        top = max(worth, key=worth.get)
-        kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth {_x(v)}" for lbl, v in worth.items())
-               + f"; all four together (step 01 → 02): {_x(results.ratio(abl, '02_f32_shfl', '01_f32_cub', key))}. "
+    names = {lbl: n for n, lbl in undo.items() if worth.get(lbl) == worth.get(lbl)}
+    if names:
+        top = max(names, key=worth.get)
+        kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth {results.times(abl, '02_f32_shfl', n, key)}"
+                                          for lbl, n in names.items())
+               + f"; all four together (step 01 → 02): {results.times(abl, '02_f32_shfl', '01_f32_cub', key)}. "
                f"The largest single contribution is {top}; the seed credits the reduction "
                f"({kl.provenance(abl)}). A value below 1 means step 02 is faster *without* that change.")
+
+# %% [markdown]
+# ## Seed claim vs measured
+# Each row divides the time of the "before" kernel by the time of the "after" kernel, at the
+# seed's shape (1 × 4096 unless stated). The seed measured on Orin: 16 SMs and ~200 GB/s. A
+# faster GPU can change which effect matters: read the last column.
+
+# %% jupyter={"source_hidden": true}
+k = rmsnorm.case_key
+claims = results.claims("02_rmsnorm", pd.concat([res, abl]), rmsnorm.FAMILIES)
+kl.say(results.claims_summary(claims))
+claims
+
+# %% jupyter={"source_hidden": true}
+f16 = lambda b, c=4096: k((b, c), "float16")   # noqa: E731
+kl.say(f"Load width: `half2` → `uint4` is {results.times(res, '06_fp16_uint4', '05_fp16_half2_cub', f16(1))} for one "
+       f"row (seed: 2.13×) and {results.times(res, '06_fp16_uint4', '05_fp16_half2_cub', f16(8192))} at 8192 rows "
+       f"({kl.provenance(res)}).")
+shapes = [("1 row", f16(1)), ("8192 rows", f16(8192)), ("4096 × 1152", f16(4096, 1152))]
+ldg = [results.ratio_band(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c) for _, c in shapes]
+kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): " + "; ".join(
+    f"{lbl}: {results.times(res, '06_fp16_uint4', '07_fp16_restrict_no_ldg', c)}" for lbl, c in shapes)
+    + ". `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): " + "; ".join(
+    f"{lbl}: {results.times(res, '07_fp16_restrict_no_ldg', '07_fp16_uint4_no_ldg', c)}" for lbl, c in shapes)
+    + ". With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
+      "so an explicit `__ldg` " + ("changes nothing measurable at any of these shapes" if all(
+          results.within_noise(m) for m in ldg if m.ok) else "changes the time beyond the noise at some shapes")
+    + f" ({kl.provenance(res)}).")
 
 # %% [markdown]
 # ## Step 09 (beyond the seed): fuse the residual add

@@ -114,8 +114,10 @@ build.show("gemv", "04_f32_ldg")
 # The compiler already did two of the four changes. `sdata[threadIdx.x]` is private to one
 # thread, so NVRTC keeps it in a register inside the loop (step 01 has no shared-memory access
 # per element, only the stores before and after), and NVRTC contracts `a*b + c` into `fma`
-# by default (`--fmad=true`): the PTX of step 03, written with `*` and `+`, has the same `fma`
-# as step 04's explicit `fmaf`.
+# by default (`--fmad=true`): the PTX of step 03, written with `*` and `+`, already has `fma`
+# instructions. Step 04 has more of them (the claims table counts both) because it also unrolls
+# its loop by 4: 03 → 04 changes two things, the explicit `fmaf` and the unrolling, and only the
+# PTX count separates them here.
 
 # %%
 PATTERNS = {"ld.shared": r"ld\.shared", "st.shared": r"st\.shared", "scalar ld.global": r"ld\.global(\.nc)?\.f32",
@@ -299,9 +301,10 @@ gemv.ladder(lg, ["11_fp16_f32out_half2", "12_fp16_f32out_ilp", "23_fp16_f32out_f
 # %% [markdown]
 # ## Step 22: beyond the report, every SM busy
 # A GEMV moves bytes; bandwidth = bytes in flight / latency (Little's law, lab 00). Step 10 gives
-# each row one warp and each lane 4 loads of 16 bytes: 2 KiB in flight per row. At 4096 rows on
-# a 132-SM GPU that is ~31 warps per SM, fine; at the kv projection's 512 rows it is ~4 warps
-# per SM, far too few bytes in flight, and the GPU idles. Step 22 lets **G threads share a row**
+# each row one warp and each lane 4 loads of 16 bytes: 2 KiB in flight per row. At 4096 rows a
+# large GPU (about 130 SMs) gets ~31 warps per SM, fine; at the kv projection's 512 rows only
+# ~4 warps per SM, far too few bytes in flight, and the GPU idles (the table below computes it
+# for the SM count of the results on screen). Step 22 lets **G threads share a row**
 # (G = 32…256: split-K inside a block, the partial sums reduced through shared memory) and
 # picks G so the grid has ≥ 48 warps per SM, keeping 4 independent 16-byte loads per thread.
 # The same template (one `Path` per data type) serves the logits head (23), fp32 (24), int8 (25)
@@ -347,7 +350,8 @@ up16 = gemv.case_key(gemv.UP, "float16")
 rs, rl = (results.ratio(f16, "22_fp16_fast_stream", "22_fp16_fast", c) for c in (up16, qo16))
 kl.say("Not measured or recorded yet." if rs != rs else
        f"With a clean L2, the evict-first policy is **{rs:.2f}×** plain `__ldg` at 12288×4096 and **{rl:.2f}×** "
-       f"at 4096×4096 ({'within 2%: no measurable difference' if max(abs(rs - 1), abs(rl - 1)) < 0.02 else 'faster' if min(rs, rl) > 1 else 'slower' if max(rs, rl) < 1 else 'mixed'}) "
+       f"at 4096×4096 ({results.compare_text(f16, '22_fp16_fast_stream', '22_fp16_fast', up16)}; "
+       f"{results.compare_text(f16, '22_fp16_fast_stream', '22_fp16_fast', qo16)}) "
        f"({kl.provenance(f16)}). Step 22 keeps plain `__ldg`; an engine whose L2 holds dirty lines can "
        "measure the policy in place.")
 
@@ -440,8 +444,10 @@ bound = lambda g: "below the read roof: issue-bound" if g < roof else "above the
 kl.say("Not measured or recorded yet." if roof != roof else
        f"At the measured issue ceiling ({issue:,.0f} G instructions/s, lab 00), the PTX count caps step 25 (int8) "
        f"at {i25:,.0f} GB/s of weights ({bound(i25)}) and step 26 (int4) at {i26:,.0f} GB/s ({bound(i26)}); "
-       f"the read roof is {roof:,.0f} GB/s. A PTX count is a guide: ptxas adds address arithmetic and the "
-       "loads themselves compete for the L1 (step 25 reads 4 bytes of fp32 x per weight byte).")
+       f"the read roof is {roof:,.0f} GB/s. A PTX count is only a lower bound on the instructions: ptxas adds "
+       "address arithmetic, and the loads themselves compete for the L1 (step 25 reads 4 bytes of fp32 x per "
+       "weight byte). The compute-only build below measures the instructions directly, and its verdict is the one "
+       "to keep.")
 
 # %% [markdown]
 # Nsight Compute says where the tensor-core int4 kernel's time goes (where `ncu` is installed and profiling
@@ -624,13 +630,13 @@ kl.say("Not measured or recorded yet." if xw.empty else
 # %% [markdown]
 # ## The seed's claims, measured
 # Every speed-up of the report's kernel table, measured (live, or as recorded) with the same before/after pair.
-# The report measured on an Orin (16 SMs, ~100 GB/s): a ratio that shrinks here says the
+# The report measured on an Orin (16 SMs; "~100 GB/s" in its own words): a ratio that shrinks here says the
 # change mattered for *that* memory system, or was absorbed by the compiler.
 
 # %%
 vit = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["vit"], names=["16_batched_fp16_half2", "17_batched_fp16_float4"],
                     host=False)
-claims = results.claims("04_gemv", pd.concat([f32, i8, f16, lg, vit]), gemv.FAMILIES)
+claims = results.claims("04_gemv", pd.concat([f32, i8, fw, f16, lg, i4, w8, cv, xo, xw, vit]), gemv.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 
@@ -638,9 +644,18 @@ claims
 # ## Jetson Orin on paper (a model, not a measurement)
 # A GEMV at the roof takes (unique bytes) / (bandwidth). The table predicts each shape on the
 # Orin boards from their datasheet LPDDR5 peak at 85 % efficiency, and, for comparison, at the
-# report's own "~100 GB/s". The report's measured Orin times (its after-kernels: fp16→fp32
-# 4096×4096 0.288 ms, fp32 4096×4096 0.576 ms, int8 4096×4096 0.362 ms) sit where a ~100 GB/s
-# model puts them, which is the sign that those kernels were memory-bound on Orin.
+# report's own "~100 GB/s". The report's own Orin times of its after-kernels at 4096×4096
+# (fp16 in / fp32 out 0.288 ms, fp32 0.576 ms, int8 0.362 ms) give the bandwidth each achieved,
+# bytes / time, computed here with this lab's byte counts:
+
+# %% jupyter={"source_hidden": true}
+seed_ms = {"fp16 in, fp32 out": (gemv.LOGITS, "fp16_f32out", 0.288), "fp32": (gemv.GEMV, "float32", 0.576),
+           "int8": (gemv.GEMV, "int8", 0.362)}
+implied = {k: f.bytes_moved(*f.make_input((4096, 4096), dt)) / ms / 1e6 for k, (f, dt, ms) in seed_ms.items()}
+kl.say("The report's Orin times imply " + ", ".join(f"**{v:.0f} GB/s** for {k}" for k, v in implied.items())
+       + ". The fp16 and fp32 kernels moved their bytes at the same rate, as memory-bound kernels do; the int8 "
+       f"kernel moved {implied['int8'] / implied['fp32']:.0%} of that: it was not bound by its bytes on the Orin, "
+       "which is what the compute-only measurement above finds for the int8 step on this lab's GPU too.")
 
 # %%
 orin = gemv.orin_model({k: v for k, v in gemv.SHAPES.items()})
@@ -753,7 +768,8 @@ kl.say("Not measured or recorded yet." if t22 != t22 or not rv else
 #   enough 16-byte loads in flight on every SM (rows × threads per row × loads per thread).
 # * Check claims one change at a time: the compiler had already done some of the report's
 #   changes (`sdata` in a register, `a*b + c` as `fma`).
-# * Quantisation trades bytes for instructions: int8 halves the bytes with a cheap conversion;
-#   int4 halves them again and needs several instructions per weight.
+# * Quantisation trades bytes for instructions: int8 halves the bytes, int4 halves them again, and
+#   each pays for it in dequantisation instructions. Where those take longer than the bytes (the
+#   compute-only measurement), fewer bytes buy less than their share of time.
 # * In prefill, a GEMV per token re-reads the weights; a tensor-core GEMM overtakes it after a
 #   few tokens, and the crossover is a property of the GPU: measure it.

@@ -1119,3 +1119,67 @@ def breakdown(cfg: Config = QWEN3_8B, path: str = "float16", context: int = 512,
         e.synchronize()
         rows.append({"kernel": k.name, "us": cupy.cuda.get_elapsed_time(s, e) * 1e3})
     return rows
+
+
+# ---- the exercise: SiLU x up fused into the down GEMV ------------------------------------------------------------
+
+EX_SHAPE = (2048, 6144)      # the down projection (K rows, F = the FFN width), a narrower Qwen3
+
+
+def make_silu_down(shape=EX_SHAPE, seed=0):
+    """(W_down [K, F] fp16, gate [F] fp16, up [F] fp16) for the exercise."""
+    K, F = shape
+    rng = np.random.default_rng(seed)
+    W = (rng.standard_normal((K, F), dtype=np.float32) / math.sqrt(F)).astype(np.float16)
+    return W, (rng.standard_normal(F) * 2).astype(np.float16), rng.standard_normal(F).astype(np.float16)
+
+
+def reference_silu_down(W, gate, up):
+    """y = W_down . (SiLU(gate) * up) in float64 (the product not rounded), fp32 [K]."""
+    return (np.asarray(W, np.float64) @ (ref_silu(gate) * np.asarray(up, np.float64))).astype(np.float32)
+
+
+def silu_down_tolerance(W, gate, up) -> dict:
+    """Lab 04's GEMV bound (fp32 sums of F terms) on the fused product, plus fp32 SiLU's own error."""
+    m = (ref_silu(gate) * np.asarray(up, np.float64)).astype(np.float32)
+    t = G.tolerance(np.asarray(W, np.float32), m)
+    return {"rtol": 1e-4, "atol": 4 * t["atol"]}
+
+
+def silu_down_step(W, gate, up):
+    """The lab's two launches the exercise replaces: SiLU x up (step 01, fp16 out), then lab 04's
+    fp16-in fp32-out GEMV (its default logits step); buffers kept between calls."""
+    K, F = W.shape
+    m = _scratch("ex_m", (F,), np.float16)
+    y = _scratch("ex_y", (K,), np.float32)
+    silu_mul(gate, up, out=m)
+    return G.LOGITS.variants[G.LOGITS.default["fp16_f32out"]](W, m, out=y)
+
+
+# ---- sentences computed from the results on screen -------------------------------------------------------------
+
+def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_launches: int = 2) -> int:
+    """Kernel launches one eager token step makes (the count Decoder.step issues): per layer 2 fused
+    add + RMSNorm, 4 GEMVs (each + 1 conversion on a quantised path), the q/k norm, RoPE + append,
+    SiLU x up, and decode attention (1, or 2 with its split-KV merge); then the embedding, the final
+    norm, the logits GEMV and the 2 argmax passes."""
+    per_layer = 2 + 4 * (1 if path == "float16" else 2) + 3 + attention_launches
+    return cfg.layers * per_layer + 5
+
+
+def tokens_text(df, context: int = 512) -> str:
+    """One sentence on the graph-replayed vs eager token time at `context`, from the frame on
+    screen (live or recorded), or the line saying nothing is measured or recorded yet."""
+    from .core.device import provenance
+    from .core.results import MISSING
+    if df is None or not len(df):
+        return MISSING
+    g = df[(df["mode"] == "graph") & (df["context"] == context)]
+    e = df[(df["mode"] == "eager") & (df["context"] == context)]
+    if g.empty or e.empty:
+        return MISSING
+    g, e = g.iloc[0], e.iloc[0]
+    return (f"Graph-replayed, a token takes **{g['us per token'] / 1e3:.2f} ms** at context {context} "
+            f"({g['tokens/s']:.1f} tokens/s, **{g['frac_read']:.2f}** of the read roof, {int(g['layers run'])} layers); "
+            f"eager it takes {e['us per token'] / 1e3:.2f} ms ({e['us per token'] / g['us per token']:.2f}× the graph). "
+            f"{provenance(df)}")

@@ -323,6 +323,15 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
     return s + (f" ({provenance(one_source(df))})." if prov else ".")
 
 
+def times(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> str:
+    """time(slow)/time(fast) as a short phrase judged by the noise rule: '**1.23×**', '1.02×
+    (within noise)', or '*(not recorded yet)*'."""
+    m = ratio_band(df, fast, slow, case, slow_case)
+    if not m.ok:
+        return "*(not recorded yet)*"
+    return f"{m.value:.2f}× (within noise)" if within_noise(m) else f"**{m.value:.2f}×**"
+
+
 def compare_text(df, fast: str, slow: str, case: str) -> str:
     """'`fast` is r× faster than `slow` at `case`', judged by the noise rule, or a note that it is
     not measured or recorded yet."""

@@ -1,0 +1,317 @@
+# %% [markdown]
+# # Lab 08: a Qwen3 decoder, end to end, from the course's kernels
+#
+# Every seed report ends the same way: with the engine's **tokens per second**. Qwen3-8B decodes
+# at about 10 tokens/s in fp16 on the Orin, and its AWQ build at about the same speed, and each
+# report's optimisations move that figure by a percent or two. So the question the seeds answer,
+# and this lab asks again, is: **how fast can this chip decode, and which kernel matters?**
+#
+# A decode step at batch 1 is a chain of matrix-vector products: every weight of the model is
+# read once per token, and almost nothing is reused. So before timing anything, count the bytes.
+# Then build the decoder from the kernels of labs 02, 04 and 07, plus the four small kernels
+# still missing, check it against a float64 reference, and time one token.
+#
+# **In this lab you will**
+# * count the bytes a token must read (every weight once, the KV cache, the logits) for fp16,
+#   W8A16 and int4, and turn them into the tokens/s a GPU's bandwidth allows;
+# * run a float64 reference of Qwen3 (one layer, a token step with a KV cache, greedy decoding),
+#   check its KV cache against the whole sequence at once, and derive the error fp16 storage allows;
+# * write the missing kernels: SiLU × up, the per-head q/k RMSNorm, the embedding row from a
+#   device-side token id, and a greedy argmax with numpy's tie rules;
+# * assemble the token step so that one CUDA graph replays every token, and see where its time goes;
+# * put an Orin on paper beside the seeds' own tokens/s;
+# * fuse SiLU × up into the down GEMV yourself.
+#
+# **Prerequisites:** lab 00 (roofs), lab 02 (fused add + RMSNorm), lab 04 (GEMV, quantised
+# weights, the logits head), lab 07 (RoPE, KV cache, decode attention). **Expected time:** 60 minutes.
+
+# %%
+import numpy as np
+import pandas as pd
+
+import kernellab as kl
+from kernellab import build, results
+from kernellab import decoder as D
+
+kl.banner()
+
+# %% [markdown]
+# ## Part 1: the bytes of one token
+# Qwen3-8B: hidden 4096, 36 layers, 32 query heads and 8 KV heads of 128, FFN 12288, a vocabulary
+# of 151936 and an untied LM head. In each layer the decoder runs four GEMVs: q, k and v fused into
+# one matrix, the o projection, gate and up fused into one matrix, and down. One token must read
+# every one of those weights once, the LM head, one row of the embedding, the KV cache up to the
+# current length, and write and read the logits. The model below counts exactly that, and the
+# quantised paths count lab 04's own formats (int8 with an fp32 scale per 128 weights; int4 with
+# an fp16 scale and a uint8 zero per 128).
+
+# %%
+cfg = D.QWEN3_8B
+table = D.bytes_table(cfg, contexts=(1, 512, 4096))
+table.round(4)
+
+# %% jupyter={"source_hidden": true}
+b16, b4 = D.bytes_per_token(cfg, "float16", 512), D.bytes_per_token(cfg, "int4", 512)
+kl.say(f"At context 512 an fp16 token reads **{b16['total'] / 1e9:.2f} GB**: the layers' weights are "
+       f"{b16['layer weights'] / b16['total']:.1%} of it, the LM head {b16['LM head'] / b16['total']:.1%}, "
+       f"the KV cache {b16['KV cache'] / b16['total']:.2%}. int4 weights cut the total to "
+       f"**{b4['total'] / 1e9:.2f} GB** ({b16['total'] / b4['total']:.2f}× fewer bytes), and the fp16 LM head "
+       f"is then {b4['LM head'] / b4['total']:.0%} of what is left.")
+k4096 = D.bytes_per_token(cfg, "float16", 4096)
+kl.say(f"The KV cache grows by {(k4096['KV cache'] - b16['KV cache']) / (4096 - 512) / 1e3:.0f} kB per token of "
+       f"context; at 4096 it is {k4096['KV cache'] / k4096['total']:.1%} of an fp16 token.")
+
+# %% [markdown]
+# A GPU that reads at R GB/s can therefore decode at most R / (GB per token) tokens per second,
+# whatever its kernels. That ceiling is the yardstick for the rest of the lab: a token step is
+# judged by the fraction of the read roof it reaches (bytes per token ÷ (time × read roof)).
+#
+# ### What the seeds measured
+# The seeds report Qwen3-8B's decode speed on their Orin (from `docs/claims.csv`):
+
+# %%
+seeds = D.seed_figures()
+seeds
+
+# %% jupyter={"source_hidden": true}
+fp16_after = seeds[seeds["model"].str.contains("fp16")]["tokens/s after"]
+awq = seeds[seeds["model"].str.contains("AWQ")]
+lo, hi = awq[["tokens/s before", "tokens/s after"]].min().min(), awq[["tokens/s before", "tokens/s after"]].max().max()
+kl.say(f"fp16: {fp16_after.min():.2f}–{fp16_after.max():.2f} tokens/s; AWQ: {lo:.2f}–{hi:.2f} tokens/s. "
+       f"With this lab's bytes model, {fp16_after.max():.2f} fp16 tokens/s is "
+       f"**{D.seed_read_fraction(fp16_after.max()):.2f}** of the Orin AGX's datasheet bandwidth. {hi:.2f} AWQ tokens/s is **{D.seed_read_fraction(hi, 'int4'):.2f}** of it if the weights are "
+       f"int4, and **{D.seed_read_fraction(hi, 'w8a16'):.2f}** if they are int8, as seed 002 says its AWQ "
+       f"kernel is: {D.seed_read_fraction(fp16_after.max()) / D.seed_read_fraction(hi, 'w8a16'):.1f}× less of the "
+       "bandwidth than the fp16 engine at best. (A model of what the seeds' engines moved, not a measurement.)")
+
+# %% [markdown]
+# ## Part 2: the float64 reference
+# Qwen3's decoder layer, for one token at position $p$:
+#
+# $$x = \mathrm{RMSNorm}(h),\ q, k, v = W_{qkv} x,\ q, k = \mathrm{RoPE}_p(\mathrm{RMSNorm}_{head}(q, k)),\
+# o = \mathrm{attn}(q, K_{\le p}, V_{\le p}),\ h \mathrel{+}= W_o o,$$
+# $$x = \mathrm{RMSNorm}(h),\ h \mathrel{+}= W_{down}\,(\mathrm{SiLU}(W_{gate} x) \odot W_{up} x).$$
+#
+# The per-head RMSNorm of q and k (`q_norm`, `k_norm`) is what Qwen3 adds to the usual
+# Llama-style layer. The reference runs it in float64 on a small config: Qwen3-8B's heads
+# (32 × 128, 8 KV heads, which lab 07's kernels are written for), a residual width of 512 and 4
+# layers, with random weights from a fixed seed.
+
+# %%
+small = D.SMALL
+W = D.random_weights(small, seed=0)
+prompt = [11, 200, 3071, 5]
+new, logits = D.reference_generate(small, W, prompt, 6)
+print(f"{small.name}: prompt {prompt} -> greedy tokens {new}")
+
+# %% [markdown]
+# The KV cache is an optimisation, not a different model: decoding one token at a time against
+# the cache must give the logits that the whole sequence gives at once (causal attention over a
+# matrix of scores, the way a prefill computes it).
+
+# %%
+full = D.reference_sequence(small, W, prompt + new[:-1])
+kl.say(f"KV-cache decode vs the whole sequence at once: max |difference| of the logits "
+       f"**{np.abs(full - logits).max():.1e}** (float64 rounding), over {full.shape[0]} positions.")
+
+# %% [markdown]
+# ### How far may fp16 storage move the logits?
+# The GPU stores every intermediate tensor in fp16 and sums in fp32. Each store rounds with a
+# relative error of at most $u = 2^{-11}$; with RMSNorm'd inputs and unit-scale weights each of
+# those errors reaches the logits with a gain of about 1, so the logits' normwise relative error
+# is at most (stores on the path) × $u$: lab 06's argument, applied per layer. The reference can
+# emulate the rounding (`fp16_storage=True`), which checks that argument on these weights.
+
+# %%
+new16, logits16 = D.reference_generate(small, W, prompt, 6, fp16_storage=True)
+e16 = D.rel_err(logits16, logits)
+margin = D.top2_margin(logits)
+
+# %% jupyter={"source_hidden": true}
+kl.say(f"fp16 storage moves the logits by **{e16:.1e}** (normwise, relative); the bound is "
+       f"**{D.error_bound(small):.1e}** ({D.STAGES_PER_LAYER} stores per layer × {small.layers} layers + 2, × 2^-11). "
+       f"The greedy tokens {'agree' if new16 == new else 'differ'} ({new16}). A greedy step may flip only where "
+       f"the top-2 margin is below twice the logit error; the smallest margin in these steps is "
+       f"{margin.min():.3f}, the largest logit error {np.abs(logits16 - logits).max():.1e}.")
+
+# %% [markdown]
+# ## Part 3: the kernels still missing
+# Everything heavy is already in the course: the GEMVs (lab 04), the fused residual add + RMSNorm
+# (lab 02), RoPE with the KV-cache append and decode attention (lab 07). Four small kernels
+# remain. Each moves kilobytes, so each only has to be correct on every size and value, move 16
+# bytes per load where it can, and take whatever changes per token from device memory, so a
+# CUDA graph can replay it.
+#
+# ### SiLU × up
+# Between the gate/up GEMV and the down GEMV. 8 elements per thread, one 16-byte load of each
+# input; a scalar tail for the last n % 8, and a scalar path for misaligned bases.
+
+# %%
+build.show("decoder", "01_silu_mul")
+kl.check.variants(D.SILU_MUL)
+
+# %% [markdown]
+# ### The per-head q/k RMSNorm
+# 40 rows of 128 (32 query heads, 8 key heads), one warp per row: the sum of squares is one warp
+# butterfly, with no shared memory and no barrier.
+
+# %%
+build.show("decoder", "02_head_norm")
+kl.check.variants(D.HEAD_NORM)
+
+# %% [markdown]
+# ### The embedding row, from a device-side token id
+# The token comes from the previous step's argmax, in device memory. An id outside the vocabulary
+# cannot raise from inside a graph, so the kernel writes a row of NaN instead of reading out of
+# bounds. From Python, a bad id is a `ValueError` before any launch.
+
+# %%
+build.show("decoder", "03_embed")
+kl.check.variants(D.EMBED)
+
+# %% [markdown]
+# ### Greedy argmax, with numpy's rules
+# `numpy.argmax` returns the first NaN if there is one, and otherwise the lowest index of the
+# largest value (so −0.0 and +0.0 tie, and a row of −∞ gives 0). The kernels compare (value, index)
+# pairs in exactly that order. Because it is a strict total order, the answer does not depend on
+# which threads, warps and blocks meet first. Pass 1 spreads the logits over many blocks; pass 2
+# reduces their pairs in one block, writes the token, and moves the position and length on by one.
+
+# %%
+build.show("decoder", "04_argmax_blocks")
+build.show("decoder", "05_argmax_final")
+kl.check.variants(D.ARGMAX)
+print("pass-1 blocks for Qwen3's vocabulary:", D.argmax_blocks(cfg.vocab))
+
+# %% [markdown]
+# ## Part 4: one token on the GPU
+# `Decoder.step` is the whole token, launch by launch. The residual stream ping-pongs between two
+# buffers (each fused add + RMSNorm reads one and writes the other), the quantised paths convert
+# their fp32 GEMV outputs with lab 04's conversion step, and the token, the position and the
+# length stay on the device. So `Decoder.graph()` captures one step, and each replay decodes the
+# next token.
+
+# %%
+build.show_python(D.Decoder.step)
+
+# %% [markdown]
+# ### Tokens per second, eager and graph-replayed
+# On a GPU this times the Qwen3-8B token step (random weights drawn on the device) at contexts 1
+# and 512, eager and as one CUDA graph, and sets the bytes model against the time: the fraction of
+# the read roof the step reaches. On a GPU with too little memory for 36 layers, pass
+# `layers=` to run fewer (the row says how many) and read the result per layer.
+
+# %%
+tps = D.measure_tokens_per_s(cfg=cfg, paths=("float16",), contexts=(1, 512))
+tps
+
+# %% jupyter={"source_hidden": true}
+kl.say(D.tokens_text(tps, 512))
+
+# %% [markdown]
+# ### Where a token's time goes
+# One eager step of a 2-layer Qwen3-8B-shaped decoder, each launch timed on its own with CUDA
+# events. The per-layer ops repeat in every layer, so 36 layers take 18 times the per-layer rows.
+
+# %%
+per_op = kl.device.live_only(
+    "times each launch of one token step (2 layers of Qwen3-8B's shape, context 512) with CUDA events, "
+    "and groups them by kernel: the GEMVs should take nearly all of it.",
+    lambda: pd.DataFrame(D.breakdown(cfg, "float16", 512, layers=2)).groupby("kernel")["us"].agg(["count", "sum"])
+    .sort_values("sum", ascending=False))
+per_op
+
+# %% [markdown]
+# ## Part 5: an Orin on paper (a model, not a measurement)
+# An AGX Orin reads at most its datasheet's bandwidth. The model divides that, and 0.75 of it (the
+# fraction of the read roof this lab's token step aims for), by the bytes per token, per path and context.
+
+# %%
+orin = D.orin_model(cfg, contexts=(1, 512, 4096), fractions=(1.0, 0.75))
+orin.round(2)
+
+# %% jupyter={"source_hidden": true}
+o16 = orin[(orin["path"] == "float16") & (orin["context"] == 512)].iloc[0]
+o4 = orin[(orin["path"] == "int4") & (orin["context"] == 512)].iloc[0]
+col = [c for c in orin.columns if c.startswith("tokens/s at 0.75")][0]
+kl.say(f"Model, at 0.75 of the datasheet bandwidth and context 512: fp16 **{o16[col]:.1f}** tokens/s, int4 "
+       f"**{o4[col]:.1f}** tokens/s ({o4[col] / o16[col]:.2f}× fp16). The seeds measured {fp16_after.max():.2f} "
+       f"(fp16: {fp16_after.max() / o16[col]:.2f}× the model's fp16 figure) and {lo:.2f}–{hi:.2f} (AWQ: "
+       f"{hi / o4[col]:.2f}× the model's int4 figure at best). Bytes alone predict AWQ "
+       f"{o4[col] / o16[col]:.1f}× faster than fp16; the seeds measured it {hi / fp16_after.max():.2f}× as fast.")
+
+# %% [markdown]
+# ## Exercise: fuse SiLU × up into the down GEMV
+# The MLP's last two launches are SiLU × up (which writes the product to memory) and the down GEMV
+# (which reads it back). Write one kernel that does both: $y_k = \sum_j W_{kj}\,\mathrm{SiLU}(g_j)\,u_j$,
+# with $W$ [K, F] fp16 (row-major), gate and up [F] fp16, and y [K] fp32. Use one block of 256
+# threads per row, accumulate in fp32, and finish with a warp shuffle and a shared-memory step.
+# It is graded against float64 and timed against the lab's two launches.
+
+# %%
+GRADE = dict(
+    make_input=D.make_silu_down,
+    reference=D.reference_silu_down,
+    tolerance=D.silu_down_tolerance(*D.make_silu_down()),
+    grid=lambda W, g, u: (W.shape[0],), block=(256,),
+    scalars=lambda W, g, u: W.shape,                            # K, F
+    step=("SiLU x up, then lab 04's fp32-out GEMV", D.silu_down_step),
+)
+
+# %% tags=["exercise"]
+EXERCISE = r"""
+#include <cuda_fp16.h>
+extern "C" __global__ void silu_down(const __half* W, const __half* gate, const __half* up, float* y,
+                                     int K, int F) {
+    const int row = blockIdx.x;
+    float s = 0.0f;
+    // TODO: for j = threadIdx.x, j < F, j += blockDim.x:
+    //       s += W[row * F + j] * SiLU(gate[j]) * up[j]      (SiLU(g) = g / (1 + expf(-g)), in fp32)
+    // TODO: reduce s over the block (warp shuffle, then one value per warp in shared memory)
+    if (threadIdx.x == 0) y[row] = s;
+}
+"""
+
+# %%
+kl.check.grade_exercise(EXERCISE, "silu_down", **GRADE)
+
+# %% tags=["solution"]
+SOLUTION = r"""
+#include <cuda_fp16.h>
+extern "C" __global__ void silu_down(const __half* W, const __half* gate, const __half* up, float* y,
+                                     int K, int F) {
+    __shared__ float part[32];
+    const int row = blockIdx.x;
+    const __half* w = W + (size_t)row * F;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < F; j += blockDim.x) {
+        const float g = __half2float(gate[j]);
+        s = fmaf(__half2float(w[j]), g / (1.0f + expf(-g)) * __half2float(up[j]), s);
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (threadIdx.x == 0) y[row] = s;
+    }
+}
+"""
+kl.check.grade_exercise(SOLUTION, "silu_down", strict=True, **GRADE)
+
+# %% [markdown]
+# ## What limits a token
+# * **The bytes.** A batch-1 token reads every weight once, so no kernel makes it faster than
+#   bytes ÷ read roof. The GEMVs carry nearly all of those bytes; the four kernels of Part 3 move
+#   kilobytes.
+# * **The launches.** Eager, each launch of a token costs host time and may leave a gap on the GPU;
+#   one CUDA graph replay removes the host side (the count is below).
+# * **Quantisation** cuts the weight bytes (Part 1), but only a step whose time is set by those
+#   bytes gets faster: the seeds' AWQ engine, at a small fraction of the bandwidth, shows the
+#   opposite case.
+
+# %% jupyter={"source_hidden": true}
+kl.say(f"One eager Qwen3-8B token is **{D.launches_per_token(cfg, 'float16')}** launches in fp16 and "
+       f"**{D.launches_per_token(cfg, 'int4')}** on the int4 path (each quantised GEMV adds lab 04's fp32 -> fp16 "
+       f"conversion); as a CUDA graph it is one replay.")
