@@ -36,8 +36,15 @@ def lab00_roofs(folder, roofs: dict) -> dict:
     if path.exists():
         m = pd.read_csv(path)
         v = dict(zip(m["quantity"], m["value"]))
-        roofs = {**roofs, **{k: float(v[q]) for k, q in (("copy_gbps", "copy roof"), ("read_gbps", "read roof"))
-                             if q in v}}
+        pairs = (("copy_gbps", "copy roof"), ("read_gbps", "read roof"), ("launch_us", "empty kernel launch"),
+                 ("read_sum_gbps", "read roof: streaming sum (measure_02_read)"),
+                 ("copy_kernel_gbps", "copy roof: copy kernel"), ("copy_memcpy_gbps", "copy roof: cudaMemcpy"),
+                 ("copy_2r1w_gbps", "copy roof: 2 reads + 1 write stream"),
+                 ("launch_b2b_us", "empty kernel: 100 back to back, per launch"),
+                 ("launch_graph_us", "empty kernel: CUDA graph of 100, per launch"),
+                 ("host_launch_us", "host: one RawKernel launch call"),
+                 ("host_graph_us", "host: one graph launch (100 kernels)"))
+        roofs = {**roofs, **{k: float(v[q]) for k, q in pairs if q in v}}
     return roofs
 
 
