@@ -21,8 +21,8 @@ __device__ __forceinline__ float silu(float g) {
 // launch costs. So it only has to be correct and move 16 bytes per load: a thread owns 8
 // elements (one uint4 of gate, one of up), the math is in fp32, rounded once to fp16. The
 // launcher sets vec_ok only when the three bases are 16-byte aligned; the last thread's partial
-// group (n % 8 elements) and every misaligned call go element by element. (The exercise fuses
-// this step away: into the epilogue of the gate/up GEMV.)
+// group (n % 8 elements) and every misaligned call go element by element. (The lab's exercise
+// fuses this step away, into the down GEMV that reads its output.)
 extern "C" __global__ void decoder_01_silu_mul(const __half* __restrict__ gate, const __half* __restrict__ up,
                                                __half* __restrict__ out, int n, int vec_ok) {
     const int i0 = (blockIdx.x * blockDim.x + threadIdx.x) * 8;

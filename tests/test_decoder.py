@@ -478,3 +478,27 @@ def test_live_sections_skip_loudly_without_a_gpu(capsys):
     out = capsys.readouterr().out
     assert "SKIPPED (compile-only)" in out or "RECORDED" in out
     assert df is not None
+
+
+def test_sentences_from_a_results_frame():
+    import pandas as pd
+    from kernellab.core.results import MISSING
+    assert D.tokens_text(pd.DataFrame()) == MISSING
+    df = pd.DataFrame([{"path": "float16", "context": 512, "mode": m, "layers run": 36, "us per token": us,
+                        "tokens/s": 1e6 / us, "GB per token": 15.2, "frac_read": f, "device": "GPU X",
+                        "date": "2026-01-01", "source": "recorded"} for m, us, f in (("eager", 9000.0, 0.5),
+                                                                                      ("graph", 6000.0, 0.75))])
+    s = D.tokens_text(df)
+    assert "**6.00 ms**" in s and "**0.75**" in s and "1.50×" in s and "GPU X" in s
+    assert D.launches_per_token(D.QWEN3_8B, "float16") == 36 * 11 + 5
+    assert D.launches_per_token(D.QWEN3_8B, "int4") == 36 * 15 + 5
+
+
+def test_exercise_reference_and_tolerance():
+    W, g, u = D.make_silu_down((64, 300))
+    y = D.reference_silu_down(W, g, u)
+    assert y.shape == (64,) and y.dtype == np.float32
+    m = D.ref_silu(g.astype(np.float64)) * u
+    np.testing.assert_allclose(y, W.astype(np.float64) @ m, rtol=1e-6, atol=1e-6)
+    t = D.silu_down_tolerance(W, g, u)
+    assert 0 < t["atol"] < 1e-3
