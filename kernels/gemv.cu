@@ -49,9 +49,10 @@ __device__ __forceinline__ float dot8h(uint4 w, uint4 x, float s) {
 }
 
 // === gemv_01_f32_sdata ===
-// Why: the report's "before" matmul_kernel_cu_fp32<128,1>: one 128-thread block per row, each
-// thread accumulates into its own slot of a shared array sdata[128] (a shared-memory load and
-// store per element), scalar 4-byte loads, then cub::BlockReduce. Steps 02-04 change one thing each.
+// Why: the course's start for the report's matmul_kernel_cu_fp32<128,1>: one 128-thread block per
+// row, each thread accumulates into its own slot of a shared array sdata[128] (a shared-memory load
+// and store per element), scalar 4-byte loads, then cub::BlockReduce. Steps 02-04 change one thing
+// each. The report's own before (step 30) already read float4 and had a __syncthreads() here.
 extern "C" __global__ void gemv_01_f32_sdata(const float* W, const float* x, float* y, int K, int M) {
     __shared__ float sdata[SEED_BLOCK];
     const float* wr = W + (size_t)blockIdx.x * M;
@@ -93,7 +94,9 @@ extern "C" __global__ void gemv_03_f32_float4(const float* W, const float* x, fl
 // === gemv_04_f32_ldg ===
 // Why: the report's optimised matmul_kernel_cu_fp32<128,1>: __restrict__ (no aliasing, so the
 // compiler may batch loads across iterations), __ldg (the read-only path), explicit fmaf.
-// NVRTC already contracts a*b + c into fma (--fmad=true), so fmaf changes no instruction here.
+// NVRTC contracts a*b + c into fma (--fmad=true), but step 03's `sum += a.x*b.x + ...` adds a group
+// of products to the sum: a MUL, 3 FMA and an ADD per float4, where the fmaf chain here is 4 FMA.
+// The report's before -> after pair is step 30 -> this step.
 extern "C" __global__ void gemv_04_f32_ldg(const float* __restrict__ W, const float* __restrict__ x,
                                            float* __restrict__ y, int K, int M, int vec_ok) {
     const float* wr = W + (size_t)blockIdx.x * M;
@@ -109,9 +112,10 @@ extern "C" __global__ void gemv_04_f32_ldg(const float* __restrict__ W, const fl
 }
 
 // === gemv_05_int8_scalar ===
-// Why: the report's "before" matmul_kernel_cu_fp32int8<128,1>: int8 weights with one fp32 scale
-// per group of 128 along each row (scales[K, ceil(M/128)]), loaded one byte at a time, the input
-// one float at a time, the group's scale looked up per element. Register sum (as step 02).
+// Why: the course's int8 before, matmul_kernel_cu_fp32int8<128,1> with a register sum: int8 weights
+// with one fp32 scale per group of 128 along each row (scales[K, ceil(M/128)]), loaded one byte at a
+// time, the input one float at a time, the group's scale looked up per element. Register sum (as
+// step 02); the report's own before (step 31) still summed through sdata.
 extern "C" __global__ void gemv_05_int8_scalar(const signed char* W, const float* scales, const float* x,
                                                float* y, int K, int M) {
     const signed char* wr = W + (size_t)blockIdx.x * M;
@@ -228,9 +232,10 @@ __device__ __forceinline__ float warp_row_fp16x8(const __half* __restrict__ wr, 
 }
 
 // === gemv_10_fp16_v2 ===
-// Why: the report's gemv_pure_fp16_kernel_v2<32,8>: 8 halves (16 bytes) per lane per load, 4x
-// step 09's width, and 4 accumulators, so each lane has 4 independent 16-byte loads in flight
-// instead of one dependent chain. Grid (K + 7) / 8 blocks of 256 threads, a warp per row.
+// Why: the course's form of the report's gemv_pure_fp16_kernel_v2<32,8>: 8 halves (16 bytes) per
+// lane per load, 4x step 09's width, and 4 accumulators, so each lane has 4 independent 16-byte loads
+// in flight instead of one dependent chain. Grid (K + 7) / 8 blocks of 256 threads, a warp per row.
+// The report's own v2 (steps 32 -> 33) gives its 4 accumulators the 4 half2 of ONE load.
 extern "C" __global__ void gemv_10_fp16_v2(const __half* __restrict__ W, const __half* __restrict__ x,
                                            __half* __restrict__ y, int K, int M, int vec_ok) {
     const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -929,4 +934,147 @@ extern "C" __global__ void gemv_29_int8_w8a16(const signed char* __restrict__ W,
         }
     }
     tile_store(part, s, g, t, acc_a, acc_b, split, y, row0, K);
+}
+
+// === gemv_30_f32_sdata_float4 ===
+// Why: the report's "before" of matmul_kernel_cu_fp32<128,1> as the report describes it (seed
+// 002, section 2.1): it already read float4s (plain loads, so vec_ok = 0 or M % 4 takes a scalar
+// tail) and summed a*b + c into its own slot of a shared array sdata[128], then a __syncthreads()
+// and cub::BlockReduce on sdata[tid]. The report's after is step 04, and its four changes are exactly
+// 30 -> 04: a register sum (no sdata, one __syncthreads fewer), __ldg, fmaf, __restrict__. Step 01
+// (scalar loads + sdata) is the course's own start: its 01 -> 04 also adds float4, which the report
+// does not list, and steps 02-03 split the report's changes one at a time.
+// fmaf: `sdata[tid] += a.x*b.x + ... + a.w*b.w` adds a group of products to the sum; NVRTC contracts
+// it into a MUL, 3 FMA and an ADD per float4, where the after's chained fmaf is 4 FMA.
+extern "C" __global__ void gemv_30_f32_sdata_float4(const float* W, const float* x, float* y, int K, int M,
+                                                    int vec_ok) {
+    __shared__ float sdata[SEED_BLOCK];
+    const int tid = threadIdx.x;
+    const float* wr = W + (size_t)blockIdx.x * M;
+    const int n4 = vec_ok ? M / 4 : 0;
+    sdata[tid] = 0.0f;
+    for (int i = tid; i < n4; i += SEED_BLOCK) {
+        const float4 a = reinterpret_cast<const float4*>(x)[i], b = reinterpret_cast<const float4*>(wr)[i];
+        sdata[tid] += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    for (int i = n4 * 4 + tid; i < M; i += SEED_BLOCK) sdata[tid] += x[i] * wr[i];
+    __syncthreads();                              // the barrier the report's after drops with sdata
+    const float s = cub_sum128(sdata[tid]);
+    if (tid == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_31_int8_sdata ===
+// Why: the report's "before" of matmul_kernel_cu_fp32int8<128,1> as the report describes it (section
+// 2.2): one int8 weight (1 byte) and one float of input per load, the group's scale looked up per
+// element, and the sum kept in sdata[tid] (shared memory) with a __syncthreads() before
+// cub::BlockReduce. Its after is step 06 (char4 + float4, __ldg, register sum, fmaf): 31 -> 06 is the
+// report's pair. Step 05 is the course's: step 31 with the register sum already in place, so 05 -> 06
+// isolates the wider loads. Scales are per row (scales[K, ceil(M/128)], as steps 05/06); the seed
+// indexed one flat array by (row * M + i) / 128 with an int32 offset, the same groups when M % 128 == 0.
+extern "C" __global__ void gemv_31_int8_sdata(const signed char* W, const float* scales, const float* x,
+                                              float* y, int K, int M) {
+    __shared__ float sdata[SEED_BLOCK];
+    const int tid = threadIdx.x;
+    const signed char* wr = W + (size_t)blockIdx.x * M;
+    const float* sr = scales + (size_t)blockIdx.x * ((M + INT8_GROUP - 1) / INT8_GROUP);
+    sdata[tid] = 0.0f;
+    for (int i = tid; i < M; i += SEED_BLOCK) sdata[tid] += x[i] * sr[i / INT8_GROUP] * (float)wr[i];
+    __syncthreads();
+    const float s = cub_sum128(sdata[tid]);
+    if (tid == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_32_fp16_v2_plain ===
+// Why: the report's gemv_pure_fp16_kernel_v2<32,8> "before" (section 2.6): already v2's shape (a warp
+// per row, 8 rows per 256-thread block, float4 = 8 halves of weight and of input per lane per load,
+// sum0..sum3 each taking one half2 of the 8), but plain loads (no __ldg, no __restrict__), 8
+// a*b + c, and a plain remainder loop. Its after is step 33; 32 -> 33 is the report's pair (1.00x and
+// 1.05x). Step 09 (half2, one accumulator) is the older gemv_pure_fp16_kernel the report deleted, and
+// step 10 is the course's v2: its 4 accumulators take 4 separate loads (4 in flight per lane), where
+// the seed's take the 4 half2 of one load.
+// gemv_pure_fp16_kernel_v2<32,8>'s reduction as the report draws it: 5 rounds of __shfl_down_sync
+// (32 -> 16 -> 8 -> 4 -> 2 -> 1), the total in lane 0.
+__device__ __forceinline__ float warp_sum_down(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+extern "C" __global__ void gemv_32_fp16_v2_plain(const __half* W, const __half* x, __half* y, int K, int M,
+                                                 int vec_ok) {
+    const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= K) return;
+    const __half* wr = W + (size_t)row * M;
+    const int n8 = vec_ok ? M / 8 : 0;
+    float sum0 = 0.0f, sum1 = 0.0f, sum2 = 0.0f, sum3 = 0.0f;
+    for (int i = lane; i < n8; i += 32) {
+        Half8 a, b;
+        a.u = reinterpret_cast<const uint4*>(wr)[i];
+        b.u = reinterpret_cast<const uint4*>(x)[i];
+        float2 p = __half22float2(a.h2[0]), q = __half22float2(b.h2[0]);
+        sum0 += p.x * q.x + p.y * q.y;
+        p = __half22float2(a.h2[1]), q = __half22float2(b.h2[1]);
+        sum1 += p.x * q.x + p.y * q.y;
+        p = __half22float2(a.h2[2]), q = __half22float2(b.h2[2]);
+        sum2 += p.x * q.x + p.y * q.y;
+        p = __half22float2(a.h2[3]), q = __half22float2(b.h2[3]);
+        sum3 += p.x * q.x + p.y * q.y;
+    }
+    for (int i = n8 * 8 + lane; i < M; i += 32) sum0 += __half2float(wr[i]) * __half2float(x[i]);
+    const float s = warp_sum_down((sum0 + sum1) + (sum2 + sum3));
+    if (lane == 0) y[row] = __float2half_rn(s);
+}
+
+// === gemv_33_fp16_v2_ldg ===
+// Why: the report's optimised gemv_pure_fp16_kernel_v2<32,8>: step 32 with its three changes, __ldg
+// on both float4 loads (weight and input, the read-only path; __restrict__ too), 8 fmaf in place of
+// the 8 a*b + c, and the remainder path with __ldg + fmaf. Step 32's `sum0 += p.x*q.x + p.y*q.y`
+// compiles to a MUL, an FMA and an ADD per half2; the chained fmaf here to 2 FMA. So the pair
+// measures two things: __ldg / __restrict__ (ld.global.nc) and a third fewer FP instructions.
+extern "C" __global__ void gemv_33_fp16_v2_ldg(const __half* __restrict__ W, const __half* __restrict__ x,
+                                               __half* __restrict__ y, int K, int M, int vec_ok) {
+    const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= K) return;
+    const __half* wr = W + (size_t)row * M;
+    const int n8 = vec_ok ? M / 8 : 0;
+    float sum0 = 0.0f, sum1 = 0.0f, sum2 = 0.0f, sum3 = 0.0f;
+    for (int i = lane; i < n8; i += 32) {
+        Half8 a, b;
+        a.u = __ldg(reinterpret_cast<const uint4*>(wr) + i);
+        b.u = __ldg(reinterpret_cast<const uint4*>(x) + i);
+        float2 p = __half22float2(a.h2[0]), q = __half22float2(b.h2[0]);
+        sum0 = fmaf(p.y, q.y, fmaf(p.x, q.x, sum0));
+        p = __half22float2(a.h2[1]), q = __half22float2(b.h2[1]);
+        sum1 = fmaf(p.y, q.y, fmaf(p.x, q.x, sum1));
+        p = __half22float2(a.h2[2]), q = __half22float2(b.h2[2]);
+        sum2 = fmaf(p.y, q.y, fmaf(p.x, q.x, sum2));
+        p = __half22float2(a.h2[3]), q = __half22float2(b.h2[3]);
+        sum3 = fmaf(p.y, q.y, fmaf(p.x, q.x, sum3));
+    }
+    for (int i = n8 * 8 + lane; i < M; i += 32) sum0 = fmaf(__half2float(__ldg(wr + i)), __half2float(__ldg(x + i)), sum0);
+    const float s = warp_sum_down((sum0 + sum1) + (sum2 + sum3));
+    if (lane == 0) y[row] = __float2half_rn(s);
+}
+
+// === gemv_34_batched_f32_sdata ===
+// Why: the report's batched_matmul_kernel_cu_fp32<128> "before" (section 2.3: "the same as
+// matmul_kernel_cu_fp32"): block (row, token) as step 13, float4 plain loads, the sum in sdata[tid],
+// a __syncthreads(), then cub::BlockReduce. Its after is step 13 (register sum, __ldg, fmaf,
+// __restrict__): 34 -> 13 is the report's pair, the prefill twin of 30 -> 04.
+extern "C" __global__ void gemv_34_batched_f32_sdata(const float* X, const float* W, float* Y, int N, int K, int M,
+                                                     int vec_ok) {
+    __shared__ float sdata[SEED_BLOCK];
+    const int tid = threadIdx.x;
+    const float* wr = W + (size_t)blockIdx.x * M;
+    const float* xr = X + (size_t)blockIdx.y * M;
+    const int n4 = vec_ok ? M / 4 : 0;
+    sdata[tid] = 0.0f;
+    for (int i = tid; i < n4; i += SEED_BLOCK) {
+        const float4 a = reinterpret_cast<const float4*>(xr)[i], b = reinterpret_cast<const float4*>(wr)[i];
+        sdata[tid] += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    for (int i = n4 * 4 + tid; i < M; i += SEED_BLOCK) sdata[tid] += xr[i] * wr[i];
+    __syncthreads();
+    const float s = cub_sum128(sdata[tid]);
+    if (tid == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = s;
 }

@@ -520,3 +520,43 @@ extern "C" __global__ void softmax_07_fp16_pipelined(const __half* __restrict__ 
         fp16_row_from_regs(lo, hi, y + (size_t)row * C, C, 1);
     }
 }
+
+// === softmax_08_safe_v1 ===
+// Why: the tutorial's softmax_safe_v1_kernel as it means it, fixed so it compiles: the printed code
+// declares `__shared__ float s_data;` (one float) and indexes it, and reads the result as `s_data`;
+// here s_data is an array and the results are s_data[0]. Each thread holds ONE element: it reads it
+// once into a register, keeps its exponential in a register for the output, and writes it once
+// (1 read + 1 write of the row), with a max tree and a sum tree in shared memory, a __syncthreads()
+// per level. The price is the row length: C <= block size (at most 1024 threads); the launcher
+// refuses longer rows with a ValueError. Step 02 is the course's version for any C: it strides over
+// the row, so it reads it three times (max, sum, write). Block = C rounded up to a power of two (the
+// tree halves it), at least a warp; the tutorial's BLOCK_SIZE template, chosen per launch.
+#define SAFE_V1_MAX_BLOCK 1024
+extern "C" __global__ void softmax_08_safe_v1(const float* input, float* output, int R, int C) {
+    __shared__ float s_data[SAFE_V1_MAX_BLOCK];
+    const int row_idx = blockIdx.x;
+    if (row_idx >= R) return;
+    const int tid = threadIdx.x;
+    const size_t at = (size_t)row_idx * C + tid;       // the tutorial's int row_idx * C + tid, widened
+    const float val = (tid < C) ? input[at] : -KL_INF;
+    // pass 1: the row max
+    s_data[tid] = val;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if (tid < stride) s_data[tid] = fmaxf(s_data[tid], s_data[tid + stride]);
+        __syncthreads();
+    }
+    const float max_val = s_data[0];                   // printed: `s_data` (does not compile)
+    __syncthreads();
+    // pass 2: the sum of exponentials; val is still in a register, no second global read
+    const float exp_val = (tid < C) ? expf(val - max_val) : 0.0f;
+    s_data[tid] = exp_val;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if (tid < stride) s_data[tid] += s_data[tid + stride];
+        __syncthreads();
+    }
+    const float sum_exp = s_data[0];
+    // pass 3: normalise from the register
+    if (tid < C) output[at] = exp_val / sum_exp;
+}

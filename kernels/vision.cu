@@ -940,3 +940,29 @@ extern "C" __global__ void vision_28_transpose_tile(const __half* __restrict__ o
     uint4* dst = reinterpret_cast<uint4*>(y + (size_t)t0 * H * D);
     for (int l = threadIdx.x; l < total; l += blockDim.x) dst[l] = st[l];
 }
+
+// === vision_29_transpose_input_order ===
+// Why: the seed's walk of its transpose (section 4.4, transpose_head_token_kernel; the report lists it
+// with transpose_token_head_kernel in section 2.10): thread idx -> (h, t, d_vec) in INPUT order, so
+// neighbouring threads read one contiguous stream of o[H, N, D] (coalesced) while their writes jump:
+// every P = D / 8 threads the token t moves on and the write address moves H * D halves. Steps 21/22
+// walk in output order (idx -> (t, h, c)): the writes are one stream and the reads jump by N * D
+// between heads. Same loads (8, 2 or 1 halves, the seed's fallback), same grid; only the walk differs.
+extern "C" __global__ void vision_29_transpose_input_order(const __half* __restrict__ o, __half* __restrict__ y,
+                                                           int H, int N, int D, int vec) {
+    const int P = (D + vec - 1) / vec;
+    const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (long long)H * N * P) return;
+    const int c = (int)(item % P);
+    const long long ht = item / P;                 // h * N + t: the input row
+    const int t = (int)(ht % N), h = (int)(ht / N);
+    const __half* src = o + (size_t)ht * D;
+    __half* dst = y + ((size_t)t * H + h) * D;
+    if (vec == 8) {
+        *reinterpret_cast<uint4*>(dst + 8 * c) = __ldg(reinterpret_cast<const uint4*>(src + 8 * c));
+    } else if (vec == 2) {
+        *reinterpret_cast<__half2*>(dst + 2 * c) = *reinterpret_cast<const __half2*>(src + 2 * c);
+    } else {
+        dst[c] = src[c];
+    }
+}

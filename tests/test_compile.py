@@ -101,7 +101,13 @@ VECTOR_STEPS = [("softmax", "05_online_vec4", r"ld\.global\.nc\.v4\.f32"),
                 ("add", "02_f32_float4", r"ld\.global\.nc\.v4\.f32"),
                 ("add", "04_fp16_vec8", r"ld\.global\.nc\.v4\.u32"),
                 ("add", "07_bias_2d_vec8", r"ld\.global\.nc\.v4\.u32"),
-                ("add", "09_rows_inplace", r"ld\.global\.v4\.u32")]
+                ("add", "09_rows_inplace", r"ld\.global\.v4\.u32"),
+                # the seed's befores already load 16 bytes, through the ordinary path (no __ldg)
+                ("gemv", "30_f32_sdata_float4", r"ld\.global\.v4\.f32"),
+                ("gemv", "32_fp16_v2_plain", r"ld\.global\.v4\.u32"),
+                ("gemv", "33_fp16_v2_ldg", r"ld\.global\.nc\.v4\.u32"),
+                ("gemv", "34_batched_f32_sdata", r"ld\.global\.v4\.f32"),
+                ("vision", "29_transpose_input_order", r"ld\.global\.nc\.v4\.u32")]
 SHUFFLE_STEPS = [("softmax", s) for s in ("03_warp_shuffle", "03_warp_per_row", "04_online",
                                           "05_online_vec4", "06_fp16_vec8")] + \
     [("rmsnorm", s) for s in ("02_f32_shfl", "04_f32_fp16w_uint2", "06_fp16_uint4", "08_f32_onepass",
@@ -157,6 +163,30 @@ def test_new_steps_show_their_claims_in_the_ptx():
     assert build.ptx("rmsnorm", "07_fp16_restrict_no_ldg", grep=r"ld\.global\.nc")
     assert not build.ptx("rmsnorm", "02_ablate_plain", grep=r"ld\.global\.nc")
     assert build.ptx("rmsnorm", "02_ablate_no_ldg", grep=r"ld\.global\.nc")
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+def test_the_tutorials_safe_v1_reads_and_writes_the_row_once(arch):
+    """softmax_08_safe_v1 (the tutorial's safe_v1, fixed): one global load and one global store per
+    thread (the value and its exponential stay in registers), two trees in shared memory with a
+    barrier per level (a loop: the level count is the block's); step 02 strides over the row three
+    times (its loops unrolled: many loads). Its s_data is the tutorial's array, sized for 1024."""
+    ptx = lambda step, pat: build.ptx("softmax", step, arch, grep=pat)   # noqa: E731
+    assert len(ptx("08_safe_v1", r"^ld\.global")) == 1 and len(ptx("08_safe_v1", r"^st\.global")) == 1
+    assert len(ptx("02_safe_smem", r"^ld\.global")) > 3
+    assert ptx("08_safe_v1", r"bar\.sync") and ptx("08_safe_v1", r"ld\.shared") and not ptx("08_safe_v1", r"shfl")
+    info = build.ptxas_info("softmax", archs=(arch,)).set_index("kernel")["smem_bytes"]
+    assert info["softmax_08_safe_v1"] == 4 * 1024
+
+
+def test_the_tutorials_printed_safe_v1_does_not_compile_and_the_fix_does():
+    """The printed kernel indexes a scalar __shared__ float; step 08 is the two-line fix."""
+    src = build.step_source("softmax", "08_safe_v1")
+    assert "__shared__ float s_data[SAFE_V1_MAX_BLOCK];" in src and "s_data[0]" in src
+    printed = ('extern "C" __global__ void k(float* o) { __shared__ float s_data; s_data[threadIdx.x] = 1.0f; '
+               'o[0] = s_data; }')
+    with pytest.raises(build.CompileError):
+        build.nvrtc_compile(printed, "sm_90")
 
 
 def _load_widths(family, step):

@@ -168,6 +168,15 @@ def test_bad_input_raises_before_launch():
         (gemv.BATCHED.VARIANTS["17_batched_fp16_float4"], (cupy.zeros((3, 255), f16), W16), "disagree"),
         (gemv.BATCHED.VARIANTS["15_batched_f16w_half2x2"], (cupy.zeros((3, 256), f16), W16), "dtype"),
         (gemv.CONVERT.VARIANTS["19_f32_to_f16_x4"], (x16,), "dtype"),
+        # the report's befores (steps 30-34)
+        (V["30_f32_sdata_float4"], (W32, x16), "dtype"),
+        (V["30_f32_sdata_float4"], (W32, cupy.zeros(255, f32)), "disagree"),
+        (V["31_int8_sdata"], (q8, cupy.zeros(7, f32), x32), "scales"),
+        (V["31_int8_sdata"], (q8, s8, x16), "dtype"),
+        (V["32_fp16_v2_plain"], (W16, cupy.zeros(512, f16)[::2]), "contiguous"),
+        (V["33_fp16_v2_ldg"], (cupy.zeros(256, f16), x16), "2-D"),
+        (gemv.BATCHED.VARIANTS["34_batched_f32_sdata"], (cupy.zeros((3, 256), f16), W32), "dtype"),
+        (gemv.BATCHED.VARIANTS["34_batched_f32_sdata"], (cupy.zeros((3, 255), f32), W32), "disagree"),
     ]
     for fn, args, match in bad:
         with pytest.raises(ValueError, match=match):
@@ -189,3 +198,33 @@ def test_hgemm_route_matches_reference():
         tol = gemv.BATCHED.tolerance(X16, host[1])
         check.check(f(), gemv.BATCHED.reference(X16, host[1]), quiet=True,
                     rtol=5e-3, atol=tol["atol"] + 1e-3 * float(np.abs(X16).max()) * 4100 ** 0.5)
+
+
+def test_gemmex_route_matches_reference():
+    """The report's fp16-in, fp32-out prefill route (one cublasGemmEx, fp32 C): against the float64
+    reference of the same fp16 inputs, with the fp32 output kept (no rounding to fp16)."""
+    for n in (1, 8, 9):
+        host = gemv.BATCHED.make_input((n, 33, 4100), "float16", seed=n)
+        f = gemv.BATCHED.BASELINES[gemv.GEMMEX](*_gpu(host))
+        got = f()
+        assert got.dtype == np.float32 and got.shape == (n, 33)
+        want = np.asarray(host[0], np.float64) @ np.asarray(host[1], np.float64).T
+        tol = gemv.BATCHED.tolerance(host[0].astype(np.float32), host[1].astype(np.float32))
+        check.check(got, want.astype(np.float32), quiet=True, rtol=1e-5, atol=tol["atol"] * 4)
+    assert gemv.BATCHED.BASELINES[gemv.GEMMEX](*_gpu(gemv.BATCHED.make_input((2, 4, 8), "f32_fp16w"))) is None
+
+
+def test_the_reports_pairs_agree_on_the_reports_shapes():
+    """Each of the report's before/after pairs (steps 30 -> 04, 31 -> 06, 32 -> 33, 34 -> 13) at a
+    shape of its table, and with M % 8 != 0 (the befores' scalar tails)."""
+    pairs = [("30_f32_sdata_float4", "04_f32_ldg", "float32"), ("31_int8_sdata", "06_int8_char4", "int8"),
+             ("32_fp16_v2_plain", "33_fp16_v2_ldg", "float16")]
+    for before, after, path in pairs:
+        for shape in ((512, 4096), (37, 4101)):
+            host = gemv.make_input(shape, path, "randn", seed=7)
+            for nm in (before, after):
+                _check(gemv, gemv.VARIANTS[nm](*_gpu(host)), host, f"{nm} {shape}")
+    for shape in ((8, 512, 4096), (3, 37, 4101)):
+        host = gemv.BATCHED.make_input(shape, "float32", seed=7)
+        for nm in ("34_batched_f32_sdata", "13_batched_f32"):
+            _check(gemv.BATCHED, gemv.BATCHED.VARIANTS[nm](*_gpu(host)), host, f"{nm} {shape}")

@@ -11,8 +11,8 @@ SHAPES = [(1, c) for c in (1, 31, 33, 1023, 4097, 65537)] + [(3, c) for c in (1,
     + [(5, 1024), (7, 32768), (2, 40000)]
 
 
-# every step of the lab, and every row of the step-05 ablation table
-ALL = {**softmax.VARIANTS, **softmax.ABLATION.VARIANTS}
+# every step of the lab, every row of the step-05 ablation table, and the short-row family (step 08)
+ALL = {**softmax.VARIANTS, **softmax.ABLATION.VARIANTS, **softmax.SHORT.VARIANTS}
 
 
 def _run(name, x):
@@ -26,7 +26,8 @@ def _run(name, x):
 def test_variant_matches_reference(name, shape, values):
     v = ALL[name]
     if not v.accepts((shape, values)):
-        pytest.skip("not overflow-safe by design (see test_naive_overflows)")
+        pytest.skip("not overflow-safe by design (see test_naive_overflows), or a row longer than step 08 "
+                    "takes (see test_safe_v1_takes_rows_up_to_1024)")
     for dt in v.dtypes:
         (x,) = softmax.make_input(shape, dt, values, seed=hash((shape, values)) % 1000)
         check.check(_run(name, x), softmax.reference(x), name=f"{name} {shape} {values} {dt}", quiet=True)
@@ -93,3 +94,22 @@ def test_bad_input_raises_before_launch(name):
     with pytest.raises(ValueError, match="shape"):
         v(cupy.zeros((2, 8), good), out=cupy.zeros((2, 9), good))
     cupy.cuda.Device().synchronize()   # the context is still healthy
+
+
+@pytest.mark.parametrize("values", ["randn", "large", "hostile"])
+def test_safe_v1_takes_rows_up_to_1024(values):
+    """Step 08 (the tutorial's safe_v1): one element per thread, block = C rounded up to a power of
+    two, so every C from 1 to 1024 (padding lanes, a single warp, a full block) matches; C = 1025
+    raises ValueError before any launch and leaves the context healthy."""
+    import cupy
+    for C in (1, 2, 31, 32, 33, 100, 255, 256, 257, 513, 1000, 1023, 1024):
+        (x,) = softmax.make_input((6, C), "float32", values, seed=C)
+        check.check(_run("08_safe_v1", x), softmax.reference(x), name=f"08 C={C} {values}", quiet=True)
+    with pytest.raises(ValueError, match="C <= block size"):
+        softmax.safe_v1(cupy.zeros((2, 1025), cupy.float32))
+    cupy.cuda.Device().synchronize()
+
+
+def test_short_family_checks_pass():
+    from kernellab.core.check import variants
+    variants(softmax.SHORT)

@@ -184,3 +184,15 @@ def test_gelu_steps_agree_with_each_other_and_with_erf_within_fp16():
     erf = V.ref_gelu_erf(x)
     for nm, o in outs.items():
         assert np.max(np.abs(o - erf)) < 4e-3, nm      # tanh vs erf (< 5e-4) plus fp16 rounding
+
+
+def test_transpose_walks_agree_exactly():
+    """A transpose copies: every walk (output order 21/22/28, input order 29, the seed's) gives the same
+    bits, at the tower's shape and at odd / non-multiple-of-8 head dims (the 2- and 1-half fallbacks)."""
+    import cupy
+    for shape in [(V.HEADS, 1024, V.HEAD_DIM), (3, 37, 6), (5, 11, 7), (2, 1, 8)]:
+        (o,) = V.TRANSPOSE.make_input(shape, "float16", "hostile", seed=1)
+        want = np.ascontiguousarray(o.transpose(1, 0, 2)).reshape(shape[1], shape[0] * shape[2])  # the same bits
+        for nm, fn in V.TRANSPOSE.VARIANTS.items():
+            np.testing.assert_array_equal(fn(cupy.asarray(o)).get().view(np.uint16), want.view(np.uint16),
+                                          err_msg=f"{nm} {shape}")

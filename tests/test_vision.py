@@ -162,7 +162,7 @@ def test_every_family_has_the_api_and_its_references_run():
 VEC8 = ["03_layernorm_warp_vec8", "05_gelu_vec8", "06_gelu_vec8_exp", "08_bias_gelu_vec8",
         "09_bias_gelu_vec8_exp", "11_bias_residual_vec8", "17_spatial_merge_vec8", "19_split_rope_fma",
         "20_split_rope_vec", "22_transpose_vec8", "24_replace_image_tokens", "25_bias_gelu_vec8_x2",
-        "26_spatial_merge_stream", "27_split_rope_tile", "28_transpose_tile"]
+        "26_spatial_merge_stream", "27_split_rope_tile", "28_transpose_tile", "29_transpose_input_order"]
 
 
 @pytest.mark.parametrize("arch", build.ARCHS)
@@ -204,3 +204,36 @@ def test_fma_claims_are_visible_in_ptx():
     # and gelu_approx's x + 0.044715 x^3 is an FMA before the seed wrote __fmaf_rn
     assert build.ptx("vision", "04_gelu_half2", grep=r"^fma\.rn(\.ftz)?\.f32.*0f3D372713")
     assert build.ptx("vision", "06_gelu_vec8_exp", grep=r"ex2\.approx")
+
+
+def _walk(order, H, N, D, threads=32, vec=8):
+    """The half-element offsets that threads 0..threads-1 of the first block read and write in a
+    transpose [H, N, D] -> [N, H * D] (the index math of vision_22 / vision_29, in NumPy)."""
+    P = D // vec
+    item = np.arange(threads)
+    c, rest = item % P, item // P
+    if order == "output":                     # step 22: item -> (t, h, c)
+        h, t = rest % H, rest // H
+    else:                                     # step 29: item -> (h, t, c)
+        t, h = rest % N, rest // N
+    return (h * N + t) * D + vec * c, (t * H + h) * D + vec * c
+
+
+def _runs(offsets, vec=8):
+    """Contiguous runs in a warp's 16-byte accesses (1 = one stream)."""
+    o = np.sort(offsets)
+    return int(1 + (np.diff(o) != vec).sum())
+
+
+def test_transpose_walks_input_order_vs_output_order():
+    """Step 29 walks the input in order (the seed's section 4.4): a warp reads one contiguous run and
+    its writes jump each time the token moves on; step 22 walks the output in order: the writes are
+    one run and the reads jump each time the head moves on. Same loads, same grid (the PTX has the
+    same memory instructions)."""
+    H, N, D = v.HEADS, 1024, v.HEAD_DIM
+    rd, wr = _walk("input", H, N, D)
+    assert _runs(rd) == 1 and _runs(wr) == -(-32 // (D // 8))       # 32 threads over runs of 9: 4 runs
+    rd, wr = _walk("output", H, N, D)
+    assert _runs(wr) == 1 and _runs(rd) == -(-32 // (D // 8))
+    mem = lambda s: sorted(l.split()[0] for l in build.ptx("vision", s, grep=r"^(ld|st)\.global"))   # noqa: E731
+    assert mem("29_transpose_input_order") == mem("22_transpose_vec8")
