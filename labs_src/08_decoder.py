@@ -196,17 +196,26 @@ build.show_python(D.Decoder.step)
 
 # %% [markdown]
 # ### Tokens per second, eager and graph-replayed
-# On a GPU this times the Qwen3-8B token step (random weights drawn on the device) at contexts 1
-# and 512, eager and as one CUDA graph, and sets the bytes model against the time: the fraction of
-# the read roof the step reaches. On a GPU with too little memory for 36 layers, pass
-# `layers=` to run fewer (the row says how many) and read the result per layer.
+# On a GPU this times the Qwen3-8B token step (random weights drawn on the device) on the fp16,
+# W8A16 and int4 paths at contexts 1 and 512, eager and as one CUDA graph, and sets the bytes
+# model against the time: the fraction of the read roof the step reaches. On a GPU with too
+# little memory for 36 layers, pass `layers=` to run fewer (the row says how many) and read the
+# result per layer.
 
 # %%
-tps = D.measure_tokens_per_s(cfg=cfg, paths=("float16",), contexts=(1, 512))
-tps
+tps = D.measure_tokens_per_s(cfg=cfg, paths=D.PATHS, contexts=(1, 512))
+results.table(tps, ["case", "name", "layers run", "median_us", "p10_us", "p90_us", "host_us", "tokens/s", "frac_read"])
 
 # %% jupyter={"source_hidden": true}
 kl.say(D.tokens_text(tps, 512))
+kl.say(results.compare_text(tps, D.step_name("int4", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
+kl.say(results.compare_text(tps, D.step_name("w8a16", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
+
+# %% [markdown]
+# The targets for the token step, judged by the one rule from the results above:
+
+# %%
+results.targets(D.DECODER.targets, tps)
 
 # %% [markdown]
 # ### Where a token's time goes

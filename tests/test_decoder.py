@@ -347,17 +347,18 @@ def test_orin_model_and_the_seeds_figures():
 
 def test_families_are_ops_of_one_record():
     keys = set()
-    for fam in D.FAMILIES:
+    assert D.FAMILIES == [*D.OPS, D.DECODER] and D.DECODER.record is not None and not D.DECODER.variants
+    for fam in D.OPS:
         assert fam.name == D.NAME and fam.kernels == "decoder" and fam.op
         for shape, dt in fam.record_cases:
             assert fam.case_key(shape, dt).startswith(fam.op + ":")
         keys.add(fam.op)
         steps = {f"decoder_{s}" for s in fam.variants}
         assert steps <= set(build.steps("decoder")) | {"decoder_04_argmax"}, steps
-    assert len(keys) == len(D.FAMILIES)
+    assert len(keys) == len(D.OPS)
 
 
-@pytest.mark.parametrize("fam", D.FAMILIES, ids=lambda f: f.op)
+@pytest.mark.parametrize("fam", D.OPS, ids=lambda f: f.op)
 def test_every_check_case_has_a_reference(fam):
     for i, (shape, values) in enumerate(fam.check_cases):
         host = fam.make_input(shape, next(iter(fam.default)), values, seed=i)
@@ -366,7 +367,7 @@ def test_every_check_case_has_a_reference(fam):
             assert isinstance(w, np.ndarray)
 
 
-@pytest.mark.parametrize("fam", D.FAMILIES, ids=lambda f: f.op)
+@pytest.mark.parametrize("fam", D.OPS, ids=lambda f: f.op)
 def test_check_variants_runs_or_skips_loudly(fam, capsys):
     from kernellab.core.check import variants
     if is_live():
@@ -484,12 +485,16 @@ def test_sentences_from_a_results_frame():
     import pandas as pd
     from kernellab.core.results import MISSING
     assert D.tokens_text(pd.DataFrame()) == MISSING
-    df = pd.DataFrame([{"path": "float16", "context": 512, "mode": m, "layers run": 36, "us per token": us,
-                        "tokens/s": 1e6 / us, "GB per token": 15.2, "frac_read": f, "device": "GPU X",
-                        "date": "2026-01-01", "source": "recorded"} for m, us, f in (("eager", 9000.0, 0.5),
-                                                                                      ("graph", 6000.0, 0.75))])
+    df = pd.DataFrame([{"case": D.ctx_case(512), "name": D.step_name(p, m), "path": p, "context": 512, "mode": m,
+                        "layers run": 36, "median_us": us, "p10_us": us * 0.99, "p90_us": us * 1.01, "host_us": h,
+                        "frac_read": f, "device": "GPU X", "date": "2026-01-01", "source": "recorded"}
+                       for p, m, us, f, h in (("float16", "eager", 9000.0, 0.5, 900.0), ("float16", "graph", 6000.0, 0.75, 20.0),
+                                              ("int4", "graph", 2500.0, 0.6, 20.0), ("w8a16", "graph", 5000.0, 0.5, 20.0))])
     s = D.tokens_text(df)
-    assert "**6.00 ms**" in s and "**0.75**" in s and "1.50×" in s and "GPU X" in s
+    assert "**6.00 ms**" in s and "**0.75**" in s and "1.50×" in s and "GPU X" in s and "900 µs" in s
+    from kernellab.core.results import targets
+    t = targets(D.DECODER.targets, df).set_index("target")["outcome"].tolist()
+    assert t == ["within noise", "met", "missed", "met"], t
     assert D.launches_per_token(D.QWEN3_8B, "float16") == 36 * 11 + 5
     assert D.launches_per_token(D.QWEN3_8B, "int4") == 36 * 15 + 5
 

@@ -36,7 +36,7 @@ import numpy as np
 from . import attention as A
 from . import gemv as G
 from . import rmsnorm as R
-from .core.family import Family
+from .core.family import Family, Target
 from .core.launch import aligned, int32_size, launch, require, variant
 
 FAMILY = "decoder"
@@ -835,7 +835,7 @@ ARGMAX = Family(
     check_cases=[((n,), v) for n in (1, 3, 4, 5, 1023, 2049, 151936, 151937, 600_001)
                  for v in ("randn", "ties", "last", "nan", "inf", "neg_inf", "constant", "zeros")],
     about="greedy argmax over fp32 logits: numpy.argmax's order, two passes")
-FAMILIES = [SILU_MUL, HEAD_NORM, EMBED, ARGMAX]
+OPS = [SILU_MUL, HEAD_NORM, EMBED, ARGMAX]           # the new kernels; FAMILIES (below) adds the token step
 
 
 # ---- the token step on the GPU ----------------------------------------------------------------------------
@@ -1052,42 +1052,64 @@ def bytes_of(dec: "Decoder", context: int) -> int:
 
 # ---- live measurements (a GPU), loud skips (none) --------------------------------------------------------------
 
+def step_name(path: str, mode: str) -> str:
+    """The results-frame name of the token step on one path, eager or graph-replayed."""
+    return f"{path} token step ({mode})"
+
+
+def ctx_case(context: int) -> str:
+    return f"context {context}"
+
+
 def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), layers: int | None = None,
                  reps: int = 20):
-    """Live: tokens/s of the token step at each path and context, eager and graph-replayed, with
-    the fraction of the read roof the bytes model implies (bytes / time / read roof). layers:
-    run fewer layers than cfg (a GPU with too little memory); the row says so. A list of rows."""
+    """Live: the token step's time at each path and context, eager and graph-replayed: GPU time
+    between CUDA events around one call started on an idle GPU (so an eager step's launch gaps
+    count, as they do in a decode loop), its p10/p90, the host time of one call (perf_counter, no
+    sync: what the CPU pays per token), tokens/s, and the bytes model's bytes (record derives the
+    fraction of the read roof from them). layers: fewer layers than cfg on a GPU with too little
+    memory (the row says how many; the bytes are that many layers'). A list of rows."""
+    import time
     import cupy
-    from .core.bench import roof_values
     rows = []
     run_cfg = replace(cfg, layers=layers) if layers else cfg
+    from .core.bench import roof_values
     read = roof_values().get("read_gbps", float("nan"))
     for path in paths:
         dec = Decoder(run_cfg, None, path, capacity=max(contexts) + 8)
         for n in contexts:
+            at = np.array([n - 1, n], np.int32)
             dec.reset()
-            dec.state[...] = np.array([n - 1, n], np.int32)
-            dec.step()                                     # warm: plans, scratch
+            dec.state[...] = at
+            dec.step()                                     # warm: plans, scratch, clocks
             g = dec.graph()
-            for label, fn in (("eager", dec.step), ("graph", g)):
+            for mode, fn in (("eager", dec.step), ("graph", g)):
                 s, e = cupy.cuda.Event(), cupy.cuda.Event()
-                ts = []
+                ts, hs = [], []
                 for _ in range(reps):
-                    dec.state[...] = np.array([n - 1, n], np.int32)
+                    dec.state[...] = at
+                    cupy.cuda.Device().synchronize()
                     s.record()
+                    t0 = time.perf_counter()
                     fn()
+                    hs.append((time.perf_counter() - t0) * 1e6)
                     e.record()
                     e.synchronize()
                     ts.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)
                 us = float(np.median(ts))
                 b = bytes_per_token(run_cfg, path, n)["total"]
-                rows.append({"path": path, "context": n, "mode": label, "layers run": run_cfg.layers,
-                             "us per token": us, "tokens/s": 1e6 / us, "GB per token": b / 1e9,
-                             "frac_read": b / us / 1e3 / read})
+                rows.append({"case": ctx_case(n), "name": step_name(path, mode), "kind": "e2e", "dtype": path,
+                             "path": path, "context": n, "mode": mode, "layers run": run_cfg.layers,
+                             "median_us": us, "p10_us": float(np.percentile(ts, 10)),
+                             "p90_us": float(np.percentile(ts, 90)), "reps": reps, "host_us": float(np.median(hs)),
+                             "tokens/s": 1e6 / us, "bytes": b, "gbps": b / us / 1e3, "frac_read": b / us / 1e3 / read})
             dec._graph = None
-        del dec
+        del dec, g
         cupy.get_default_memory_pool().free_all_blocks()
     return rows
+
+
+RECORD_PATHS, RECORD_CONTEXTS = PATHS, (1, 512, 4096)
 
 
 def measure_tokens_per_s(**kw):
@@ -1096,6 +1118,43 @@ def measure_tokens_per_s(**kw):
     return live_or_recorded("decoder", "tokens/s of the Qwen3-8B token step, eager and CUDA-graphed, "
                             "with the fraction of the read roof the bytes model implies",
                             lambda: tokens_per_s(**kw))
+
+
+def _record():
+    """make bench: every path at every context, Qwen3-8B's shape (fewer layers if the GPU is short
+    of memory is for a learner to choose; the recorder runs all 36)."""
+    return measure_tokens_per_s(cfg=QWEN3_8B, paths=RECORD_PATHS, contexts=RECORD_CONTEXTS)
+
+
+def _frac(path, context, mode="graph"):
+    """A target's measure: the step's fraction of the read roof at one context, with its band."""
+    from .core.results import Measured, pick
+    def m(df):
+        name, case = step_name(path, mode), ctx_case(context)
+        f, t, lo, hi = (pick(df, name, c, case=case) for c in ("frac_read", "median_us", "p10_us", "p90_us"))
+        return Measured(f, f * t / hi, f * t / lo) if f == f else Measured(f, f, f)
+    return m
+
+
+def _speedup(path, context, mode="graph"):
+    from .core.results import ratio_band
+    return lambda df: ratio_band(df, step_name(path, mode), step_name("float16", mode), ctx_case(context))
+
+
+def _host(df):
+    from .core.results import pick
+    return pick(df, step_name("float16", "graph"), "host_us", case=ctx_case(512))
+
+
+DECODER = Family(
+    name="decoder", kernels=FAMILY, record=_record, roof="read",
+    shapes={"Qwen3-8B, batch 1": (QWEN3_8B.hidden, QWEN3_8B.layers)},
+    targets=(Target("fp16 token step (graph), fraction of the read roof at context 512", _frac("float16", 512), 0.75),
+             Target("int4 vs fp16 tokens/s (graph), context 512", _speedup("int4", 512), 2.0),
+             Target("W8A16 vs fp16 tokens/s (graph), context 512", _speedup("w8a16", 512), 1.5),
+             Target("host µs per token (graph replay), context 512", _host, 50.0, below=True, unit="µs")),
+    about="lab 08: the Qwen3-8B token step, eager and as one CUDA graph, per weight path and context")
+FAMILIES = [*OPS, DECODER]
 
 
 def breakdown(cfg: Config = QWEN3_8B, path: str = "float16", context: int = 512, layers: int = 2):
@@ -1168,18 +1227,18 @@ def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_
 
 
 def tokens_text(df, context: int = 512) -> str:
-    """One sentence on the graph-replayed vs eager token time at `context`, from the frame on
+    """One sentence on the fp16 graph-replayed vs eager token time at `context`, from the frame on
     screen (live or recorded), or the line saying nothing is measured or recorded yet."""
     from .core.device import provenance
     from .core.results import MISSING
     if df is None or not len(df):
         return MISSING
-    g = df[(df["mode"] == "graph") & (df["context"] == context)]
-    e = df[(df["mode"] == "eager") & (df["context"] == context)]
+    d = df[(df["path"] == "float16") & (df["context"] == context)]
+    g, e = d[d["mode"] == "graph"], d[d["mode"] == "eager"]
     if g.empty or e.empty:
         return MISSING
     g, e = g.iloc[0], e.iloc[0]
-    return (f"Graph-replayed, a token takes **{g['us per token'] / 1e3:.2f} ms** at context {context} "
-            f"({g['tokens/s']:.1f} tokens/s, **{g['frac_read']:.2f}** of the read roof, {int(g['layers run'])} layers); "
-            f"eager it takes {e['us per token'] / 1e3:.2f} ms ({e['us per token'] / g['us per token']:.2f}× the graph). "
-            f"{provenance(df)}")
+    return (f"Graph-replayed, a token takes **{g['median_us'] / 1e3:.2f} ms** at context {context} "
+            f"({1e6 / g['median_us']:.1f} tokens/s, **{g['frac_read']:.2f}** of the read roof, {int(g['layers run'])} layers); "
+            f"eager it takes {e['median_us'] / 1e3:.2f} ms ({e['median_us'] / g['median_us']:.2f}× the graph), and the host "
+            f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay. {provenance(df)}")
