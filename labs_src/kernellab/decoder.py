@@ -40,7 +40,8 @@ from .core.family import Family, Target
 from .core.launch import aligned, int32_size, launch, require, variant
 
 FAMILY = "decoder"
-NAME = "decoder_ops"
+NAME = "decoder_ops"          # the new kernels' record (their families are ops of one file, as vision's)
+DECODER_NAME = "decoder"     # the token step's record: figures/reference/<device>/decoder.csv
 U_FP16 = 2.0 ** -11          # unit roundoff of fp16 storage
 PATHS = ("float16", "w8a16", "int4")
 
@@ -1098,7 +1099,7 @@ def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), 
                     ts.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)
                 us = float(np.median(ts))
                 b = bytes_per_token(run_cfg, path, n)["total"]
-                rows.append({"case": ctx_case(n), "name": step_name(path, mode), "kind": "e2e", "dtype": path,
+                rows.append({"lab": DECODER_NAME, "case": ctx_case(n), "name": step_name(path, mode), "kind": "e2e", "dtype": path,
                              "path": path, "context": n, "mode": mode, "layers run": run_cfg.layers,
                              "median_us": us, "p10_us": float(np.percentile(ts, 10)),
                              "p90_us": float(np.percentile(ts, 90)), "reps": reps, "host_us": float(np.median(hs)),
@@ -1115,7 +1116,7 @@ RECORD_PATHS, RECORD_CONTEXTS = PATHS, (1, 512, 4096)
 def measure_tokens_per_s(**kw):
     """tokens/s live (tokens_per_s), or recorded rows from decoder.csv, or a loud skip: the one switch."""
     from .core.results import live_or_recorded
-    return live_or_recorded("decoder", "tokens/s of the Qwen3-8B token step, eager and CUDA-graphed, "
+    return live_or_recorded(DECODER_NAME, "tokens/s of the Qwen3-8B token step, eager and CUDA-graphed, "
                             "with the fraction of the read roof the bytes model implies",
                             lambda: tokens_per_s(**kw))
 
@@ -1147,7 +1148,7 @@ def _host(df):
 
 
 DECODER = Family(
-    name="decoder", kernels=FAMILY, record=_record, roof="read",
+    name=DECODER_NAME, kernels=FAMILY, record=_record, roof="read",
     shapes={"Qwen3-8B, batch 1": (QWEN3_8B.hidden, QWEN3_8B.layers)},
     targets=(Target("fp16 token step (graph), fraction of the read roof at context 512", _frac("float16", 512), 0.75),
              Target("int4 vs fp16 tokens/s (graph), context 512", _speedup("int4", 512), 2.0),
