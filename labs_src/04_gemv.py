@@ -107,30 +107,35 @@ kl.say(f"At 151936×4096 the last row starts at element {lg_row['(K-1)*M']:,}: t
 # 04 `__ldg` + `__restrict__` + `fmaf` (the report's after-kernel).
 
 # %%
+build.show("gemv", "30_f32_sdata_float4")
 build.show("gemv", "01_f32_sdata")
 build.show("gemv", "04_f32_ldg")
 
 # %% [markdown]
-# The compiler already did two of the four changes. `sdata[threadIdx.x]` is private to one
-# thread, so NVRTC keeps it in a register inside the loop (step 01 has no shared-memory access
-# per element, only the stores before and after), and NVRTC contracts `a*b + c` into `fma`
-# by default (`--fmad=true`): the PTX of step 03, written with `*` and `+`, already has `fma`
-# instructions. Step 04 has more of them (the claims table counts both) because it also unrolls
-# its loop by 4: 03 → 04 changes two things, the explicit `fmaf` and the unrolling, and only the
-# PTX count separates them here.
+# Step 30 is the report's "before" as the report writes it: float4 loads (plain, not `__ldg`), the
+# sum through `sdata[tid]`, a `__syncthreads` and CUB; 30 → 04 is exactly the report's four
+# changes. Steps 01–03 take them one at a time, starting from scalar loads (the course's ladder).
+# The compiler already did part of the work. `sdata[threadIdx.x]` is private to one thread, so
+# NVRTC keeps it in a register inside the loop (step 01 has no shared-memory access per element,
+# only the stores before and after). NVRTC also contracts `a*b + c` into `fma` by default
+# (`--fmad=true`), but not all of it: step 03's `sum += a.x*b.x + a.y*b.y + …` becomes one
+# multiply, three FMAs and an add per float4, where step 04's `fmaf` chain is four FMAs (the PTX
+# counts below and in the claims table).
 
 # %%
 PATTERNS = {"ld.shared": r"ld\.shared", "st.shared": r"st\.shared", "scalar ld.global": r"ld\.global(\.nc)?\.f32",
             "ld.global(.nc).v4": r"ld\.global(\.nc)?\.v4", "ld.global.nc": r"ld\.global\.nc", "fma": r"fma\.rn"}
 pd.DataFrame({step: {k: len(build.ptx("gemv", step, grep=v)) for k, v in PATTERNS.items()}
-              for step in ("01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg")}).T
+              for step in ("30_f32_sdata_float4", "01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg")}).T
 
 # %%
-gemv.check_variants(names=["01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg", "24_f32_fast"])
+gemv.check_variants(names=["30_f32_sdata_float4", "01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg",
+                           "24_f32_fast"])
 
 # %%
 f32 = bench.compare(gemv, gemv.CASES["float32"],
-                    names=["01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg", "24_f32_fast"])
+                    names=["30_f32_sdata_float4", "01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg",
+                           "24_f32_fast"])
 results.table(f32)
 
 # %%
@@ -170,16 +175,19 @@ pd.DataFrame([{"weights": k, "max |y - y_fp32| / max |y_fp32|": np.abs(v - y32).
 # Step 05 (the report's before) loads one byte and one float per element and looks up the
 # group's scale per element; step 06 (its after) loads a `char4` and a `float4`. The weight load
 # is still only 4 bytes per instruction, and each int8 needs an int-to-float conversion (`I2F`,
-# a slow conversion pipe): both matter later (step 25).
+# a slow conversion pipe): both matter later (step 25). Step 31 is the report's "before" as it is
+# written: it also sums through `sdata` shared memory (step 05 already sums in a register), so
+# 31 → 06 is the report's own pair.
 
 # %%
+build.show("gemv", "31_int8_sdata")
 build.show("gemv", "06_int8_char4")
 
 # %%
-gemv.check_variants(names=["05_int8_scalar", "06_int8_char4", "25_int8_fast"])
+gemv.check_variants(names=["31_int8_sdata", "05_int8_scalar", "06_int8_char4", "25_int8_fast"])
 
 # %%
-i8 = bench.compare(gemv, gemv.CASES["int8"], names=["05_int8_scalar", "06_int8_char4", "25_int8_fast"])
+i8 = bench.compare(gemv, gemv.CASES["int8"], names=["31_int8_sdata", "05_int8_scalar", "06_int8_char4", "25_int8_fast"])
 results.table(i8)
 
 # %%
@@ -257,18 +265,25 @@ per_sm.round(1)
 # The fp16 models' decode kernel. v1 reads a `half2` (4 bytes) per lane per load; v2
 # (`gemv_pure_fp16_kernel_v2<32,8>`) reads a `float4` (8 halves, 16 bytes) and keeps **4
 # accumulators**, so each lane has 4 independent 16-byte loads in flight instead of a chain.
-# Both accumulate in fp32.
+# Both accumulate in fp32. The report's own before/after pair is inside v2: step 32 is v2 as the
+# report's "before" (plain loads, `a*b + c`, no remainder path; its four accumulators each take one
+# `half2` of a single 16-byte load) and step 33 its "after" (`__ldg` on both operands, `fmaf`, the
+# remainder path). Steps 09 → 10 are the course's v1 → v2, where v2 keeps four loads in flight.
 
 # %%
+build.show("gemv", "32_fp16_v2_plain")
+build.show("gemv", "33_fp16_v2_ldg")
 build.show("gemv", "09_fp16_half2")
 build.show("gemv", "10_fp16_v2")
 
 # %%
-gemv.check_variants(names=["09_fp16_half2", "10_fp16_v2", "22_fp16_fast", "22_fp16_fast_stream", "27_fp16_rows"])
+gemv.check_variants(names=["32_fp16_v2_plain", "33_fp16_v2_ldg", "09_fp16_half2", "10_fp16_v2", "22_fp16_fast",
+                           "22_fp16_fast_stream", "27_fp16_rows"])
 
 # %%
 f16 = bench.compare(gemv, gemv.CASES["float16"],
-                    names=["09_fp16_half2", "10_fp16_v2", "22_fp16_fast", "22_fp16_fast_stream", "27_fp16_rows"])
+                    names=["32_fp16_v2_plain", "33_fp16_v2_ldg", "09_fp16_half2", "10_fp16_v2", "22_fp16_fast",
+                           "22_fp16_fast_stream", "27_fp16_rows"])
 results.table(results.select(f16, name=["09_fp16_half2", "10_fp16_v2", "cuBLAS (cupy.matmul)", "torch.mv (cuBLAS)"]))
 
 # %% jupyter={"source_hidden": true}
@@ -588,6 +603,7 @@ kl.say("Not measured or recorded yet." if lim.empty or lim["compute only µs"].i
 # back (step 21).
 
 # %%
+build.show("gemv", "34_batched_f32_sdata")      # the report's batched fp32 "before" (-> step 13)
 build.show("gemv", "17_batched_fp16_float4")
 build.show("gemv", "19_f32_to_f16_x4")
 

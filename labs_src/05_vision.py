@@ -358,6 +358,7 @@ plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + tran
 
 # %%
 build.show("vision", "22_transpose_vec8")
+build.show("vision", "29_transpose_input_order")   # the report's walk: reads in input order, writes jump
 build.show("vision", "28_transpose_tile")
 check_variants(vision.TRANSPOSE)
 
