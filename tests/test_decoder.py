@@ -507,3 +507,64 @@ def test_exercise_reference_and_tolerance():
     np.testing.assert_allclose(y, W.astype(np.float64) @ m, rtol=1e-6, atol=1e-6)
     t = D.silu_down_tolerance(W, g, u)
     assert 0 < t["atol"] < 1e-3
+
+
+# ---- the token step's wiring, run on NumPy through the same Decoder.step -------------------------------------------
+
+def _reference_weights(dec, W):
+    """The weights the decoder multiplies by, in the reference's layout (dequantised on W8A16/int4)."""
+    cfg, out = dec.cfg, dict(W)
+    for i in range(cfg.layers):
+        qkv, gu = dec.dense(i, "qkv"), dec.dense(i, "gu")
+        q, k = cfg.q_dim, cfg.kv_dim
+        out[D.lw(i, "self_attn.q_proj")], out[D.lw(i, "self_attn.k_proj")] = qkv[:q], qkv[q:q + k]
+        out[D.lw(i, "self_attn.v_proj")] = qkv[q + k:]
+        out[D.lw(i, "self_attn.o_proj")] = dec.dense(i, "o")
+        out[D.lw(i, "mlp.gate_proj")], out[D.lw(i, "mlp.up_proj")] = gu[:cfg.ffn], gu[cfg.ffn:]
+        out[D.lw(i, "mlp.down_proj")] = dec.dense(i, "down")
+    return out
+
+
+@pytest.mark.parametrize("cfg,path", [(D.TINY, "float16"), (D.TINY, "w8a16"), (D.TINY, "int4"), (D.SMALL, "float16")],
+                         ids=["tiny-fp16", "tiny-w8a16", "tiny-int4", "small-fp16"])
+def test_emulated_token_step_is_the_fp16_storage_reference(cfg, path):
+    """Decoder.step's calls and buffers (views into the QKV and gate/up outputs, the residual
+    ping-pong, the device-side position/length/token/history) run through NumpyOps give the float64
+    reference with fp16 storage: to fp32 rounding on fp16 (the same rounding points), and within the
+    bound on the quantised paths (their fp32 -> fp16 conversion rounds twice)."""
+    W = D.random_weights(cfg, seed=4)
+    dec = D.Decoder(cfg, W, path, capacity=16, emulate=True)
+    Wref = W if path == "float16" else _reference_weights(dec, W)
+    prompt = [3, 1, 4, 1]
+    n16, z16 = D.reference_generate(cfg, Wref, prompt, 6, fp16_storage=True)
+    dec.reset()
+    got = []
+    for t in prompt + n16[:-1]:
+        dec.feed(t)
+        got.append(dec.logits.copy())
+    assert dec.state.tolist() == [9, 10] and dec.history[:9].tolist() == [int(np.argmax(z)) for z in got]
+    e = D.rel_err(np.array(got), z16)
+    assert e < (1e-6 if path == "float16" else D.error_bound(cfg) / 4), e
+    assert dec.generate(prompt, 6, use_graph=False) == n16
+    assert dec.history[len(prompt) - 1 + 6:].tolist() == [-1] * (16 - len(prompt) - 5)
+
+
+def test_emulated_decoder_guards(tiny):
+    with pytest.raises(ValueError, match="host weights"):
+        D.Decoder(CFG, None, emulate=True)
+    with pytest.raises(ValueError, match="missing"):
+        D.Decoder(CFG, {k: v for k, v in tiny.items() if "norm" not in k}, emulate=True)
+    dec = D.Decoder(CFG, tiny, capacity=4, emulate=True)
+    with pytest.raises(ValueError, match="fit"):
+        dec.generate([1, 2, 3], 3, use_graph=False)
+    with pytest.raises(ValueError, match="token"):
+        dec.feed(CFG.vocab)
+    with pytest.raises(ValueError, match="CUDA graph"):
+        dec.generate([1], 2, use_graph=True)
+    with pytest.raises(ValueError, match="pos"):
+        dec.at(4)
+    dec.reset()
+    for _ in range(4):
+        dec.feed(1)
+    with pytest.raises(ValueError, match="full"):
+        dec.feed(1)

@@ -84,17 +84,8 @@ def test_head_norm_rejects_bad_shapes_before_launch():
 
 def _dequantised(dec, W):
     """The weights the quantised decoder multiplies by, in the reference's layout (float64)."""
-    cfg, out = dec.cfg, dict(W)
-    for i in range(cfg.layers):
-        qkv = dec.dense(i, "qkv")
-        q, k = cfg.q_dim, cfg.kv_dim
-        out[D.lw(i, "self_attn.q_proj")], out[D.lw(i, "self_attn.k_proj")] = qkv[:q], qkv[q:q + k]
-        out[D.lw(i, "self_attn.v_proj")] = qkv[q + k:]
-        out[D.lw(i, "self_attn.o_proj")] = dec.dense(i, "o")
-        gu = dec.dense(i, "gu")
-        out[D.lw(i, "mlp.gate_proj")], out[D.lw(i, "mlp.up_proj")] = gu[:cfg.ffn], gu[cfg.ffn:]
-        out[D.lw(i, "mlp.down_proj")] = dec.dense(i, "down")
-    return out
+    from test_decoder import _reference_weights
+    return _reference_weights(dec, W)
 
 
 @pytest.mark.parametrize("path", D.PATHS)

@@ -847,6 +847,97 @@ def _gemv_step(path):
     return G.VARIANTS[G.BEST[path]]
 
 
+class GpuOps:
+    """The launchers a token step calls, on the GPU: the course's kernels."""
+
+    def __init__(self, path):
+        self.gemv = _gemv_step(path)
+        self.conv = G.CONVERT.variants[G.CONVERT.default["f32_to_f16"]]
+        self.fused = R.FUSED.variants[R.FUSED.default["float16"]]
+        self.logits = G.LOGITS.variants[G.LOGITS.default["fp16_f32out"]]
+        self.embed, self.head_norm, self.silu_mul, self.argmax = embed, head_norm, silu_mul, argmax_into
+        self.rope_append, self.decode = A.rope_append, A.decode
+
+
+class NumpyOps:
+    """The same launchers' effects in NumPy, with the GPU's storage (fp16 tensors, fp32 logits) and
+    float64 arithmetic: Decoder(..., emulate=True) runs Decoder.step's exact sequence of calls and
+    buffers through these, so the step's wiring (views, the residual ping-pong, the device-side
+    position, length, token and history) is checked without a GPU against the float64 reference
+    with fp16 storage. It checks the wiring, not the kernels (tests/test_gpu_decoder.py does)."""
+
+    def __init__(self, cfg: Config):
+        self.cfg, self._dense = cfg, {}
+
+    def _w(self, w, M):
+        key = id(w[0])
+        if key not in self._dense:
+            self._dense[key] = (np.asarray(w[0], np.float64) if len(w) == 1 else
+                                G.dequantize_int8(*w) if len(w) == 2 else G.dequantize_int4(*w, M))
+        return self._dense[key]
+
+    def gemv(self, *args, out):
+        *w, x = args
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[...] = (self._w(w, x.shape[0]) @ np.asarray(x, np.float64)).astype(out.dtype)
+        return out
+
+    def conv(self, a, out):
+        with np.errstate(over="ignore"):
+            out[...] = a.astype(out.dtype)
+        return out
+
+    def fused(self, x, res, w, out):
+        h, y = out
+        with np.errstate(over="ignore"):
+            h[...] = (np.asarray(x, np.float64) + res).astype(h.dtype)
+            y[...] = ref_rmsnorm(h, w, self.cfg.eps).astype(y.dtype)
+        return h, y
+
+    def logits(self, W, x, out):
+        return self.gemv(W, x, out=out)
+
+    def embed(self, table, token, out):
+        out[...] = reference_embed(table, token)
+        return out
+
+    def head_norm(self, q, k, wq, wk, out):
+        qo, ko = out
+        qo[...], ko[...] = reference_head_norm(q, k, wq, wk, self.cfg.eps)
+        return qo, ko
+
+    def silu_mul(self, gate, up, out):
+        out[...] = reference_silu_mul(gate, up)
+        return out
+
+    def rope_append(self, q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
+        p = int(pos[0])
+        if 0 <= p < k_cache.shape[1]:           # as the kernel: out of range writes nothing
+            q_out[...] = ref_rope(q, p, self.cfg.theta).astype(np.float16)
+            k_cache[:, p] = ref_rope(k, p, self.cfg.theta).astype(np.float16)
+            v_cache[:, p] = v
+        return q_out
+
+    def decode(self, q, k_cache, v_cache, length, out):
+        cfg = self.cfg
+        L = min(max(int(length[0]), 0), k_cache.shape[1])
+        K, V = np.asarray(k_cache[:, :L], np.float64), np.asarray(v_cache[:, :L], np.float64)
+        qg = np.asarray(q, np.float64).reshape(cfg.kv_heads, cfg.heads // cfg.kv_heads, cfg.head_dim)
+        s = np.einsum("hgd,hld->hgl", qg, K) / math.sqrt(cfg.head_dim)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        out[...] = np.einsum("hgl,hld->hgd", p / p.sum(-1, keepdims=True), V).reshape(out.shape).astype(out.dtype)
+        return out
+
+    def argmax(self, x, token, state=None, history=None):
+        token[0] = int(np.argmax(x))
+        if state is not None:
+            p = int(state[0])
+            if history is not None and 0 <= p < history.shape[0]:
+                history[p] = token[0]
+            state[0], state[1] = p + 1, state[1] + 1
+        return token
+
+
 class Decoder:
     """One Qwen3 decoder on the GPU, batch 1: weights, KV cache and workspace allocated once, then
     `step()` runs one token with the course's kernels and nothing else:
@@ -862,21 +953,29 @@ class Decoder:
     depends on the host, so `graph()` captures one step and every replay decodes the next token.
     weights: a host dict (random_weights / load_checkpoint); None draws random weights on the GPU
     (the 8B shape: 16 GB of fp16, not worth a host round trip). path: float16, w8a16 or int4 (the
-    quantised paths quantise with lab 04's quantisers, or draw random quantised weights)."""
+    quantised paths quantise with lab 04's quantisers, or draw random quantised weights).
+    emulate=True: the same step on NumPy arrays through NumpyOps (no GPU; any head layout; host
+    weights required), to check the wiring against the float64 reference."""
 
     def __init__(self, cfg: Config, weights: dict | None = None, path: str = "float16", capacity: int = 4096,
-                 seed: int = 0):
-        import cupy
-        from .core.device import need_gpu
-        need_gpu("the decoder's token step")
-        if cfg.gpu_reason():
-            raise ValueError(cfg.gpu_reason())
+                 seed: int = 0, emulate: bool = False):
+        if emulate:
+            if weights is None:
+                raise ValueError("emulate=True needs host weights (random_weights or load_checkpoint)")
+            xp, self.ops = np, NumpyOps(cfg)
+        else:
+            import cupy
+            from .core.device import need_gpu
+            need_gpu("the decoder's token step")
+            if cfg.gpu_reason():
+                raise ValueError(cfg.gpu_reason())
+            xp, self.ops = cupy, GpuOps(path)
+            self._rng = cupy.random.RandomState(seed)
         if path not in PATHS:
             raise ValueError(f"path: expected one of {PATHS}, got {path!r}")
         if cfg.layers < 1 or not 1 <= capacity <= 2 ** 20:
             raise ValueError(f"need >= 1 layer and 1 <= capacity <= 2^20; got {cfg.layers} layers, capacity {capacity}")
-        self.cfg, self.path, self.capacity = cfg, path, int(capacity)
-        self._rng = cupy.random.RandomState(seed)
+        self.cfg, self.path, self.capacity, self.xp, self.emulate = cfg, path, int(capacity), xp, emulate
         W = weights
         if W is not None:
             missing = [n for n in weight_shapes(cfg) if n not in W]
@@ -894,12 +993,12 @@ class Decoder:
             self.layers.append(L)
         self.norm = self._vec((lambda k: W[k]) if W is not None else None, "model.norm.weight", H)
         if W is not None:
-            self.embed_w = cupy.asarray(W["model.embed_tokens.weight"])
-            self.lm = self.embed_w if cfg.tied else cupy.asarray(W["lm_head.weight"])
+            self.embed_w = xp.asarray(W["model.embed_tokens.weight"])
+            self.lm = self.embed_w if cfg.tied else xp.asarray(W["lm_head.weight"])
         else:
             self.embed_w = self._randn((cfg.vocab, H), 1.0)
             self.lm = self.embed_w if cfg.tied else self._randn((cfg.vocab, H), 1 / math.sqrt(H))
-        e = lambda *s: cupy.zeros(s, cupy.float16)   # noqa: E731
+        e = lambda *s: xp.zeros(s, xp.float16)   # noqa: E731
         self.k_cache = e(cfg.layers, cfg.kv_heads, self.capacity, cfg.head_dim)
         self.v_cache = e(cfg.layers, cfg.kv_heads, self.capacity, cfg.head_dim)
         self.kc = [self.k_cache[i] for i in range(cfg.layers)]
@@ -915,18 +1014,14 @@ class Decoder:
         self.qr, self.o = e(cfg.heads, cfg.head_dim), e(cfg.heads, cfg.head_dim)
         self.o_flat = self.o.reshape(-1)
         # fp32 outputs of the quantised GEMVs, before lab 04's fp32 -> fp16 conversion step
-        self.f32 = {id(b): cupy.zeros(b.shape, cupy.float32) for b in (self.qkv, self.delta, self.gu)} \
+        self.f32 = {id(b): xp.zeros(b.shape, xp.float32) for b in (self.qkv, self.delta, self.gu)} \
             if path != "float16" else {}
-        self.logits = cupy.zeros(cfg.vocab, cupy.float32)
-        self.token = cupy.zeros(1, cupy.int32)
-        self.state = cupy.zeros(2, cupy.int32)
+        self.logits = xp.zeros(cfg.vocab, xp.float32)
+        self.token = xp.zeros(1, xp.int32)
+        self.state = xp.zeros(2, xp.int32)
         self.pos, self.length = self.state[0:1], self.state[1:2]
-        self.history = cupy.full(self.capacity, -1, cupy.int32)
-        self.cos, self.sin = A.rope_table(self.capacity, cfg.theta)
-        self._gemv = _gemv_step(path)
-        self._conv = G.CONVERT.variants[G.CONVERT.default["f32_to_f16"]]
-        self._fused = R.FUSED.variants[R.FUSED.default["float16"]]
-        self._logits = G.LOGITS.variants[G.LOGITS.default["fp16_f32out"]]
+        self.history = xp.full(self.capacity, -1, xp.int32)
+        self.cos, self.sin = (None, None) if emulate else A.rope_table(self.capacity, cfg.theta)
         self._graph = None
         self.host_pos = 0
 
@@ -936,23 +1031,23 @@ class Decoder:
         return (self._rng.standard_normal(shape, dtype=cupy.float32) * scale).astype(cupy.float16)
 
     def _vec(self, get, key, n):
-        import cupy
         if get is None:
+            import cupy
             return (1.0 + 0.1 * self._rng.standard_normal((n,), dtype=cupy.float32)).astype(cupy.float16)
-        return cupy.asarray(np.asarray(get(key), np.float16))
+        return self.xp.asarray(np.asarray(get(key), np.float16))
 
     def _linear(self, get, keys):
         """One GEMV's weight, the keys' matrices stacked by rows, on this path: (W,) fp16, or lab
         04's (q int8, scales fp32) / (packed uint8, scales fp16, zeros uint8)."""
-        import cupy
         shapes = [layer_shapes(self.cfg)[k] for k in keys]
         K, M = sum(s[0] for s in shapes), shapes[0][1]
         if get is not None:
             W = np.concatenate([np.asarray(get(k), np.float16) for k in keys], axis=0)
             if self.path == "float16":
-                return (cupy.asarray(W),)
+                return (self.xp.asarray(W),)
             q = G.quantize_int8(W.astype(np.float32)) if self.path == "w8a16" else G.quantize_int4(W.astype(np.float32))
-            return tuple(cupy.asarray(a) for a in q)
+            return tuple(self.xp.asarray(a) for a in q)
+        import cupy
         if self.path == "float16":
             return (self._randn((K, M), 1 / math.sqrt(M)),)
         Gn = -(-M // G.GROUP)
@@ -962,51 +1057,62 @@ class Decoder:
         packed = self._rng.randint(0, 256, (K, -(-M // 2))).astype(cupy.uint8)
         return packed, cupy.full((K, Gn), 2 / (15 * math.sqrt(M / 3)), cupy.float16), cupy.full((K, Gn), 8, cupy.uint8)
 
+    def _host(self, a):
+        return np.asarray(a) if self.emulate else a.get()
+
     def dense(self, i: int, key: str):
         """Layer i's GEMV weight (key: qkv, o, gu, down) as the float64 matrix the kernels multiply
         by: the fp16 matrix, or lab 04's dequantisation of the quantised one."""
-        w = [a.get() for a in self.layers[i][key]]
+        w = [self._host(a) for a in self.layers[i][key]]
         if self.path == "float16":
             return w[0].astype(np.float64)
         if self.path == "w8a16":
             return G.dequantize_int8(*w)
-        M = self.cfg.hidden if key != "o" and key != "down" else (self.cfg.q_dim if key == "o" else self.cfg.ffn)
+        M = {"qkv": self.cfg.hidden, "gu": self.cfg.hidden, "o": self.cfg.q_dim, "down": self.cfg.ffn}[key]
         return G.dequantize_int4(*w, M)
 
     # -- one token
     def _proj(self, w, x, out):
         if self.path == "float16":
-            self._gemv(*w, x, out=out)
+            self.ops.gemv(*w, x, out=out)
         else:
             f = self.f32[id(out)]
-            self._gemv(*w, x, out=f)
-            self._conv(f, out=out)
+            self.ops.gemv(*w, x, out=f)
+            self.ops.conv(f, out=out)
 
     def step(self):
         """Launch one token's step (asynchronous): the token in self.token at position state[0]."""
-        embed(self.embed_w, self.token, out=self.delta)
+        ops = self.ops
+        ops.embed(self.embed_w, self.token, out=self.delta)
         res = self.zeros
         for i, L in enumerate(self.layers):
-            self._fused(self.delta, res, L["ln1"], out=(self.h_b, self.y))
+            ops.fused(self.delta, res, L["ln1"], out=(self.h_b, self.y))
             self._proj(L["qkv"], self.y, self.qkv)
-            head_norm(self.q, self.k, L["qn"], L["kn"], out=(self.qn, self.kn))
-            A.rope_append(self.qn, self.kn, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
-            A.decode(self.qr, self.kc[i], self.vc[i], self.length, out=self.o)
+            ops.head_norm(self.q, self.k, L["qn"], L["kn"], out=(self.qn, self.kn))
+            ops.rope_append(self.qn, self.kn, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
+            ops.decode(self.qr, self.kc[i], self.vc[i], self.length, out=self.o)
             self._proj(L["o"], self.o_flat, self.delta)
-            self._fused(self.delta, self.h_b, L["ln2"], out=(self.h_a, self.y))
+            ops.fused(self.delta, self.h_b, L["ln2"], out=(self.h_a, self.y))
             self._proj(L["gu"], self.y, self.gu)
-            silu_mul(self.gate, self.up, out=self.m)
+            ops.silu_mul(self.gate, self.up, out=self.m)
             self._proj(L["down"], self.m, self.delta)
             res = self.h_a
-        self._fused(self.delta, res, self.norm, out=(self.h_b, self.y))
-        self._logits(self.lm, self.y, out=self.logits)
-        argmax_into(self.logits, self.token, self.state, self.history)
+        ops.fused(self.delta, res, self.norm, out=(self.h_b, self.y))
+        ops.logits(self.lm, self.y, out=self.logits)
+        ops.argmax(self.logits, self.token, self.state, self.history)
+
+    def at(self, pos: int):
+        """Set the device-side position to pos and the length to pos + 1 (the next step's token
+        goes to position pos); the cache's rows below pos are whatever earlier steps left there."""
+        if not 0 <= pos < self.capacity:
+            raise ValueError(f"pos: expected 0 <= pos < capacity ({self.capacity}), got {pos}")
+        self.state[...] = self.xp.asarray(np.array([pos, pos + 1], np.int32))
+        self.host_pos = pos
 
     def reset(self):
         """Back to position 0 (the cache's old rows are never read: the length bounds attention)."""
-        self.state[...] = np.array([0, 1], np.int32)
+        self.at(0)
         self.history.fill(-1)
-        self.host_pos = 0
 
     def feed(self, token: int):
         """Run one step on a given token (teacher forcing): the prompt, or a test's sequence."""
@@ -1021,6 +1127,8 @@ class Decoder:
     def graph(self):
         """One step captured as a CUDA graph (after an eager step has run: plans and scratch exist)."""
         from .core.bench import graph
+        if self.emulate:
+            raise ValueError("an emulated decoder has no CUDA graph: use_graph=False")
         if self._graph is None:
             self._graph = graph(self.step, warmup=False)
         return self._graph
@@ -1028,7 +1136,6 @@ class Decoder:
     def generate(self, prompt, n_new: int, use_graph: bool = True) -> list:
         """Greedy: the prompt fed eagerly one token at a time, then n_new - 1 more steps (graph
         replays, or eager); returns the n_new tokens (history, read once at the end)."""
-        import cupy
         prompt = [int(t) for t in prompt]
         if not prompt or n_new < 1:
             raise ValueError("generate: a non-empty prompt and n_new >= 1")
@@ -1041,9 +1148,8 @@ class Decoder:
         for _ in range(n_new - 1):
             run()
         self.host_pos += n_new - 1
-        cupy.cuda.Device().synchronize()
         start = len(prompt) - 1
-        return [int(t) for t in self.history[start:start + n_new].get()]
+        return [int(t) for t in self._host(self.history[start:start + n_new])]
 
 
 def bytes_of(dec: "Decoder", context: int) -> int:
@@ -1079,16 +1185,15 @@ def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), 
     for path in paths:
         dec = Decoder(run_cfg, None, path, capacity=max(contexts) + 8)
         for n in contexts:
-            at = np.array([n - 1, n], np.int32)
             dec.reset()
-            dec.state[...] = at
+            dec.at(n - 1)
             dec.step()                                     # warm: plans, scratch, clocks
             g = dec.graph()
             for mode, fn in (("eager", dec.step), ("graph", g)):
                 s, e = cupy.cuda.Event(), cupy.cuda.Event()
                 ts, hs = [], []
                 for _ in range(reps):
-                    dec.state[...] = at
+                    dec.at(n - 1)
                     cupy.cuda.Device().synchronize()
                     s.record()
                     t0 = time.perf_counter()
@@ -1165,9 +1270,9 @@ def breakdown(cfg: Config = QWEN3_8B, path: str = "float16", context: int = 512,
     import cupy
     from .core.launch import record_launches
     dec = Decoder(replace(cfg, layers=layers), None, path, capacity=context + 8)
-    dec.state[...] = np.array([context - 1, context], np.int32)
+    dec.at(context - 1)
     dec.step()
-    dec.state[...] = np.array([context - 1, context], np.int32)
+    dec.at(context - 1)
     recs = record_launches(dec.step)
     cupy.cuda.Device().synchronize()
     rows = []
