@@ -220,21 +220,14 @@ def _stats(t) -> Timing:
     return Timing(float(np.median(t)), float(np.percentile(t, 10)), float(np.percentile(t, 90)), len(t))
 
 
-def launches(fn) -> list:
-    """The kernel launches one call of `fn` makes through build.launch, as
-    [(RawKernel, grid, block, packed args, shared memory bytes)]."""
-    from .launch import record_launches
-    return record_launches(fn)
-
-
 def bare(fn):
-    """A zero-argument call that makes exactly the launches `fn` makes, as bare RawKernel calls
-    (arguments packed once): the floor a launcher's host cost is compared with. None when `fn`
-    launches nothing through build.launch (a library baseline)."""
-    recs = launches(fn)
+    """The launches `fn` makes (launch.record_launches) as bare RawKernel calls, arguments packed once:
+    the floor a launcher's host cost is compared with. None for a library call (no launch())."""
+    from .launch import record_launches
+    recs = record_launches(fn)
     if not recs:
         return None
-    if len(recs) == 1:
+    if len(recs) == 1:                  # no loop around a single launch: the floor stays a floor
         k, g, b, a, sm = recs[0]
         return (lambda: k(g, b, a)) if not sm else (lambda: k(g, b, a, shared_mem=sm))
 
