@@ -552,6 +552,8 @@ def test_emulated_token_step_is_the_fp16_storage_reference(cfg, path):
 def test_emulated_decoder_guards(tiny):
     with pytest.raises(ValueError, match="host weights"):
         D.Decoder(CFG, None, emulate=True)
+    with pytest.raises(ValueError, match="path"):
+        D.Decoder(CFG, tiny, "int3", emulate=True)
     with pytest.raises(ValueError, match="missing"):
         D.Decoder(CFG, {k: v for k, v in tiny.items() if "norm" not in k}, emulate=True)
     dec = D.Decoder(CFG, tiny, capacity=4, emulate=True)

@@ -959,6 +959,8 @@ class Decoder:
 
     def __init__(self, cfg: Config, weights: dict | None = None, path: str = "float16", capacity: int = 4096,
                  seed: int = 0, emulate: bool = False):
+        if path not in PATHS:
+            raise ValueError(f"path: expected one of {PATHS}, got {path!r}")
         if emulate:
             if weights is None:
                 raise ValueError("emulate=True needs host weights (random_weights or load_checkpoint)")
@@ -971,8 +973,6 @@ class Decoder:
                 raise ValueError(cfg.gpu_reason())
             xp, self.ops = cupy, GpuOps(path)
             self._rng = cupy.random.RandomState(seed)
-        if path not in PATHS:
-            raise ValueError(f"path: expected one of {PATHS}, got {path!r}")
         if cfg.layers < 1 or not 1 <= capacity <= 2 ** 20:
             raise ValueError(f"need >= 1 layer and 1 <= capacity <= 2^20; got {cfg.layers} layers, capacity {capacity}")
         self.cfg, self.path, self.capacity, self.xp, self.emulate = cfg, path, int(capacity), xp, emulate
