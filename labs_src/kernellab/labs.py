@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block", "attention"]
+LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block", "attention", "decoder"]
 
 
 def families(labs=None):
