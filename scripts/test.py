@@ -76,10 +76,25 @@ def workers(args: list[str]) -> tuple[int, str]:
     return min(cores, MAX_WORKERS), f"{cores} cores"
 
 
+COUNTS = {"passed": 0, "failed": 0, "skipped": 0}
+
+
 def _run(cmd: list[str], label: str) -> int:
+    """Run one pytest pass; its pass/fail/skip counts (from a JUnit XML report) add to COUNTS."""
+    import tempfile
+    import xml.etree.ElementTree as ET
     print(f"make test: {label}\n  $ {shlex.join(cmd)}", flush=True)
     t0 = time.time()
-    rc = subprocess.call(cmd, cwd=ROOT)
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = os.path.join(tmp, "report.xml")
+        rc = subprocess.call([*cmd, f"--junit-xml={xml}"], cwd=ROOT)
+        if os.path.exists(xml):
+            for suite in ET.parse(xml).getroot().iter("testsuite"):
+                n, bad = int(suite.get("tests", 0)), int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+                skip = int(suite.get("skipped", 0))
+                COUNTS["passed"] += n - bad - skip
+                COUNTS["failed"] += bad
+                COUNTS["skipped"] += skip
     print(f"make test: {label}: exit {rc} after {time.time() - t0:.0f} s", flush=True)
     return rc
 
@@ -90,13 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     py = [sys.executable, "-m", "pytest", *paths, *BASE]
     n, why = workers(args)
     if n <= 1:
-        return _run([*py, *args], f"one serial pass ({why})")
+        rc = _run([*py, *args], f"one serial pass ({why})")
+        print(f"total: {COUNTS['passed']} passed, {COUNTS['failed']} failed, {COUNTS['skipped']} skipped", flush=True)
+        return rc
     rest, expr = _user_marker(args)
     both = (lambda m: f"({expr}) and {m}") if expr else (lambda m: m)
     rc1 = _run([*py, *rest, "-n", str(n), "--dist", "loadfile", "-m", both("not serial")],
                f"pass 1 of 2: {n} workers ({why}), everything not marked serial")
     rc2 = _run([*py, *rest, "-m", both("serial")],
                "pass 2 of 2: the tests marked serial (timing that needs a quiet GPU and host), alone")
+    # the whole run in one closing line (CI reads the last one; pass 2 alone may have run nothing)
+    print(f"total: {COUNTS['passed']} passed, {COUNTS['failed']} failed, {COUNTS['skipped']} skipped", flush=True)
     if rc1 == rc2 == 5:
         return 5
     bad = [rc for rc in (rc1, rc2) if rc not in (0, 5)]
