@@ -241,7 +241,7 @@ kl.say("Not measured or recorded yet: on a GPU this finds the M where the block-
 # block, the warp kernel launches 512 blocks: 32 per SM on a 16-SM Orin, and on the GPU of the
 # results on screen the number the table below computes from its device record. By Little's law an
 # SM needs (bandwidth per SM × latency) bytes in flight; an Orin SM
-# gets 102–205 GB/s / 16 = 6–13 GB/s, a smaller share of a slower memory than a Hopper SM
+# gets 102–205 GB/s / 16 = 6–13 GB/s, a smaller share of a slower memory than an SM of a large GPU
 # (computed below), so on Orin fewer bytes in flight per SM already reach the roof. The model
 # therefore predicts that the warp kernel stays competitive up to an M at least as large on Orin
 # as on the GPU of the results on screen, not a smaller one; a switch at 2048 would then be early rather

@@ -61,34 +61,23 @@ def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha
 
 
 def gemm(a, w, out):
-    """out = a @ w.T: a [M, K], w [N, K] (a Linear layer's weight), out [M, N]; fp16, fp32
-    accumulation, one cublasGemmEx. Row-major out is column-major out^T = w a^T: cuBLAS sees w
-    first, transposed."""
+    """out = a @ w.T: a [M, K], w [N, K] (a Linear layer's weight), out [M, N]; fp16 in, fp32
+    accumulation, out fp16 (the report's cublasHgemm) or fp32 (its fp16-in, fp32-out prefill route),
+    one cublasGemmEx. Row-major out is column-major out^T = w a^T: cuBLAS sees w first, transposed."""
     require(a, "a", dtype="float16", ndim=2)
     require(w, "w", dtype="float16", ndim=2)
     M, K = a.shape
     N = w.shape[0]
     if w.shape[1] != K:
         raise ValueError(f"w: expected shape [N, {K}] (K = the columns of a), got {tuple(w.shape)}")
-    require(out, "out", dtype="float16", shape=(M, N))
+    require(out, "out", dtype=("float16", "float32"), shape=(M, N))
     if M and N:
-        _gemm_call(_OP_T, N, M, K, w.data.ptr, K, 0, a.data.ptr, K, 0, out.data.ptr, N, 0, 1, 1.0)
+        _gemm_call(_OP_T, N, M, K, w.data.ptr, K, 0, a.data.ptr, K, 0, out.data.ptr, N, 0, 1, 1.0,
+                   _R_32F if out.dtype.itemsize == 4 else _R_16F)
     return out
 
 
-def gemm_f32out(a, w, out):
-    """out = a @ w.T as gemm, but out is fp32: one cublasGemmEx with fp16 A and B, fp32 C and fp32
-    accumulation (the report's fp16-input, fp32-output prefill route)."""
-    require(a, "a", dtype="float16", ndim=2)
-    require(w, "w", dtype="float16", ndim=2)
-    M, K = a.shape
-    N = w.shape[0]
-    if w.shape[1] != K:
-        raise ValueError(f"w: expected shape [N, {K}] (K = the columns of a), got {tuple(w.shape)}")
-    require(out, "out", dtype="float32", shape=(M, N))
-    if M and N:
-        _gemm_call(_OP_T, N, M, K, w.data.ptr, K, 0, a.data.ptr, K, 0, out.data.ptr, N, 0, 1, 1.0, _R_32F)
-    return out
+gemm_f32out = gemm      # an fp32 out selects the fp16-in, fp32-out route
 
 
 def bgemm(a, b, out, *, trans_b: bool, alpha: float = 1.0):
