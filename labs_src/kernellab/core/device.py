@@ -95,6 +95,8 @@ def banner() -> None:
     """One line saying where this notebook runs and what that means."""
     if is_live():
         d = info()
+        if d["jetson"] and jetson_clocks().get("warning"):
+            print(f"WARNING (Jetson): {jetson_clocks()['warning']}")
         peak = f", datasheet peak {d['peak_gbps']} GB/s" if d["peak_gbps"] else ""
         kind = "integrated (Jetson " + d["jetson"] + ")" if d["jetson"] else (
             "integrated" if d["integrated"] else "discrete")
@@ -168,6 +170,8 @@ def save_recorded(lab: str, df, extra_meta: dict | None = None) -> Path:
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta.update({"device": d["name"], "arch": d["arch"], "sms": d["sms"], "l2_bytes": d["l2_bytes"],
                  "jetson": d["jetson"], "sm_clock_mhz": d["sm_clock_mhz"], **versions()})
+    if d["jetson"]:                     # power mode and clocks: a Jetson's numbers mean little without them
+        meta["jetson_clocks"] = jetson_clocks()
     meta.setdefault("labs", {})[lab] = {"date": now(), "rows": len(df)}
     meta.update(extra_meta or {})
     meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
