@@ -352,7 +352,8 @@ def _fast(name, stream=0):
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // rows_per_block),), (256,),
                                                   (*args, out_, K, M, G, ok, st)))
     run.__name__ = f"{name}_stream" if stream else name
-    return variant(dtypes=(path,), alloc_out=_alloc(path))(run)
+    # the L2 evict-first policy (createpolicy, .L2::cache_hint) needs sm_80
+    return variant(dtypes=(path,), alloc_out=_alloc(path), min_arch=80 if stream else None)(run)
 
 
 ROWS_MIN_WARPS_PER_SM = 16   # step 27 gives a warp per row; fewer rows than this per SM: step 22's split rows
@@ -546,6 +547,8 @@ def _compute_only(*args):
     if path not in ("int8", "int4", "w8a16") or not args[0].shape[0] or not args[-1].shape[0]:
         return None
     step = BEST[path]
+    if not VARIANTS[step].runs_here():         # an sm_80 step on an older GPU: no baseline either
+        return None
     mod = module(FAMILY, ("-DGEMV_COMPUTE_ONLY",))
     recs = record_launches(lambda: VARIANTS[step](*args), keep_result=True)
     runs = [(mod.get_function(k.name), g, b, a, sm) for k, g, b, a, sm in recs]
