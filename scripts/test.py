@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = ["--nbval-lax", "-p", "no:cacheprovider"]
+BASE = ["--nbval-lax", "--nbval-cell-timeout=900", "-p", "no:cacheprovider"]   # no cell may hang a run
 DEFAULT_PATHS = ["tests", "notebooks"]
 MAX_WORKERS = 12        # the live suite on an H100 ran in about 3 minutes with 12 workers
 
@@ -87,7 +87,8 @@ def _run(cmd: list[str], label: str) -> int:
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         xml = os.path.join(tmp, "report.xml")
-        rc = subprocess.call([*cmd, f"--junit-xml={xml}"], cwd=ROOT)
+        env = {**os.environ, "KERNELLAB_NO_WIDGETS": "1"}    # headless: explorers print their static table
+        rc = subprocess.call([*cmd, f"--junit-xml={xml}"], cwd=ROOT, env=env)
         if os.path.exists(xml):
             for suite in ET.parse(xml).getroot().iter("testsuite"):
                 n, bad = int(suite.get("tests", 0)), int(suite.get("failures", 0)) + int(suite.get("errors", 0))
@@ -95,7 +96,8 @@ def _run(cmd: list[str], label: str) -> int:
                 COUNTS["passed"] += n - bad - skip
                 COUNTS["failed"] += bad
                 COUNTS["skipped"] += skip
-    print(f"make test: {label}: exit {rc} after {time.time() - t0:.0f} s", flush=True)
+    why = " (nothing selected in this pass: not a failure)" if rc == 5 else ""
+    print(f"make test: {label}: exit {rc}{why} after {time.time() - t0:.0f} s", flush=True)
     return rc
 
 
