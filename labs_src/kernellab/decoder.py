@@ -1180,7 +1180,7 @@ def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), 
     import cupy
     rows = []
     run_cfg = replace(cfg, layers=layers) if layers else cfg
-    from .core.bench import roof_values
+    from .core.bench import roof_values, wall
     read = roof_values().get("read_gbps", float("nan"))
     for path in paths:
         dec = Decoder(run_cfg, None, path, capacity=max(contexts) + 8)
@@ -1190,24 +1190,13 @@ def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), 
             dec.step()                                     # warm: plans, scratch, clocks
             g = dec.graph()
             for mode, fn in (("eager", dec.step), ("graph", g)):
-                s, e = cupy.cuda.Event(), cupy.cuda.Event()
-                ts, hs = [], []
-                for _ in range(reps):
-                    dec.at(n - 1)
-                    cupy.cuda.Device().synchronize()
-                    s.record()
-                    t0 = time.perf_counter()
-                    fn()
-                    hs.append((time.perf_counter() - t0) * 1e6)
-                    e.record()
-                    e.synchronize()
-                    ts.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)
-                us = float(np.median(ts))
+                t = wall(fn, reps=reps, flush=False, before=lambda: dec.at(n - 1))   # weights stream anyway
+                us = t["median_us"]
                 b = bytes_per_token(run_cfg, path, n)["total"]
                 rows.append({"lab": DECODER_NAME, "case": ctx_case(n), "name": step_name(path, mode), "kind": "e2e", "dtype": path,
                              "path": path, "context": n, "mode": mode, "layers run": run_cfg.layers,
-                             "median_us": us, "p10_us": float(np.percentile(ts, 10)),
-                             "p90_us": float(np.percentile(ts, 90)), "reps": reps, "host_us": float(np.median(hs)),
+                             "median_us": us, "p10_us": t["p10_us"], "p90_us": t["p90_us"], "reps": reps,
+                             "host_us": t["host_us"],
                              "tokens/s": 1e6 / us, "bytes": b, "gbps": b / us / 1e3, "frac_read": b / us / 1e3 / read})
             dec._graph = None
         del dec, g

@@ -1023,25 +1023,22 @@ def tr_half2(o, out=None):
     return out_
 
 
-@variant(dtypes=FP16, alloc_out=_tr_alloc)
-def tr_vec8(o, out=None):
-    out_, H, N, D = _tr_check(o, out)
-    if o.size:
-        vec = 8 if D % 8 == 0 and aligned(16, o, out_) else 2 if D % 2 == 0 and aligned(4, o, out_) else 1
-        items = H * N * (-(-D // vec))
-        launch(FAMILY, "vision_22_transpose_vec8", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
-    return out_
+def _tr_wide(name, doc):
+    """Steps 22 and 29: 8, 2 or 1 halves per load (as aligned), walked in output or input order."""
+    def run(o, out=None):
+        out_, H, N, D = _tr_check(o, out)
+        if o.size:
+            vec = 8 if D % 8 == 0 and aligned(16, o, out_) else 2 if D % 2 == 0 and aligned(4, o, out_) else 1
+            items = H * N * (-(-D // vec))
+            launch(FAMILY, f"vision_{name}", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
+        return out_
+    run.__name__, run.__doc__ = name, doc
+    return variant(dtypes=FP16, alloc_out=_tr_alloc)(run)
 
 
-@variant(dtypes=FP16, alloc_out=_tr_alloc)
-def tr_input_order(o, out=None):
-    """Step 29: step 22's loads (8, 2 or 1 halves) walked in input order, as the seed draws it."""
-    out_, H, N, D = _tr_check(o, out)
-    if o.size:
-        vec = 8 if D % 8 == 0 and aligned(16, o, out_) else 2 if D % 2 == 0 and aligned(4, o, out_) else 1
-        items = H * N * (-(-D // vec))
-        launch(FAMILY, "vision_29_transpose_input_order", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
-    return out_
+tr_vec8 = _tr_wide("22_transpose_vec8", "Step 22: 8 halves per load, walked in output order.")
+tr_input_order = _tr_wide("29_transpose_input_order",
+                          "Step 29: step 22's loads (8, 2 or 1 halves) walked in input order, as the seed draws it.")
 
 
 @variant(dtypes=FP16, alloc_out=_tr_alloc)

@@ -122,10 +122,9 @@ def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
 # ---- host time, bare launches and CUDA graphs -----------------------------------------------------
 
 def host_us(fn, calls: int = 30, batches: int = 3) -> float:
-    """Host (CPU) microseconds per call of `fn`: perf_counter around `calls` back-to-back calls,
-    the best of `batches` batches (host noise only ever adds), garbage collection paused. Launches are asynchronous, so this
-    is the Python + driver cost of *queuing* one call, not the GPU's time; the GPU is synchronized
-    before each batch so that a full launch queue never blocks the host."""
+    """Host µs per call of `fn`: perf_counter around `calls` back-to-back calls, the best of `batches`
+    (host noise only adds), gc paused. Launches are asynchronous: this is the Python + driver cost of
+    *queuing* a call; the GPU is synchronized before each batch so a full queue never blocks the host."""
     need_gpu("host timing")
     import gc
     import cupy
@@ -148,9 +147,8 @@ def host_us(fn, calls: int = 30, batches: int = 3) -> float:
 
 
 def end_to_end_us(fn, calls: int = 100) -> float:
-    """Wall microseconds per call of `calls` back-to-back calls, synchronized once at the end,
-    with no spacer: what a caller (a decoding engine, do_bench without a flush) sees. Per call
-    that is about max(host time, GPU time): whichever side is slower sets the pace."""
+    """Wall µs per call of `calls` back-to-back calls, synchronized once at the end, no spacer: what a
+    caller (a decoding engine) sees, about max(host time, GPU time) per call."""
     need_gpu("timing")
     import cupy
     fn()
@@ -162,15 +160,18 @@ def end_to_end_us(fn, calls: int = 100) -> float:
     return (time.perf_counter() - t0) / calls * 1e6
 
 
-def wall(fn, reps: int = 20, flush: bool = True) -> dict:
-    """What the GPU sees when the host launches `fn` from idle: synchronize, then CUDA events around
-    fn() with no spacer, so a host slower than the GPU shows up as idle gaps between kernels inside
-    the interval; and the host's µs to issue the call (perf_counter, no sync)."""
+def wall(fn, reps: int = 20, flush: bool = True, before=None) -> dict:
+    """What the GPU sees when the host launches `fn` from idle: CUDA events around fn() after a
+    synchronize, no spacer (a slow host shows as gaps inside the interval), and the host's µs to
+    issue it. before(): untimed set-up before each call (a decoder's position)."""
     need_gpu("timing")
     import cupy
-    fn(); fn()
+    before = before or (lambda: None)
+    for _ in range(2):                 # warm-up
+        before(), fn()
     t, host = [], []
     for _ in range(reps):
+        before()
         if flush:
             flush_l2()
         cupy.cuda.Device().synchronize()
@@ -406,8 +407,7 @@ def measure(fn, nbytes: int, **kw) -> dict:
     t = time_fn(fn, **kw)
     r = roofs()
     gbps = nbytes / t.median_us / 1e3
-    return {"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "reps": t.reps,
-            "bytes": int(nbytes), "gbps": gbps, "frac_copy": gbps / r["copy_gbps"],
+    return {**t.row(), "bytes": int(nbytes), "gbps": gbps, "frac_copy": gbps / r["copy_gbps"],
             "frac_read": gbps / r["read_gbps"]}
 
 
@@ -484,8 +484,8 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
 
 
 def memcpy(x, *_):
-    """Baseline factory: the floor of any kernel that reads x once and writes a same-size y once, a
-    device-to-device copy of the same bytes (cudaMemcpyAsync), timed exactly like the kernels."""
+    """Baseline factory: a device-to-device copy of x's bytes (cudaMemcpyAsync), timed like the kernels:
+    the floor of any kernel that reads x once and writes a same-size y once."""
     import cupy
     y = cupy.empty_like(x)
     return lambda: y.data.copy_from_device_async(x.data, x.nbytes)
