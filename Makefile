@@ -40,7 +40,7 @@ author:
 	@$(call WITHPY,lab) $(JUPYTER) . --LabApp.default_url=/lab/tree/notebooks
 
 ## make test: (set up once) the whole suite, no GPU needed: pytest + nbval over notebooks/, on
-## several workers when pytest-xdist is installed (then the tests marked serial, alone: scripts/test.py).
+## several workers when pytest-xdist is installed (after the tests marked serial, alone: scripts/test.py).
 ## PYTEST_ARGS="tests/test_compile.py -q" runs those paths only; KERNELLAB_TEST_WORKERS=1: one serial pass
 test:
 	@$(call WITHPY,test) MPLBACKEND=Agg $$PY scripts/test.py $(PYTEST_ARGS)

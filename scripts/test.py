@@ -4,10 +4,11 @@
     scripts/test.py [pytest arguments ...]      (the Makefile passes $(PYTEST_ARGS))
 
 * With pytest-xdist importable (the `test` extra installs it) and more than one core, two passes:
-    1. everything not marked `serial`, on N workers (`-n N --dist loadfile`: a file's tests, and a
-       notebook's cells, stay together on one worker, in order);
-    2. the tests marked `serial` (timing assertions that cannot hold while other workers load the
-       GPU and the host), alone.
+    1. the tests marked `serial` (timing assertions that cannot hold while other workers load the
+       GPU and the host), alone;
+    2. everything else, on N workers (`-n N --dist loadfile`: a file's tests, and a notebook's
+       cells, stay together on one worker, in order). It runs last, so the last pytest summary
+       printed is the suite's.
   N = KERNELLAB_TEST_WORKERS, or the usable cores up to 12. KERNELLAB_TEST_WORKERS=1 (or no xdist,
   or one core, or `-n`/`-p no:xdist` among the arguments) runs one ordinary serial pass.
 * Paths among the arguments (`tests/test_compile.py`, `notebooks/01_softmax.ipynb`,
@@ -112,11 +113,13 @@ def main(argv: list[str] | None = None) -> int:
         return rc
     rest, expr = _user_marker(args)
     both = (lambda m: f"({expr}) and {m}") if expr else (lambda m: m)
-    rc1 = _run([*py, *rest, "-n", str(n), "--dist", "loadfile", "-m", both("not serial")],
-               f"pass 1 of 2: {n} workers ({why}), everything not marked serial")
-    rc2 = _run([*py, *rest, "-m", both("serial")],
-               "pass 2 of 2: the tests marked serial (timing that needs a quiet GPU and host), alone")
-    # the whole run in one closing line (CI reads the last one; pass 2 alone may have run nothing)
+    # the serial timing tests first, on a quiet GPU and host; then everything else in parallel, so the
+    # last pytest summary printed is the one that ran the suite (without a GPU the serial pass runs nothing)
+    rc1 = _run([*py, *rest, "-m", both("serial")],
+               "pass 1 of 2: the tests marked serial (timing that needs a quiet GPU and host), alone")
+    rc2 = _run([*py, *rest, "-n", str(n), "--dist", "loadfile", "-m", both("not serial")],
+               f"pass 2 of 2: {n} workers ({why}), everything not marked serial")
+    # the whole run in one closing line
     print(f"total: {COUNTS['passed']} passed, {COUNTS['failed']} failed, {COUNTS['skipped']} skipped", flush=True)
     if rc1 == rc2 == 5:
         return 5
