@@ -22,8 +22,10 @@ HOST_RATIO = 1.6      # issue 8's target is 1.5x a bare RawKernel call. With the
 @pytest.mark.serial
 def test_read_roof_is_at_least_the_copy_roof():
     r = bench.roofs()
-    assert r["read_gbps"] >= ROOF_SLACK * r["copy_gbps"], r
-    assert r["copy_gbps"] == pytest.approx(max(r["copy_kernel_gbps"], r["copy_memcpy_gbps"]))
+    far = max(r["copy_kernel_gbps"], r["copy_memcpy_gbps"])    # past L2 (near it, L2 can absorb writes)
+    assert r["read_gbps"] >= ROOF_SLACK * far, r
+    assert r["copy_gbps"] == pytest.approx(max(r["copy_kernel_gbps"], r["copy_memcpy_gbps"], r["copy_2r1w_gbps"],
+                                               r["copy_near_l2_gbps"]))
 
 
 @pytest.mark.serial

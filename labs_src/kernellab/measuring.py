@@ -65,6 +65,7 @@ def _fundamentals():
             ("L2 size", (d["l2_bytes"] or 0) / 2**20, "MiB"),
             ("copy roof", r["copy_gbps"], "GB/s"), ("copy roof: copy kernel", r["copy_kernel_gbps"], "GB/s"),
             ("copy roof: cudaMemcpy", r["copy_memcpy_gbps"], "GB/s"),
+            ("copy roof: best near L2's size", r["copy_near_l2_gbps"], "GB/s"),
             ("copy roof: 2 reads + 1 write stream", r["copy_2r1w_gbps"], "GB/s"), ("read roof", r["read_gbps"], "GB/s"),
             ("read roof: streaming sum (measure_02_read)", r["read_sum_gbps"], "GB/s"),
             ("empty kernel launch", r["launch_us"], "us"),

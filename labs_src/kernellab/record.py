@@ -40,6 +40,7 @@ def lab00_roofs(folder, roofs: dict) -> dict:
                  ("read_sum_gbps", "read roof: streaming sum (measure_02_read)"),
                  ("copy_kernel_gbps", "copy roof: copy kernel"), ("copy_memcpy_gbps", "copy roof: cudaMemcpy"),
                  ("copy_2r1w_gbps", "copy roof: 2 reads + 1 write stream"),
+                 ("copy_near_l2_gbps", "copy roof: best near L2's size"),
                  ("launch_b2b_us", "empty kernel: 100 back to back, per launch"),
                  ("launch_graph_us", "empty kernel: CUDA graph of 100, per launch"),
                  ("host_launch_us", "host: one RawKernel launch call"),

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from .device import ROOT, is_live, need_gpu
+from .device import ROOT, info, is_live, need_gpu
 
 KERNELS = ROOT / "kernels"
 ARCHS = ("sm_87", "sm_90")
@@ -265,3 +265,29 @@ def occupancy(family: str, name: str, threads: int, dyn_smem: int = 0):
                      "blocks/SM": n, "limited by": "", "occupancy": n * threads / thr_sm,
                      "source": "occupancy API (this GPU)"})
     return pd.DataFrame(rows)
+
+
+def _grid(n4: int, threads=256) -> int:
+    return int(min((n4 + threads - 1) // threads, info()["sms"] * 32))
+
+
+def blocks_per_sm(fn, threads: int, smem: int = 0) -> int:
+    """How many blocks of `threads` threads of kernel `fn` one SM holds at once (the occupancy
+    API: registers, shared memory and threads decide)."""
+    import cupy
+    return int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, smem))
+
+
+def resident_grid(fn, threads: int = 256) -> int:
+    """Blocks that fill every SM exactly once (blocks per SM x SMs): a grid-stride kernel
+    launched with this many blocks keeps every resident thread busy."""
+    return max(1, blocks_per_sm(fn, threads)) * info()["sms"]
+
+
+def waves(blocks: int, sms: int, blocks_per_sm: int) -> dict:
+    """How a grid of `blocks` fills the GPU: blocks per wave (all SMs full), waves, and how full
+    the last wave is (the tail effect)."""
+    per_wave = sms * blocks_per_sm
+    rem = blocks % per_wave
+    return {"blocks": blocks, "blocks per wave": per_wave, "waves": round(blocks / per_wave, 2),
+            "last wave filled": round(rem / per_wave, 2) if rem else 1.0}
