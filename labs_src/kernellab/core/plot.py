@@ -90,23 +90,32 @@ def _loglog(fig, ax, name, xlabel, ylabel, title, prov):
     return _save(fig, name)
 
 
+def one_device(df):
+    """The rows of one device: the live ones, else the first recorded device's (a figure shows
+    one device; the tables beside it show every device)."""
+    dev, src = df[["device", "source"]].iloc[0]
+    live = df[df["source"] == "live"]
+    if len(live):
+        dev, src = live[["device", "source"]].iloc[0]
+    return df[(df["device"] == dev) & (df["source"] == src)]
+
+
 def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
     """GB/s against size, one line per (variant or baseline, device), roofs drawn. Variants are
     solid lines, baselines broken ones; every line has its own marker."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
+    df = one_device(df)
     fig, ax = _figure()
-    multi = df["device"].nunique() > 1
     vstyle, bstyle = itertools.cycle(_VARIANT_STYLES), itertools.cycle(_BASELINE_STYLES)
     colors = itertools.cycle(plt.get_cmap("tab10").colors)
-    for (nm, dev, src), g in df.groupby(["name", "device", "source"], sort=False):
+    for nm, g in df.groupby("name", sort=False):
         g = g.sort_values(x)
         base = g["kind"].iloc[0] == "baseline"
         ls, mk = next(bstyle if base else vstyle)
-        label = nm + (f" [{src} {dev}]" if multi else "")
         ax.plot(g[x], g["gbps"], linestyle=ls, marker=mk, ms=6 if base else 4, lw=1.6 if base else 1.3,
-                color=next(colors), label=label, zorder=3 if base else 2,
+                color=next(colors), label=nm, zorder=3 if base else 2,
                 mfc="none" if base else None)
     _roofs(ax, df)
     ax.set_xscale("log", base=2)
@@ -161,8 +170,7 @@ def progress(df, name: str, title: str = "", roof: str = "copy", case: str | Non
     if d.empty:
         print(f"(no data for plot {name}: no rows for case {case})")
         return None
-    dev, src = d[["device", "source"]].iloc[0]            # one device: live, else the first recorded
-    d = d[(d["device"] == dev) & (d["source"] == src)]
+    d = rows = one_device(d)
     d = d.groupby("name", sort=False).agg(frac=(f"frac_{roof}", "median"), kind=("kind", "first"))
     d = d.reset_index()
     d = d.loc[list(d.index[d["kind"] != "baseline"]) + list(d.index[d["kind"] == "baseline"])]
@@ -181,7 +189,7 @@ def progress(df, name: str, title: str = "", roof: str = "copy", case: str | Non
     ax.set_xlim(0, max(110, 100 * d["frac"].max() * 1.15))
     ax.set_xlabel(f"% of the {roof} roof (GB/s of unique bytes / {roof} roof GB/s); {case}")
     ax.grid(alpha=0.3, axis="x")
-    _title(ax, title or f"progress at {case}", prov=provenance(df[(df['device'] == dev) & (df['source'] == src)]))
+    _title(ax, title or f"progress at {case}", prov=provenance(rows))
     return _save(fig, name)
 
 
