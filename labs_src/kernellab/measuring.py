@@ -56,6 +56,17 @@ def fundamentals():
     return live_or_recorded("measuring", "every row of this table", _fundamentals)
 
 
+# The roofs and launch costs, by the quantity that states each in lab 00's table; the recorded
+# table is the device record's source for them (record.stated_roofs)
+ROOF_QUANTITIES = {
+    "copy_gbps": "copy roof", "copy_kernel_gbps": "copy roof: copy kernel", "copy_memcpy_gbps": "copy roof: cudaMemcpy",
+    "copy_near_l2_gbps": "copy roof: best near L2's size", "copy_2r1w_gbps": "copy roof: 2 reads + 1 write stream",
+    "read_gbps": "read roof", "read_sum_gbps": "read roof: streaming sum (measure_02_read)",
+    "launch_us": "empty kernel launch", "launch_b2b_us": f"empty kernel: {LAUNCHES} back to back, per launch",
+    "launch_graph_us": f"empty kernel: CUDA graph of {LAUNCHES}, per launch",
+    "host_launch_us": "host: one RawKernel launch call", "host_graph_us": f"host: one graph launch ({LAUNCHES} kernels)"}
+
+
 def _fundamentals():
     import pandas as pd
     import cupy
@@ -63,16 +74,7 @@ def _fundamentals():
     r = roofs()
     rows = [("SMs", d["sms"], "count"), ("SM clock", d["sm_clock_mhz"] or float("nan"), "MHz"),
             ("L2 size", (d["l2_bytes"] or 0) / 2**20, "MiB"),
-            ("copy roof", r["copy_gbps"], "GB/s"), ("copy roof: copy kernel", r["copy_kernel_gbps"], "GB/s"),
-            ("copy roof: cudaMemcpy", r["copy_memcpy_gbps"], "GB/s"),
-            ("copy roof: best near L2's size", r["copy_near_l2_gbps"], "GB/s"),
-            ("copy roof: 2 reads + 1 write stream", r["copy_2r1w_gbps"], "GB/s"), ("read roof", r["read_gbps"], "GB/s"),
-            ("read roof: streaming sum (measure_02_read)", r["read_sum_gbps"], "GB/s"),
-            ("empty kernel launch", r["launch_us"], "us"),
-            (f"empty kernel: {LAUNCHES} back to back, per launch", r["launch_b2b_us"], "us"),
-            (f"empty kernel: CUDA graph of {LAUNCHES}, per launch", r["launch_graph_us"], "us"),
-            ("host: one RawKernel launch call", r["host_launch_us"], "us"),
-            (f"host: one graph launch ({LAUNCHES} kernels)", r["host_graph_us"], "us")]
+            *[(q, r[k], "us" if k.endswith("_us") else "GB/s") for k, q in ROOF_QUANTITIES.items()]]
     # A chain of small launches (CHAIN residual adds, fp16, 4096 wide: one decode step's worth),
     # launched one by one and replayed as one CUDA graph: GPU time, host time, end to end.
     a, b = (cupy.asarray(v) for v in add.make_input((4096,), "float16"))

@@ -2,10 +2,10 @@
 figures/reference/<device>/<name>.csv + meta.json, the device record. `make bench` runs this.
 
 The device record (meta.json) holds the roofs, the launch costs and the SM count, and every
-recorded fraction (frac_copy, frac_read) is derived from its roofs:
-  * a run that records lab 00 (measuring) measures the roofs and writes them;
-  * a partial run (LABS_TO_RECORD=...) without lab 00 reuses the recorded roofs: it re-derives
-    the fractions of the rows it writes from them, so one device never has two roofs.
+recorded fraction (frac_copy, frac_read) is derived from its roofs (settle, after every run):
+  * the roofs are those the recorded roof table states (lab 00's, from the run that recorded
+    it); a partial run (LABS_TO_RECORD=...) without it reuses them, so one device never has two;
+  * a roof that a recorded kernel beat is raised to that kernel's rate (a roof is a ceiling).
 python -m kernellab.record --rederive re-derives every recorded fraction from meta.json's roofs."""
 from __future__ import annotations
 
@@ -30,25 +30,18 @@ def derive(df, roofs: dict, roof: str = "copy"):
     return df
 
 
-def lab00_roofs(folder, roofs: dict) -> dict:
-    """The device record's roofs: lab 00's recorded copy and read roofs (measuring.csv) where the
-    folder has them, so a later partial run cannot leave a second roof beside them."""
+def stated_roofs(folder, roofs: dict) -> tuple[dict, str | None]:
+    """The device record's roofs: those a recorded table states by quantity (lab 00's
+    ROOF_QUANTITIES rows, from the run that recorded that table) over `roofs`, so a later partial
+    run cannot leave a second roof beside them; and the name of the table that states them."""
     import pandas as pd
-    path = folder / "measuring.csv"
-    if path.exists():
+    from .measuring import ROOF_QUANTITIES
+    for path in sorted(folder.glob("*.csv")):
         m = pd.read_csv(path)
-        v = dict(zip(m["quantity"], m["value"]))
-        pairs = (("copy_gbps", "copy roof"), ("read_gbps", "read roof"), ("launch_us", "empty kernel launch"),
-                 ("read_sum_gbps", "read roof: streaming sum (measure_02_read)"),
-                 ("copy_kernel_gbps", "copy roof: copy kernel"), ("copy_memcpy_gbps", "copy roof: cudaMemcpy"),
-                 ("copy_2r1w_gbps", "copy roof: 2 reads + 1 write stream"),
-                 ("copy_near_l2_gbps", "copy roof: best near L2's size"),
-                 ("launch_b2b_us", "empty kernel: 100 back to back, per launch"),
-                 ("launch_graph_us", "empty kernel: CUDA graph of 100, per launch"),
-                 ("host_launch_us", "host: one RawKernel launch call"),
-                 ("host_graph_us", "host: one graph launch (100 kernels)"))
-        roofs = {**roofs, **{k: float(v[q]) for k, q in pairs if q in v}}
-    return roofs
+        if "quantity" in m and set(ROOF_QUANTITIES.values()) & set(m["quantity"]):
+            v = dict(zip(m["quantity"], m["value"]))
+            return {**roofs, **{k: float(v[q]) for k, q in ROOF_QUANTITIES.items() if q in v}}, path.stem
+    return roofs, None
 
 
 def settle(folder) -> dict:
@@ -60,20 +53,24 @@ def settle(folder) -> dict:
     roof_of = {f.name: f.roof for f in families()}
     meta_path = folder / "meta.json"
     meta = json.loads(meta_path.read_text())
-    roofs = lab00_roofs(folder, meta["roofs"])
+    roofs, table = stated_roofs(folder, meta.get("roofs") or {})
+    if "copy_gbps" not in roofs:                       # nothing recorded states them: this run's
+        roofs = dict(bench.roofs())
+    if table:
+        meta["roofs_date"] = meta["labs"][table]["date"]
     frames = {c: pd.read_csv(c) for c in sorted(folder.glob("*.csv"))}
     frames = {c: d for c, d in frames.items() if {"bytes", "median_us", "name"} <= set(d)}
     raised = {}
     for c, d in frames.items():
         key = f"{roof_of.get(c.stem, 'copy')}_gbps"
         g = (d["bytes"] / d["median_us"] / 1e3)[~d["name"].astype(str).str.contains("compute only")]
-        if len(g) and g.max() > roofs[key]:
+        if len(g) and g.max() > roofs[key] * (1 - 1e-5):     # at it (an earlier settle raised it) or above
             r = d.loc[g.idxmax()]
-            roofs[key], raised[key] = float(g.max()), f"{c.name} {r['name']} at {r['case']}"
+            roofs[key], raised[key] = max(roofs[key], float(g.max())), f"{c.name} {r['name']} at {r['case']}"
     meta["roofs"], meta["roofs_raised_by"] = roofs, raised
     meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    m_path = folder / "measuring.csv"
-    if m_path.exists():
+    if table:
+        m_path = folder / f"{table}.csv"
         m = pd.read_csv(m_path)
         m = m[~m["quantity"].str.contains(": raised to ")]
         for key, label in (("copy_gbps", "copy roof"), ("read_gbps", "read roof")):
@@ -92,7 +89,7 @@ def settle(folder) -> dict:
 def rederive() -> int:
     """Every recorded device: settle() its record (roofs, then every fraction from them)."""
     for meta_path in sorted(REFERENCE.glob("*/meta.json")):
-        raised = settle(meta_path.parent)
+        raised = settle(meta_path.parent)        # roofs, then every fraction, from one device record
         print(f"re-derived {meta_path.parent.name}'s fractions from its roofs"
               + "".join(f"; {k} raised to {v}" for k, v in raised.items()))
     return 0
@@ -119,24 +116,16 @@ def main(labs) -> int:
         return 2
     labs = labs or LABS
     meta_path = REFERENCE / info()["slug"] / "meta.json"
-    recorded = json.loads(meta_path.read_text()).get("roofs") if meta_path.exists() else None
-    recorded = lab00_roofs(meta_path.parent, recorded) if recorded else None
-    if "measuring" in labs or recorded is None:
-        roofs, meta = bench.roofs(), {"roofs": dict(bench.roofs()), "roofs_date": now()}
-        print("roofs: measured in this run, written to the device record")
-    else:
-        roofs, meta = recorded, {}
-        print(f"roofs: reused from {meta_path} (this run does not record lab 00)")
     saved = {}    # families sharing a name (vision's ops) are written into one CSV
     for fam in families(labs):
         df = fam.record() if fam.record is not None else bench.compare(fam, fam.record_cases)
-        df = derive(df.drop(columns=["device", "date", "source"]), roofs, fam.roof)
+        df = df.drop(columns=["device", "date", "source"])
         saved[fam.name] = pd.concat([saved[fam.name], df], ignore_index=True) if fam.name in saved else df
-        path = save_recorded(fam.name, saved[fam.name], meta)
+        path = save_recorded(fam.name, saved[fam.name])
         print(f"recorded {len(df)} rows -> {path}")
         if fam.variants:
             summary(fam, df)
-    raised = settle(meta_path.parent)
+    raised = settle(meta_path.parent)        # roofs, then every fraction, from one device record
     print("".join(f"roof {k} raised to {v}\n" for k, v in raised.items()) + f"device: {info()['name']}, {now()}")
     return 0
 

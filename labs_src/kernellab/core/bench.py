@@ -388,15 +388,15 @@ def warm_up(kernel, grid: int, args, seconds: float = 0.3) -> None:
 
 def roof_values(df=None) -> dict:
     """The roofs that go with a results frame: live ones for live rows; for recorded rows, the
-    device record of the device they were recorded on (df=None: the recorded device with lab 00's
-    record, else the one with the most labs). Never another device's roofs."""
+    device record of the device they were recorded on (df=None: the recorded device with the
+    most labs). Never another device's roofs."""
     if is_live() and (df is None or not len(df) or (df["source"] == "live").any()):
         return {**roofs(), "device": info()["name"], "source": "live", "date": now()}
     from .device import recorded_meta
     metas = [m for m in recorded_meta().values() if "roofs" in m]
     if df is not None and len(df) and "device" in df:
         metas = [m for m in metas if m["device"] == df["device"].iloc[0]]
-    metas.sort(key=lambda m: ("measuring" not in m.get("labs", {}), -len(m.get("labs", {}))))
+    metas.sort(key=lambda m: -len(m.get("labs", {})))
     return {**metas[0]["roofs"], "device": metas[0]["device"], "source": "recorded",
             "date": metas[0].get("roofs_date", "?")} if metas else {}
 
