@@ -158,3 +158,33 @@ def test_plan_keys_and_clear_plans():
     v._plans["fake"] = lambda: None
     launch.clear_plans()
     assert not v._plans
+
+
+def test_settle_gives_one_roof_raised_to_a_faster_kernel_and_is_idempotent(tmp_path):
+    """record.settle: the roofs come from the recorded roof table; a recorded kernel faster than
+    a roof raises it (named in meta.json and the table); every fraction is then <= 1; settling
+    twice changes nothing."""
+    import json
+    import pandas as pd
+    from kernellab import record
+    from kernellab.measuring import ROOF_QUANTITIES
+    pd.DataFrame([{"quantity": q, "value": 100.0, "unit": "GB/s"} for q in ROOF_QUANTITIES.values()]
+                 ).to_csv(tmp_path / "measuring.csv", index=False)
+    (tmp_path / "meta.json").write_text(json.dumps({"device": "X", "roofs": {"copy_gbps": 1.0, "read_gbps": 1.0},
+                                                    "labs": {"measuring": {"date": "d0"}}}))
+    rows = [{"case": "c", "name": n, "bytes": 1e6 * gbps, "median_us": 1e3} for n, gbps in (("a", 90.0), ("b", 125.0))]
+    pd.DataFrame(rows).to_csv(tmp_path / "add.csv", index=False)        # a copy-roof family
+    pd.DataFrame(rows).to_csv(tmp_path / "gemv.csv", index=False)       # a read-roof family
+    raised = record.settle(tmp_path)
+    assert set(raised) == {"copy_gbps", "read_gbps"} and "add.csv b at c" in raised["copy_gbps"]
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["roofs"]["copy_gbps"] == pytest.approx(125.0) and meta["roofs_date"] == "d0"
+    add, gemv = pd.read_csv(tmp_path / "add.csv"), pd.read_csv(tmp_path / "gemv.csv")
+    assert add["frac_copy"].max() == pytest.approx(1.0) and add["frac_read"].isna().all()
+    assert gemv["frac_read"].tolist() == pytest.approx([0.72, 1.0]) and gemv["frac_copy"].isna().all()
+    m = pd.read_csv(tmp_path / "measuring.csv")
+    assert m.loc[m["quantity"] == "copy roof", "value"].item() == pytest.approx(125.0)
+    assert m["quantity"].str.contains("copy roof: raised to add.csv b at c").any()
+    before = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert record.settle(tmp_path) == raised
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
