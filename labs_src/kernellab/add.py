@@ -2,10 +2,10 @@
 (family BIAS) and DeepStack's in-place add into a slice of rows (add_into_rows)."""
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 
+from .core.device import torch as torch_module
 from .core.family import Family
 from .core.launch import launch, variant
 from .core.launch import aligned, int32_size as _size_ok, out_like, require
@@ -103,9 +103,8 @@ def _cupy(a, b):
 
 
 def _torch(a, b):
-    try:
-        import torch
-    except ImportError:
+    torch = torch_module()
+    if torch is None:
         return None
     ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
     to = torch.empty_like(ta)

@@ -551,10 +551,6 @@ def scores_bytes(N, heads=PF_HEADS) -> int:
     return 4 * heads * N * N * 2
 
 
-def cublas_path_bytes(N, heads=PF_HEADS) -> int:
-    return scores_bytes(N, heads) + 4 * heads * N * PF_D * 2
-
-
 # ---- prefill: launchers --------------------------------------------------------------------------
 
 def _pf_check(q, k, v, out):

@@ -555,18 +555,7 @@ def seed_read_fraction(tokens_s: float, path: str = "float16", context: int = 1,
 THREADS = 256
 ARGMAX_THREADS = 256
 ARGMAX_MAX_BLOCKS = 256      # the first pass's blocks (and pairs) at most: the second pass is one block
-_SCRATCH: dict = {}
-
-
-def _scratch(what, shape, dtype):
-    """A device buffer kept for the next call (allocated at the first, eager call; never inside a
-    graph capture)."""
-    import cupy
-    key = (what, tuple(shape), np.dtype(dtype).str, cupy.cuda.Device().id)
-    buf = _SCRATCH.get(key)
-    if buf is None:
-        buf = _SCRATCH[key] = cupy.empty(shape, dtype)
-    return buf
+_scratch = A._scratch      # one cache of reused device buffers (graph-safe after the eager call)
 
 
 def _alloc_like(x, *_):
@@ -1152,11 +1141,6 @@ class Decoder:
         return [int(t) for t in self._host(self.history[start:start + n_new])]
 
 
-def bytes_of(dec: "Decoder", context: int) -> int:
-    """The bytes model of a live decoder's config and path at one context."""
-    return bytes_per_token(dec.cfg, dec.path, context)["total"]
-
-
 # ---- live measurements (a GPU), loud skips (none) --------------------------------------------------------------
 
 def step_name(path: str, mode: str) -> str:
@@ -1176,7 +1160,6 @@ def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), 
     sync: what the CPU pays per token), tokens/s, and the bytes model's bytes (record derives the
     fraction of the read roof from them). layers: fewer layers than cfg on a GPU with too little
     memory (the row says how many; the bytes are that many layers'). A list of rows."""
-    import time
     import cupy
     rows = []
     run_cfg = replace(cfg, layers=layers) if layers else cfg

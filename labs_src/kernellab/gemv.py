@@ -16,9 +16,9 @@ import sys
 import numpy as np
 
 from .core.results import fastest, pick, ratio, ratio_band
+from .core.device import torch as torch_module
 from .core.family import Family, Target
 from .core.launch import launch, variant
-from .core.check import check
 from .core.launch import aligned, out_like, require
 from .core.device import info, is_live
 
@@ -484,9 +484,8 @@ def _cublas(*args):
 def _torch_mv(*args):
     if _path_of(args) not in ("float32", "float16"):
         return None
-    try:
-        import torch
-    except ImportError:
+    torch = torch_module()
+    if torch is None:
         return None
     W, x = (torch.from_dlpack(a) for a in args)
     y = torch.empty(W.shape[0], dtype=W.dtype, device=W.device)
@@ -496,9 +495,8 @@ def _torch_mv(*args):
 def _torch_linear(*args):
     if _path_of(args) != "float16":
         return None
-    try:
-        import torch
-    except ImportError:
+    torch = torch_module()
+    if torch is None:
         return None
     W, x = (torch.from_dlpack(a) for a in args)
     x2 = x.view(1, -1)
@@ -800,9 +798,8 @@ def _bcublas(X, W):
 def _btorch(X, W):
     if X.dtype != W.dtype:
         return None
-    try:
-        import torch
-    except ImportError:
+    torch = torch_module()
+    if torch is None:
         return None
     tX, tW = torch.from_dlpack(X), torch.from_dlpack(W)
     return lambda: torch.nn.functional.linear(tX, tW)

@@ -8,12 +8,12 @@ x is (hidden,) for one decode row (grid 1) or (rows, hidden) for prefill (grid =
 """
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 
 from .core.build import kernel
 from .core.bench import memcpy
+from .core.device import torch as torch_module
 from .core.family import Family
 from .core.launch import launch, variant
 from .core.launch import aligned, out_like, require
@@ -250,9 +250,8 @@ def _composite(x, w):
 
 
 def _torch(x, w):
-    try:
-        import torch
-    except ImportError:
+    torch = torch_module()
+    if torch is None:
         return None
     t = torch.from_dlpack(x)
     tw = torch.from_dlpack(w).to(t.dtype)        # torch wants one dtype; converted outside the timing
@@ -328,9 +327,8 @@ def fused(x, res, w, out=None):
 
 
 def _torch_separate(x, res, w):
-    try:
-        import torch
-    except ImportError:
+    torch = torch_module()
+    if torch is None:
         return None
     t, r = torch.from_dlpack(x), torch.from_dlpack(res)
     tw, th = torch.from_dlpack(w), torch.empty_like(t)

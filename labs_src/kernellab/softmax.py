@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import functools
-import sys
 
 import numpy as np
 
 from .core.bench import memcpy
 from .core.device import facts as facts_of
+from .core.device import torch as torch_module
 from .core.family import Family
 from .core.launch import Variant, launch, variant
 from .core.launch import aligned, out_like, require
@@ -315,9 +315,8 @@ def _composite(x):
 
 
 def _torch(x):
-    try:
-        import torch
-    except ImportError:
+    torch = torch_module()
+    if torch is None:
         return None
     t = torch.from_dlpack(x)
     return lambda: torch.softmax(t, dim=-1)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 

@@ -306,7 +306,6 @@ def roofs() -> dict:
     dst = cupy.empty_like(src)
     n4 = np.int64(n // 4)
     copy_k = build.kernel("measure", "measure_01_copy")
-    read_k = build.kernel("measure", "measure_02_read")
     empty_k = build.kernel("measure", "measure_00_empty")
     g = _grid(n // 4)
     warm_up(copy_k, g, (src, dst, n4))     # clocks up before the first roof: a cold GPU fakes a slow roof

@@ -7,7 +7,6 @@ Both modes can compile with NVRTC for sm_87 (Jetson Orin) and sm_90 (Hopper), wi
 from __future__ import annotations
 
 import functools
-import operator
 import os
 import re
 from pathlib import Path

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 

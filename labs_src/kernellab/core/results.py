@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from .device import provenance
 
 HOLD = 1.5              # the factor, in log terms, within which a measured gain matches a claimed one
-LEAN = ["case", "name", "median_us", "p10_us", "p90_us", "frac", "vs_prev"]
 
 
 # ---- reading a frame --------------------------------------------------------------------------
