@@ -180,8 +180,8 @@ results.table(results.select(bg, case=cb))
 # %% jupyter={"source_hidden": true}
 kl.say(results.compare_text(bg, "08_bias_gelu_vec8", "07_bias_gelu_half2", cb) + " (the report: 4×). "
        + results.compare_text(bg, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", cb) + " (two vectors in flight). "
-       + results.roof_text(bg, vision.BIAS_GELU.BEST["float16"], cb, target=0.9) + "; "
-       + results.compare_text(bg, vision.BIAS_GELU.BEST["float16"], "torch F.gelu(tanh)(x + b)", cb)
+       + results.roof_text(bg, results.fastest(bg, cb), cb, target=0.9) + "; "
+       + results.compare_text(bg, results.fastest(bg, cb), "torch F.gelu(tanh)(x + b)", cb)
        + " (torch needs two kernels, the add and the GELU).")
 
 # %%
@@ -284,8 +284,8 @@ results.table(results.select(sm, case=cs))
 kl.say(results.compare_text(sm, "17_spatial_merge_vec8", "16_spatial_merge_scalar", cs) + " (the report: 4×); "
        + results.compare_text(sm, "26_spatial_merge_stream", "17_spatial_merge_vec8", cs) + "; "
        + results.compare_text(sm, "26_spatial_merge_stream", "ablate_26_resident_grid", cs) + " (the grid alone); "
-       + results.roof_text(sm, vision.SPATIAL_MERGE.BEST["float16"], cs, target=0.9) + "; "
-       + results.compare_text(sm, vision.SPATIAL_MERGE.BEST["float16"], "cupy copy (reshape)", cs)
+       + results.roof_text(sm, results.fastest(sm, cs), cs, target=0.9) + "; "
+       + results.compare_text(sm, results.fastest(sm, cs), "cupy copy (reshape)", cs)
        + ". The cheapest merge is still the reshape, which moves nothing.")
 
 # %% [markdown]
@@ -338,8 +338,8 @@ kl.say(results.compare_text(sr, "19_split_rope_fma", "18_split_rope_scalar", csr
        + results.compare_text(sr, "19_split_rope_fma", "ablate_19_scalar_v", csr) + " (the float4 V copy alone). "
        + results.compare_text(sr, "20_split_rope_vec", "19_split_rope_fma", csr) + "; "
        + results.compare_text(sr, "27_split_rope_tile", "20_split_rope_vec", csr) + "; "
-       + results.roof_text(sr, vision.SPLIT_ROPE.BEST["float16"], csr, target=0.8) + "; "
-       + results.compare_text(sr, vision.SPLIT_ROPE.BEST["float16"], "torch eager (split, rope, transpose)", csr) + ".")
+       + results.roof_text(sr, results.fastest(sr, csr), csr, target=0.8) + "; "
+       + results.compare_text(sr, results.fastest(sr, csr), "torch eager (split, rope, transpose)", csr) + ".")
 
 # %%
 plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + transpose, 16384 tokens")
@@ -372,8 +372,8 @@ ct4 = vision.TRANSPOSE.case_key((16, vision.TOKENS[0], 72))
 kl.say(results.compare_text(tr, "22_transpose_vec8", "21_transpose_half2", ct) + " (the report: 4×); "
        + results.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct) + ", and "
        + results.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct4) + "; "
-       + results.roof_text(tr, vision.TRANSPOSE.BEST["float16"], ct, target=0.9) + "; "
-       + results.compare_text(tr, vision.TRANSPOSE.BEST["float16"], "torch copy_ (transpose)", ct) + ".")
+       + results.roof_text(tr, results.fastest(tr, ct), ct, target=0.9) + "; "
+       + results.compare_text(tr, results.fastest(tr, ct), "torch copy_ (transpose)", ct) + ".")
 
 # %% [markdown]
 # ## The vision softmax (step 23), against lab 01

@@ -662,6 +662,25 @@ def then(text: str, why: str) -> str:
     return text if "not measured" in text else text + why
 
 
+def prefill_compare(min_n=1024):
+    """The prefill ladder at N >= min_n. Live, step 11 is timed at N = min_n only (it takes
+    milliseconds beyond) and the cuBLAS path where its N^2 scores fit in half the free memory;
+    without a GPU, every recorded row (make bench times every step at every N)."""
+    import pandas as pd
+    from .core import bench
+    from .core.device import is_live
+    cases = [c for c in PREFILL.record_cases if c[0][1] >= min_n]
+    if not is_live():
+        return bench.compare(PREFILL, cases, host=False)
+    import cupy
+    room = cupy.cuda.Device().mem_info[0] // 2
+    parts = [bench.compare(PREFILL, [c], host=False, names=[n for n in PF_VARIANTS if n != "11_row" and
+                                                           (n != "01_cublas" or scores_bytes(c[0][1]) < room)])
+             for c in cases]
+    parts.append(bench.compare(PREFILL, cases[:1], names=["11_row"], baselines=False, host=False))
+    return pd.concat(parts, ignore_index=True)
+
+
 def pf_vs_sdpa(N):
     """time(best variant) / time(SDPA) at N (<= 1.4 is the target)."""
     def measure(df):
@@ -703,16 +722,24 @@ ORIN_SMS = 16
 ORIN_GBPS = 204.8        # AGX Orin 64 GB, the datasheet's LPDDR5 peak
 
 
+def blocks_per_sm_on(arch: str, threads: int = 128) -> int:
+    """Step 05's resident blocks per SM on `arch`, from its ptxas register count (no GPU needed)."""
+    from .core.build import occupancy
+    occ = occupancy(FAMILY, "05_decode_gqa_tile", threads)
+    return int(occ.loc[occ["arch"] == arch, "blocks/SM"].iloc[0])
+
+
 def orin_decode_model(lengths=DEC_LENGTHS, read_fraction=0.75, gbps=ORIN_GBPS):
     """Predicted µs per decode attention call on an AGX Orin if the kernel reaches `read_fraction`
     of the datasheet bandwidth: bytes / (fraction x GB/s). A model, labelled so."""
     import pandas as pd
+    per_sm = blocks_per_sm_on("sm_87")
     rows = []
     for n in lengths:
         b = 2 * HKV * n * D * 2 + 2 * HQ * D * 2
         rows.append({"KV length": n, "MiB read": b / 2**20,
                      "model µs (Orin AGX)": b / (read_fraction * gbps * 1e3),
-                     "chunks (step 05's rule, 16 SMs x 3 blocks)": chunks_for("05", n, ORIN_SMS, 3)})
+                     f"chunks (step 05's rule, {ORIN_SMS} SMs x {per_sm} blocks)": chunks_for("05", n, ORIN_SMS, per_sm)})
     df = pd.DataFrame(rows)
     df["source"] = f"model: {read_fraction:.2f} x {gbps:g} GB/s (datasheet), {ORIN_SMS} SMs; not a measurement"
     return df
