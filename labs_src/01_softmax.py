@@ -482,7 +482,7 @@ else:
 
 # %% jupyter={"source_hidden": true}
 sq, lg = softmax.case_key(TARGETS[0], "float32"), softmax.case_key(TARGETS[1], "float32")
-claims = results.claims("01_softmax", pd.concat([res, sw, abl, short]), softmax.FAMILIES)
+claims = results.claims("01_softmax", [abl, short, res, sw], softmax.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 

@@ -367,7 +367,7 @@ for case in rmsnorm.ABLATION.RECORD_CASES:
 
 # %% jupyter={"source_hidden": true}
 k = rmsnorm.case_key
-claims = results.claims("02_rmsnorm", pd.concat([res, abl]), rmsnorm.FAMILIES)
+claims = results.claims("02_rmsnorm", [abl, res], rmsnorm.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 

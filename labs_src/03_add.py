@@ -296,7 +296,7 @@ ncu(add.BIAS, "07_bias_2d_vec8", (512, 4096), "float16")
 # ncu throughput percentages; the ratio of times is what they imply for a user.
 
 # %% jupyter={"source_hidden": true}
-claims = results.claims("03_add", pd.concat([res, bres]), add.FAMILIES)
+claims = results.claims("03_add", [res, bres], add.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 

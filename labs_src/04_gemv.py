@@ -616,10 +616,11 @@ cv = bench.compare(gemv.CONVERT, gemv.CONVERT.RECORD_CASES)
 results.table(cv)
 
 # %%
-xo = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["float16"], names=["17_batched_fp16_float4"], host=False)
+xo = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["float16"], names=["16_batched_fp16_half2", "17_batched_fp16_float4"],
+                   host=False)
 for k, m in ((4096, 4096), (12288, 4096)):
     plot.sweep(xo[xo["case"].str.contains(f"x{k}x{m}:")] if not xo.empty else xo, f"04_gemv_crossover_{k}x{m}",
-               x="rows", title=f"prefill fp16 {k} x {m}: batched GEMV kernel vs cuBLAS, by tokens (GB/s)")
+               x="rows", title=f"prefill fp16 {k} x {m}: batched GEMV kernels vs cuBLAS, by tokens (GB/s)")
 
 # %% jupyter={"source_hidden": true}
 lines = []
@@ -634,7 +635,8 @@ kl.say("Not measured or recorded yet: on a GPU this sweeps 1…512 tokens." if n
        "; ".join(lines) + f" (the report switches at 8) ({kl.provenance(xo)}).")
 
 # %%
-xw = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["f32_fp16w"], names=["15_batched_f16w_half2x2"], host=False)
+xw = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["f32_fp16w"], names=["14_batched_f16w_half2", "15_batched_f16w_half2x2"],
+                   host=False)
 cs = [c for c in dict.fromkeys(xw["case"])] if not xw.empty else []
 route = "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)"
 win, r = gemv.first_win(xw, route, "15_batched_f16w_half2x2", cs)
@@ -652,7 +654,8 @@ kl.say("Not measured or recorded yet." if xw.empty else
 # %%
 vit = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["vit"], names=["16_batched_fp16_half2", "17_batched_fp16_float4"],
                     host=False)
-claims = results.claims("04_gemv", pd.concat([f32, i8, fw, f16, lg, i4, w8, cv, xo, xw, vit]), gemv.FAMILIES)
+xf = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["float32"], host=False)    # the seed's batched fp32 pair (34 -> 13)
+claims = results.claims("04_gemv", [f32, i8, fw, f16, lg, i4, w8, cv, xo, xw, xf, vit], gemv.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 

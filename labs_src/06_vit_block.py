@@ -288,7 +288,7 @@ orin.round(2)
 # ## Seed claim vs measured
 
 # %% jupyter={"source_hidden": true}
-claims = results.claims("06_vit_block", pd.concat([bt, bd, gr]), vb.FAMILIES)
+claims = results.claims("06_vit_block", [bt, bd, gr], vb.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 

@@ -239,8 +239,11 @@ def claims(lab: str, df, families=(), measured=None):
     judged by the one rule: how = ratio, time(slow)/time(fast) at case from the frame on screen;
     ptx:<text> / ptxas:registers, the count in the compiled kernels of the lab's `families` (after /
     before); e2e, an end-to-end measurement from `measured` ({claim id: Measured or float}), never a
-    kernel ratio; otherwise the row's stated reason."""
+    kernel ratio; otherwise the row's stated reason. df: a frame, or a list of frames (one per
+    timing run): a ratio takes both its times from the first run that has both."""
     import pandas as pd
+    runs = [f for f in (df if isinstance(df, (list, tuple)) else [df]) if f is not None and len(f)]
+    df = pd.concat(runs, ignore_index=True) if runs else None
     kernels = {f.name: f.kernels for f in families}
     rows = []
     cf = claims_file()
@@ -248,7 +251,9 @@ def claims(lab: str, df, families=(), measured=None):
         claimed = float(r.claimed) if r.claimed not in ("", ">", "<", "0") else None
         shown = None
         if r.how == "ratio":
-            m = ratio_band(df, r.fast, r.slow, r.case)
+            both = [f for f in runs if all(pick(f, n, "median_us", case=r.case) == pick(f, n, "median_us", case=r.case)
+                                          for n in (r.fast, r.slow))]
+            m = ratio_band(both[0] if both else df, r.fast, r.slow, r.case)
             v = verdict(m, claimed, r.kind)
         elif r.how.startswith(("ptx:", "ptxas:")) and r.family in kernels:
             m, v, shown = _counted(r, kernels[r.family])
