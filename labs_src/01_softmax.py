@@ -326,25 +326,29 @@ def _fmt(v, spec=".2f", unit=""):
     return f"{v:{spec}}{unit}" if v == v else "*(not recorded yet)*"
 
 
-best16, k1, k2 = softmax.BEST["float16"], "4096x4096:float16", "8192x4096:float16"
+k1, k2 = "4096x4096:float16", "8192x4096:float16"
+best16 = results.fastest(f16, k1) or softmax.BEST["float16"]
 sentences = []
 for case in (k1, "32768x1024:float16"):
-    fc = results.pick(res, best16, "frac_copy", case=case)
-    mc = results.pick(res, best16, "median_us", case=case) / results.pick(res, "memcpy x -> y (floor)", "median_us", case=case)
-    sentences.append(f"at {case} step `{best16}` reaches **{_fmt(fc)}** of the copy roof "
-                     f"({'meets' if fc >= 0.8 else 'misses' if fc == fc else 'cannot be judged against'} the 0.80 target), "
+    top = results.fastest(res, case)
+    fc = results.frac_band(res, top, case)
+    mc = results.pick(res, top, "median_us", case=case) / results.pick(res, "memcpy x -> y (floor)", "median_us", case=case)
+    sentences.append(f"at {case} the fastest step, `{top}`, reaches **{_fmt(fc.value)}** of the copy roof "
+                     f"(the 0.80 target: **{results.target_outcome(fc, 0.8)}**), "
                      f"taking {_fmt(mc)}× the time of a memcpy of the same bytes")
-t1, t2 = (results.pick(f16, best16, "median_us", case=c) for c in (k1, k2))
+t1, t2 = (results.band(f16, best16, c) for c in (k1, k2))
 b1, b2 = (results.pick(f16, best16, "bytes", case=c) for c in (k1, k2))
-marginal = (b2 - b1) / (t2 - t1) / 1e3                   # GB/s of the extra rows
-fixed = t1 - b1 / marginal / 1e3                          # µs that do not grow with the rows
+marginal = (b2 - b1) / (t2.value - t1.value) / 1e3        # GB/s of the extra rows
+fixed = results.Measured(2 * t1.value - t2.value, 2 * t1.lo - t2.hi, 2 * t1.hi - t2.lo)   # µs at zero rows (b2 = 2 b1)
 roof = bench.roof_values(f16).get("copy_gbps", float("nan"))
 kl.say("; ".join(sentences)[:1].upper() + "; ".join(sentences)[1:] + f" ({kl.provenance(res)}). "
-       f"Doubling the rows adds {_fmt(t2 - t1, '.1f', ' µs')} for {_fmt((b2 - b1) / 2**20, '.0f', ' MiB')}: "
-       f"the extra rows stream at {_fmt(marginal / roof)} of the copy roof, and a fixed "
-       f"{_fmt(fixed, '.1f', ' µs')} is paid once per launch ({kl.provenance(f16)}). "
-       "That fixed part (the launch, the first DRAM round trip, the partly empty last wave) is "
-       "what keeps a 64 MiB problem from the roof; it does not shrink with better arithmetic.")
+       f"Doubling the rows adds {_fmt(t2.value - t1.value, '.1f', ' µs')} for {_fmt((b2 - b1) / 2**20, '.0f', ' MiB')}: "
+       f"the extra rows of `{best16}` stream at {_fmt(marginal / roof)} of the copy roof ({kl.provenance(f16)}). " +
+       (f"A fixed **{fixed.value:.1f} µs** (band {fixed.lo:.1f} to {fixed.hi:.1f}) is paid once per launch: the launch, "
+        "the first DRAM round trip, the partly empty last wave; it keeps a 64 MiB problem from the roof and does not "
+        "shrink with better arithmetic." if fixed.ok and fixed.lo > 0 else
+        f"No fixed cost per launch stands out of the noise (the time at zero rows extrapolates to {_fmt(fixed.value, '.1f', ' µs')}, "
+        f"band {_fmt(fixed.lo, '.1f')} to {_fmt(fixed.hi, '.1f')}): at this size the time is the bytes."))
 
 # %% [markdown]
 # ## Sweep: row length 32 … 65536 at a fixed 2²⁵ elements
@@ -401,19 +405,11 @@ if len(pt):
            f"and leave L2 from {_first(pt, 're-reads from', 'DRAM') or 'no measured length'} on; there the time implies "
            f"{pt[pt['re-reads from'] == 'DRAM']['passes implied (2 / fraction)'].min():.1f} passes or more "
            f"({kl.provenance(sw)}). Passes set the time only when they cross DRAM.")
-    r34 = results.speedup(sw, "04_online", "03_warp_shuffle")
-    if len(r34):
-        cols = {int(c.split("x")[1].split(":")[0]): v for (c, _, _), v in r34.items()}
-        win = [c for c, v in sorted(cols.items()) if v > 1]
-        kl.say("Step 04 saves one read per element over step 03. Measured, step 04 / step 03 speed at every "
-               "row length: " + ", ".join(f"{c}: {v:.2f}×" for c, v in sorted(cols.items()))
-               + f". It wins at row lengths {', '.join(map(str, win)) if win else '—'}"
-               + (f" (at {win[0]} the model sends step 03's re-reads to {pt.set_index('shape').loc[[s for s in pt['shape'] if s.endswith('x' + str(win[0]))][0], 're-reads from']})" if win and any(s.endswith('x' + str(win[0])) for s in pt['shape']) else "")
-               + " and loses at the others: the saved pass pays only where it would have crossed DRAM. Where "
-               "it loses, both kernels read "
-               "DRAM once (the re-read hits a cache) and evaluate the same number of `expf` per element "
-               "(one in a statistics pass, one in the output pass), while each level of step 04's (m, d) "
-               "reduction carries an `expf` where step 03's carry a max or an add.")
+    kl.say(results.summary(sw, "04_online", "03_warp_shuffle", prov=False) + " Step 04 saves one read per "
+           "element over step 03; that pass is worth something only where step 03's re-read would cross DRAM (the "
+           "passes table above). Where the re-read hits a cache, both kernels read DRAM once and evaluate the same "
+           "number of `expf` per element (one in a statistics pass, one in the output pass), while each level of "
+           "step 04's (m, d) reduction carries an `expf` where step 03's carry a max or an add.")
 
 # %% [markdown]
 # ## The seed's shapes
@@ -487,17 +483,12 @@ kl.say(results.claims_summary(claims))
 claims
 
 # %% jupyter={"source_hidden": true}
-r43, r43l = results.ratio(res, "04_online", "03_warp_shuffle", sq), results.ratio(res, "04_online", "03_warp_shuffle", lg)
-rbank, rbank_s = results.ratio(res, "02_safe_smem", "02_safe_interleaved", sq), \
-    results.ratio(sw, "02_safe_smem", "02_safe_interleaved", softmax.case_key((131072, 256), "float32"))
-kl.say(f"Online softmax: step 04 is {_fmt(r43)}× step 03's speed at 4096 × 4096 "
-       f"({'faster' if r43 > 1 else 'slower' if r43 == r43 else 'not compared'}) and {_fmt(r43l)}× at 1024 × 32768 "
-       f"({'faster' if r43l > 1 else 'slower' if r43l == r43l else 'not compared'}): the pass it saves is worth "
-       "something only where step 03's re-read would have crossed DRAM (the passes table above). "
-       f"Bank conflicts: sequential addressing is {_fmt(rbank)}× interleaved at 4096 × 4096 and "
-       f"{_fmt(rbank_s)}× with rows of 256, where the tree runs once per 256 elements "
-       f"({kl.provenance(pd.concat([res, sw]))}). One tree per row per reduction is little work, so "
-       "the conflicts show only where rows are short.")
+kl.say(f"Online softmax at the seed's shapes: {results.compare_text(res, '04_online', '03_warp_shuffle', sq)}, and "
+       f"{results.compare_text(res, '04_online', '03_warp_shuffle', lg)}; the pass it saves is worth something only "
+       f"where step 03's re-read would have crossed DRAM (the passes table above). Bank conflicts: "
+       f"{results.compare_text(res, '02_safe_smem', '02_safe_interleaved', sq)}; over the sweep, "
+       + results.summary(sw, "02_safe_smem", "02_safe_interleaved", prov=False)
+       + f" ({kl.provenance(pd.concat([res, sw]))}).")
 
 # %% [markdown]
 # ## Accuracy: error against float64

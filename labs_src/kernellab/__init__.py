@@ -10,8 +10,8 @@ labs.py    the list of labs and their families; record, sanitize, explore: tools
 import sys as _sys
 
 from .core import device, build, launch, family, check, bench, results, plot  # noqa: F401
-from .core.device import mode, is_live, banner, provenance  # noqa: F401
-from .core.results import say  # noqa: F401
+from .core.device import mode, is_live, banner  # noqa: F401
+from .core.results import say, source as provenance  # noqa: F401  (a sentence's one device)
 from .core.check import check as check_close, CheckError  # noqa: F401
 from .core.launch import require  # noqa: F401
 

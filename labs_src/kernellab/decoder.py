@@ -1307,7 +1307,7 @@ def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_
 def tokens_text(df, context: int = 512) -> str:
     """One sentence on the fp16 graph-replayed vs eager token time at `context`, from the frame on
     screen (live or recorded), or the line saying nothing is measured or recorded yet."""
-    from .core.device import provenance
+    from .core.results import source
     from .core.results import MISSING
     if df is None or not len(df):
         return MISSING
@@ -1319,4 +1319,4 @@ def tokens_text(df, context: int = 512) -> str:
     return (f"Graph-replayed, a token takes **{g['median_us'] / 1e3:.2f} ms** at context {context} "
             f"({1e6 / g['median_us']:.1f} tokens/s, **{g['frac_read']:.2f}** of the read roof, {int(g['layers run'])} layers); "
             f"eager it takes {e['median_us'] / 1e3:.2f} ms ({e['median_us'] / g['median_us']:.2f}× the graph), and the host "
-            f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay. {provenance(df)}")
+            f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay. {source(df)}")

@@ -16,7 +16,7 @@ import numpy as np
 
 from .core import bench
 from .core.device import is_live, load_recorded, provenance
-from .core.results import say
+from .core.results import say, source
 
 # source, device and date are said once, in the line above the table (provenance)
 COLUMNS = ["case", "name", "kind", "median_us", "gbps", "frac_copy"]
@@ -138,7 +138,7 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
             say(f"`{step}` ({width}-wide loads, {dtype}): **{g['median_us']:.1f} µs**, "
                 f"{g['gbps']:.0f} GB/s = {100 * g['frac_copy']:.0f}% of the copy roof"
                 + (f"; {t[best] / t[step]:.2f}× the fastest baseline here ({best})" if best else "")
-                + f" ({provenance(df)}).")
+                + f" ({source(df)}).")
 
     w = _widgets()
     if w is None:
@@ -174,7 +174,7 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
             say(f"Fastest step at {b['case']}: `{b['name']}`, **{b['median_us']:.1f} µs**, "
                 f"{100 * b['frac_copy']:.0f}% of the copy roof"
                 + (f", {b['median_us'] / launch:.1f} empty-kernel launches" if launch else "")
-                + f" ({provenance(df)}).")
+                + f" ({source(df)}).")
 
     w = _widgets()
     if w is None:

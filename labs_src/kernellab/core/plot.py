@@ -134,6 +134,7 @@ def bars(df, name: str, title: str = "", value: str = "gbps"):
     if df.empty:
         print(f"(no data for plot {name})")
         return None
+    df = one_device(df)
     cases = list(dict.fromkeys(df["case"]))
     names = list(dict.fromkeys(df["name"]))
     fig, ax = _figure(WIDTH, 4.2)

@@ -48,6 +48,12 @@ def one_source(df):
     return df[(df["device"] == first["device"]) & (df["source"] == first["source"])]
 
 
+def source(df) -> str:
+    """Where a sentence's numbers come from: the provenance of the one (device, source) that
+    pick() reads (a frame may hold several recorded devices; the tables show them all)."""
+    return provenance(one_source(df))
+
+
 def pick(df, name: str, column: str, **eq) -> float:
     """One number: `column` of the row named `name` (matching eq, e.g. case=...), from the first
     device present; NaN when absent (not measured, or an older recording)."""
@@ -181,7 +187,7 @@ def targets(targets, df):
             row["at the floor"] = f"{fl.value:.2f}" if fl.ok else "-"
         rows.append(row)
     if len(rows):
-        print(f"Targets: {provenance(one_source(df))}")
+        print(f"Targets: {source(df)}")
     return pd.DataFrame(rows)
 
 
@@ -271,7 +277,7 @@ def claims(lab: str, df, families=(), measured=None):
     out = pd.DataFrame(rows)
     if len(out):                      # the judged rows first: a long table shows them in its head
         out = out.iloc[(~out["verdict"].isin(OUTCOMES)).argsort(kind="stable")].reset_index(drop=True)
-        print(f"Seed claims of {lab} ({len(out)}): {provenance(one_source(df))}")
+        print(f"Seed claims of {lab} ({len(out)}): {source(df)}")
     return out
 
 
@@ -324,7 +330,7 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
         s += f"; within noise at {', '.join(f'`{c}`' for c in noise)}"
     if not lose and not noise:
         s += "; faster at every case"
-    return s + (f" ({provenance(one_source(df))})." if prov else ".")
+    return s + (f" ({source(df)})." if prov else ".")
 
 
 def times(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> str:
@@ -388,7 +394,7 @@ def claim_rows(df, rows):
                     "verdict": verdict(m, float(c.group(1)) if c else None),
                     "comparison": f"{fast} vs {slow} at {case}"})
     if out:
-        print(provenance(one_source(df)))
+        print(source(df))
     return pd.DataFrame(out)
 
 
