@@ -421,9 +421,9 @@ extern "C" __global__ void gemv_21_f16_to_f32_x4(const __half* __restrict__ a, f
 }
 
 // === gemv_22_fp16_fast ===
-// Why: beyond the report. Step 10 gives a 4096-row matrix one warp per row: 4096 warps, about 31
-// per SM on a GPU of ~130 SMs, and on a short matrix (K = 512) only 4 per SM, too few 16-byte loads in
-// flight to cover DRAM latency (bandwidth = bytes in flight / latency). Here G threads share a row
+// Why: beyond the report. Step 10 gives a 4096-row matrix one warp per row: 4096 warps, a few
+// dozen per SM on a GPU of over a hundred SMs, and on a short matrix (K = 512) an eighth of that, too
+// few 16-byte loads in flight to cover DRAM latency (bandwidth = bytes in flight / latency). Here G threads share a row
 // (G = 32..256, chosen by the launcher so the grid has enough warps for every SM: split-K inside
 // a block) and each thread keeps U = 4 independent 16-byte weight loads in flight. One template
 // serves every data path (fp32, fp16, int8, int4): a Path says how wide a vector is and how to

@@ -287,8 +287,8 @@ kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips 
 # * **Against torch**: step 08 vs `F.rms_norm` at 1 × 4096 (decode) and 512 × 4096 (prefill).
 # * **Decode**: a single row, in units of an empty kernel launch timed the same way.
 #
-# The copy roof is measured with far more traffic than this case moves, where one launch is
-# noise; here one launch is a visible share (the numbers are computed below). The memcpy floor
+# Far past L2 the copy roof is measured with far more traffic than this case moves, where one
+# launch is noise; here one launch is a visible share (the numbers are computed below). The memcpy floor
 # makes the same point from the other side: the ratio of its time to step 08's is how close step
 # 08 comes to merely moving the bytes. The report states no threshold for these, so the table
 # says "no threshold" rather than met or missed.
@@ -297,8 +297,8 @@ kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips 
 _roof = bench.roof_values(res)
 _b = results.pick(res, "08_onepass", "bytes", case=rmsnorm.case_key((8192, 4096), "float16"))
 if _roof:
-    kl.say(f"The copy roof was measured moving {2 * _roof['roof_bytes'] / 2**20:.0f} MiB "
-           f"(read + write); 8192 × 4096 fp16 moves {_b / 2**20:.0f} MiB, "
+    kl.say(f"Lab 00's copy micro-benchmark moves {2 * _roof['roof_bytes'] / 2**20:.0f} MiB (read + write) far past "
+           f"L2, and buffers of ½ to 2 L2s near it; 8192 × 4096 fp16 moves {_b / 2**20:.0f} MiB, "
            f"{_b / _roof['copy_gbps'] / 1e3:.1f} µs at the roof, and one empty launch measured the same way "
            f"takes {_roof['launch_us']:.2f} µs, {_roof['launch_us'] / (_b / _roof['copy_gbps'] / 1e3):.0%} of that "
            f"({_roof['source']} on {_roof['device']}, {_roof['date']}).")

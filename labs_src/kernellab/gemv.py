@@ -938,12 +938,13 @@ def ladder(df, names, cases=None):
 
 
 def first_win(df, challenger: str, incumbent: str, cases) -> tuple:
-    """The first case (in order) where `challenger` is faster than `incumbent`, with the ratio,
-    or (None, nan) if it never is."""
+    """The first case (in order) where `challenger` is faster than `incumbent` beyond the noise
+    (the one rule: their p10-p90 bands do not overlap), with the ratio, or (None, nan)."""
+    from .core.results import within_noise
     for c in cases:
-        r = ratio(df, challenger, incumbent, c)
-        if r == r and r > 1:
-            return c, r
+        m = ratio_band(df, challenger, incumbent, c)
+        if m.ok and m.value > 1 and not within_noise(m):
+            return c, m.value
     return None, float("nan")
 
 

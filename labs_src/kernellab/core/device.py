@@ -16,6 +16,7 @@ FIGURES = ROOT / "figures"
 # Peak DRAM bandwidth of the Orin boards (GB/s). On Tegra the memory-clock attribute
 # is not the LPDDR5 clock, so a bandwidth computed from it is wrong: use this table.
 ORIN_PEAK_GBPS = {"agx": 204.8, "nx": 102.4, "nano": 68.0, "nano super": 102.0}
+ORIN_SMS = {"agx": 16, "nx": 8, "nano": 8, "nano super": 8}      # datasheets: AGX 64 GB, NX 16 GB, Nano 8 GB
 
 
 @functools.lru_cache(maxsize=None)
