@@ -120,7 +120,7 @@ kl.say(f"Copy roof **{copy:,.0f} GB/s**: far past L2 the copy kernel moves {v('c
 
 # %%
 warm, cold = v("L2-resident copy, warm (no flush)"), v("L2-resident copy, L2 flushed")
-kl.say(f"A {v('L2-resident copy size'):.0f} MiB copy (a quarter of the {v('L2 size'):.0f} MiB L2) reaches "
+kl.say(f"A {v('L2-resident copy size'):.3g} MiB copy (a quarter of the {v('L2 size'):.0f} MiB L2) reaches "
        f"**{warm:,.0f} GB/s warm** and **{cold:,.0f} GB/s flushed**: {warm / cold:.2f}× "
        f"{'faster' if warm > cold else 'slower'} when its input is already in L2 ({prov}). A benchmark that "
        "repeats one small input without flushing measures the cache, not the kernel. Triton's `do_bench` "
@@ -240,11 +240,12 @@ build.show("measure", "04_chase")
 
 # %% jupyter={"source_hidden": true}
 dram, l2 = v("DRAM latency (pointer chase)"), v("L2 latency (pointer chase)")
-need_sm = v("bytes in flight for the read roof, per SM")
+need = read * dram / 2**10                                 # GB/s x ns = bytes; in KiB (Little's law)
+need_sm = need / v("SMs")
 thr = v("threads per SM in the sweep")
 kl.say(f"DRAM latency **{dram:.0f} ns**, L2 latency **{l2:.0f} ns** ({prov}). To read at the roof "
        f"({read:,.0f} GB/s) the device must keep {read:,.0f} GB/s × {dram:.0f} ns = "
-       f"**{v('bytes in flight for the read roof, all SMs'):,.0f} KiB** in flight: "
+       f"**{need:,.0f} KiB** in flight: "
        f"**{need_sm:.0f} KiB per SM**, or {need_sm * 1024 / thr:.0f} bytes per thread with {thr:.0f} "
        f"threads resident per SM.")
 

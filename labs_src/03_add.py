@@ -234,13 +234,14 @@ pd.concat([results.speedup(sweep, "06_bias_2d", "05_bias_mod").rename("modulo re
 _mod = results.speedup(sweep, "06_bias_2d", "05_bias_mod")
 _vec = results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
 if len(_mod) and len(_vec):
-    kl.say(f"Across these column counts, removing the modulo alone is worth {_mod.min():.2f}–{_mod.max():.2f}×, "
-           f"8-wide loads alone {_vec.min():.2f}–{_vec.max():.2f}× ({kl.provenance(sweep)}). "
+    kl.say("Removing the modulo alone: " + results.summary(sweep, "06_bias_2d", "05_bias_mod", prov=False)
+           + " 8-wide loads alone: " + results.summary(sweep, "07_bias_2d_vec8", "06_bias_2d", prov=False)
+           + f" ({kl.provenance(sweep)}). "
            + ("The load width, not the modulo, carries the seed's win here: a 2-byte load per thread "
               "starves the memory system, and the ALU time of `%` hides behind it."
               if _vec.median() > _mod.median() else
               "The modulo matters more than the load width here.")
-           + " On a GPU with a different balance of integer throughput to bandwidth (a 16-SM Orin), "
+           + " On a GPU with a different balance of integer throughput to bandwidth (an Orin), "
              "the ratios can differ: read them there before crediting either change.")
 
 # %% [markdown]

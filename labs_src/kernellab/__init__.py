@@ -24,3 +24,9 @@ __all__ = ["device", "build", "launch", "family", "check", "bench", "results", "
            "banner", "say", "provenance", "require", "CheckError"]
 
 from . import compat as _compat  # noqa: E402,F401  (old names, for saved notebooks)
+
+try:        # a lab's claims and results tables show every row (pandas would cut them at 60)
+    import pandas as _pd
+    _pd.set_option("display.max_rows", 400)
+except ImportError:
+    pass
