@@ -463,7 +463,7 @@ if len(abl):
                + f"; most of step 05's gain is {order[0][0]}"
                + (f", while {order[-1][0]} is worth {'nothing measurable' if abs(order[-1][1] - 1) < 0.03 else f'{order[-1][1]:.2f}×'}" if len(order) > 1 else "")
                + f". The one-exp update makes step 04 {_fmt(results.ratio(abl, '04_online', '04_two_exp', key))}× its two-exp first version.")
-    kl.say(f"({kl.provenance(abl)}.) A ratio near 1 means that change did nothing *here*, given the "
+    kl.say(f"({kl.provenance(abl)}.) A ratio within noise of 1 means that change did nothing on the GPU of the table, given the "
            "other three: with the row read once and 16 bytes per load, a cheaper `exp` may not show, "
            "and on a slower-clocked GPU the balance can differ. Only this table, not the 04 → 05 ratio, "
            "says which change to credit.")

@@ -143,16 +143,11 @@ gemv.ladder(f32, ["01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ld
 
 # %% jupyter={"source_hidden": true}
 qo32 = gemv.case_key(gemv.QO, "float32")
-r = results.ratio(f32, "04_f32_ldg", "01_f32_sdata", qo32)
-rc = results.ratio(f32, "04_f32_ldg", "cuBLAS (cupy.matmul)", qo32)
-spread = (results.pick(f32, "01_f32_sdata", "p90_us", case=qo32) - results.pick(f32, "01_f32_sdata", "p10_us", case=qo32)) \
-    / results.pick(f32, "01_f32_sdata", "median_us", case=qo32)
-kl.say("Not measured or recorded yet: on a GPU this compares the four steps." if r != r else
-       f"At 4096×4096 the report's after-kernel (04) is **{r:.2f}×** its before-kernel (01) here "
-       f"(the report: 1.60× on Orin), and **{rc:.2f}×** cuBLAS's sgemv "
-       f"({'faster' if rc > 1 else 'slower'}) ({kl.provenance(f32)}). The p10–p90 spread of step 01 is "
-       f"{100 * spread:.0f}% of its median, so a difference of {100 * abs(r - 1):.0f}% is "
-       f"{'within' if abs(r - 1) <= spread else 'outside'} the noise.")
+kl.say(f"The report's own pair at 4096×4096, its before (30) and after (04): "
+       f"{results.compare_text(f32, '04_f32_ldg', '30_f32_sdata_float4', qo32)} (the report: 1.60× on Orin); "
+       f"the course's first step against it: {results.compare_text(f32, '04_f32_ldg', '01_f32_sdata', qo32)}; "
+       f"against cuBLAS's sgemv: {results.compare_text(f32, '04_f32_ldg', 'cuBLAS (cupy.matmul)', qo32)} "
+       f"({kl.provenance(f32)}).")
 
 # %% [markdown]
 # ## Steps 05–06: int8 weights with one scale per 128
@@ -194,10 +189,10 @@ results.table(i8)
 gemv.ladder(i8, ["05_int8_scalar", "06_int8_char4", "25_int8_fast"])
 
 # %% jupyter={"source_hidden": true}
-r = results.ratio(i8, "06_int8_char4", "05_int8_scalar", gemv.case_key(gemv.QO, "int8"))
-kl.say("Not measured or recorded yet." if r != r else
-       f"`char4` + `float4` (06) is **{r:.2f}×** the scalar kernel (05) at 4096×4096 here (the report: "
-       f"1.08× on Orin) ({kl.provenance(i8)}).")
+qo8 = gemv.case_key(gemv.QO, "int8")
+kl.say(f"The report's pair at 4096×4096, its `sdata` before (31) and `char4` + `float4` after (06): "
+       f"{results.compare_text(i8, '06_int8_char4', '31_int8_sdata', qo8)} (the report: 1.08× on Orin); the load "
+       f"width alone (05 → 06): {results.compare_text(i8, '06_int8_char4', '05_int8_scalar', qo8)} ({kl.provenance(i8)}).")
 
 # %% [markdown]
 # ## Steps 07–08: fp32 activations × fp16 weights, and the report's M = 2048 switch
@@ -230,9 +225,9 @@ plot.sweep(fw, "04_gemv_f16w_dispatch", x="cols",
 win, r = gemv.first_win(fw, "08_f32_fp16w_block", "07_f32_fp16w_warp", fw_cases)
 kl.say("Not measured or recorded yet: on a GPU this finds the M where the block-per-row kernel starts to win."
        if fw.empty else
-       f"The block-per-row kernel first wins at **M = {win.split('x')[1].split(':')[0]}** here ({r:.2f}×), "
+       f"The block-per-row kernel first wins beyond the noise at **M = {win.split('x')[1].split(':')[0]}** ({r:.2f}×), "
        f"against the report's switch at 2048 ({kl.provenance(fw)})." if win else
-       f"The block-per-row kernel never wins here up to M = 16384 ({kl.provenance(fw)}).")
+       f"The block-per-row kernel never wins beyond the noise up to M = 16384 ({kl.provenance(fw)}).")
 
 # %% [markdown]
 # **What it predicts for an Orin, as a model.** The warp kernel loses once a row is long
