@@ -273,22 +273,24 @@ tps.round(1) if not tps.empty else tps
 
 # %% [markdown]
 # ### Orin on paper (a model, not a measurement)
-# An AGX Orin's GPU has 16 SMs, LPDDR5 at `device.ORIN_PEAK_GBPS["agx"]` GB/s, and about 42.5 dense
-# fp16 tensor TFLOPS (half the datasheet's 85 dense INT8 TOPS). The tower's FLOPs and bytes with this
+# An AGX Orin's datasheet gives its GPU's SMs, its LPDDR5 bandwidth and its dense tensor throughput
+# (fp16 taken as half the dense INT8 TOPS); the model's `assumes` column lists them. The tower's FLOPs and bytes with this
 # lab's data flow (`vb.work`: weights read once, activations and the 16 × N × N attention scores
 # written and read once by each step) give a floor on its time, so an upper bound on tokens/s. A fused
 # attention, which keeps the scores on chip, would lower the floor further.
 
 # %%
-orin = vb.orin_model()
-best = orin["model tokens/s (upper bound)"]
 max_patches = vb.REPORT_PATCHES             # the report ran with --max-pixel 500000, 16 x 16 patches
+orin = vb.orin_model(ns=(1024, max_patches, 4096))
+best = orin["model tokens/s (upper bound)"]
+at_img = float(orin.loc[orin["N"] == max_patches, "model tokens/s (upper bound)"].iloc[0])
 kl.say(f"On paper an AGX Orin could encode at most **{best.iloc[0]:,.0f}** patch tokens/s at N = "
        f"{orin['N'].iloc[0]} ({orin['bound'].iloc[0]}-bound) and {best.iloc[-1]:,.0f} at N = {orin['N'].iloc[-1]}. "
        f"The matmul report measured **676 tokens/s** of ViT prefill after its change (385 before), "
        f"{best.iloc[0] / 676:.0f}× below this ceiling. It does not say which tokens it counts: its image had at most "
        f"{max_patches:,} patches, and the vision report's 474.16 ms ViT encode of those is "
-       f"{max_patches / 0.47416:,.0f} patch tokens/s, still {best.iloc[0] / (max_patches / 0.47416):.0f}× below. "
+       f"{max_patches / 0.47416:,.0f} patch tokens/s, still {at_img / (max_patches / 0.47416):.1f}× below the "
+       f"model's {at_img:,.0f} at N = {max_patches:,}. "
        "Either way the engine's ViT ran far from the Orin's roofs: the model says how much room there was.")
 orin.round(2)
 

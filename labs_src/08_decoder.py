@@ -218,7 +218,7 @@ kl.say(f"The emulated token step generates {emu_new} ({'the same tokens as' if e
 # %% [markdown]
 # ### Tokens per second, eager and graph-replayed
 # On a GPU this times the Qwen3-8B token step (random weights drawn on the device) on the fp16,
-# W8A16 and int4 paths at contexts 1 and 512, eager and as one CUDA graph, and sets the bytes
+# W8A16 and int4 paths at contexts 1 and 512 (`make bench` also records 4096), eager and as one CUDA graph, and sets the bytes
 # model against the time: the fraction of the read roof the step reaches. On a GPU with too
 # little memory for 36 layers, pass `layers=` to run fewer (the row says how many) and read the
 # result per layer.
@@ -237,6 +237,15 @@ kl.say(results.compare_text(tps, D.step_name("w8a16", "graph"), D.step_name("flo
 
 # %%
 results.targets(D.DECODER.targets, tps)
+
+# %% [markdown]
+# The seeds' claims about the decoder, each judged by the one rule where this lab measures it, or
+# with the reason it cannot be (most need the seeds' whole engine on an Orin):
+
+# %% jupyter={"source_hidden": true}
+claims = results.claims("08_decoder", [tps], D.FAMILIES)
+kl.say(results.claims_summary(claims))
+claims
 
 # %% [markdown]
 # ### Where a token's time goes
