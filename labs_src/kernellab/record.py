@@ -44,7 +44,7 @@ def stated_roofs(folder, roofs: dict) -> tuple[dict, str | None]:
     return roofs, None
 
 
-def settle(folder) -> dict:
+def settle(folder, base: dict | None = None) -> dict:
     """One device record in `folder`: lab 00's roofs (measuring.csv), each raised to the fastest
     recorded row judged against it where a lab's kernel ran faster than the micro-benchmarks (a
     roof is a ceiling: a fraction above 1 would mean the roof was wrong), written into meta.json
@@ -53,9 +53,7 @@ def settle(folder) -> dict:
     roof_of = {f.name: f.roof for f in families()}
     meta_path = folder / "meta.json"
     meta = json.loads(meta_path.read_text())
-    roofs, table = stated_roofs(folder, meta.get("roofs") or {})
-    if "copy_gbps" not in roofs:                       # nothing recorded states them: this run's
-        roofs = dict(bench.roofs())
+    roofs, table = stated_roofs(folder, {**(base or {}), **(meta.get("roofs") or {})})   # base: this run's
     if table:
         meta["roofs_date"] = meta["labs"][table]["date"]
     frames = {c: pd.read_csv(c) for c in sorted(folder.glob("*.csv"))}
@@ -89,7 +87,7 @@ def settle(folder) -> dict:
 def rederive() -> int:
     """Every recorded device: settle() its record (roofs, then every fraction from them)."""
     for meta_path in sorted(REFERENCE.glob("*/meta.json")):
-        raised = settle(meta_path.parent)        # roofs, then every fraction, from one device record
+        raised = settle(meta_path.parent)
         print(f"re-derived {meta_path.parent.name}'s fractions from its roofs"
               + "".join(f"; {k} raised to {v}" for k, v in raised.items()))
     return 0
@@ -125,7 +123,7 @@ def main(labs) -> int:
         print(f"recorded {len(df)} rows -> {path}")
         if fam.variants:
             summary(fam, df)
-    raised = settle(meta_path.parent)        # roofs, then every fraction, from one device record
+    raised = settle(meta_path.parent, dict(bench.roofs()))    # roofs, then every fraction, from one record
     print("".join(f"roof {k} raised to {v}\n" for k, v in raised.items()) + f"device: {info()['name']}, {now()}")
     return 0
 
