@@ -909,7 +909,7 @@ extern "C" __global__ void vision_27_split_rope_tile(const __half* __restrict__ 
 // writes y[t0 : t0 + TR_TILE, :] as one contiguous run: both sides coalesced, 32-bit indices.
 // Needs D % 8 == 0, 16-byte alignment and H x D <= 1536 (shared memory); else the launcher takes
 // step 22. At 4096 tokens the grid is 256 blocks of 256 threads: less than one wave on a GPU
-// with more than 256 block slots (lab 05 computes the waves from the device record).
+// with more than 256 block slots (SMs x blocks per SM).
 #define TR_TILE 16
 #define TR_U 3
 extern "C" __global__ void vision_28_transpose_tile(const __half* __restrict__ o, __half* __restrict__ y,

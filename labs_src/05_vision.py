@@ -116,9 +116,10 @@ results.table(ln)
 c16, c4 = (vision.LAYERNORM.case_key((n, 1152)) for n in (N_BIG, 4096))
 kl.say("Against torch: " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c16)
        + "; " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c4) + ". "
-       + "The report's step: " + results.compare_text(ln, "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", c16)
-       + ". " + results.roof_text(ln, "torch F.layer_norm", c16) + "; "
-       + results.roof_text(ln, "03_layernorm_warp_vec8", c16) + ".")
+       + "The report's step: " + results.summary(ln, "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", prov=False)
+       + " At the largest N: " + results.roof_text(ln, "torch F.layer_norm", c16) + "; "
+       + results.roof_text(ln, "03_layernorm_warp_vec8", c16) + "; at 4096 tokens: "
+       + results.roof_text(ln, "03_layernorm_warp_vec8", c4) + ".")
 
 # %%
 plot.progress(ln, "05_layernorm_progress", case=c16, title="LayerNorm + bias, 16384 x 1152 fp16")
@@ -258,9 +259,8 @@ pi = bench.compare(vision.POS_INTERP, vision.POS_INTERP.RECORD_CASES)
 results.table(pi)
 
 # %% jupyter={"source_hidden": true}
-cpi = vision.POS_INTERP.case_key((128, 128, 48, 1152))
-kl.say(results.compare_text(pi, "15_pos_interp_fma", "14_pos_interp_mul_add", cpi)
-       + " (and the PTX table above compares their instructions).")
+kl.say(results.summary(pi, "15_pos_interp_fma", "14_pos_interp_mul_add")
+       + " The PTX table above compares their instructions.")
 
 # %% [markdown]
 # ## Spatial merge: steps 16 → 17 → 26
