@@ -753,7 +753,7 @@ kl.check.grade_exercise(SOLUTION, "logits_ilp", strict=True, **GRADE)
 # proof). Where it is well below the target, a faster GEMV will not meet it; fewer bytes can. What
 # limits the missed ones, as measured in this lab:
 # * **a fixed cost per kernel**: the time of an empty kernel, timed like every kernel here
-#   (computed below), is a visible share of a 10–40 µs GEMV, and the floor pays it too;
+#   (computed below), is a visible share of a GEMV of a few tens of µs (the table above), and the floor pays it too;
 # * **bytes in flight**: step 27 asks for whole rows at once where there are enough rows; the
 #   short kv projection (512 rows) still leaves the SMs underfed;
 # * **instructions per byte** for int8 and int4: the loop-instruction table and Nsight Compute's

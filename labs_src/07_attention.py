@@ -291,7 +291,7 @@ pd.concat([results.targets(A.DECODE.targets, dec), results.targets(A.PREFILL.tar
 # ## An Orin on paper (a model, not a measurement)
 # An AGX Orin has 16 SMs and 204.8 GB/s of LPDDR5 on its datasheet. Decode attention reads the
 # whole cache per token, so its time is bytes / bandwidth. The table assumes a kernel at 0.75 of
-# the datasheet bandwidth. Step 05's rule gives the chunk count for 16 SMs.
+# the datasheet bandwidth. Step 05's rule gives the chunk count for its SMs (the table says how many, and the blocks per SM ptxas allows on sm_87).
 
 # %%
 A.orin_decode_model()
