@@ -285,7 +285,7 @@ plot.bars(pf[pf["cols"] >= 4096] if len(pf) else pf, "07_prefill_bars", value="m
 # ## Targets
 
 # %%
-pd.concat([results.targets(A.DECODE.targets, dec), results.targets(A.PREFILL.targets, pf)], ignore_index=True)
+results.targets([*A.DECODE.targets, *A.PREFILL.targets], pd.concat([dec, pf], ignore_index=True))
 
 # %% [markdown]
 # ## An Orin on paper (a model, not a measurement)
