@@ -229,3 +229,42 @@ def test_lab_05s_public_api_is_what_the_block_calls():
     for name, params in need.items():
         assert params <= set(inspect.signature(getattr(V, name)).parameters), name
     assert vb.REPORT_COUNTS["layernorm_with_bias_fp16_kernel"] == 58
+
+
+@pytest.mark.parametrize("postshuffle", [False, True], ids=["main merger", "DeepStack merger"])
+def test_merger_reference_matches_transformers_qwen3_vl(postshuffle):
+    """The float64 merger reference in Qwen3-VL's form (erf GELU; a DeepStack merger normalises
+    after the 2x2 shuffle, over 4608) against transformers' Qwen3VLVisionPatchMerger loaded with
+    the same weights, in float64. Runs where transformers is installed (the `peers` extra)."""
+    torch = pytest.importorskip("torch")
+    qv = pytest.importorskip("transformers.models.qwen3_vl.modeling_qwen3_vl")
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLVisionConfig
+    cfg = Qwen3VLVisionConfig(hidden_size=vb.HIDDEN, spatial_merge_size=2, out_hidden_size=vb.MERGE_OUT)
+    M = vb.make_merger(3, postshuffle=postshuffle)
+    m = qv.Qwen3VLVisionPatchMerger(cfg, use_postshuffle_norm=postshuffle).double().eval()
+    with torch.no_grad():
+        for mod, w, b in ((m.norm, "ln_w", "ln_b"), (m.linear_fc1, "fc1_w", "fc1_b"), (m.linear_fc2, "fc2_w", "fc2_b")):
+            mod.weight.copy_(torch.from_numpy(M[w].astype(np.float64)))
+            mod.bias.copy_(torch.from_numpy(M[b].astype(np.float64)))
+        x = vb.make_input(4, 6, seed=5)                       # tokens in merge-window order, as the model has them
+        want = m(torch.from_numpy(x.astype(np.float64))).numpy()
+    got = vb.reference_merger(x, M, 4, 6, postshuffle=postshuffle, gelu="erf")
+    assert got.shape == want.shape == (6, vb.MERGE_OUT)
+    assert vb.rel_err(got, want) < 1e-12
+    # the report's drawing (LN over 1152 first, tanh GELU) is a different function of the same input
+    if not postshuffle:
+        assert vb.rel_err(vb.reference_merger(x, M, 4, 6), want) > 1e-6
+
+
+def test_tower_reference_in_both_drawings():
+    """model="qwen3-vl" gives the DeepStack mergers a 4608-wide norm and every merger the erf GELU;
+    the report's drawing stays the default."""
+    W = vb.weights(layers=9, seed=1, model="qwen3-vl")
+    assert W.mergers[0]["ln_w"].shape == (vb.HIDDEN,) and W.mergers[1]["ln_w"].shape == (vb.MERGE_IN,)
+    p = vb.make_input(4, 4, seed=2, width=vb.PATCH_DIM)
+    main, deep = vb.reference_tower(p, W, 4, 4, model="qwen3-vl")
+    assert main.shape == (4, vb.MERGE_OUT) and len(deep) == 1 and np.isfinite(deep[0]).all()
+    with pytest.raises(ValueError, match="model must be one of"):
+        vb.reference_tower(p, W, 4, 4, model="qwen3")
+    with pytest.raises(ValueError, match="merger"):             # a 1152-wide norm cannot normalise after the shuffle
+        vb.reference_merger(vb.make_input(4, 4), vb.make_merger(0), 4, 4, postshuffle=True)

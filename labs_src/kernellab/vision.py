@@ -147,8 +147,11 @@ def ref_gelu(x):
 
 def ref_gelu_erf(x):
     """Exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))."""
-    from math import erf
     xd = _f64(x)
+    if _xp(xd) is not np:                       # CuPy: its own erf
+        from cupyx.scipy.special import erf as cerf
+        return 0.5 * xd * (1.0 + cerf(xd / np.sqrt(2.0)))
+    from math import erf
     with np.errstate(invalid="ignore", over="ignore"):
         return 0.5 * xd * (1.0 + np.vectorize(erf, otypes=[np.float64])(xd / np.sqrt(2.0)))
 

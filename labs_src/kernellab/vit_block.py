@@ -175,9 +175,11 @@ def make_layer(seed=0, xp=np):
             "fc2_w": _normal(xp, s + 11, (HIDDEN, MLP), MLP ** -0.5), "fc2_b": _normal(xp, s + 12, (HIDDEN,), 0.02)}
 
 
-def make_merger(seed=0, xp=np):
-    s = 10_000 + seed * 100
-    return {"ln_w": _normal(xp, s + 1, (HIDDEN,), 0.1, 1.0), "ln_b": _normal(xp, s + 2, (HIDDEN,), 0.1),
+def make_merger(seed=0, xp=np, postshuffle=False):
+    """A merger's weights; postshuffle: its LayerNorm is over the merged 4608 (a DeepStack merger
+    as Qwen3-VL has it), else over 1152."""
+    s, ln = 10_000 + seed * 100, MERGE_IN if postshuffle else HIDDEN
+    return {"ln_w": _normal(xp, s + 1, (ln,), 0.1, 1.0), "ln_b": _normal(xp, s + 2, (ln,), 0.1),
             "fc1_w": _normal(xp, s + 3, (MERGE_IN, MERGE_IN), MERGE_IN ** -0.5),
             "fc1_b": _normal(xp, s + 4, (MERGE_IN,), 0.02),
             "fc2_w": _normal(xp, s + 5, (MERGE_OUT, MERGE_IN), MERGE_IN ** -0.5),
@@ -290,17 +292,40 @@ def reference_block(x, W, grid_h, grid_w, fp16_storage=False):
     return r(r(m @ W["fc2_w"].T) + W["fc2_b"] + x1)
 
 
-def reference_merger(x, M, grid_h, grid_w, fp16_storage=False):
+# Two drawings of the mergers. "report": seed 000's, a LayerNorm over 1152 before every 2x2 merge
+# and the tanh GELU everywhere (what the GPU tower assembles). "qwen3-vl": transformers' Qwen3-VL
+# vision model, where the main merger normalises before the shuffle over 1152, the DeepStack
+# mergers after it over 4608 (Qwen3VLVisionPatchMerger(use_postshuffle_norm=True)), and every
+# merger's GELU is the exact erf form (nn.GELU()); the blocks' MLP keeps tanh in both.
+MERGER_MODELS = ("report", "qwen3-vl")
+
+
+def _merger_form(model: str, j: int) -> tuple[bool, str]:
+    """(postshuffle norm?, GELU form) of merger j (0: the main merger, 1..: DeepStack) in a model."""
+    if model not in MERGER_MODELS:
+        raise ValueError(f"model must be one of {MERGER_MODELS}, not {model!r}")
+    return (model == "qwen3-vl" and j > 0), ("erf" if model == "qwen3-vl" else "tanh")
+
+
+def reference_merger(x, M, grid_h, grid_w, fp16_storage=False, postshuffle=False, gelu="tanh"):
     """LN -> 2x2 spatial merge -> fc1 -> bias -> GELU -> fc2 -> bias, float64: [N, 1152] ->
-    [N/4, 4096]."""
+    [N/4, 4096]; postshuffle: merge first, then LN over 4608; gelu: "tanh" or "erf"."""
     validate(x, grid_h, grid_w)
-    _check_weights(M, MERGER_SHAPES, "merger")
+    _check_weights(M, {**MERGER_SHAPES, "ln_w": (MERGE_IN,), "ln_b": (MERGE_IN,)} if postshuffle else MERGER_SHAPES,
+                   "merger")
+    if gelu not in ("tanh", "erf"):
+        raise ValueError(f"gelu must be 'tanh' or 'erf', not {gelu!r}")
     xp = _xp(x)
     r = _round16 if fp16_storage else (lambda a: a)
     M = _f64(M, xp)
-    h = r(ref_layernorm(x.astype(xp.float64), M["ln_w"], M["ln_b"]))
-    g = h[xp.asarray(merge_index(grid_h, grid_w))].reshape(-1, MERGE_IN)
-    m = r(ref_gelu(r(r(g @ M["fc1_w"].T) + M["fc1_b"])))
+    idx = xp.asarray(merge_index(grid_h, grid_w))
+    x64 = x.astype(xp.float64)
+    if postshuffle:
+        g = r(ref_layernorm(x64[idx].reshape(-1, MERGE_IN), M["ln_w"], M["ln_b"]))
+    else:
+        g = r(ref_layernorm(x64, M["ln_w"], M["ln_b"]))[idx].reshape(-1, MERGE_IN)
+    act = ref_gelu if gelu == "tanh" else V.ref_gelu_erf
+    m = r(act(r(r(g @ M["fc1_w"].T) + M["fc1_b"])))
     return r(r(m @ M["fc2_w"].T) + M["fc2_b"])
 
 
@@ -312,15 +337,19 @@ def reference_patch(patches, P, grid_h, grid_w):
     return patches.astype(xp.float64) @ P["w"].T + P["b"] + ref_pos_interpolate(P["pos"], grid_h, grid_w)
 
 
-def reference_tower(patches, weights, grid_h, grid_w):
-    """The whole tower in float64: (main merger output, [DeepStack merger outputs])."""
+def reference_tower(patches, weights, grid_h, grid_w, model="report"):
+    """The whole tower in float64: (main merger output, [DeepStack merger outputs]); model: the
+    mergers' drawing (MERGER_MODELS)."""
     x = reference_patch(patches, weights.patch, grid_h, grid_w)
     deep = []
     for i, L in enumerate(weights.layers):
         x = reference_block(x, L, grid_h, grid_w)
         if i in DEEPSTACK:
-            deep.append(reference_merger(x, weights.mergers[1 + len(deep)], grid_h, grid_w))
-    return reference_merger(x, weights.mergers[0], grid_h, grid_w), deep
+            j = 1 + len(deep)
+            post, gelu = _merger_form(model, j)
+            deep.append(reference_merger(x, weights.mergers[j], grid_h, grid_w, postshuffle=post, gelu=gelu))
+    post, gelu = _merger_form(model, 0)
+    return reference_merger(x, weights.mergers[0], grid_h, grid_w, postshuffle=post, gelu=gelu), deep
 
 
 def rel_err(got, want) -> float:
@@ -340,13 +369,14 @@ def error_bound(stages: int = STAGES) -> float:
     return stages * U_FP16
 
 
-def weights(layers=1, mergers=None, seed=0, xp=np):
+def weights(layers=1, mergers=None, seed=0, xp=np, model="report"):
     """All weights of a tower: SimpleNamespace(layers, mergers, patch). mergers defaults to
-    1 + the DeepStack blocks that exist."""
+    1 + the DeepStack blocks that exist; model (MERGER_MODELS) sets the DeepStack mergers' norm width."""
     if mergers is None:
         mergers = 1 + sum(1 for i in DEEPSTACK if i < layers)
     return SimpleNamespace(layers=[make_layer(seed + i, xp) for i in range(layers)],
-                           mergers=[make_merger(seed + j, xp) for j in range(mergers)],
+                           mergers=[make_merger(seed + j, xp, postshuffle=_merger_form(model, j)[0])
+                                    for j in range(mergers)],
                            patch=make_patch(seed, xp))
 
 
