@@ -268,3 +268,41 @@ def test_tower_reference_in_both_drawings():
         vb.reference_tower(p, W, 4, 4, model="qwen3")
     with pytest.raises(ValueError, match="merger"):             # a 1152-wide norm cannot normalise after the shuffle
         vb.reference_merger(vb.make_input(4, 4), vb.make_merger(0), 4, 4, postshuffle=True)
+
+
+def test_tower_reference_matches_transformers_qwen3_vl_vision_model():
+    """A short tower (2 blocks, a DeepStack merger after block 0) of the float64 reference in
+    Qwen3-VL's drawing against transformers' Qwen3VLVisionModel with the same weights, in float64:
+    patch embedding (its Conv3d as one GEMM), interpolated position embedding, 2-D rotary, blocks,
+    the main merger and the DeepStack merger. transformers keeps its rotary tables, their
+    application and its interpolation weights in float32, so the bound is float32's, not float64's.
+    The report's drawing of the main merger (tanh GELU) is a different function of the same weights."""
+    torch = pytest.importorskip("torch")
+    qv = pytest.importorskip("transformers.models.qwen3_vl.modeling_qwen3_vl")
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLVisionConfig
+    gh, gw, depth = 4, 6, 2
+    cfg = Qwen3VLVisionConfig(depth=depth, deepstack_visual_indexes=[0], out_hidden_size=vb.MERGE_OUT)
+    cfg._attn_implementation = "sdpa"
+    m = qv.Qwen3VLVisionModel(cfg).double().eval()
+    W = vb.weights(layers=depth, mergers=2, seed=1, model="qwen3-vl")
+    f = lambda a: torch.from_numpy(np.asarray(a, np.float64))     # noqa: E731
+    sd = {"patch_embed.proj.weight": f(W.patch["w"]).reshape(vb.HIDDEN, 3, 2, 16, 16),
+          "patch_embed.proj.bias": f(W.patch["b"]), "pos_embed.weight": f(W.patch["pos"])}
+    names = {"norm1": "ln1", "norm2": "ln2", "attn.qkv": "qkv", "attn.proj": "proj", "mlp.linear_fc1": "fc1",
+             "mlp.linear_fc2": "fc2"}
+    for i, L in enumerate(W.layers):
+        sd.update({f"blocks.{i}.{hf}.{wb}": f(L[f"{ours}_{wb[0]}"]) for hf, ours in names.items() for wb in ("weight", "bias")})
+    for pre, M in (("merger.", W.mergers[0]), ("deepstack_merger_list.0.", W.mergers[1])):
+        sd.update({f"{pre}{hf}.{wb}": f(M[f"{ours}_{wb[0]}"]) for hf, ours in
+                   (("norm", "ln"), ("linear_fc1", "fc1"), ("linear_fc2", "fc2")) for wb in ("weight", "bias")})
+    m.load_state_dict(sd, strict=True)
+    patches = vb.make_input(gh, gw, seed=2, width=vb.PATCH_DIM)
+    with torch.no_grad():
+        out = m(f(patches), grid_thw=torch.tensor([[1, gh, gw]]))
+    main, deep = vb.reference_tower(patches, W, gh, gw, model="qwen3-vl", deepstack=(0,))
+    assert vb.rel_err(main, out.pooler_output.numpy()) < 1e-5
+    assert vb.rel_err(deep[0], out.deepstack_features[0].numpy()) < 1e-5
+    # the main merger has the same weights in both drawings: the tanh GELU alone moves its output by
+    # well over the agreement above (2e-4 measured, about a dozen fp16 roundings)
+    report = vb.reference_tower(patches, vb.weights(layers=depth, mergers=2, seed=1), gh, gw, deepstack=(0,))[0]
+    assert vb.rel_err(report, out.pooler_output.numpy()) > 5e-5

@@ -337,14 +337,14 @@ def reference_patch(patches, P, grid_h, grid_w):
     return patches.astype(xp.float64) @ P["w"].T + P["b"] + ref_pos_interpolate(P["pos"], grid_h, grid_w)
 
 
-def reference_tower(patches, weights, grid_h, grid_w, model="report"):
+def reference_tower(patches, weights, grid_h, grid_w, model="report", deepstack=DEEPSTACK):
     """The whole tower in float64: (main merger output, [DeepStack merger outputs]); model: the
-    mergers' drawing (MERGER_MODELS)."""
+    mergers' drawing (MERGER_MODELS); deepstack: the blocks whose outputs feed a DeepStack merger."""
     x = reference_patch(patches, weights.patch, grid_h, grid_w)
     deep = []
     for i, L in enumerate(weights.layers):
         x = reference_block(x, L, grid_h, grid_w)
-        if i in DEEPSTACK:
+        if i in deepstack:
             j = 1 + len(deep)
             post, gelu = _merger_form(model, j)
             deep.append(reference_merger(x, weights.mergers[j], grid_h, grid_w, postshuffle=post, gelu=gelu))
