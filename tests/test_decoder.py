@@ -616,3 +616,27 @@ def test_reference_decoder_and_loader_match_transformers_qwen3(tmp_path, seed):
     margin = D.top2_margin(logits[7:])
     first_close = int(np.argmax(margin < 1e-6)) if (margin < 1e-6).any() else len(new)
     assert new[:first_close] == hf_new[:first_close] and first_close >= 8
+
+
+def test_torch_baseline_decoder_matches_the_reference():
+    """Lab 08's compiled baseline (torch_decoder.TorchQwen3, gpt-fast style: static cache, masked
+    attention over every slot) in float64 on the CPU: each step's logits equal the float64
+    reference's, and greedy generation gives the same tokens. Skipped without torch."""
+    torch = pytest.importorskip("torch")
+    from kernellab.torch_decoder import TorchQwen3
+    cfg, W = D.TINY, D.random_weights(D.TINY, seed=4)
+    m = TorchQwen3(cfg, W, device="cpu", dtype=torch.float64, capacity=32)
+    cache = D.Cache(cfg, 32)
+    for p, t in enumerate(np.random.default_rng(4).integers(0, cfg.vocab, 10)):
+        want = D.reference_step(cfg, W, int(t), cache)
+        got = m.step(torch.tensor([int(t)]), torch.tensor([p])).numpy()
+        assert D.rel_err(got, want) < 1e-12, p
+    prompt = [3, 14, 15, 92]
+    assert m.generate(prompt, 6) == D.reference_generate(cfg, W, prompt, 6)[0]
+    with pytest.raises(ValueError, match="capacity"):
+        m.generate(prompt, 40)
+    # fp16, as it runs on a GPU: inside the fp16 storage bound lab 08 derives for its own step
+    m16, cache = TorchQwen3(cfg, W, device="cpu", dtype=torch.float16, capacity=32), D.Cache(cfg, 32)
+    for p, t in enumerate(prompt):
+        want = D.reference_step(cfg, W, t, cache)
+        assert D.rel_err(m16.step(torch.tensor([t]), torch.tensor([p])).numpy(), want) < D.error_bound(cfg)
