@@ -10,7 +10,7 @@ WITHPY = PY=$$(scripts/env.sh $(1)) && export PATH="$$(dirname "$$(command -v $$
 # at the running server instead of starting one (scripts/lab.py). KERNELLAB_PORT=8890 picks a port.
 JUPYTER = $$PY scripts/lab.py
 
-.PHONY: lab author test test-browser notebooks clean-notebooks student solutions reset bench \
+.PHONY: lab author test test-browser notebooks clean-notebooks student solutions reset bench ncu \
         headline wheelhouse sanitize check-gpu clean
 
 ## make lab: (set up once) copy the labs without their solutions into my-labs/ (never overwriting
@@ -62,6 +62,11 @@ notebooks clean-notebooks:
 ## make bench: on a GPU, record figures/reference/<device>/*.csv + meta.json (the recorded results)
 bench:
 	@$(call WITHPY,test) $$PY -m kernellab.record $(LABS_TO_RECORD)
+
+## make ncu: on a GPU with Nsight Compute, record the seeds' counter readings (the claims measured by
+## ncu) into figures/reference/<device>/ncu.csv, which the claims tables read
+ncu:
+	@$(call WITHPY,test) $$PY -m kernellab.ncu_record
 
 ## make sanitize: on a GPU, every variant of every family under compute-sanitizer (memcheck,
 ## racecheck, initcheck, synccheck), 0 errors required; TOOLS="memcheck" runs one

@@ -114,3 +114,41 @@ def test_claims_file_is_judged_by_the_rule():
         rope["measured"].iloc[0].split(" -> ")[1]
     # a structure claim on one step: the 16-byte loads are there
     assert (t[t["how"] == "ptx:ld.global.nc.v4"]["verdict"] == "holds").all()
+
+
+def test_every_ncu_claim_maps_to_a_recordable_launch():
+    """make ncu (kernellab.ncu_record) finds, for every claim measured by ncu, the family, both
+    steps and the shape of its case: nothing fails on the GPU host for want of a name."""
+    from kernellab import ncu_record
+    from kernellab.labs import family_named
+    jobs = ncu_record.jobs()
+    assert len(jobs) >= 20
+    for (key, step, case), metrics in jobs.items():
+        fam = family_named(key)
+        assert step in fam.variants, (key, step)
+        shape, dt = ncu_record.shape_of(fam, case)
+        assert fam.case_key(shape, dt) == case and metrics
+
+
+def test_ncu_claims_are_judged_from_the_recorded_readings(monkeypatch):
+    """results.claims reads ncu.csv: after/before for a counter, before/after for a duration, a
+    single step's reading shown as such, and 'not measured yet' where nothing is recorded."""
+    import types
+    import pandas as pd
+    from kernellab.core import device
+    rec = pd.DataFrame([("add", "01_f32_scalar", "2097152:float32", "launch__grid_size", 4096.0),
+                        ("add", "02_f32_float4", "2097152:float32", "launch__grid_size", 2048.0),
+                        ("add", "01_f32_scalar", "2097152:float32", "gpu__time_duration.sum", 30.0),
+                        ("add", "02_f32_float4", "2097152:float32", "gpu__time_duration.sum", 20.0)],
+                       columns=["family", "name", "case", "metric", "value"]).assign(device="X", source="recorded", date="d")
+    row = lambda how, claimed, slow="01_f32_scalar": types.SimpleNamespace(          # noqa: E731
+        how=how, fast="02_f32_float4", slow=slow, case="2097152:float32", kind="kernel")
+    monkeypatch.setattr(device, "load_recorded", lambda lab: rec if lab == "ncu" else pd.DataFrame())
+    m, v, shown = R._ncu_reading(row("ncu:launch__grid_size", 0.5), 0.5, None)
+    assert (round(m.value, 3), v, shown) == (0.5, "holds", "4096 -> 2048")
+    m, v, _ = R._ncu_reading(row("ncu:gpu__time_duration.sum", 1.5), 1.5, None)
+    assert (m.value, v) == (1.5, "holds")                                   # before/after for a duration
+    assert R._ncu_reading(row("ncu:launch__grid_size", None), None, None)[1] == "fewer"
+    assert R._ncu_reading(row("ncu:launch__grid_size", None, slow=""), None, None)[1] == "reading"
+    monkeypatch.setattr(device, "load_recorded", lambda lab: pd.DataFrame())
+    assert R._ncu_reading(row("ncu:launch__grid_size", 0.5), 0.5, None)[1].startswith("not measured yet")

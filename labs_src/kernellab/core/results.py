@@ -240,6 +240,35 @@ def _counted(r, kernels: str) -> tuple:
     return m, "more" if after > before else "fewer" if after < before else "no change", shown
 
 
+def _ncu_reading(r, claimed, df) -> tuple:
+    """(Measured, verdict, shown) of a claim measured by `ncu:<metric>`, from the recorded Nsight
+    Compute readings (ncu.csv, make ncu) of the device on screen: after/before for a counter,
+    before/after for a duration (as the seeds give it); no readings: not measured."""
+    from .device import load_recorded
+    rec = load_recorded("ncu")
+    dev = one_source(df)["device"].iloc[0] if df is not None and len(df) and "device" in df else None
+    if rec.empty or (dev is not None and dev not in set(rec["device"])):
+        return NAN, "not measured yet: Nsight Compute readings are recorded by `make ncu` on a GPU with ncu", None
+    rec = rec[rec["device"] == (dev or rec["device"].iloc[0])]
+    metric = r.how.split(":", 1)[1]
+    val = lambda step: pick(rec, step, "value", case=r.case, metric=metric) if step else float("nan")   # noqa: E731
+    after, before = val(r.fast), val(r.slow)
+    if after != after:
+        return NAN, "not measured yet: no recorded reading of this step", None
+    if before != before:                     # a reading of one step: shown, not a ratio
+        return Measured(after, after, after), "reading", f"{after:g} in {r.fast}"
+    shown = f"{before:g} -> {after:g}"
+    if before == after:
+        return Measured(1.0, 1.0, 1.0), "no change" if claimed is None else ("holds" if claimed == 1 else "refuted"), shown
+    if 0 in (before, after):
+        return NAN, "more" if after > before else "fewer", shown
+    m = before / after if metric.startswith("gpu__time_duration") else after / before
+    m = Measured(m, float("nan"), float("nan"))
+    if claimed is None:
+        return m, "more" if after > before else "fewer", shown
+    return m, verdict(m, claimed, r.kind), shown
+
+
 def claims(lab: str, df, families=(), measured=None):
     """The lab's 'seed claim vs measured here' table: docs/claims.csv filtered to `lab`, each row
     judged by the one rule: how = ratio, time(slow)/time(fast) at case from the frame on screen;
@@ -263,6 +292,8 @@ def claims(lab: str, df, families=(), measured=None):
             v = verdict(m, claimed, r.kind)
         elif r.how.startswith(("ptx:", "ptxas:")) and r.family in kernels:
             m, v, shown = _counted(r, kernels[r.family])
+        elif r.how.startswith("ncu:"):
+            m, v, shown = _ncu_reading(r, claimed, df)
         elif measured and r.id in measured:
             m = measured[r.id] if isinstance(measured[r.id], Measured) else Measured(float(measured[r.id]), *[NAN.lo] * 2)
             v = verdict(m, claimed, r.kind, "end-to-end" if r.how == "e2e" else "kernel")
