@@ -107,6 +107,21 @@ new, logits = D.reference_generate(small, W, prompt, 6)
 print(f"{small.name}: prompt {prompt} -> greedy tokens {new}")
 
 # %% [markdown]
+# ### Against a real client: transformers
+# A reference we wrote ourselves could share our misreadings of the model. transformers'
+# `Qwen3ForCausalLM`, loaded with the same random weights, is the model as its authors ship it.
+# Both run in float64 (transformers normalises in float32, so agreement reads ~1e-7), at two
+# seeds and two configs: the teacher-forced logits over 24 positions, and 12 greedy tokens.
+# Without transformers (the optional `peers` extra) the cell says so; `tests/test_decoder.py`
+# also checks the checkpoint loader against transformers' own `save_pretrained`.
+
+# %%
+from kernellab.torch_decoder import transformers_check
+
+hf = [t for t in (transformers_check(c) for c in (D.TINY, small)) if t is not None]
+pd.concat(hf, ignore_index=True) if hf else None
+
+# %% [markdown]
 # The KV cache is an optimisation, not a different model: decoding one token at a time against
 # the cache must give the logits that the whole sequence gives at once (causal attention over a
 # matrix of scores, the way a prefill computes it).

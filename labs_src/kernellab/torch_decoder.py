@@ -90,3 +90,61 @@ class TorchQwen3:
                     break
             logits = self.step(torch.tensor([t], device=dev), torch.tensor([p], device=dev))
         return out
+
+
+def transformers_model(cfg: Config, W: dict, directory=None):
+    """transformers' Qwen3ForCausalLM with our weights, float64, its rotary angles in float64 (it
+    computes them in float32); saved to `directory` (save_pretrained: the Hugging Face layout) when
+    one is given. None where transformers is not installed."""
+    try:
+        import torch
+        import transformers as tf
+    except ImportError:
+        return None
+    hf_cfg = tf.Qwen3Config(vocab_size=cfg.vocab, hidden_size=cfg.hidden, intermediate_size=cfg.ffn,
+                            num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
+                            num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim, rms_norm_eps=cfg.eps,
+                            rope_theta=cfg.theta, tie_word_embeddings=cfg.tied, max_position_embeddings=4096)
+    m = tf.Qwen3ForCausalLM(hf_cfg).to(torch.float16).eval()
+    m.load_state_dict({k: torch.from_numpy(v) for k, v in W.items()}, strict=not cfg.tied)
+    if directory is not None:
+        m.save_pretrained(directory)
+    m = m.to(torch.float64)
+    inv = 1.0 / cfg.theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64) / cfg.head_dim)
+
+    def rope64(x, position_ids):
+        f = position_ids[..., None].to(torch.float64) * inv
+        emb = torch.cat([f, f], dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    m.model.rotary_emb.forward = rope64
+    return m
+
+
+def transformers_check(cfg: Config, seeds=(1, 2), length: int = 24, n_new: int = 12):
+    """Lab 08's float64 reference against transformers' Qwen3ForCausalLM on the same random
+    weights, per seed: the relative error of the teacher-forced logits over `length` positions
+    (transformers normalises in float32, so ~1e-7 is agreement) and how many of `n_new` greedy
+    tokens agree. Without transformers: a line saying what it would check, and None."""
+    import numpy as np
+    import pandas as pd
+    from . import decoder as D
+    rows = []
+    for seed in seeds:
+        W = D.random_weights(cfg, seed=seed)
+        m = transformers_model(cfg, W)
+        if m is None:
+            print("SKIPPED: transformers is not installed (`KERNELLAB_EXTRAS=peers`); with it this compares the "
+                  "float64 reference's logits and greedy tokens with transformers' Qwen3ForCausalLM.")
+            return None
+        import torch
+        tokens = np.random.default_rng(seed).integers(0, cfg.vocab, length)
+        with torch.no_grad():
+            hf = m(torch.from_numpy(tokens)[None]).logits[0].numpy()
+            hf_new = m.generate(torch.from_numpy(tokens[:8])[None], max_new_tokens=n_new, do_sample=False,
+                                min_new_tokens=n_new)[0, 8:].tolist()
+        new, _ = D.reference_generate(cfg, W, tokens[:8], n_new)
+        agree = next((i for i, (a, b) in enumerate(zip(new, hf_new)) if a != b), n_new)
+        rows.append({"config": cfg.name, "seed": seed, "positions": length,
+                     "logits rel err": D.rel_err(D.reference_sequence(cfg, W, tokens), hf),
+                     "greedy tokens equal": f"{agree} of {n_new}"})
+    return pd.DataFrame(rows)
