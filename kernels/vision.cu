@@ -35,10 +35,16 @@ __device__ __forceinline__ float gelu_exp(float x) {
     return __fdividef(x, 1.0f + __expf(u2));
 }
 
+// The exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): Qwen3-VL's mergers (nn.GELU()).
+__device__ __forceinline__ float gelu_erf(float x) {
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
 template <int FORM>
 __device__ __forceinline__ float gelu_form(float x) {
     if (FORM == 0) return gelu_seed(x);
     if (FORM == 1) return gelu_fma(x);
+    if (FORM == 3) return gelu_erf(x);
     return gelu_exp(x);
 }
 
@@ -311,6 +317,15 @@ extern "C" __global__ void vision_05_gelu_vec8(const __half* __restrict__ x, __h
 extern "C" __global__ void vision_06_gelu_vec8_exp(const __half* __restrict__ x, __half* __restrict__ y, int n,
                                                    int vec) {
     gelu_body<8, 2, false>(x, nullptr, y, n, 1, vec);
+}
+
+// === vision_30_gelu_erf_vec8 ===
+// Why: (beyond the seed) the seed draws every GELU of the tower in the tanh form; transformers'
+// Qwen3-VL uses the exact form in its four mergers (nn.GELU(), erf), the tanh form only in the
+// blocks' MLP. Step 05's layout (one 16-byte load and store per thread), erff in place of tanhf.
+extern "C" __global__ void vision_30_gelu_erf_vec8(const __half* __restrict__ x, __half* __restrict__ y, int n,
+                                                   int vec) {
+    gelu_body<8, 3, false>(x, nullptr, y, n, 1, vec);
 }
 
 // === vision_07_bias_gelu_half2 ===

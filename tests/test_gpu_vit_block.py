@@ -127,3 +127,20 @@ def test_bad_input_raises_before_launch():
         W["qkv_w"] = W["qkv_w"][:1152]
         vb.Block(2, 2, W=W)
     cp.cuda.Device().synchronize()
+
+
+def test_small_tower_in_qwen3_vls_drawing_matches_float64():
+    """The GPU tower with Qwen3-VL's mergers (a DeepStack merger after block 8 that normalises the
+    merged 4608 after the shuffle; the erf GELU in every merger) against the float64 reference
+    in the same drawing."""
+    cp = _cupy()
+    W = vb.weights(layers=9, seed=4, model="qwen3-vl")
+    patches = vb.make_input(4, 4, seed=5, width=vb.PATCH_DIM)
+    t = vb.Tower(4, 4, layers=9, W=W, patches=cp.asarray(patches), model="qwen3-vl")
+    main = t().get()
+    want, deep = vb.reference_tower(patches, W, 4, 4, model="qwen3-vl")
+    bound = vb.error_bound(9 * vb.STAGES + len(vb.MERGER_PLAN) + 3)
+    assert vb.rel_err(main, want) < bound
+    assert len(t.deep) == 1 and vb.rel_err(t.deep[0].get(), deep[0]) < bound
+    with pytest.raises(ValueError, match="model must be one of"):
+        vb.Tower(4, 4, layers=1, model="qwen3")

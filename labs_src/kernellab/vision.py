@@ -486,6 +486,24 @@ GELU = _op(
     shapes={f"mlp_{n}x4304": (n, MLP) for n in TOKENS},
     check_cases=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
 )
+def _gelu_erf_torch(x):
+    torch = _torch()
+    if torch is None:
+        return None
+    (tx,) = _tt(x)
+    return lambda: torch.nn.functional.gelu(tx)
+
+
+GELU_ERF = _op(
+    op="gelu_erf", case_key=_key("gelu_erf"), make_input=_gelu_input,
+    reference=_cast(ref_gelu_erf), bytes_moved=lambda x, *_: 2 * x.nbytes,
+    variants={"30_gelu_erf_vec8": _gelu_step("30_gelu_erf_vec8", 8)},
+    default={"float16": "30_gelu_erf_vec8"},
+    baselines={"torch F.gelu (erf)": _gelu_erf_torch},
+    shapes={f"merger_{n // 4}x4608": (n // 4, MERGE * MERGE * HIDDEN) for n in TOKENS},
+    check_cases=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
+    about="lab 06: the exact (erf) GELU of Qwen3-VL's mergers",
+)
 BIAS_GELU = _op(
     op="bias_gelu", case_key=_key("bias_gelu"), make_input=_bias_gelu_input,
     reference=_cast(ref_bias_gelu), bytes_moved=lambda x, b, *_: 2 * x.nbytes + b.nbytes,
@@ -1212,7 +1230,7 @@ REPLACE = _op(
                  for v in ("randn", "hostile")],
 )
 
-FAMILIES = [LAYERNORM, GELU, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
+FAMILIES = [LAYERNORM, GELU, GELU_ERF, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
             SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE]
 
 
@@ -1235,6 +1253,11 @@ def layernorm(x, weight, bias, eps=EPS, out=None):
 def gelu(x, out=None):
     """GELU with the tanh approximation (ref_gelu), any fp16 shape (contiguous)."""
     return _best(GELU)(x, out=out)
+
+
+def gelu_erf(x, out=None):
+    """The exact GELU, x Phi(x) (ref_gelu_erf): Qwen3-VL's mergers. Any fp16 shape (contiguous)."""
+    return _best(GELU_ERF)(x, out=out)
 
 
 def bias_gelu(x, bias, out=None):

@@ -448,20 +448,29 @@ def block_ops(L, ws, x, y):
     return [Op(nm, kind, k, f) for (nm, kind, k), f in zip(BLOCK_PLAN, fns, strict=True)]
 
 
-def merger_ops(M, ws, x, y):
-    """LN -> 2x2 merge -> fc1 -> bias -> GELU -> fc2 -> bias, [N, 1152] -> y [N/4, 4096]."""
+def merger_ops(M, ws, x, y, postshuffle=False, gelu="tanh"):
+    """LN -> 2x2 merge -> fc1 -> bias -> GELU -> fc2 -> bias, [N, 1152] -> y [N/4, 4096];
+    postshuffle: merge first, then LN over 4608 (a Qwen3-VL DeepStack merger); gelu: "tanh" (the
+    report) or "erf" (Qwen3-VL's mergers), as reference_merger takes them."""
     gh, gw = ws.grid
     bar = V.bias_add_residual
-    fns = [
-        lambda: V.layernorm(x, M["ln_w"], M["ln_b"], out=ws.mh),
-        lambda: V.spatial_merge(ws.mh, gh, gw, out=ws.mg),
-        lambda: gemm(ws.mg, M["fc1_w"], ws.mf),
+    act = {"tanh": V.gelu, "erf": V.gelu_erf}[gelu]
+    if postshuffle:
+        first = [lambda: V.spatial_merge(x, gh, gw, out=ws.mg),
+                 lambda: V.layernorm(ws.mg, M["ln_w"], M["ln_b"], out=ws.mb)]
+        plan, fc1_in = [MERGER_PLAN[1], MERGER_PLAN[0], *MERGER_PLAN[2:]], ws.mb
+    else:
+        first = [lambda: V.layernorm(x, M["ln_w"], M["ln_b"], out=ws.mh),
+                 lambda: V.spatial_merge(ws.mh, gh, gw, out=ws.mg)]
+        plan, fc1_in = MERGER_PLAN, ws.mg
+    fns = first + [
+        lambda: gemm(fc1_in, M["fc1_w"], ws.mf),
         lambda: bar(ws.mf, M["fc1_b"], out=ws.mb),
-        lambda: V.gelu(ws.mb, out=ws.ma),
+        lambda: act(ws.mb, out=ws.ma),
         lambda: gemm(ws.ma, M["fc2_w"], ws.mt),
         lambda: bar(ws.mt, M["fc2_b"], out=y),
     ]
-    return [Op(nm, kind, k, f) for (nm, kind, k), f in zip(MERGER_PLAN, fns, strict=True)]
+    return [Op(nm, kind, k, f) for (nm, kind, k), f in zip(plan, fns, strict=True)]
 
 
 def patch_ops(P, ws, patches, y):
@@ -522,21 +531,24 @@ class Merger:
 
 
 @functools.lru_cache(maxsize=1)
-def _gpu_weights(layers, seed):
+def _gpu_weights(layers, seed, model="report"):
     import cupy
-    return weights(layers, seed=seed, xp=cupy)
+    return weights(layers, seed=seed, xp=cupy, model=model)
 
 
 class Tower:
     """The vision tower: patch embed + position, `layers` blocks (DeepStack mergers after blocks
-    8, 16, 24), the main merger. Weights are drawn on the GPU (27 layers: ~0.8 GB of fp16)."""
+    8, 16, 24), the main merger. Weights are drawn on the GPU (27 layers: ~0.8 GB of fp16).
+    model: the mergers' drawing (MERGER_MODELS: the report's, or Qwen3-VL's as transformers has it;
+    W must then come from weights(..., model=...))."""
 
-    def __init__(self, grid_h, grid_w, layers=LAYERS, W=None, patches=None, seed=0):
+    def __init__(self, grid_h, grid_w, layers=LAYERS, W=None, patches=None, seed=0, model="report"):
         need_gpu("the vision tower")
+        _merger_form(model, 0)                   # a bad model name: ValueError before any allocation
         import cupy
         validate(np.empty((grid_h * grid_w, PATCH_DIM)) if patches is None else patches, grid_h, grid_w,
                  hidden=PATCH_DIM, name="patches")
-        W = _gpu_weights(layers, seed) if W is None else W
+        W = _gpu_weights(layers, seed, model) if W is None else W
         for L in W.layers:
             _check_weights(L, LAYER_SHAPES, "block")
         self.W = SimpleNamespace(layers=[_device_weights(L) for L in W.layers],
@@ -556,8 +568,9 @@ class Tower:
             cur, nxt = nxt, cur
             if i in DEEPSTACK:
                 self.deep.append(_f16(n // 4, MERGE_OUT))
-                ops += merger_ops(self.W.mergers[len(self.deep)], ws, cur, self.deep[-1])
-        ops += merger_ops(self.W.mergers[0], ws, cur, self.output)
+                post, act = _merger_form(model, len(self.deep))
+                ops += merger_ops(self.W.mergers[len(self.deep)], ws, cur, self.deep[-1], post, act)
+        ops += merger_ops(self.W.mergers[0], ws, cur, self.output, *_merger_form(model, 0))
         self.ops = ops
 
     def __call__(self):
