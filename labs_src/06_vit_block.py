@@ -128,6 +128,31 @@ vb.check_block(xh, W, 2, 34)
 vb.check_merger(x, vb.make_merger(seed=0), 8, 8)
 
 # %% [markdown]
+# ### The report's drawing and the model as transformers ships it
+# The report draws every merger the same way: a LayerNorm over 1152 before the 2 × 2 shuffle and
+# the tanh GELU. transformers' Qwen3-VL differs in two places. Its three DeepStack mergers
+# normalise *after* the shuffle, over the merged 4608 (`Qwen3VLVisionPatchMerger(use_postshuffle_norm=True)`),
+# and every merger's GELU is the exact erf form (`nn.GELU()`); only the blocks' MLP keeps tanh. The
+# references take either drawing (`model="report"` or `"qwen3-vl"`), and so does the GPU tower
+# (`vb.Tower(..., model="qwen3-vl")`, lab 05's exact-GELU kernel, step 30). `tests/test_vit_block.py`
+# checks the `"qwen3-vl"` references against transformers' own modules on the same weights. How
+# far apart are the two drawings? On one block and the main merger, same weights, float64:
+
+# %%
+W2 = vb.weights(layers=1, mergers=2, seed=0, model="qwen3-vl")
+p2 = vb.make_input(8, 8, seed=1, width=vb.PATCH_DIM)
+as_model = vb.reference_tower(p2, W2, 8, 8, model="qwen3-vl", deepstack=(0,))[0]
+as_report = vb.reference_tower(p2, vb.weights(layers=1, mergers=2, seed=0), 8, 8, deepstack=(0,))[0]
+tanh_erf = vb.V.gelu_tanh_vs_erf()
+
+# %% jupyter={"source_hidden": true}
+d = vb.rel_err(as_report, as_model)
+kl.say(f"The main merger's output moves by **{d:.1e}** (normwise, relative) between the drawings, "
+       f"{d / vb.error_bound(len(vb.MERGER_PLAN)):.2f}× the fp16 storage bound of the merger alone: the tanh and "
+       f"erf GELUs differ by at most {tanh_erf['max_abs_diff']:.1e} (at x = {tanh_erf['at_x']:.2f}). The DeepStack mergers differ in "
+       "structure, not in rounding: their norm sees the 4608 merged values, with 4608 weights of its own.")
+
+# %% [markdown]
 # ### At N = 1024 and 4096, beside torch
 # The float64 reference runs in CuPy on the GPU at these sizes. The torch eager block is the same
 # math written the way Hugging Face writes it (`F.layer_norm`, `F.linear` with its bias, RoPE in
