@@ -222,7 +222,7 @@ speed
 # %%
 bd = vb.breakdown()
 gr = vb.graphs()           # eager vs graph replay (next section); the replay's GPU time is the sequence's
-vb.plot_breakdown(bd, vb.pick(gr))
+vb.plot_breakdown(vb.pick(bd), vb.pick(gr))
 
 # %%
 sh = vb.shares(vb.pick(bd), vb.pick(gr))

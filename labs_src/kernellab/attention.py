@@ -674,10 +674,13 @@ def prefill_compare(min_n=1024):
         return bench.compare(PREFILL, cases, host=False)
     import cupy
     room = cupy.cuda.Device().mem_info[0] // 2
+    held = lambda n: 2 * PF_HEADS * n * n * 2                      # noqa: E731  S and P, fp16, [H, N, N] each
     parts = [bench.compare(PREFILL, [c], host=False, names=[n for n in PF_VARIANTS if n != "11_row" and
-                                                           (n != "01_cublas" or scores_bytes(c[0][1]) < room)])
+                                                           (n != "01_cublas" or held(c[0][1]) < room)])
              for c in cases]
     parts.append(bench.compare(PREFILL, cases[:1], names=["11_row"], baselines=False, host=False))
+    for k in [k for k in _SCRATCH if k[0] in ("pf_scores", "pf_probs")]:
+        del _SCRATCH[k]                                            # gigabytes at large N: not kept for later cells
     return pd.concat(parts, ignore_index=True)
 
 

@@ -61,7 +61,9 @@ def fundamentals():
 ROOF_QUANTITIES = {
     "copy_gbps": "copy roof", "copy_kernel_gbps": "copy roof: copy kernel", "copy_memcpy_gbps": "copy roof: cudaMemcpy",
     "copy_near_l2_gbps": "copy roof: best near L2's size", "copy_2r1w_gbps": "copy roof: 2 reads + 1 write stream",
-    "read_gbps": "read roof", "read_sum_gbps": "read roof: streaming sum (measure_02_read)",
+    "copy_micro_gbps": "copy roof: best micro-benchmark",
+    "read_gbps": "read roof", "read_micro_gbps": "read roof: best micro-benchmark",
+    "read_sum_gbps": "read roof: streaming sum (measure_02_read)",
     "launch_us": "empty kernel launch", "launch_b2b_us": f"empty kernel: {LAUNCHES} back to back, per launch",
     "launch_graph_us": f"empty kernel: CUDA graph of {LAUNCHES}, per launch",
     "host_launch_us": "host: one RawKernel launch call", "host_graph_us": f"host: one graph launch ({LAUNCHES} kernels)"}

@@ -62,8 +62,13 @@ def main() -> int:
             failed.append(f"{key} {step} {case}")
             continue
         for r in df.itertuples():
+            try:
+                value = float(str(r[5]).replace(",", ""))
+            except ValueError:                   # 'n/a': this metric has no reading on this GPU
+                failed.append(f"{key} {step} {case} {r[2]} ({r[5]})")
+                continue
             rows.append({"family": fam.name, "name": step, "case": fam.case_key(shape, dt), "metric": r[2],
-                         "unit": r[4], "value": float(str(r[5]).replace(",", ""))})
+                         "unit": r[4], "value": value})
         print(f"ncu: {key} {step} {case}: {len(df)} readings")
     if rows:
         print(f"recorded {len(rows)} readings -> {save_recorded('ncu', pd.DataFrame(rows))}")

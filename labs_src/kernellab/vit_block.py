@@ -551,6 +551,10 @@ class Tower:
         W = _gpu_weights(layers, seed, model) if W is None else W
         for L in W.layers:
             _check_weights(L, LAYER_SHAPES, "block")
+        for j, M in enumerate(W.mergers):        # a DeepStack merger of Qwen3-VL's drawing normalises 4608
+            post = _merger_form(model, j)[0]
+            _check_weights(M, {**MERGER_SHAPES, "ln_w": (MERGE_IN,), "ln_b": (MERGE_IN,)} if post else MERGER_SHAPES,
+                           "merger")
         self.W = SimpleNamespace(layers=[_device_weights(L) for L in W.layers],
                                  mergers=[_device_weights(M) for M in W.mergers], patch=_device_weights(W.patch))
         self.grid = (grid_h, grid_w)
@@ -895,7 +899,8 @@ def shares(bd, gr=None):
     2026-11-24 timed the eager sequence)."""
     import pandas as pd
     replay = {} if gr is None or gr.empty else {
-        (int(r.N), r.name.split(": ")[0]): r.median_us for r in gr.itertuples() if r.name.endswith("graph replay (GPU time)")}
+        (r.device, r.source, int(r.N), r.name.split(": ")[0]): r.median_us
+        for r in gr.itertuples() if r.name.endswith("graph replay (GPU time)")}
     rows = []
     if bd is None or bd.empty:
         return pd.DataFrame(columns=["N", "what", "gemm_us", "kernel_us", "gap_us", "wall_us", "host_us", "device"])
@@ -903,7 +908,7 @@ def shares(bd, gr=None):
         gem = g[g["kind"] == "gemm"]["median_us"].sum()
         ker = g[g["kind"] == "kernel"]["median_us"].sum()
         wall = g[g["kind"] == "wall"]["median_us"].sum()
-        gpu = replay.get((int(n), what)) or g[g["kind"] == "gpu"]["median_us"].sum() or gem + ker
+        gpu = replay.get((dev, src, int(n), what)) or g[g["kind"] == "gpu"]["median_us"].sum() or gem + ker
         if gem + ker > gpu > 0:    # per-op events also caught host gaps: keep their shares, at the sequence's time
             gem, ker = gem * gpu / (gem + ker), ker * gpu / (gem + ker)
         rows.append({"N": int(n), "what": what, "gemm_us": gem, "kernel_us": ker,

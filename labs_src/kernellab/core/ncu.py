@@ -37,8 +37,8 @@ def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics
               f"f.variants[{name!r}](*a); cupy.cuda.Device().synchronize()")
     exe = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
     cmd = [exe or "ncu", "--metrics", ",".join(metrics), "--kernel-name", kname, "--launch-count", "1",
-           "--csv", sys.executable, "-c", script]
-    shown = "PYTHONPATH=labs_src " + " ".join(cmd[:8]) + f" {sys.executable} -c \"{script}\""
+           "--print-units", "base", "--csv", sys.executable, "-c", script]     # base units: ns, bytes, never scaled
+    shown = "PYTHONPATH=labs_src " + " ".join(cmd[:10]) + f" {sys.executable} -c \"{script}\""
     if not is_live() or exe is None:
         why = "no GPU here" if not is_live() else "ncu is not installed (it ships with the CUDA toolkit)"
         print(f"SKIPPED ({why}). On a GPU machine with Nsight Compute, run:\n  {shown}")
