@@ -13,6 +13,12 @@ import kernellab as kl  # noqa: E402
 gpu = pytest.mark.skipif(not kl.is_live(), reason="needs a CUDA GPU (live mode)")
 
 
+def dev(host):
+    """Host arrays -> CuPy arrays (GPU tests only)."""
+    import cupy
+    return [cupy.asarray(a) for a in host]
+
+
 def pytest_configure(config):
     # `make test` (scripts/test.py) runs these in a second, serial pass after the parallel one:
     # timing assertions that need a quiet GPU and host. Mark a test @pytest.mark.serial when its

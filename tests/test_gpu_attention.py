@@ -4,16 +4,11 @@ graph, and input errors raised before any launch."""
 import numpy as np
 import pytest
 
-from conftest import gpu
+from conftest import dev as _dev, gpu
 from kernellab import attention as A
 from kernellab.core.check import check
 
 pytestmark = gpu
-
-
-def _dev(host):
-    import cupy
-    return [cupy.asarray(a) for a in host]
 
 
 @pytest.mark.parametrize("fam", A.FAMILIES, ids=lambda f: f.name)

@@ -6,16 +6,11 @@ the margin allows a flip), on the fp16, W8A16 and int4 paths; a graph replay equ
 import numpy as np
 import pytest
 
-from conftest import gpu
+from conftest import dev as _dev, gpu
 from kernellab import decoder as D
 from kernellab.core.check import check
 
 pytestmark = gpu
-
-
-def _dev(host):
-    import cupy
-    return [cupy.asarray(a) for a in host]
 
 
 @pytest.mark.parametrize("fam", D.OPS, ids=lambda f: f.op)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from .core.family import Family, Target
-from .core.launch import aligned, launch, require, variant
+from .core.launch import aligned, host_or_device_index, launch, require, variant
 
 FAMILY = "attention"
 HQ, HKV, D = 32, 8, 128          # Qwen3-8B: query heads, KV heads, head dim
@@ -328,13 +328,7 @@ def rope_append(q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
     require(sin, "sin", dtype="float32", shape=cos.shape)
     if cos.shape[0] < cap or cos.shape[1] != D // 2:
         raise ValueError(f"cos/sin: expected [>= {cap}, {D // 2}], got {tuple(cos.shape)}")
-    if isinstance(pos, (int, np.integer)):
-        if not 0 <= int(pos) < cap:
-            raise ValueError(f"pos: expected 0 <= pos < capacity ({cap}), got {int(pos)}")
-        pptr, phost = np.uint64(0), int(pos)
-    else:
-        require(pos, "pos", dtype="int32", shape=(1,))
-        pptr, phost = pos, 0
+    pptr, phost = host_or_device_index(pos, cap, "pos", "capacity")
     launch(FAMILY, "attention_06_rope_append", (HQ + HKV,), (D // 2,),
            (q, k, v, cos, sin, q_out, k_cache, v_cache, pptr, phost, cap, HQ, HKV))
     return q_out

@@ -37,7 +37,7 @@ from . import attention as A
 from . import gemv as G
 from . import rmsnorm as R
 from .core.family import Family, Target
-from .core.launch import aligned, int32_size, launch, require, variant
+from .core.launch import aligned, host_or_device_index, int32_size, launch, require, variant
 
 FAMILY = "decoder"
 NAME = "decoder_ops"          # the new kernels' record (their families are ops of one file, as vision's)
@@ -621,13 +621,7 @@ def embed(table, token, out=None):
     require(table, "table", dtype="float16", ndim=2)
     V, H = table.shape
     int32_size(V), int32_size(H)         # int32 ids and columns; the row offset is 64-bit in the kernel
-    if isinstance(token, (int, np.integer)):
-        if not 0 <= int(token) < V:
-            raise ValueError(f"token: expected 0 <= token < vocab ({V}), got {int(token)}")
-        tptr, thost = np.uint64(0), int(token)
-    else:
-        require(token, "token", dtype="int32", shape=(1,))
-        tptr, thost = token, 0
+    tptr, thost = host_or_device_index(token, V, "token", "vocab")
     out = _alloc_row(table) if out is None else out
     require(out, "out", dtype="float16", shape=(H,))
     if H:

@@ -378,6 +378,18 @@ def int32_size(n: int) -> int:
     return n
 
 
+def host_or_device_index(x, hi: int, name: str, what: str):
+    """An index given as a Python int (checked here: 0 <= x < hi, else ValueError) or as an int32
+    device array of one element (read by the kernel, so a CUDA graph replays with a new value).
+    Returns (device pointer or 0, host value or 0), the pair such kernels take."""
+    if isinstance(x, (int, np.integer)):
+        if not 0 <= int(x) < hi:
+            raise ValueError(f"{name}: expected 0 <= {name} < {what} ({hi}), got {int(x)}")
+        return np.uint64(0), int(x)
+    require(x, name, dtype="int32", shape=(1,))
+    return x, 0
+
+
 def _capturing(a) -> bool:
     """True while the current CUDA stream is being captured into a graph (device arrays only)."""
     if isinstance(a, np.ndarray):
