@@ -231,15 +231,22 @@ kl.say(f"The emulated token step generates {emu_new} ({'the same tokens as' if e
        f"(normwise, relative: the fp32 rounding of the logits).")
 
 # %% [markdown]
-# ### Tokens per second, eager and graph-replayed
+# ### Tokens per second, eager and graph-replayed, against torch
 # On a GPU this times the Qwen3-8B token step (random weights drawn on the device) on the fp16,
-# W8A16 and int4 paths at contexts 1 and 512 (`make bench` also records 4096), eager and as one CUDA graph, and sets the bytes
-# model against the time: the fraction of the read roof the step reaches. On a GPU with too
-# little memory for 36 layers, pass `layers=` to run fewer (the row says how many) and read the
-# result per layer.
+# W8A16 and int4 paths at contexts 1 and 512 (`make bench` also records 4096), eager and as one
+# CUDA graph, and sets the bytes model against the time: the fraction of the read roof the step
+# reaches. In the same run, on the same fp16 weights (views, not copies), two torch decoders:
+# * `torch.compile decoder (graph)`: a compact Qwen3 in torch (`kernellab.torch_decoder`, checked
+#   against the float64 reference, which transformers checks in turn), its layer compiled by
+#   `torch.compile` and the whole token captured as one CUDA graph with a static KV cache: the
+#   recipe of gpt-fast;
+# * `transformers (eager)`: `Qwen3ForCausalLM` as a user runs it.
+#
+# The same run also times the **Amdahl table's swaps** (below). On a GPU with too little memory for
+# 36 layers, pass `layers=` to run fewer (the row says how many) and read the result per layer.
 
 # %%
-tps = D.measure_tokens_per_s(cfg=cfg, paths=D.PATHS, contexts=(1, 512))
+tps = D.measure_tokens_per_s(cfg=cfg, paths=D.PATHS, contexts=(1, 512), swaps=D.SWAPS)
 results.table(tps, ["case", "name", "layers run", "median_us", "p10_us", "p90_us", "host_us", "tokens/s", "frac_read"])
 
 # %% jupyter={"source_hidden": true}
@@ -248,17 +255,43 @@ kl.say(results.compare_text(tps, D.step_name("int4", "graph"), D.step_name("floa
 kl.say(results.compare_text(tps, D.step_name("w8a16", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
 
 # %% [markdown]
+# Now the two torch decoders, on the same fp16 weights, timed in one run beside our graph-replayed step:
+
+# %%
+from kernellab import torch_decoder as T
+
+tb = T.measure_baselines(cfg=cfg, contexts=(1, 512))
+results.table(tb, ["case", "name", "median_us", "p10_us", "p90_us", "host_us", "tokens/s", "frac_read"])
+
+# %% jupyter={"source_hidden": true}
+for base in (T.TORCH_COMPILED, T.TRANSFORMERS):
+    kl.say(results.compare_text(tb, T.OURS, base, D.ctx_case(512)))
+
+# %% [markdown]
 # The issue's targets for the token step, judged by the one rule from the results above:
 
 # %%
-results.targets(D.DECODER.targets, tps)
+pd.concat([results.targets(D.DECODER.targets, tps), results.targets(T.BASELINES.targets, tb)], ignore_index=True)
+
+# %% [markdown]
+# ### Amdahl, end to end
+# Each lab made one op faster. What does that do to a token? Each row below runs the whole
+# graph-replayed token step (context 512) twice, with one op run by an earlier step of its lab
+# ("before") and by a later one ("after"), and nothing else changed. The gain is time(before) /
+# time(after) of the whole token: Amdahl's law says it is small wherever the op's share of the
+# token is small, however much faster the kernel got. Where a seed claims an end-to-end gain for
+# the same change, the claims table below judges it with this measurement, never with a kernel ratio.
+
+# %%
+swaps, e2e = D.amdahl(tps)
+swaps
 
 # %% [markdown]
 # The seeds' claims about the decoder, each judged by the one rule where this lab measures it, or
 # with the reason it cannot be (most need the seeds' whole engine on an Orin):
 
 # %% jupyter={"source_hidden": true}
-claims = results.claims("08_decoder", [tps], D.FAMILIES)
+claims = results.claims("08_decoder", [tps], D.FAMILIES, measured=e2e)
 kl.say(results.claims_summary(claims))
 claims
 

@@ -495,6 +495,17 @@ def test_sentences_from_a_results_frame():
     from kernellab.core.results import targets
     t = targets(D.DECODER.targets, df).set_index("target")["outcome"].tolist()
     assert t == ["within noise", "met", "missed", "met"], t
+    from kernellab import torch_decoder as T
+    assert targets(T.BASELINES.targets, df)["outcome"].tolist() == ["not measured"] * 2
+    base = pd.DataFrame([{**df.iloc[0].to_dict(), "name": n, "median_us": us, "p10_us": us * 0.99, "p90_us": us * 1.01}
+                         for n, us in ((T.TORCH_COMPILED, 5400.0), (T.TRANSFORMERS, 90000.0))])
+    assert targets(T.BASELINES.targets, pd.concat([df, base]))["outcome"].tolist() == ["missed", "met"]
+    # the Amdahl table: time(before) / time(after) of the whole token, and the seed claim it judges
+    sw = D.SWAPS[0]
+    rows = pd.DataFrame([{**df.iloc[0].to_dict(), "name": sw.name(w), "median_us": us, "p10_us": us * 0.999,
+                          "p90_us": us * 1.001} for w, us in (("before", 6060.0), ("after", 6000.0))])
+    table, measured = D.amdahl(rows, swaps=[sw])
+    assert abs(table["end-to-end gain"].iloc[0] - 1.01) < 1e-9 and abs(measured[sw.claim].value - 1.01) < 1e-9
     assert D.launches_per_token(D.QWEN3_8B, "float16") == 36 * 11 + 5
     assert D.launches_per_token(D.QWEN3_8B, "int4") == 36 * 15 + 5
 

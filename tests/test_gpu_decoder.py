@@ -154,3 +154,32 @@ def test_exercise_solution_step_runs():
     cupy.cuda.Device().synchronize()
     m = D.reference_silu_mul(g, u)             # the step rounds SiLU x up to fp16
     check(y, (W.astype(np.float64) @ m.astype(np.float64)).astype(np.float32), rtol=1e-3, atol=1e-3, quiet=True)
+
+
+def test_torch_baselines_read_our_weights_and_agree():
+    """Lab 08's baselines on the GPU, at the small config: the torch.compile'd, graph-captured torch
+    decoder and transformers' Qwen3ForCausalLM, built on views of our fp16 decoder's weights, give
+    our step's logits within the fp16 storage bound; the Amdahl table's swaps run and time."""
+    torch = pytest.importorskip("torch")
+    from kernellab import torch_decoder as T
+    cfg = D.SMALL
+    dec = D.Decoder(cfg, None, "float16", capacity=32)
+    tokens = [int(t) for t in np.random.default_rng(7).integers(0, cfg.vocab, 6)]
+    for t in tokens:
+        dec.feed(t)
+    ours = dec.logits.get().astype(np.float64)
+    W = T.weights_of(dec)
+    m = T.TorchQwen3(cfg, W, capacity=32)
+    replay, tok, pos, logits = m.graphed()
+    for p, t in enumerate(tokens):
+        tok.fill_(t), pos.fill_(p)
+        replay()
+    assert D.rel_err(logits.cpu().numpy(), ours) < D.error_bound(cfg)
+    hf = T.transformers_on_gpu(cfg, W)
+    if hf is not None:
+        with torch.inference_mode():
+            got = hf(torch.tensor([tokens], device="cuda")).logits[0, -1].float().cpu().numpy()
+        assert D.rel_err(got, ours) < D.error_bound(cfg)
+    rows = D.swap_rows(dec, [s for s in D.SWAPS if s.path == "float16"], context=8, reps=3)
+    assert len(rows) == 2 * sum(s.path == "float16" for s in D.SWAPS)
+    assert all(0 < r["median_us"] < 1e6 for r in rows)

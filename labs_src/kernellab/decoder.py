@@ -831,15 +831,40 @@ def _gemv_step(path):
 
 
 class GpuOps:
-    """The launchers a token step calls, on the GPU: the course's kernels."""
+    """The launchers a token step calls, on the GPU: the course's kernels (the best step of each
+    lab), or with `swap` = {op: step name} some op run by another step of its lab (the Amdahl
+    table): gemv (lab 04's steps), fused (lab 02's add + RMSNorm steps, or 'add + <RMSNorm step>':
+    lab 03's add, then that RMSNorm step), decode (lab 07's decode steps)."""
 
-    def __init__(self, path):
+    def __init__(self, path, swap: dict | None = None):
         self.gemv = _gemv_step(path)
         self.conv = G.CONVERT.variants[G.CONVERT.default["f32_to_f16"]]
         self.fused = R.FUSED.variants[R.FUSED.default["float16"]]
         self.logits = G.LOGITS.variants[G.LOGITS.default["fp16_f32out"]]
         self.embed, self.head_norm, self.silu_mul, self.argmax = embed, head_norm, silu_mul, argmax_into
         self.rope_append, self.decode = A.rope_append, A.decode
+        for op, name in (swap or {}).items():
+            setattr(self, op, _step_of(op, name))
+
+
+def _step_of(op: str, name: str):
+    """The launcher of step `name` for one op of the token step (GpuOps' swap)."""
+    if op == "gemv" and name in G.VARIANTS:
+        return G.VARIANTS[name]
+    if op == "decode" and name in A.DEC_VARIANTS:
+        return A.DEC_VARIANTS[name]
+    if op == "fused" and name in R.FUSED.variants:
+        return R.FUSED.variants[name]
+    if op == "fused" and name.startswith("add + ") and name[6:] in R.VARIANTS:
+        from . import add
+        norm = R.VARIANTS[name[6:]]
+
+        def fused(x, res, w, out):
+            add.VARIANTS[add.BEST["float16"]](x, res, out=out[0])
+            return out[0], norm(out[0].reshape(1, -1), w, out=out[1].reshape(1, -1))
+        return fused
+    raise ValueError(f"no step {name!r} for the op {op!r} (gemv: lab 04's steps; decode: lab 07's; fused: "
+                     f"lab 02's add + RMSNorm steps, or 'add + <an RMSNorm step>')")
 
 
 class NumpyOps:
@@ -1146,39 +1171,118 @@ def ctx_case(context: int) -> str:
     return f"context {context}"
 
 
+def _row(cfg, name, path, n, mode, t, reps, read):
+    """One results row of a token step's timing `t` (bench.wall) at context n."""
+    us, b = t["median_us"], bytes_per_token(cfg, path, n)["total"]
+    return {"lab": DECODER_NAME, "case": ctx_case(n), "name": name, "kind": "e2e", "dtype": path, "path": path,
+            "context": n, "mode": mode, "layers run": cfg.layers, "median_us": us, "p10_us": t["p10_us"],
+            "p90_us": t["p90_us"], "reps": reps, "host_us": t["host_us"], "tokens/s": 1e6 / us, "bytes": b,
+            "gbps": b / us / 1e3, "frac_read": b / us / 1e3 / read}
+
+
+def step_rows(dec, contexts, reps: int = 20, modes=("eager", "graph")) -> list:
+    """Live: the decoder's token step at each context, eager and/or graph-replayed (bench.wall:
+    CUDA events around one call started on an idle GPU, and the host's µs to issue it)."""
+    from .core.bench import roof_values, wall
+    read, rows = roof_values().get("read_gbps", float("nan")), []
+    for n in contexts:
+        dec.reset()
+        dec.at(n - 1)
+        dec.step()                                     # warm: plans, scratch, clocks
+        fns = {"eager": dec.step, "graph": dec.graph()}
+        for mode in modes:
+            t = wall(fns[mode], reps=reps, flush=False, before=lambda: dec.at(n - 1))   # weights stream anyway
+            rows.append(_row(dec.cfg, step_name(dec.path, mode), dec.path, n, mode, t, reps, read))
+        dec._graph = None
+    return rows
+
+
 def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), layers: int | None = None,
-                 reps: int = 20):
+                 reps: int = 20, swaps=()):
     """Live: the token step's time at each path and context, eager and graph-replayed: GPU time
     between CUDA events around one call started on an idle GPU (so an eager step's launch gaps
     count, as they do in a decode loop), its p10/p90, the host time of one call (perf_counter, no
     sync: what the CPU pays per token), tokens/s, and the bytes model's bytes (record derives the
     fraction of the read roof from them). layers: fewer layers than cfg on a GPU with too little
-    memory (the row says how many; the bytes are that many layers'). A list of rows."""
+    memory (the row says how many; the bytes are that many layers'). swaps: the Amdahl table's
+    swaps (SWAPS), timed on the same decoders (`swap_rows`). A list of rows."""
     import cupy
     rows = []
     run_cfg = replace(cfg, layers=layers) if layers else cfg
-    from .core.bench import roof_values, wall
-    read = roof_values().get("read_gbps", float("nan"))
     for path in paths:
         dec = Decoder(run_cfg, None, path, capacity=max(contexts) + 8)
-        for n in contexts:
-            dec.reset()
-            dec.at(n - 1)
-            dec.step()                                     # warm: plans, scratch, clocks
-            g = dec.graph()
-            for mode, fn in (("eager", dec.step), ("graph", g)):
-                t = wall(fn, reps=reps, flush=False, before=lambda: dec.at(n - 1))   # weights stream anyway
-                us = t["median_us"]
-                b = bytes_per_token(run_cfg, path, n)["total"]
-                rows.append({"lab": DECODER_NAME, "case": ctx_case(n), "name": step_name(path, mode), "kind": "e2e", "dtype": path,
-                             "path": path, "context": n, "mode": mode, "layers run": run_cfg.layers,
-                             "median_us": us, "p10_us": t["p10_us"], "p90_us": t["p90_us"], "reps": reps,
-                             "host_us": t["host_us"],
-                             "tokens/s": 1e6 / us, "bytes": b, "gbps": b / us / 1e3, "frac_read": b / us / 1e3 / read})
-            dec._graph = None
-        del dec, g
+        rows += step_rows(dec, contexts, reps)
+        rows += swap_rows(dec, [sw for sw in swaps if sw.path == path], reps=reps)
+        del dec
         cupy.get_default_memory_pool().free_all_blocks()
     return rows
+
+
+@dataclass(frozen=True)
+class Swap:
+    """One row of the Amdahl table: the token step with one op run by an earlier step of its lab
+    (before) and by a later one (after), all else equal; claim: the seed's end-to-end claim this
+    swap measures (docs/claims.csv id), if any."""
+    what: str
+    path: str
+    op: str
+    before: str
+    after: str
+    claim: str = ""
+
+    def name(self, which: str) -> str:
+        return f"{self.path} (graph), {self.op} = {self.before if which == 'before' else self.after}"
+
+
+SWAP_CONTEXT = 512
+SWAPS = (
+    Swap("RMSNorm: seed 003's fp16 kernel, before -> after (lab 02)", "float16", "fused",
+         "add + 05_fp16_half2_cub", "add + 06_fp16_uint4", "decoder-031"),
+    Swap("add + RMSNorm: two launches -> one fused (lab 02)", "float16", "fused", "01_separate", "02_fused"),
+    Swap("fp16 GEMV: seed 002's v2, before -> after (lab 04)", "float16", "gemv", "32_fp16_v2_plain", "10_fp16_v2",
+         "decoder-015"),
+    Swap("fp16 GEMV: lab 04's first fp16 step -> its best", "float16", "gemv", "09_fp16_half2", "27_fp16_rows"),
+    Swap("decode attention: split-KV -> GQA with bytes in flight (lab 07)", "float16", "decode", "03_split", "05_gqa_tile"),
+    Swap("int4 GEMV: lab 04's AWQ step -> its mma step", "int4", "gemv", "26_int4_awq", "28_int4_mma"),
+)
+
+
+def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
+    """Live: for each swap, the graph-replayed token step with the op run by its before step and by
+    its after step (GpuOps' swap), on the same decoder, at one context. A list of rows (case: the
+    context; name: Swap.name)."""
+    from .core.bench import roof_values, wall
+    read, rows = roof_values().get("read_gbps", float("nan")), []
+    keep = dec.ops
+    try:
+        for sw in swaps:
+            for which in ("before", "after"):
+                dec.ops = GpuOps(dec.path, {sw.op: getattr(sw, which)})
+                dec._graph = None
+                dec.at(context - 1)
+                dec.step()
+                t = wall(dec.graph(), reps=reps, flush=False, before=lambda: dec.at(context - 1))
+                rows.append(_row(dec.cfg, sw.name(which), dec.path, context, "graph", t, reps, read))
+    finally:
+        dec.ops, dec._graph = keep, None
+    return rows
+
+
+def amdahl(df, swaps=SWAPS, context: int = SWAP_CONTEXT):
+    """The Amdahl table from the frame on screen: per swap, the token's time with the before and
+    the after step, and the end-to-end gain time(before) / time(after) with its band. Returns
+    (table, {claim id: Measured}) for results.claims."""
+    import pandas as pd
+    from .core.results import pick, ratio_band
+    rows, measured = [], {}
+    for sw in swaps:
+        b, a = (pick(df, sw.name(w), "median_us", case=ctx_case(context)) for w in ("before", "after"))
+        m = ratio_band(df, sw.name("after"), sw.name("before"), ctx_case(context))
+        if sw.claim and m.ok:
+            measured[sw.claim] = m
+        rows.append({"swap": sw.what, "before": sw.before, "after": sw.after, "token ms (before)": b / 1e3,
+                     "token ms (after)": a / 1e3, "end-to-end gain": m.value, "seed claim": sw.claim or "-"})
+    return pd.DataFrame(rows).round(3), measured
 
 
 RECORD_PATHS, RECORD_CONTEXTS = PATHS, (1, 512, 4096)
@@ -1194,8 +1298,9 @@ def measure_tokens_per_s(**kw):
 
 def _record():
     """make bench: every path at every context, Qwen3-8B's shape (fewer layers if the GPU is short
-    of memory is for a learner to choose; the recorder runs all 36)."""
-    return measure_tokens_per_s(cfg=QWEN3_8B, paths=RECORD_PATHS, contexts=RECORD_CONTEXTS)
+    of memory is for a learner to choose; the recorder runs all 36) and the Amdahl table's swaps
+    (the torch baselines are recorded by torch_decoder, on the same weights)."""
+    return measure_tokens_per_s(cfg=QWEN3_8B, paths=RECORD_PATHS, contexts=RECORD_CONTEXTS, swaps=SWAPS)
 
 
 def _frac(path, context, mode="graph"):

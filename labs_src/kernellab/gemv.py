@@ -506,28 +506,11 @@ def _torch_linear(*args):
 FLOOR = "read-only kernel (same weight bytes)"
 
 
-FLOOR_READERS = ("measure_05_inflight_64B", "measure_05_inflight_128B", "measure_08_read_256B")
-
-
 def _read_floor(*args):
-    """The floor of any GEMV of these inputs: the fastest of lab 00's readers (64, 128 and 256 bytes
-    in flight per thread, one resident wave of blocks; 256 B is what step 27 asks for) reading the
-    weight's own bytes and doing nothing else, chosen per shape (as lab 00's read roof is the best
-    of its readers). Timed like every kernel, so it carries the same launch and ramp costs."""
-    import cupy
-    from .core.bench import resident_grid, time_fn
-    from .core.build import kernel
-    W = args[0]
-    n4 = W.nbytes // 16
-    if not n4 or not aligned(16, W):
-        return None
-    calls = []
-    for name in FLOOR_READERS:
-        k = kernel("measure", name)
-        grid = resident_grid(k)
-        part = cupy.empty(grid, cupy.float32)
-        calls.append(lambda k=k, grid=grid, part=part: k((grid,), (256,), (W, part, np.int64(n4))))
-    return min(calls, key=lambda c: time_fn(c, reps=5).median_us)
+    """The floor of any GEMV of these inputs: lab 00's fastest reader over the weight's own bytes
+    (bench.read_floor; 256 B in flight per thread is what step 27 asks for)."""
+    from .core.bench import read_floor
+    return read_floor(args[0]) if aligned(16, args[0]) else None
 
 
 COMPUTE_ONLY = "same kernel, weights from registers (compute only)"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block", "attention", "decoder"]
+LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block", "attention", "decoder",
+        "torch_decoder"]     # lab 08's torch baselines: a module of their own (torch is optional)
 
 
 def families(labs=None):

@@ -9,7 +9,8 @@ Qwen3ForCausalLM checks in turn (tests/test_decoder.py). torch is optional (the 
 nothing here is imported by the labs unless they ask for this baseline."""
 from __future__ import annotations
 
-from .decoder import LAYER_KEYS, Config, lm_head, lw
+from .core.family import Family, Target
+from .decoder import LAYER_KEYS, QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, lm_head, lw, step_name
 
 
 class TorchQwen3:
@@ -25,7 +26,9 @@ class TorchQwen3:
         self.dtype = dtype or torch.float16
         if self.capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
-        t = lambda a: torch.as_tensor(a).to(device=device, dtype=self.dtype)       # noqa: E731
+        # a torch tensor or a CuPy array on the device is used in place (no copy: lab 08 times this
+        # decoder on the very weights of its own); a NumPy array is copied to the device
+        t = lambda a: torch.as_tensor(a, device=device).to(dtype=self.dtype)      # noqa: E731
         self.embed = t(W["model.embed_tokens.weight"])
         self.layers = [{k: t(W[lw(i, k)]) for k in LAYER_KEYS} for i in range(cfg.layers)]
         self.norm, self.head = t(W["model.norm.weight"]), t(lm_head(cfg, W))
@@ -49,29 +52,55 @@ class TorchQwen3:
         x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
         return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
-    def step(self, token, pos):
+    def _layer(self, P, kc, vc, h, pos, mask):
+        """One layer on the residual h [1, hidden]; kc, vc: this layer's cache [kv_heads, capacity, hd]."""
         torch, cfg = self.torch, self.cfg
         F = torch.nn.functional
-        hd, g = cfg.head_dim, cfg.heads // cfg.kv_heads
+        hd = cfg.head_dim
+        x = self._rms(h, P["input_layernorm"])
+        q = (x @ P["self_attn.q_proj"].T).view(cfg.heads, hd)
+        k = (x @ P["self_attn.k_proj"].T).view(cfg.kv_heads, hd)
+        v = (x @ P["self_attn.v_proj"].T).view(cfg.kv_heads, hd)
+        q = self._rope(self._rms(q, P["self_attn.q_norm"]), pos)
+        k = self._rope(self._rms(k, P["self_attn.k_norm"]), pos)
+        kc.index_copy_(1, pos, k[:, None, :])
+        vc.index_copy_(1, pos, v[:, None, :])
+        # grouped-query attention without copying K and V per query head (SDPA's enable_gqa)
+        o = F.scaled_dot_product_attention(q[None, :, None, :], kc[None], vc[None], attn_mask=mask, enable_gqa=True)
+        h = h + o.reshape(1, cfg.heads * hd) @ P["self_attn.o_proj"].T
+        x = self._rms(h, P["post_attention_layernorm"])
+        return h + (F.silu(x @ P["mlp.gate_proj"].T) * (x @ P["mlp.up_proj"].T)) @ P["mlp.down_proj"].T
+
+    def step(self, token, pos, layer=None):
+        """Logits of one token; layer: the per-layer function (self._layer, or a compiled copy of it)."""
+        torch = self.torch
+        layer = layer or self._layer
         h = self.embed[token]                                                # [1, hidden]
         mask = (self.slots <= pos)[None, None, None, :]                      # [1, 1, 1, capacity]
         for i, P in enumerate(self.layers):
-            x = self._rms(h, P["input_layernorm"])
-            q = (x @ P["self_attn.q_proj"].T).view(cfg.heads, hd)
-            k = (x @ P["self_attn.k_proj"].T).view(cfg.kv_heads, hd)
-            v = (x @ P["self_attn.v_proj"].T).view(cfg.kv_heads, hd)
-            q = self._rope(self._rms(q, P["self_attn.q_norm"]), pos)
-            k = self._rope(self._rms(k, P["self_attn.k_norm"]), pos)
-            self.k[i].index_copy_(1, pos, k[:, None, :])
-            self.v[i].index_copy_(1, pos, v[:, None, :])
-            kk = self.k[i].repeat_interleave(g, dim=0)[None]                 # [1, heads, capacity, hd]
-            vv = self.v[i].repeat_interleave(g, dim=0)[None]
-            o = F.scaled_dot_product_attention(q[None, :, None, :], kk, vv, attn_mask=mask)
-            h = h + o.reshape(1, cfg.heads * hd) @ P["self_attn.o_proj"].T
-            x = self._rms(h, P["post_attention_layernorm"])
-            h = h + (F.silu(x @ P["mlp.gate_proj"].T) * (x @ P["mlp.up_proj"].T)) @ P["mlp.down_proj"].T
+            h = layer(P, self.k[i], self.v[i], h, pos, mask)
         logits = (self._rms(h, self.norm) @ self.head.T)[0]
         return logits if logits.dtype == torch.float64 else logits.float()
+
+    def graphed(self, compile: bool = True):
+        """gpt-fast's recipe on a GPU: the layer compiled by torch.compile (one compilation serves
+        every layer: same shapes), the whole token step captured as one CUDA graph. Returns
+        (replay, token, pos, logits): set token and pos (device tensors, shape [1]) in place, call
+        replay(); logits is the graph's output buffer."""
+        torch = self.torch
+        layer = torch.compile(self._layer, dynamic=False) if compile else self._layer
+        dev = self.embed.device
+        token, pos = torch.zeros(1, dtype=torch.long, device=dev), torch.zeros(1, dtype=torch.long, device=dev)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):                     # compile and warm up outside the capture
+            for _ in range(3):
+                self.step(token, pos, layer)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            logits = self.step(token, pos, layer)
+        return g.replay, token, pos, logits
 
     def generate(self, prompt, n_new: int):
         """Greedy tokens after `prompt` (a list of ints), one step per token, starting from an empty
@@ -92,6 +121,70 @@ class TorchQwen3:
         return out
 
 
+def weights_of(dec) -> dict:
+    """The Hugging Face-named weights of an fp16 lab-08 `Decoder`, as views of its device arrays (no
+    copy): the baselines run on the very bytes our decoder reads."""
+    if dec.path != "float16" or dec.emulate:
+        raise ValueError("weights_of: an fp16 decoder on the GPU")
+    cfg, F = dec.cfg, dec.cfg.ffn
+    qd, kd = cfg.q_dim, cfg.kv_dim
+    W = {"model.embed_tokens.weight": dec.embed_w, "model.norm.weight": dec.norm, "lm_head.weight": dec.lm}
+    for i, L in enumerate(dec.layers):
+        (qkv,), (gu,) = L["qkv"], L["gu"]
+        W.update({lw(i, k): a for k, a in (
+            ("input_layernorm", L["ln1"]), ("post_attention_layernorm", L["ln2"]), ("self_attn.q_norm", L["qn"]),
+            ("self_attn.k_norm", L["kn"]), ("self_attn.q_proj", qkv[:qd]), ("self_attn.k_proj", qkv[qd:qd + kd]),
+            ("self_attn.v_proj", qkv[qd + kd:]), ("self_attn.o_proj", L["o"][0]), ("mlp.gate_proj", gu[:F]),
+            ("mlp.up_proj", gu[F:]), ("mlp.down_proj", L["down"][0]))})
+    return W
+
+
+def _hf_config(cfg: Config):
+    import transformers as tf
+    return tf.Qwen3Config(vocab_size=cfg.vocab, hidden_size=cfg.hidden, intermediate_size=cfg.ffn,
+                          num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
+                          num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim, rms_norm_eps=cfg.eps,
+                          rope_theta=cfg.theta, tie_word_embeddings=cfg.tied, max_position_embeddings=4096)
+
+
+def transformers_on_gpu(cfg: Config, W: dict, device="cuda"):
+    """transformers' Qwen3ForCausalLM in fp16 on the GPU, its parameters the arrays of W (no copy:
+    built on the meta device, then assigned), eager, as a user would run it. None without it."""
+    try:
+        import torch
+        import transformers as tf
+    except ImportError:
+        return None
+    with torch.device("meta"):
+        m = tf.Qwen3ForCausalLM(_hf_config(cfg))
+    m.load_state_dict({k: torch.as_tensor(v, device=device) for k, v in W.items()}, strict=not cfg.tied, assign=True)
+    with torch.device(device):               # the rotary angles are buffers, not weights: build them there
+        m.model.rotary_emb = type(m.model.rotary_emb)(config=m.config)
+    return m.eval()
+
+
+def transformers_step(m, context: int):
+    """(call, reset) for timing transformers' decode of one token at `context`: its KV cache is
+    filled by one prefill of context - 1 tokens; call() decodes one more; reset() crops the cache
+    back, so every timed call sees the same context."""
+    import torch
+    import transformers as tf
+    ids = torch.randint(0, m.config.vocab_size, (1, context), device=m.device)
+    cache = tf.DynamicCache()
+    with torch.inference_mode():
+        if context > 1:
+            m(ids[:, :context - 1], past_key_values=cache, use_cache=True, logits_to_keep=1)
+
+    def call():
+        with torch.inference_mode():
+            return m(ids[:, context - 1:], past_key_values=cache, use_cache=True).logits
+    def reset():                             # crop(-n): drop the n newest tokens (transformers 4 and 5 alike)
+        n = cache.get_seq_length() - (context - 1)
+        if n > 0:
+            cache.crop(-n)
+    return call, reset
+
+
 def transformers_model(cfg: Config, W: dict, directory=None):
     """transformers' Qwen3ForCausalLM with our weights, float64, its rotary angles in float64 (it
     computes them in float32); saved to `directory` (save_pretrained: the Hugging Face layout) when
@@ -101,11 +194,7 @@ def transformers_model(cfg: Config, W: dict, directory=None):
         import transformers as tf
     except ImportError:
         return None
-    hf_cfg = tf.Qwen3Config(vocab_size=cfg.vocab, hidden_size=cfg.hidden, intermediate_size=cfg.ffn,
-                            num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
-                            num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim, rms_norm_eps=cfg.eps,
-                            rope_theta=cfg.theta, tie_word_embeddings=cfg.tied, max_position_embeddings=4096)
-    m = tf.Qwen3ForCausalLM(hf_cfg).to(torch.float16).eval()
+    m = tf.Qwen3ForCausalLM(_hf_config(cfg)).to(torch.float16).eval()
     m.load_state_dict({k: torch.from_numpy(v) for k, v in W.items()}, strict=not cfg.tied)
     if directory is not None:
         m.save_pretrained(directory)
@@ -148,3 +237,79 @@ def transformers_check(cfg: Config, seeds=(1, 2), length: int = 24, n_new: int =
                      "logits rel err": D.rel_err(D.reference_sequence(cfg, W, tokens), hf),
                      "greedy tokens equal": f"{agree} of {n_new}"})
     return pd.DataFrame(rows)
+
+
+# ---- the baselines, timed beside our token step (make bench: decoder_torch.csv) ------------------------------------
+
+NAME = "decoder_torch"
+TORCH_COMPILED = "torch.compile decoder (graph)"   # TorchQwen3, gpt-fast style
+TRANSFORMERS = "transformers (eager)"              # Qwen3ForCausalLM, fp16, as a user runs it
+OURS = step_name("float16", "graph")
+
+
+def baseline_rows(cfg: Config = QWEN3_8B, contexts=(1, 512), layers: int | None = None, reps: int = 20) -> list:
+    """Live, in one run on one set of fp16 weights (drawn on the GPU; the torch models read them as
+    views, no copy): our graph-replayed token step, the compact torch decoder compiled by
+    torch.compile and captured as one CUDA graph (gpt-fast's recipe; its static cache holds
+    context + 8 positions), and transformers' Qwen3ForCausalLM, eager, each timed like our step
+    (bench.wall). A baseline that is not installed, or fails, prints why; the others are kept."""
+    from dataclasses import replace
+    import cupy
+    from .core.bench import roof_values, wall
+    from .decoder import _row, step_rows
+    read = roof_values().get("read_gbps", float("nan"))
+    cfg = replace(cfg, layers=layers) if layers else cfg
+    dec = Decoder(cfg, None, "float16", capacity=max(contexts) + 8)
+    rows = step_rows(dec, contexts, reps, modes=("graph",))
+    try:
+        import torch
+    except ImportError:
+        print("SKIPPED: torch is not installed (KERNELLAB_EXTRAS=peers): no torch baselines")
+        return rows
+    W = weights_of(dec)
+    for n in contexts:
+        try:
+            m = TorchQwen3(cfg, W, capacity=n + 8)
+            replay, _, pos, _ = m.graphed()
+            pos.fill_(n - 1)
+            rows.append(_row(cfg, TORCH_COMPILED, "float16", n, "graph", wall(replay, reps=reps, flush=False), reps, read))
+        except Exception as e:                       # noqa: BLE001  (one baseline never stops the others)
+            print(f"{TORCH_COMPILED} at context {n} failed: {type(e).__name__}: {e}")
+        m = replay = None
+        torch.cuda.empty_cache()
+    m = transformers_on_gpu(cfg, W)
+    if m is None:
+        print("SKIPPED: transformers is not installed (KERNELLAB_EXTRAS=peers)")
+    for n in contexts if m is not None else ():
+        try:
+            call, reset = transformers_step(m, n)
+            r = max(5, reps // 4)
+            rows.append(_row(cfg, TRANSFORMERS, "float16", n, "eager", wall(call, reps=r, flush=False, before=reset), r, read))
+        except Exception as e:                       # noqa: BLE001
+            print(f"{TRANSFORMERS} at context {n} failed: {type(e).__name__}: {e}")
+    del m, dec
+    torch.cuda.empty_cache()
+    cupy.get_default_memory_pool().free_all_blocks()
+    for r in rows:
+        r["lab"] = NAME
+    return rows
+
+
+def measure_baselines(**kw):
+    """baseline_rows live, or the recorded rows (decoder_torch.csv), or a loud skip: the one switch."""
+    from .core.results import live_or_recorded
+    return live_or_recorded(NAME, "our fp16 token step beside a torch.compile'd torch decoder and transformers' "
+                            "Qwen3ForCausalLM, on the same weights, in one run", lambda: baseline_rows(**kw))
+
+
+def _vs(name, context=512):
+    from .core.results import ratio_band
+    return lambda df: ratio_band(df, OURS, name, ctx_case(context))
+
+
+BASELINES = Family(
+    name=NAME, kernels="decoder", roof="read", record=lambda: measure_baselines(contexts=RECORD_CONTEXTS),
+    targets=(Target("fp16 token step (graph) vs the torch.compile decoder, tokens/s, context 512", _vs(TORCH_COMPILED), 1.0),
+             Target("fp16 token step (graph) vs transformers eager, tokens/s, context 512", _vs(TRANSFORMERS), 10.0)),
+    about="lab 08: the Qwen3-8B fp16 token step against torch.compile (gpt-fast style) and transformers, same weights")
+FAMILIES = [BASELINES]

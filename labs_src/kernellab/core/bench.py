@@ -161,6 +161,28 @@ def end_to_end_us(fn, calls: int = 100) -> float:
     return (time.perf_counter() - t0) / calls * 1e6
 
 
+FLOOR_READERS = ("measure_05_inflight_64B", "measure_05_inflight_128B", "measure_08_read_256B")
+
+
+def read_floor(buf):
+    """A call that reads the bytes of the device array `buf` (16-byte aligned) and does nothing
+    else: the fastest of lab 00's readers (64, 128 and 256 bytes in flight per thread, one resident
+    wave of blocks), chosen for this size, as lab 00's read roof is the best of its readers. Timed
+    like every kernel, it carries the same launch and ramp costs: no kernel that must read these
+    bytes can finish sooner. None for an empty buffer."""
+    import cupy
+    n16 = buf.nbytes // 16
+    if not n16:
+        return None
+    calls = []
+    for name in FLOOR_READERS:
+        k = build.kernel("measure", name)
+        grid = resident_grid(k)
+        part = cupy.empty(grid, cupy.float32)
+        calls.append(lambda k=k, grid=grid, part=part: k((grid,), (256,), (buf, part, np.int64(n16))))
+    return min(calls, key=lambda c: time_fn(c, reps=5).median_us)
+
+
 def wall(fn, reps: int = 20, flush: bool = True, before=None) -> dict:
     """What the GPU sees when the host launches `fn` from idle: CUDA events around fn() after a
     synchronize, no spacer (a slow host shows as gaps inside the interval), and the host's µs to

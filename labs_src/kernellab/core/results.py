@@ -247,17 +247,19 @@ def _ncu_reading(r, claimed, df) -> tuple:
     from .device import load_recorded
     rec = load_recorded("ncu")
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) and "device" in df else None
-    if rec.empty or (dev is not None and dev not in set(rec["device"])):
+    if rec.empty:
         return NAN, "not measured yet: Nsight Compute readings are recorded by `make ncu` on a GPU with ncu", None
-    rec = rec[rec["device"] == (dev or rec["device"].iloc[0])]
+    other = dev is not None and dev not in set(rec["device"])   # e.g. an H200 on screen: ncu ran on the H100
+    rec = rec[rec["device"] == (rec["device"].iloc[0] if other or dev is None else dev)]
+    on = f" (ncu on {rec['device'].iloc[0]})" if other else ""
     metric = r.how.split(":", 1)[1]
     val = lambda step: pick(rec, step, "value", case=r.case, metric=metric) if step else float("nan")   # noqa: E731
     after, before = val(r.fast), val(r.slow)
     if after != after:
         return NAN, "not measured yet: no recorded reading of this step", None
     if before != before:                     # a reading of one step: shown, not a ratio
-        return Measured(after, after, after), "reading", f"{after:g} in {r.fast}"
-    shown = f"{before:g} -> {after:g}"
+        return Measured(after, after, after), "reading", f"{after:g} in {r.fast}{on}"
+    shown = f"{before:g} -> {after:g}{on}"
     if before == after:
         return Measured(1.0, 1.0, 1.0), "no change" if claimed is None else ("holds" if claimed == 1 else "refuted"), shown
     if 0 in (before, after):
