@@ -253,6 +253,7 @@ results.table(tps, ["case", "name", "layers run", "median_us", "p10_us", "p90_us
 kl.say(D.tokens_text(tps, 512))
 kl.say(results.compare_text(tps, D.step_name("int4", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
 kl.say(results.compare_text(tps, D.step_name("w8a16", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
+kl.say(D.quantised_limits(tps))
 
 # %% [markdown]
 # Now the two torch decoders, on the same fp16 weights, timed in one run beside our graph-replayed step:
@@ -266,6 +267,10 @@ results.table(tb, ["case", "name", "median_us", "p10_us", "p90_us", "host_us", "
 # %% jupyter={"source_hidden": true}
 for base in (T.TORCH_COMPILED, T.TRANSFORMERS):
     kl.say(results.compare_text(tb, T.OURS, base, D.ctx_case(512)))
+cap = T.BASELINES.targets[1].floor(tb)
+kl.say(results.unless_missing(cap, f"Even at the read roof (every byte of a token at full bandwidth) a decoder "
+       f"would be only **{cap:.1f}×** faster than transformers here: how far a target over transformers can go "
+       f"is set by transformers' own speed on this machine (the 'at the floor' column below)."))
 
 # %% [markdown]
 # The issue's targets for the token step, judged by the one rule from the results above:

@@ -1403,6 +1403,35 @@ def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_
     return cfg.layers * per_layer + 5
 
 
+def quantised_limits(df) -> str:
+    """Why the quantised paths fall short of their bytes, from lab 04's record (gemv.csv) of the
+    device on screen: at the token's own GEMV shapes, the fraction of the read roof a read-only
+    kernel over the quantised bytes reaches (its launch and ramp on tens of MB), and the fraction
+    of that floor the path's GEMV reaches (its dequantisation instructions). A line saying none is
+    recorded otherwise."""
+    from .core.device import load_recorded
+    from .core.results import MISSING, one_source
+    rec = load_recorded(G.NAME)
+    dev = one_source(df)["device"].iloc[0] if df is not None and len(df) else None
+    rec = rec[rec["device"] == dev] if dev is not None and len(rec) else rec
+    if rec.empty:
+        return MISSING
+    parts = []
+    for path in ("int4", "w8a16"):
+        d = rec[(rec["dtype"] == path) & rec["case"].str.startswith(("12288x4096", "4096x12288", "18944x3584"))]
+        fl, st = d[d["name"] == G.FLOOR], d[d["name"] == G.BEST[path]]
+        if fl.empty or st.empty:
+            continue
+        f = fl.set_index("case")
+        r = (f["median_us"] / st.set_index("case")["median_us"]).dropna()
+        parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
+                     f"{f['frac_read'].max():.2f}** of the read roof, and `{G.BEST[path]}` **{r.min():.2f}–{r.max():.2f}** "
+                     f"of that floor")
+    return ("Lab 04 measured what holds the quantised paths back, at the FFN's shapes (" + "; ".join(parts) +
+            f"; gemv.csv, recorded on {rec['device'].iloc[0]}). Fewer bytes per GEMV also mean the fixed launch and "
+            f"ramp cost of each of a token's {launches_per_token(QWEN3_8B, 'int4')} launches weighs more.") if parts else MISSING
+
+
 def tokens_text(df, context: int = 512) -> str:
     """One sentence on the fp16 graph-replayed vs eager token time at `context`, from the frame on
     screen (live or recorded), or the line saying nothing is measured or recorded yet."""
