@@ -163,7 +163,7 @@ def test_torch_baselines_read_our_weights_and_agree():
     torch = pytest.importorskip("torch")
     from kernellab import torch_decoder as T
     cfg = D.SMALL
-    dec = D.Decoder(cfg, None, "float16", capacity=32)
+    dec = D.Decoder(cfg, D.random_weights(cfg, seed=5), "float16", capacity=32)
     tokens = [int(t) for t in np.random.default_rng(7).integers(0, cfg.vocab, 6)]
     for t in tokens:
         dec.feed(t)
