@@ -273,7 +273,11 @@ kl.say(results.unless_missing(cap, f"Even at the read roof (every byte of a toke
        f"is set by transformers' own speed on this machine (the 'at the floor' column below)."))
 
 # %% [markdown]
-# The issue's targets for the token step, judged by the one rule from the results above:
+# The issue's targets for the token step, judged by the one rule from the results above. The
+# column "at the floor" is the same figure with the **read-only floor** in place of the step: one
+# CUDA graph of lab 00's fastest reader over each of the token's weight arrays, computing nothing
+# (and, against transformers, our step at the read roof). It is the best any decoder could score
+# on this GPU: a target the floor misses is out of reach here, whatever the kernels.
 
 # %%
 pd.concat([results.targets(D.DECODER.targets, tps), results.targets(T.BASELINES.targets, tb)], ignore_index=True)

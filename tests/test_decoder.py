@@ -495,6 +495,10 @@ def test_sentences_from_a_results_frame():
     from kernellab.core.results import targets
     t = targets(D.DECODER.targets, df).set_index("target")["outcome"].tolist()
     assert t == ["within noise", "met", "missed", "met"], t
+    fl = pd.DataFrame([{**df.iloc[0].to_dict(), "name": D.floor_name(p), "median_us": us, "p10_us": us, "p90_us": us,
+                        "frac_read": f} for p, us, f in (("float16", 5000.0, 0.9), ("int4", 2000.0, 0.8))])
+    floors = targets(D.DECODER.targets, pd.concat([df, fl], ignore_index=True))["at the floor"].tolist()
+    assert floors[:2] == ["0.90", "2.50"], floors
     from kernellab import torch_decoder as T
     assert targets(T.BASELINES.targets, df)["outcome"].tolist() == ["not measured"] * 2
     base = pd.DataFrame([{**df.iloc[0].to_dict(), "name": n, "median_us": us, "p10_us": us * 0.99, "p90_us": us * 1.01}

@@ -1197,6 +1197,25 @@ def step_rows(dec, contexts, reps: int = 20, modes=("eager", "graph")) -> list:
     return rows
 
 
+def floor_name(path: str) -> str:
+    return f"{path} read-only floor (graph)"
+
+
+def floor_rows(dec, context: int = 512, reps: int = 20) -> list:
+    """Live: the floor of a token on this path and GPU: one CUDA graph of lab 00's fastest reader
+    (bench.read_floor) over each of the token's weight arrays in the step's order (every layer's
+    GEMV weights, scales and zeros, then the LM head), nothing computed. No token step that must
+    read those weights once can be faster here; the row's bytes are the step's (bytes_per_token),
+    so its frac_read is the most the step's could be."""
+    from .core.bench import graph, read_floor, roof_values, wall
+    arrays = [a for L in dec.layers for key in ("qkv", "o", "gu", "down") for a in L[key]] + [dec.lm]
+    calls = [c for c in (read_floor(a) for a in arrays) if c is not None]
+    g = graph(lambda: [c() for c in calls])
+    t = wall(g, reps=reps, flush=False)
+    return [_row(dec.cfg, floor_name(dec.path), dec.path, context, "graph", t, reps,
+                 roof_values().get("read_gbps", float("nan")))]
+
+
 def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), layers: int | None = None,
                  reps: int = 20, swaps=()):
     """Live: the token step's time at each path and context, eager and graph-replayed: GPU time
@@ -1212,6 +1231,7 @@ def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), 
     for path in paths:
         dec = Decoder(run_cfg, None, path, capacity=max(contexts) + 8)
         rows += step_rows(dec, contexts, reps)
+        rows += floor_rows(dec, SWAP_CONTEXT if SWAP_CONTEXT in contexts else max(contexts), reps)
         rows += swap_rows(dec, [sw for sw in swaps if sw.path == path], reps=reps)
         del dec
         cupy.get_default_memory_pool().free_all_blocks()
@@ -1303,19 +1323,22 @@ def _record():
     return measure_tokens_per_s(cfg=QWEN3_8B, paths=RECORD_PATHS, contexts=RECORD_CONTEXTS, swaps=SWAPS)
 
 
-def _frac(path, context, mode="graph"):
-    """A target's measure: the step's fraction of the read roof at one context, with its band."""
+def _frac(path, context, mode="graph", floor=False):
+    """A target's measure: the step's fraction of the read roof at one context, with its band
+    (floor=True: the read-only floor's, the most the step's could be)."""
     from .core.results import Measured, pick
     def m(df):
-        name, case = step_name(path, mode), ctx_case(context)
+        name, case = floor_name(path) if floor else step_name(path, mode), ctx_case(context)
         f, t, lo, hi = (pick(df, name, c, case=case) for c in ("frac_read", "median_us", "p10_us", "p90_us"))
         return Measured(f, f * t / hi, f * t / lo) if f == f else Measured(f, f, f)
     return m
 
 
-def _speedup(path, context, mode="graph"):
+def _speedup(path, context, mode="graph", floor=False):
+    """time(fp16 step) / time(path's step); floor=True: the same of the two read-only floors."""
     from .core.results import ratio_band
-    return lambda df: ratio_band(df, step_name(path, mode), step_name("float16", mode), ctx_case(context))
+    name = floor_name if floor else (lambda p: step_name(p, mode))
+    return lambda df: ratio_band(df, name(path), name("float16"), ctx_case(context))
 
 
 def _host(df):
@@ -1326,9 +1349,12 @@ def _host(df):
 DECODER = Family(
     name=DECODER_NAME, kernels=FAMILY, record=_record, roof="read",
     shapes={"Qwen3-8B, batch 1": (QWEN3_8B.hidden, QWEN3_8B.layers)},
-    targets=(Target("fp16 token step (graph), fraction of the read roof at context 512", _frac("float16", 512), 0.75),
-             Target("int4 vs fp16 tokens/s (graph), context 512", _speedup("int4", 512), 2.0),
-             Target("W8A16 vs fp16 tokens/s (graph), context 512", _speedup("w8a16", 512), 1.5),
+    targets=(Target("fp16 token step (graph), fraction of the read roof at context 512", _frac("float16", 512), 0.75,
+                    floor=_frac("float16", 512, floor=True)),
+             Target("int4 vs fp16 tokens/s (graph), context 512", _speedup("int4", 512), 2.0,
+                    floor=_speedup("int4", 512, floor=True)),
+             Target("W8A16 vs fp16 tokens/s (graph), context 512", _speedup("w8a16", 512), 1.5,
+                    floor=_speedup("w8a16", 512, floor=True)),
              Target("host µs per token (graph replay), context 512", _host, 50.0, below=True, unit="µs")),
     about="lab 08: the Qwen3-8B token step, eager and as one CUDA graph, per weight path and context")
 FAMILIES = [*OPS, DECODER]
