@@ -1032,6 +1032,7 @@ class Decoder:
         self.cos, self.sin = (None, None) if emulate else A.rope_table(self.capacity, cfg.theta)
         self._graph = None
         self.host_pos = 0
+        self.reset()                     # position 0, length 1: a fresh decoder can feed() at once
 
     # -- weights on the device
     def _randn(self, shape, scale):
