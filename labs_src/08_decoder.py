@@ -253,7 +253,8 @@ results.table(tps, ["case", "name", "layers run", "median_us", "p10_us", "p90_us
 kl.say(D.tokens_text(tps, 512))
 kl.say(results.compare_text(tps, D.step_name("int4", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
 kl.say(results.compare_text(tps, D.step_name("w8a16", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
-kl.say(D.quantised_limits(tps))
+kl.say(D.gemv_limits(tps))
+kl.say(D.launch_share(tps))
 
 # %% [markdown]
 # Now the two torch decoders, on the same fp16 weights, timed in one run beside our graph-replayed step:

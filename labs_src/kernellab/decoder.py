@@ -1430,12 +1430,12 @@ def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_
     return cfg.layers * per_layer + 5
 
 
-def quantised_limits(df) -> str:
-    """Why the quantised paths fall short of their bytes, from lab 04's record (gemv.csv) of the
-    device on screen: at the token's own GEMV shapes, the fraction of the read roof a read-only
-    kernel over the quantised bytes reaches (its launch and ramp on tens of MB), and the fraction
-    of that floor the path's GEMV reaches (its dequantisation instructions). A line saying none is
-    recorded otherwise."""
+def gemv_limits(df) -> str:
+    """What holds each path's GEMVs back, from lab 04's record (gemv.csv) of the device on screen:
+    at the token's own GEMV shapes, the fraction of the read roof a read-only kernel over the
+    path's weight bytes reaches (launch and ramp on tens of MB), and the fraction of that floor the
+    path's GEMV reaches (for int4 and W8A16: their dequantisation instructions, lab 04). A line
+    saying none is recorded otherwise."""
     from .core.device import load_recorded
     from .core.results import MISSING, one_source
     rec = load_recorded(G.NAME)
@@ -1444,7 +1444,7 @@ def quantised_limits(df) -> str:
     if rec.empty:
         return MISSING
     parts = []
-    for path in ("int4", "w8a16"):
+    for path in PATHS:
         d = rec[(rec["dtype"] == path) & rec["case"].str.startswith(("12288x4096", "4096x12288", "18944x3584"))]
         fl, st = d[d["name"] == G.FLOOR], d[d["name"] == G.BEST[path]]
         if fl.empty or st.empty:
@@ -1454,9 +1454,31 @@ def quantised_limits(df) -> str:
         parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
                      f"{f['frac_read'].max():.2f}** of the read roof, and `{G.BEST[path]}` **{r.min():.2f}–{r.max():.2f}** "
                      f"of that floor")
-    return ("Lab 04 measured what holds the quantised paths back, at the FFN's shapes (" + "; ".join(parts) +
+    return ("Lab 04 measured what holds each path's GEMVs back, at the FFN's shapes (" + "; ".join(parts) +
             f"; gemv.csv, recorded on {rec['device'].iloc[0]}). Fewer bytes per GEMV also mean the fixed launch and "
             f"ramp cost of each of a token's {launches_per_token(QWEN3_8B, 'int4')} launches weighs more.") if parts else MISSING
+
+
+def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
+    """The launches the fp16 token step makes beyond its read-only floor's (one reader per weight
+    array): at lab 00's per-launch cost inside a CUDA graph (measuring.csv, the device on screen),
+    their share of the graph-replayed token. A line saying none is recorded otherwise."""
+    from .core.device import load_recorded
+    from .core.results import MISSING, one_source, pick
+    from .measuring import ROOF_QUANTITIES as QUANTITIES
+    rec, d = load_recorded("measuring"), one_source(df)
+    if rec.empty or d is None or not len(d):
+        return MISSING
+    rec = rec[rec["device"] == d["device"].iloc[0]]
+    per = rec.loc[rec["quantity"] == QUANTITIES["launch_graph_us"], "value"]
+    t = pick(d, step_name("float16", "graph"), "median_us", case=ctx_case(context))
+    extra = launches_per_token(cfg, "float16") - (4 * cfg.layers + 1)
+    if per.empty or t != t:
+        return MISSING
+    return (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, an fp16 token makes **{extra}** launches "
+            f"more (norms, RoPE and the cache, attention, SiLU, the embedding, the argmax); at lab 00's "
+            f"{float(per.iloc[0]):.2f} µs per launch inside a graph ({rec['device'].iloc[0]}), they cost about "
+            f"**{extra * float(per.iloc[0]) / t:.0%}** of the token, on top of each GEMV's distance to its floor.")
 
 
 def tokens_text(df, context: int = 512) -> str:

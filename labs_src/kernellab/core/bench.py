@@ -42,20 +42,17 @@ def _flush_launch():
 
 
 def flush_l2() -> None:
-    """Evict L2 by READING a buffer of at least twice its size. Every line the previous call
-    left behind, its dirty output lines included, is written back during the flush, and L2 is
-    left holding clean lines. Writing the buffer instead would leave L2 full of dirty lines
-    whose write-back the next timed call would pay for (a few microseconds: a visible share of
-    a small kernel's time)."""
+    """Evict L2 by READING a buffer of twice its size: the previous call's dirty lines are written
+    back during the flush and L2 is left clean (writing the buffer would leave dirty lines whose
+    write-back the next timed call pays for: µs, a visible share of a small kernel)."""
     k, grid, block, args = _flush_launch()
     k(grid, block, args)
 
 
 def _keep_busy(us: float = 20.0) -> None:
-    """About `us` microseconds of register-only work that touches no buffer. Queued before each
-    timed call, it keeps the GPU busy while Python queues the start event and the launches, so
-    the events time the kernels and not the host's launch path. A long spacer (a host that needs
-    milliseconds to issue a whole tower) is a chain of pieces of at most PIECE_US each."""
+    """About `us` µs of register-only work, queued before each timed call: the GPU stays busy while
+    Python queues the start event and the launches, so the events time the kernels, not the host.
+    A long spacer (a host issuing a whole tower) is a chain of pieces of at most PIECE_US each."""
     fma = build.kernel("measure", "measure_03_fma")
     per = _busy_us_per_8192()
     args = (_flush_buffer(), None, np.float32(1.0), np.float32(0.0))
@@ -131,8 +128,7 @@ def host_us(fn, calls: int = 30, batches: int = 3) -> float:
     import cupy
     fn()
     best = float("inf")
-    was = gc.isenabled()
-    gc.disable()                   # as timeit does: a collection is nobody's launch cost
+    was, _ = gc.isenabled(), gc.disable()        # as timeit does: a collection is nobody's launch cost
     try:
         for _ in range(batches):
             cupy.cuda.Device().synchronize()
@@ -141,8 +137,7 @@ def host_us(fn, calls: int = 30, batches: int = 3) -> float:
                 fn()
             best = min(best, time.perf_counter() - t0)
     finally:
-        if was:
-            gc.enable()
+        gc.enable() if was else None
     cupy.cuda.Device().synchronize()
     return best / calls * 1e6
 
@@ -165,16 +160,13 @@ FLOOR_READERS = ("measure_05_inflight_64B", "measure_05_inflight_128B", "measure
 
 
 def read_floor(buf):
-    """A call that reads the bytes of the device array `buf` (16-byte aligned) and does nothing
-    else: the fastest of lab 00's readers (64, 128 and 256 bytes in flight per thread, one resident
-    wave of blocks), chosen for this size, as lab 00's read roof is the best of its readers. Timed
-    like every kernel, it carries the same launch and ramp costs: no kernel that must read these
-    bytes can finish sooner. None for an empty buffer."""
+    """A call that only reads the device array `buf` (16-byte aligned): the fastest for this size of
+    lab 00's readers (64, 128, 256 B in flight per thread, one resident wave). It pays the same launch
+    and ramp costs as any kernel: none that must read these bytes finishes sooner. None if empty."""
     import cupy
-    n16 = buf.nbytes // 16
+    n16, calls = buf.nbytes // 16, []
     if not n16:
         return None
-    calls = []
     for name in FLOOR_READERS:
         k = build.kernel("measure", name)
         grid = resident_grid(k)
@@ -215,12 +207,10 @@ def split(fns, reps: int = 5):
     median host µs to issue it. Returns (gpu, host) arrays."""
     need_gpu("timing")
     import cupy
-    for f in fns:
-        f()
+    _ = [f() for f in fns]                    # warm-up
     cupy.cuda.Device().synchronize()
     h0 = time.perf_counter()
-    for f in fns:
-        f()
+    _ = [f() for f in fns]
     host_total = (time.perf_counter() - h0) * 1e6
     cupy.cuda.Device().synchronize()
     gpu, host = np.zeros((reps, len(fns))), np.zeros((reps, len(fns)))
