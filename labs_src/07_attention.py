@@ -159,7 +159,7 @@ c4k = A.dec_case_key((A.HQ, 4096), "float16")
 fl, best4 = results.pick(dec, A.DEC_FLOOR, "frac_read", case=c4k), A.best_variant(dec, c4k)[0]
 kl.say(results.unless_missing(fl, f"The floor: at KV length 4096 ({results.pick(dec, A.DEC_FLOOR, 'bytes', case=c4k) / 1e6:.0f} MB), a kernel that only reads as many bytes as the "
        f"cache reaches **{fl:.2f}** of the read roof (`{A.DEC_FLOOR}`: launch and ramp weigh on a few µs of "
-       f"data), so no decode kernel can reach 0.75 there on this GPU; `{best4}` reaches "
+       f"data), so no decode kernel can reach 0.75 there ({results.source(dec)}); `{best4}` reaches "
        f"**{results.pick(dec, best4, 'frac_read', case=c4k) / fl:.2f}** of that floor."))
 kl.say(results.summary(dec, "04_gqa", "03_split") + " Step 04 changes one thing: one block serves the 4 query "
        "heads of a KV head, so it reads each KV head once, and it launches a quarter of step 03's blocks.")

@@ -270,8 +270,8 @@ for base in (T.TORCH_COMPILED, T.TRANSFORMERS):
     kl.say(results.compare_text(tb, T.OURS, base, D.ctx_case(512)))
 cap = T.BASELINES.targets[1].floor(tb)
 kl.say(results.unless_missing(cap, f"Even at the read roof (every byte of a token at full bandwidth) a decoder "
-       f"would be only **{cap:.1f}×** faster than transformers here: how far a target over transformers can go "
-       f"is set by transformers' own speed on this machine (the 'at the floor' column below)."))
+       f"would be only **{cap:.1f}×** faster than transformers ({results.source(tb)}): how far a target over "
+       f"transformers can go is set by transformers' own speed on that GPU and host (the 'at the floor' column below)."))
 
 # %% [markdown]
 # The issue's targets for the token step, judged by the one rule from the results above. The
