@@ -1181,9 +1181,10 @@ def _row(cfg, name, path, n, mode, t, reps, read):
             "gbps": b / us / 1e3, "frac_read": b / us / 1e3 / read}
 
 
-def step_rows(dec, contexts, reps: int = 20, modes=("eager", "graph")) -> list:
+def step_rows(dec, contexts, reps: int = 20, modes=("eager", "graph"), name: str | None = None) -> list:
     """Live: the decoder's token step at each context, eager and/or graph-replayed (bench.wall:
-    CUDA events around one call started on an idle GPU, and the host's µs to issue it)."""
+    CUDA events around one call started on an idle GPU, and the host's µs to issue it); the rows
+    are named step_name(path, mode), or `name`."""
     from .core.bench import roof_values, wall
     read, rows = roof_values().get("read_gbps", float("nan")), []
     for n in contexts:
@@ -1193,7 +1194,7 @@ def step_rows(dec, contexts, reps: int = 20, modes=("eager", "graph")) -> list:
         fns = {"eager": dec.step, "graph": dec.graph()}
         for mode in modes:
             t = wall(fns[mode], reps=reps, flush=False, before=lambda: dec.at(n - 1))   # weights stream anyway
-            rows.append(_row(dec.cfg, step_name(dec.path, mode), dec.path, n, mode, t, reps, read))
+            rows.append(_row(dec.cfg, name or step_name(dec.path, mode), dec.path, n, mode, t, reps, read))
         dec._graph = None
     return rows
 
@@ -1272,18 +1273,12 @@ def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
     """Live: for each swap, the graph-replayed token step with the op run by its before step and by
     its after step (GpuOps' swap), on the same decoder, at one context. A list of rows (case: the
     context; name: Swap.name)."""
-    from .core.bench import roof_values, wall
-    read, rows = roof_values().get("read_gbps", float("nan")), []
-    keep = dec.ops
+    rows, keep = [], dec.ops
     try:
         for sw in swaps:
             for which in ("before", "after"):
-                dec.ops = GpuOps(dec.path, {sw.op: getattr(sw, which)})
-                dec._graph = None
-                dec.at(context - 1)
-                dec.step()
-                t = wall(dec.graph(), reps=reps, flush=False, before=lambda: dec.at(context - 1))
-                rows.append(_row(dec.cfg, sw.name(which), dec.path, context, "graph", t, reps, read))
+                dec.ops, dec._graph = GpuOps(dec.path, {sw.op: getattr(sw, which)}), None
+                rows += step_rows(dec, [context], reps, modes=("graph",), name=sw.name(which))
     finally:
         dec.ops, dec._graph = keep, None
     return rows
