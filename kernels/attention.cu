@@ -483,7 +483,9 @@ __device__ __forceinline__ void pf_load_tile(__half* dst, const __half* __restri
     }
 }
 
-template <bool ASYNC, int LD>
+// MT: query tiles of 16 rows per warp (the block owns MT x 64 rows). Every K or V fragment a warp
+// loads with ldmatrix feeds MT x 2 mma's.
+template <bool ASYNC, int LD, int MT = 1>
 __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, const __half* __restrict__ k,
                                               const __half* __restrict__ v, __half* __restrict__ o,
                                               int N, float scale_log2) {
@@ -491,7 +493,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
     constexpr int TILE = PF_BC * LD;                   // halves per K or V tile
     constexpr int STAGES = ASYNC ? 2 : 1;
     extern __shared__ __align__(16) __half pf_sm[];    // [STAGES][K, V][64][LD]; Q borrows the last stage
-    const int h = blockIdx.y, r0 = blockIdx.x * PF_BR;
+    const int h = blockIdx.y, r0 = blockIdx.x * PF_BR * MT;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const size_t hb = (size_t)h * N * PF_D;
     const __half *qh = q + hb, *kh = k + hb, *vh = v + hb;
@@ -499,17 +501,24 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
     for (int i = threadIdx.x; i < 2 * STAGES * PF_BC; i += blockDim.x)
         for (int c = PF_D; c < LD; ++c) pf_sm[i * LD + c] = __float2half(0.0f);
     __half* qs = pf_sm + (STAGES - 1) * 2 * TILE;
-    pf_load_tile<false, LD>(qs, qh, r0, N);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) pf_load_tile<false, LD>(qs + i * TILE, qh, r0 + i * PF_BC, N);
     __syncthreads();
-    unsigned qa[5][4];                                 // this warp's 16 rows of Q as mma A fragments
+    unsigned qa[MT][5][4];                             // this warp's MT x 16 rows of Q as mma A fragments
 #pragma unroll
-    for (int c = 0; c < 5; ++c)
-        ldsm_x4<false>(qa[c], qs + (warp * 16 + (lane & 15)) * LD + c * 16 + (lane >> 4) * 8);
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int c = 0; c < 5; ++c)
+            ldsm_x4<false>(qa[i][c], qs + (i * PF_BR + warp * 16 + (lane & 15)) * LD + c * 16 + (lane >> 4) * 8);
     __syncthreads();                                   // Q's space is reused by the K/V tiles
-    float oacc[10][4];
+    float oacc[MT][10][4];
 #pragma unroll
-    for (int n = 0; n < 10; ++n) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.0f;
-    float m[2] = {-KL_INF, -KL_INF}, l[2] = {0.0f, 0.0f};   // rows lane/4 and lane/4 + 8
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int n = 0; n < 10; ++n) oacc[i][n][0] = oacc[i][n][1] = oacc[i][n][2] = oacc[i][n][3] = 0.0f;
+    float m[MT][2], l[MT][2];                          // per query tile: rows lane/4 and lane/4 + 8
+#pragma unroll
+    for (int i = 0; i < MT; ++i) m[i][0] = m[i][1] = -KL_INF, l[i][0] = l[i][1] = 0.0f;
     const int tiles = (N + PF_BC - 1) / PF_BC;
     if (ASYNC) {
         pf_load_tile<true, LD>(pf_sm, kh, 0, N);
@@ -531,88 +540,100 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
             pf_load_tile<false, LD>(vs, vh, t * PF_BC, N);
         }
         __syncthreads();
-        // S = Q K^T: 16 x 64 per warp
-        float s[8][4];
+        // S = Q K^T: MT x 16 x 64 per warp; each K fragment serves every query tile
+        float s[MT][8][4];
 #pragma unroll
-        for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int n = 0; n < 8; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.0f;
 #pragma unroll
         for (int c = 0; c < 5; ++c) {
 #pragma unroll
             for (int n = 0; n < 8; n += 2) {
                 unsigned b[4];   // keys 8n..8n+15, dims 16c..16c+15
                 ldsm_x4<false>(b, ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LD + c * 16 + ((lane >> 3) & 1) * 8);
-                mma16816(s[n], qa[c], b[0], b[1]);
-                mma16816(s[n + 1], qa[c], b[2], b[3]);
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    mma16816(s[i][n], qa[i][c], b[0], b[1]);
+                    mma16816(s[i][n + 1], qa[i][c], b[2], b[3]);
+                }
             }
         }
-        // online softmax on this thread's 2 rows (4 lanes share a row: 2 shuffles)
+        // online softmax on this thread's 2 rows per query tile (4 lanes share a row: 2 shuffles)
         const int kbase = t * PF_BC + (lane & 3) * 2;
-        float mt[2] = {m[0], m[1]};
+        unsigned pa[MT][4][4];                         // P as A fragments: 4 chunks of 16 keys
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int i = 0; i < MT; ++i) {
+            float mt[2] = {m[i][0], m[i][1]};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float x = s[n][e] * scale_log2;
-                if (kbase + n * 8 + (e & 1) >= N) x = -KL_INF;
-                s[n][e] = x;
-                mt[e >> 1] = fmaxf(mt[e >> 1], x);
+            for (int n = 0; n < 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[i][n][e] * scale_log2;
+                    if (kbase + n * 8 + (e & 1) >= N) x = -KL_INF;
+                    s[i][n][e] = x;
+                    mt[e >> 1] = fmaxf(mt[e >> 1], x);
+                }
+            float alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
+                mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
+                alpha[r] = ex2_diff(m[i][r], mt[r]);
+                m[i][r] = mt[r];
             }
-        float alpha[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
-            mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
-            alpha[r] = ex2_diff(m[r], mt[r]);
-            m[r] = mt[r];
-        }
-        unsigned pa[4][4];                             // P as A fragments: 4 chunks of 16 keys
+            for (int n = 0; n < 8; ++n) {
+                const float p0 = ex2_diff(s[i][n][0], m[i][0]), p1 = ex2_diff(s[i][n][1], m[i][0]);
+                const float p2 = ex2_diff(s[i][n][2], m[i][1]), p3 = ex2_diff(s[i][n][3], m[i][1]);
+                rs[0] += p0 + p1;
+                rs[1] += p2 + p3;
+                pa[i][n >> 1][(n & 1) * 2] = pack_h2(p0, p1);
+                pa[i][n >> 1][(n & 1) * 2 + 1] = pack_h2(p2, p3);
+            }
 #pragma unroll
-        for (int n = 0; n < 8; ++n) {
-            const float p0 = ex2_diff(s[n][0], m[0]), p1 = ex2_diff(s[n][1], m[0]);
-            const float p2 = ex2_diff(s[n][2], m[1]), p3 = ex2_diff(s[n][3], m[1]);
-            rs[0] += p0 + p1;
-            rs[1] += p2 + p3;
-            pa[n >> 1][(n & 1) * 2] = pack_h2(p0, p1);
-            pa[n >> 1][(n & 1) * 2 + 1] = pack_h2(p2, p3);
-        }
+            for (int r = 0; r < 2; ++r) {
+                rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
+                rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
+                l[i][r] = l[i][r] * alpha[r] + rs[r];
+            }
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
-            rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
-            l[r] = l[r] * alpha[r] + rs[r];
+            for (int n = 0; n < 10; ++n) {
+                oacc[i][n][0] *= alpha[0]; oacc[i][n][1] *= alpha[0];
+                oacc[i][n][2] *= alpha[1]; oacc[i][n][3] *= alpha[1];
+            }
         }
-#pragma unroll
-        for (int n = 0; n < 10; ++n) {
-            oacc[n][0] *= alpha[0]; oacc[n][1] *= alpha[0];
-            oacc[n][2] *= alpha[1]; oacc[n][3] *= alpha[1];
-        }
-        // O += P V: keys are the k dimension, V^T fragments by ldmatrix.trans
+        // O += P V: keys are the k dimension, V^T fragments by ldmatrix.trans, each serving every query tile
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
 #pragma unroll
             for (int n = 0; n < 10; n += 2) {
                 unsigned b[4];   // keys 16c..16c+15, dims 8n..8n+15
                 ldsm_x4<true>(b, vs + (c * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n * 8 + (lane >> 4) * 8);
-                mma16816(oacc[n], pa[c], b[0], b[1]);
-                mma16816(oacc[n + 1], pa[c], b[2], b[3]);
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    mma16816(oacc[i][n], pa[i][c], b[0], b[1]);
+                    mma16816(oacc[i][n + 1], pa[i][c], b[2], b[3]);
+                }
             }
         }
         __syncthreads();                               // this stage is overwritten next
     }
     // O / l, rows < N, columns < 72
-    const int row0 = r0 + warp * 16 + (lane >> 2);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int row = row0 + r * 8;
-        if (row >= N) continue;
-        const float inv = 1.0f / l[r];
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int n = 0; n < 9; ++n) {
-            const int col = n * 8 + (lane & 3) * 2;
-            *reinterpret_cast<__half2*>(o + hb + (size_t)row * PF_D + col) =
-                __floats2half2_rn(oacc[n][2 * r] * inv, oacc[n][2 * r + 1] * inv);
+        for (int r = 0; r < 2; ++r) {
+            const int row = r0 + i * PF_BR + warp * 16 + (lane >> 2) + r * 8;
+            if (row >= N) continue;
+            const float inv = 1.0f / l[i][r];
+#pragma unroll
+            for (int n = 0; n < 9; ++n) {
+                const int col = n * 8 + (lane & 3) * 2;
+                *reinterpret_cast<__half2*>(o + hb + (size_t)row * PF_D + col) =
+                    __floats2half2_rn(oacc[i][n][2 * r] * inv, oacc[i][n][2 * r + 1] * inv);
+            }
         }
-    }
 #endif
 }
 
@@ -641,4 +662,17 @@ extern "C" __global__ __launch_bounds__(128) void attention_14_prefill_padded(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
     pf_mma_kernel<true, PF_DP + 8>(q, k, v, o, N, scale_log2);
+}
+
+// === attention_15_prefill_two_tiles ===
+// Why: in step 14 each K or V fragment a warp reads from shared memory (one ldmatrix.x4, 512 bytes)
+// feeds 2 mma's: 40 ldmatrix per 80 mma per tile, and shared memory delivers 128 bytes per clock per
+// SM, so the fragments take longer to read than the tensor cores take to use them. Here each warp
+// owns two query tiles (32 rows; the block 128): every fragment feeds 4 mma's, half the
+// shared-memory reads per FLOP. The price: twice the accumulator registers, and blocks of 128 rows
+// (fewer blocks at small N). Step 14 with only the query rows per warp changed.
+extern "C" __global__ __launch_bounds__(128) void attention_15_prefill_two_tiles(
+        const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
+        __half* __restrict__ o, int N, float scale_log2) {
+    pf_mma_kernel<true, PF_DP + 8, 2>(q, k, v, o, N, scale_log2);
 }

@@ -25,8 +25,10 @@
 # **In this lab you will** build decode attention from three launches down to one pass with
 # split-KV, GQA and enough bytes in flight; merge partial softmaxes with lab 01's rule (and write
 # that merge yourself); rotate q and k with Qwen3's RoPE while appending to the KV cache; write
-# flash attention on tensor cores (`mma.sync`) with cp.async double buffering and a bank-conflict-free
-# layout; and measure each step against torch's `scaled_dot_product_attention` in the same run.
+# flash attention on tensor cores (`mma.sync`) with cp.async double buffering, a bank-conflict-free
+# layout and more query rows per warp; measure each step against torch's
+# `scaled_dot_product_attention` in the same run; read from the hardware counters what still holds
+# the best steps back; and put flash attention into lab 06's ViT block.
 #
 # **Prerequisites:** lab 00 (roofs, Little's law), lab 01 (online softmax), lab 06 (the cuBLAS
 # attention path). **Expected time:** 75 minutes.
@@ -179,6 +181,19 @@ plot.sweep(dec[dec["name"] != "01_naive"] if len(dec) else dec, "07_decode_sweep
 plot.progress(dec, "07_decode_progress", roof="read", case=A.dec_case_key((A.HQ, 32768), "float16"))
 
 # %% [markdown]
+# ### What holds decode back: the counters
+# Nsight Compute reads the hardware counters of one launch (`make ncu`, recorded on a GPU that
+# allows it; the table names that GPU): how busy DRAM, the issue slots and the tensor pipe are, and
+# why warps wait. Step 05 beside torch SDPA's kernel, at a long and a short cache.
+
+# %%
+lim_dec = results.limiters(A.DECODE)
+lim_dec
+
+# %% jupyter={"source_hidden": true}
+kl.say(A.decode_limits_text(lim_dec))
+
+# %% [markdown]
 # ### RoPE and the KV-cache append, one launch
 # Before attention, Qwen3 rotates q and k by the token's position (rotate-half; dims $i$ and
 # $i + 64$ turn by the angle $p\,\theta^{-i/64}$, $\theta = 10^6$) and appends k and v to the cache.
@@ -245,6 +260,17 @@ build.show("attention", "13_prefill_cp_async")
 build.show("attention", "14_prefill_padded")
 print("shared memory per block (bytes):", A.PF_SMEM)
 
+# %% [markdown]
+# ### Step 15: two query tiles per warp
+# In step 14 every K or V fragment a warp reads from shared memory (one `ldmatrix.x4`, 512 bytes)
+# feeds two `mma`s. Step 15 changes one thing: each warp owns two 16-row query tiles (the block
+# 128 rows), so every fragment feeds four, and shared memory is read half as often per FLOP. The
+# price is registers: two sets of accumulators, so fewer warps fit on an SM, and half as many
+# blocks at small N. The counters below say which side wins.
+
+# %%
+build.show("attention", "15_prefill_two_tiles")
+
 # %%
 kl.check.variants(A.PREFILL)
 
@@ -272,11 +298,12 @@ for n in (4096, 16384):
     r = A.pf_vs_sdpa(n)(pf)
     kl.say(results.unless_missing(r, f"At N = {n} the best step, `{name}`, takes **{r:.2f}×** the time of torch "
                                      f"SDPA (target ≤ 1.4: **{'met' if r <= 1.4 else 'missed'}**)."))
-kl.say(results.summary(pf, "14_padded", "01_cublas"))
+kl.say(results.summary(pf, "15_two_tiles", "01_cublas"))
 kl.say(A.then(results.compare_text(pf, "13_cp_async", "12_mma", A.pf_case_key((A.PF_HEADS, 4096), "float16")),
               ": cp.async double buffering alone."))
 kl.say(A.then(results.compare_text(pf, "14_padded", "13_cp_async", A.pf_case_key((A.PF_HEADS, 4096), "float16")),
               ": the conflict-free row stride alone."))
+kl.say(results.summary(pf, "15_two_tiles", "14_padded") + " The query rows per warp are the one change.")
 r_cublas = A.pf_vs_cublas(pf)
 kl.say(results.unless_missing(
     r_cublas, f"The seed's claim that cuBLAS is faster than flash attention: against the best flash step "
@@ -288,10 +315,37 @@ plot.bars(pf[pf["cols"] >= 4096] if len(pf) else pf, "07_prefill_bars", value="m
           title="ViT prefill attention: time per call (lower is better)")
 
 # %% [markdown]
+# ### What holds the prefill back: the counters
+# Step 14 against step 15 against SDPA's kernel, one launch each at N = 4096, under Nsight Compute.
+
+# %%
+lim_pf = results.limiters(A.PREFILL)
+lim_pf
+
+# %% jupyter={"source_hidden": true}
+kl.say(A.prefill_limits_text(lim_pf))
+
+# %% [markdown]
+# ### Lab 06's block, with flash attention
+# Lab 06 builds the ViT block the report's way: QKᵀ by cuBLAS, lab 05's softmax, then P·V by
+# cuBLAS, with the $16 N^2$ scores in memory. `vit_block.Block(..., attention=A.prefill)` puts the
+# default flash step in their place (one launch instead of three). Both blocks are timed beside
+# torch's eager block with SDPA, on the same weights and input.
+
+# %%
+blk = A.block_compare()
+results.table(blk, ["case", "name", "median_us", "p10_us", "p90_us"])
+
+# %% jupyter={"source_hidden": true}
+for n in A.BLOCK_NS:
+    kl.say(results.compare_text(blk, A.FLASH_BLOCK, A.CUBLAS_BLOCK, f"N={n}:float16") + "; " +
+           results.compare_text(blk, A.FLASH_BLOCK, A.SDPA_BLOCK, f"N={n}:float16") + ".")
+
+# %% [markdown]
 # ## Targets
 
 # %%
-results.targets([*A.DECODE.targets, *A.PREFILL.targets], pd.concat([dec, pf], ignore_index=True))
+results.targets([*A.DECODE.targets, *A.PREFILL.targets, *A.BLOCK.targets], pd.concat([dec, pf, blk], ignore_index=True))
 
 # %% [markdown]
 # ## An Orin on paper (a model, not a measurement)

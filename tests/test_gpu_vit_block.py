@@ -50,6 +50,23 @@ def test_block_matches_float64(grid):
     assert err < vb.error_bound(), f"normwise rel err {err:.2e} > bound {vb.error_bound():.2e}"
 
 
+@pytest.mark.parametrize("grid", [(8, 8), (2, 34), (32, 33)], ids=str)
+def test_block_with_flash_attention_matches_float64(grid):
+    """Lab 07's flash step in the block (Block(attention=...)): one fused op in place of three,
+    the same bound against float64, and the same ops count minus two."""
+    from kernellab.core.device import info
+    if int(info()["arch"][3:]) < 80:
+        pytest.skip("the flash step needs sm_80")
+    from kernellab import attention as A
+    cp = _cupy()
+    W = vb.make_layer(3)
+    x = vb.make_input(*grid, seed=7)
+    b = vb.Block(*grid, W=W, x=cp.asarray(x), attention=A.prefill)
+    assert len(b.ops) == len(vb.BLOCK_PLAN) - 2
+    err = vb.rel_err(b().get(), vb.reference_block(x, W, *grid))
+    assert err < vb.error_bound(), f"normwise rel err {err:.2e} > bound {vb.error_bound():.2e}"
+
+
 def test_block_hostile_and_nan_tokens():
     cp = _cupy()
     W = vb.make_layer(2)

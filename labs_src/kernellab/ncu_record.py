@@ -4,16 +4,18 @@ Every claim of docs/claims.csv measured by `ncu:<metric>` names a family, its be
 steps and a case. For each (family, step, case) this runs one launch of that step under ncu
 (core.ncu, a child process) with every metric those claims ask for, and writes the readings to
 figures/reference/<device>/ncu.csv (family, name, case, metric, unit, value), which the labs'
-claims tables read (results.claims) without a GPU. Needs a GPU and ncu with access to the
-performance counters (the H100 host has both)."""
+claims tables read (results.claims) without a GPU. It also profiles every launch a family names in
+`limiters` (a step or a baseline) with core.ncu.LIMITER_METRICS: the counters that say what limits
+it (results.limiters reads them). `--limiters` records only those, keeping the other readings.
+Needs a GPU and ncu with access to the performance counters (the H100 host has both)."""
 from __future__ import annotations
 
 import sys
 
 from .core.device import is_live, save_recorded
-from .core.ncu import ncu
+from .core.ncu import LIMITER_METRICS, ncu
 from .core.results import claims_file
-from .labs import family_named
+from .labs import families, family_named, key
 
 
 def shape_of(fam, case: str):
@@ -48,30 +50,48 @@ def jobs(claims=None) -> dict:
     return out
 
 
-def main() -> int:
+def limiter_jobs() -> list:
+    """[(family, step or baseline, shape, dtype, kernel regex)] over every family's limiters."""
+    return [(f, name, shape, (f.record_cases or [(None, "float16")])[0][1], kernel)
+            for f in families() for name, shape, kernel in f.limiters]
+
+
+def main(argv=None) -> int:
     import pandas as pd
+    from .core.device import load_recorded
+    argv = sys.argv[1:] if argv is None else argv
     if not is_live():
         print("kernellab.ncu_record needs a CUDA GPU and Nsight Compute: readings are measured, never typed in.")
         return 2
+    todo = [] if "--limiters" in argv else [(family_named(k), step, *shape_of(family_named(k), case), None, metrics)
+                                            for (k, step, case), metrics in sorted(jobs().items())]
+    todo += [(f, name, shape, dt, kernel, LIMITER_METRICS) for f, name, shape, dt, kernel in limiter_jobs()]
     rows, failed = [], []
-    for (key, step, case), metrics in sorted(jobs().items()):
-        fam = family_named(key)
-        shape, dt = shape_of(fam, case)
-        df = ncu(fam, step, shape, dt, metrics={m: m for m in sorted(metrics)})
+    for fam, step, shape, dt, kernel, metrics in todo:
+        k, case = key(fam), fam.case_key(shape, dt)
+        df = ncu(fam, step, shape, dt, kernel=kernel, metrics={m: m for m in sorted(metrics)})
         if df is None:
-            failed.append(f"{key} {step} {case}")
+            failed.append(f"{k} {step} {case}")
             continue
         for r in df.itertuples():
             try:
                 value = float(str(r[5]).replace(",", ""))
             except ValueError:                   # 'n/a': this metric has no reading on this GPU
-                failed.append(f"{key} {step} {case} {r[2]} ({r[5]})")
+                failed.append(f"{k} {step} {case} {r[2]} ({r[5]})")
                 continue
-            rows.append({"family": fam.name, "name": step, "case": fam.case_key(shape, dt), "metric": r[2],
-                         "unit": r[4], "value": value})
-        print(f"ncu: {key} {step} {case}: {len(df)} readings")
+            rows.append({"family": fam.name, "name": step, "case": case, "metric": r[2], "unit": r[4], "value": value})
+        print(f"ncu: {k} {step} {case}: {len(df)} readings")
     if rows:
-        print(f"recorded {len(rows)} readings -> {save_recorded('ncu', pd.DataFrame(rows))}")
+        new = pd.DataFrame(rows)
+        if "--limiters" in argv:                 # keep this device's other readings
+            from .core.device import info
+            old = load_recorded("ncu")
+            old = old[old["device"] == info()["name"]] if len(old) else old
+            if len(old):
+                mine = set(zip(new["family"], new["name"], new["case"]))
+                keep = [t not in mine for t in zip(old["family"], old["name"], old["case"])]
+                new = pd.concat([old.loc[keep, list(new.columns)], new], ignore_index=True)
+        print(f"recorded {len(rows)} readings -> {save_recorded('ncu', new)}")
     if failed:
         print(f"not recorded ({len(failed)}): " + "; ".join(failed))
     return 0 if rows else 1

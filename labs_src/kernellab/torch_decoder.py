@@ -239,6 +239,76 @@ def transformers_check(cfg: Config, seeds=(1, 2), length: int = 24, n_new: int =
     return pd.DataFrame(rows)
 
 
+WIDE = Config("Qwen3-8B widths, 2 layers", hidden=4096, layers=2, heads=32, kv_heads=8, head_dim=128, ffn=12288,
+              vocab=151936)
+
+
+def gpu_check(cfg: Config = WIDE, seeds=(1, 2), length: int = 64, prompt: int = 8, n_new: int = 32):
+    """Our fp16 GPU decoder against transformers' Qwen3ForCausalLM on the GPU, on the very same
+    weights (drawn on the device, read by transformers as views), per seed:
+
+    - teacher-forced: a `length`-token sequence fed one token at a time through our KV cache, and
+      the whole sequence at once through transformers; the worst normwise relative error of the
+      logits over the positions, against the derived bound. Each side is within
+      decoder.error_bound(cfg) of the float64 model, so they are within twice that of each other;
+      the max |logit difference| at a position is then below bound x ||z|| there (its elementwise form).
+    - greedy: `n_new` tokens from the first `prompt` tokens, ours (graph replays) and transformers'
+      `generate`. At step t our argmax must equal transformers' while transformers' top-2 margin
+      exceeds twice the measured max |difference| of the logits there (then no rounding can swap
+      the two tokens). 'decided for' counts those steps, up to the first one that is a coin toss.
+    Returns a table, and raises AssertionError where a check fails (the test calls this)."""
+    import numpy as np
+    import pandas as pd
+    import torch
+    from . import decoder as D
+    bound = 2 * D.error_bound(cfg)
+    rows = []
+    for seed in seeds:
+        dec = Decoder(cfg, None, "float16", capacity=length + n_new, seed=seed)
+        m = transformers_on_gpu(cfg, weights_of(dec))
+        if m is None:
+            print("SKIPPED: transformers is not installed (KERNELLAB_EXTRAS=peers)")
+            return None
+        tokens = [int(t) for t in np.random.default_rng(seed).integers(0, cfg.vocab, length)]
+        ours = []
+        dec.reset()
+        for t in tokens:
+            dec.feed(t)
+            ours.append(dec.logits.get())
+        ours = np.array(ours, np.float64)
+        ids = torch.tensor([tokens], device="cuda")
+        with torch.inference_mode():
+            hf = m(ids).logits[0].double().cpu().numpy()
+            hf_new = m.generate(ids[:, :prompt], max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
+                                attention_mask=torch.ones_like(ids[:, :prompt]))[0, prompt:].tolist()
+            seq = torch.tensor([tokens[:prompt] + hf_new[:-1]], device="cuda")
+            hz = m(seq).logits[0, prompt - 1:].double().cpu().numpy()      # transformers' logits on its own path
+        err = np.array([D.rel_err(a, b) for a, b in zip(ours, hf)])
+        new = dec.generate(tokens[:prompt], n_new)
+        dec.reset()
+        oz = []
+        for t in tokens[:prompt] + hf_new[:-1]:                            # ours on transformers' path
+            dec.feed(t)
+            oz.append(dec.logits.get())
+        diff = np.abs(np.array(oz, np.float64)[prompt - 1:] - hz).max(axis=1)
+        margin = D.top2_margin(hz)
+        decided = next((t for t in range(n_new) if margin[t] <= 2 * diff[t]), n_new)
+        same = next((t for t, (a, b) in enumerate(zip(new, hf_new)) if a != b), n_new)
+        absd = np.abs(ours - hf).max(axis=1)
+        rows.append({"config": cfg.name, "seed": seed, "positions": length,
+                     "worst logits rel err": err.max(), "bound (2 x fp16 storage)": bound,
+                     "max |logit diff|": absd.max(),
+                     "max |diff| / (bound x ||z||)": (absd / (bound * np.linalg.norm(hf, axis=1))).max(),
+                     "greedy tokens equal": f"{same} of {n_new}", "decided steps": decided})
+        del m, dec
+        torch.cuda.empty_cache()
+        assert err.max() < bound, (cfg.name, seed, err.max(), bound)
+        assert same >= decided, (cfg.name, seed, new, hf_new, decided)
+    import cupy
+    cupy.get_default_memory_pool().free_all_blocks()
+    return pd.DataFrame(rows)
+
+
 # ---- the baselines, timed beside our token step (make bench: decoder_torch.csv) ------------------------------------
 
 NAME = "decoder_torch"

@@ -423,9 +423,10 @@ def _device_weights(W):
     return {k: cupy.asarray(v) for k, v in W.items()}
 
 
-def block_ops(L, ws, x, y):
+def block_ops(L, ws, x, y, attention=None):
     """The block as a list of Ops, reading x and writing y ([N, 1152] each), exactly in the
-    report's order (BLOCK_PLAN)."""
+    report's order (BLOCK_PLAN). attention: a fused kernel attention(q, k, v, out=o) on [16, N, 72]
+    (lab 07's flash step) in place of QK^T -> softmax -> P.V (the scores never reach memory)."""
     gh, gw = ws.grid
     ln, bar = V.layernorm, V.bias_add_residual
     fns = [
@@ -445,7 +446,11 @@ def block_ops(L, ws, x, y):
         lambda: gemm(ws.m2, L["fc2_w"], ws.t),
         lambda: bar(ws.t, L["fc2_b"], residual=ws.x1, out=y),
     ]
-    return [Op(nm, kind, k, f) for (nm, kind, k), f in zip(BLOCK_PLAN, fns, strict=True)]
+    ops = [Op(nm, kind, k, f) for (nm, kind, k), f in zip(BLOCK_PLAN, fns, strict=True)]
+    if attention is not None:
+        ops[4:7] = [Op("attention (fused)", "kernel", "lab 07's flash attention",
+                       lambda: attention(ws.q, ws.k, ws.v, out=ws.o))]
+    return ops
 
 
 def merger_ops(M, ws, x, y, postshuffle=False, gelu="tanh"):
@@ -492,7 +497,7 @@ class Block:
     """One ViT block on the GPU at a grid: its weights, input and workspace bound once.
     Block(...)() runs it eagerly (15 launches); .output is the result."""
 
-    def __init__(self, grid_h, grid_w, W=None, x=None, seed=0):
+    def __init__(self, grid_h, grid_w, W=None, x=None, seed=0, attention=None):
         need_gpu("the ViT block")
         import cupy
         validate(x if x is not None else np.empty((grid_h * grid_w, HIDDEN)), grid_h, grid_w)
@@ -505,7 +510,7 @@ class Block:
         self.ws = Workspace(grid_h, grid_w, merger=False)
         self.x = make_input(grid_h, grid_w, seed=seed, xp=cupy) if x is None else x
         self.output = _f16(grid_h * grid_w, HIDDEN)
-        self.ops = block_ops(self.W, self.ws, self.x, self.output)
+        self.ops = block_ops(self.W, self.ws, self.x, self.output, attention)
 
     def __call__(self):
         run(self.ops)

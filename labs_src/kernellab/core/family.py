@@ -60,6 +60,9 @@ class Family:
     case_key      (shape, dtype) -> the case's key in a results frame
     record        for a family that is not a ladder (lab 00's fundamentals, a whole block):
                   record() -> frame; else bench.compare over record_cases
+    limiters      [(step or baseline, shape, kernel regex or None)]: launches `make ncu` profiles with
+                  core.ncu.LIMITER_METRICS (tensor pipe, shared memory, issue, DRAM, occupancy,
+                  stalls), so a lab can say from counters what limits a step and a baseline
     about         one line for tables and listings"""
     name: str
     kernels: str
@@ -79,6 +82,7 @@ class Family:
     roof: str = "copy"
     case_key: Callable = case_key
     record: Callable | None = None
+    limiters: tuple = ()
     about: str = ""
 
     def __repr__(self):

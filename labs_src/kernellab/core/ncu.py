@@ -18,23 +18,48 @@ NCU_METRICS = {
     "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved occupancy (%)",
 }
 
+# What limits a launch: the busiest unit against its peak, and why warps wait (stall cycles per issued
+# instruction, by reason). Family.limiters names the launches; `make ncu` records them.
+LIMITER_METRICS = {
+    "gpu__time_duration.sum": "duration (ns)",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor pipe busy (%)",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed": "shared memory busy (%)",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum": "shared memory bank conflicts",
+    "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active": "XU pipe (exp2) busy (%)",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue slots busy (%)",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput (% of peak)",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved occupancy (%)",
+    "launch__registers_per_thread": "registers per thread",
+    "launch__grid_size": "grid size",
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": "stall: waiting on memory",
+    "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio": "stall: shared memory / XU",
+    "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio": "stall: MIO queue full",
+    "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio": "stall: math pipe busy",
+    "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio": "stall: __syncthreads",
+    "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio": "stall: fixed latency",
+}
+
 
 def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics=NCU_METRICS,
         timeout: int = 300):
     """Collect the seed's Nsight Compute metrics for one launch of one variant, in a child
-    process under `ncu`. kernel: a regex for the kernel to profile (default: the family's
-    kernel with the variant's step number, e.g. ^add_07_). Returns a table, or prints the
-    command to run where ncu is missing, there is no GPU, or profiling is not permitted."""
+    process under `ncu`. name: a step, or one of the family's baselines (then give `kernel`).
+    kernel: a regex for the kernel to profile (default: the family's kernel with the variant's
+    step number, e.g. ^add_07_). Returns a table, or prints the command to run where ncu is
+    missing, there is no GPU, or profiling is not permitted."""
     import os
     import shutil
     import subprocess
     import sys
     import pandas as pd
     family = of(family)
+    if name not in family.variants and (name not in family.baselines or not kernel):
+        raise ValueError(f"{family.name}: {name!r} is neither a step nor a baseline with a kernel regex")
     kname = "regex:" + (kernel or f"^{family.kernels}_{name[:2]}_")
+    call = f"f.variants[{name!r}](*a)" if name in family.variants else f"f.baselines[{name!r}](*a)()"
     script = (f"import cupy; from kernellab.labs import family_named; f = family_named({(f'{family.name}:{family.op}' if family.op else family.name)!r}); "
               f"a = [cupy.asarray(v) for v in f.make_input({tuple(shape)!r}, {dtype!r})]; "
-              f"f.variants[{name!r}](*a); cupy.cuda.Device().synchronize()")
+              f"{call}; cupy.cuda.Device().synchronize()")
     exe = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
     cmd = [exe or "ncu", "--metrics", ",".join(metrics), "--kernel-name", kname, "--launch-count", "1",
            "--print-units", "base", "--csv", sys.executable, "-c", script]     # base units: ns, bytes, never scaled

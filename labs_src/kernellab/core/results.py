@@ -271,6 +271,31 @@ def _ncu_reading(r, claimed, df) -> tuple:
     return m, verdict(m, claimed, r.kind), shown
 
 
+def limiters(family):
+    """What limits each launch the family names in `limiters`, from the recorded Nsight Compute
+    readings (ncu.csv, `make ncu`): one row per counter (core.ncu.LIMITER_METRICS, in its order),
+    one column per '<step or baseline> @ <case>'; the provenance printed once. None (and a line
+    saying so) where nothing is recorded. ncu reads one device's counters; the table names it."""
+    import pandas as pd
+    from .device import load_recorded
+    from .ncu import LIMITER_METRICS
+    rec = load_recorded("ncu")
+    keys = [(name, family.case_key(shape, (family.record_cases or [(None, "float16")])[0][1]))
+            for name, shape, _ in family.limiters]
+    rec = rec[(rec["family"] == family.name) & rec["metric"].isin(list(LIMITER_METRICS))] if len(rec) else rec
+    rec = rec[[k in keys for k in zip(rec["name"], rec["case"])]] if len(rec) else rec
+    if rec.empty:
+        print(f"No Nsight Compute readings of {family.name}'s limiters recorded yet: `make ncu` on a GPU with ncu.")
+        return None
+    rec = one_source(rec)
+    print(f"Nsight Compute, one launch each: {provenance(rec)}")
+    t = rec.pivot_table(index="metric", columns=["name", "case"], values="value", sort=False)
+    t = t.reindex([m for m in LIMITER_METRICS if m in t.index])
+    t.index = [LIMITER_METRICS[m] for m in t.index]
+    t.columns = [f"{n} @ {c}" for n, c in t.columns]
+    return t[[f"{n} @ {c}" for n, c in keys if f"{n} @ {c}" in t.columns]].round(2)
+
+
 def claims(lab: str, df, families=(), measured=None):
     """The lab's 'seed claim vs measured here' table: docs/claims.csv filtered to `lab`, each row
     judged by the one rule: how = ratio, time(slow)/time(fast) at case from the frame on screen;
