@@ -521,6 +521,119 @@ extern "C" __global__ void softmax_07_fp16_pipelined(const __half* __restrict__ 
     }
 }
 
+// === softmax_09_rows_per_warp ===
+// Why: at 32 columns steps 05 and 07 give a row a whole warp (or block) and use 8 (or 4) of its 32
+// lanes: three quarters of every warp idles, and a launch of a million rows is a million row
+// groups of mostly idle lanes. Here a row gets only as many lanes as it has 16-byte vectors
+// (lpr: 1, 2, 4, ..., 32), so one warp holds 32 / lpr rows: 4 rows of 32 floats, or 8 rows of 32
+// halves. Everything else is step 05's (and, for fp16, step 06's) register path: the row read once
+// into registers, the max and the sum reduced over the row's lanes with shuffles (width lpr), one
+// ex2 per element, one 16-byte store. Rows longer than 32 lanes x 8 float4 (or x 4 half8) = 1024
+// elements go to steps 05 / 07: the launcher is the dispatch table.
+#define RPW_REGS 8     // float4 registers per lane: the row's share of a lane, at most
+__device__ __forceinline__ float group_max(float v, int lpr) {
+    for (int o = lpr >> 1; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ float group_sum(float v, int lpr) {
+    for (int o = lpr >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <bool HALF>
+__device__ __forceinline__ void rows_per_warp_body(const void* __restrict__ xv, void* __restrict__ yv, int R,
+                                                   int C, int vec_ok, int lpr, int nv) {
+    // nv: 16-byte loads per lane (fp32: float4, fp16: 8 halves into two float4); every lane of a
+    // warp takes part in the shuffles, so lanes past the last row load -inf and store nothing.
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long row = t / lpr;
+    const int sub = (int)(t & (lpr - 1));
+    const bool live = row < R;
+    const float NI = -KL_INF;
+    float4 v[RPW_REGS];
+#pragma unroll
+    for (int k = 0; k < RPW_REGS; ++k) v[k] = make_float4(NI, NI, NI, NI);
+    if (live) {
+        if (HALF) {
+            const __half* xr = static_cast<const __half*>(xv) + row * C;
+#pragma unroll
+            for (int k = 0; k < RPW_REGS / 2; ++k)
+                if (k < nv) load8(xr, sub + k * lpr, C, vec_ok, v[2 * k], v[2 * k + 1]);
+        } else {
+            const float* xr = static_cast<const float*>(xv) + row * C;
+#pragma unroll
+            for (int k = 0; k < RPW_REGS; ++k)
+                if (k < nv) v[k] = load4(xr, sub + k * lpr, C, vec_ok);
+        }
+    }
+    float m = NI;
+#pragma unroll
+    for (int k = 0; k < RPW_REGS; ++k) m = fmaxf(m, max4(v[k]));
+    m = group_max(m, lpr);
+    float d = 0.0f;
+#pragma unroll
+    for (int k = 0; k < RPW_REGS; ++k) d += exp4_inplace<true>(v[k], m);
+    const float inv = 1.0f / group_sum(d, lpr);   // NaN and +inf rows: d is NaN; an all -inf row: 1/0, 0 x inf = NaN
+    if (!live) return;
+    if (HALF) {
+        __half* yr = static_cast<__half*>(yv) + row * C;
+#pragma unroll
+        for (int k = 0; k < RPW_REGS / 2; ++k)
+            if (k < nv) store8(yr, sub + k * lpr, C, vec_ok, scale4(v[2 * k], inv), scale4(v[2 * k + 1], inv));
+    } else {
+        float* yr = static_cast<float*>(yv) + row * C;
+#pragma unroll
+        for (int k = 0; k < RPW_REGS; ++k)
+            if (k < nv) store4(yr, sub + k * lpr, C, vec_ok, scale4(v[k], inv));
+    }
+}
+
+// Rows of one 16-byte load per lane (nv = 1: up to 128 floats or 256 halves) leave a lane one load
+// in flight, too few bytes for Little's law. There each lane group takes RPL rows, the warp's j-th
+// load reading the j-th run of 32 / lpr consecutive rows (512 contiguous bytes): RPL loads in flight.
+#define RPL 4
+template <bool HALF>
+__device__ __forceinline__ void short_rows_body(const void* __restrict__ xv, void* __restrict__ yv, int R, int C,
+                                                int vec_ok, int lpr) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int rpw = 32 / lpr, sub = (int)(t & (lpr - 1));
+    const long long row0 = (t >> 5) * rpw * RPL + (int)(t & 31) / lpr;
+    const float NI = -KL_INF;
+    float4 v[RPL][2];
+#pragma unroll
+    for (int j = 0; j < RPL; ++j) {
+        const long long row = row0 + j * rpw;
+        v[j][0] = v[j][1] = make_float4(NI, NI, NI, NI);
+        if (row >= R) continue;
+        if (HALF) load8(static_cast<const __half*>(xv) + row * C, sub, C, vec_ok, v[j][0], v[j][1]);
+        else v[j][0] = load4(static_cast<const float*>(xv) + row * C, sub, C, vec_ok);
+    }
+#pragma unroll
+    for (int j = 0; j < RPL; ++j) {
+        const float m = group_max(fmaxf(max4(v[j][0]), max4(v[j][1])), lpr);
+        const float inv = 1.0f / group_sum(exp4_inplace<true>(v[j][0], m) + exp4_inplace<true>(v[j][1], m), lpr);
+        const long long row = row0 + j * rpw;
+        if (row >= R) continue;
+        if (HALF) store8(static_cast<__half*>(yv) + row * C, sub, C, vec_ok, scale4(v[j][0], inv), scale4(v[j][1], inv));
+        else store4(static_cast<float*>(yv) + row * C, sub, C, vec_ok, scale4(v[j][0], inv));
+    }
+}
+
+extern "C" __global__ void softmax_09_rows_per_warp(const float* __restrict__ x, float* __restrict__ y, int R,
+                                                    int C, int vec_ok, int lpr, int nv) {
+    if (nv == 1) short_rows_body<false>(x, y, R, C, vec_ok, lpr);
+    else rows_per_warp_body<false>(x, y, R, C, vec_ok, lpr, nv);
+}
+
+// === softmax_09_rows_per_warp_fp16 ===
+// Why: the same kernel for fp16 rows: 8 halves per 16-byte load, converted to fp32 in registers
+// (step 06's load8/store8), so a row of 32 halves takes 4 lanes and a warp holds 8 rows.
+extern "C" __global__ void softmax_09_rows_per_warp_fp16(const __half* __restrict__ x, __half* __restrict__ y,
+                                                         int R, int C, int vec_ok, int lpr, int nv) {
+    if (nv == 1) short_rows_body<true>(x, y, R, C, vec_ok, lpr);
+    else rows_per_warp_body<true>(x, y, R, C, vec_ok, lpr, nv);
+}
+
 // === softmax_08_safe_v1 ===
 // Why: the tutorial's softmax_safe_v1_kernel as it means it, fixed so it compiles: the printed code
 // declares `__shared__ float s_data;` (one float) and indexes it, and reads the result as `s_data`;

@@ -37,6 +37,7 @@
 
 # %%
 import numpy as np
+import pandas as pd
 
 import kernellab as kl
 from kernellab import bench, build, plot, results, softmax
@@ -266,6 +267,34 @@ build.show("softmax", "07_fp16_pipelined")
 check_variants(softmax, ["07_fp16_pipelined"])
 
 # %% [markdown]
+# ## Step 09: as many lanes as the row needs, and a dispatch by row length
+# Steps 05–07 give every row a warp at least. A row of 32 floats is 8 float4 loads, so 24 of the
+# warp's 32 lanes idle, and a million such rows are a million mostly idle row groups. Step 09
+# gives a row only as many lanes as it has 16-byte vectors, rounded up to a power of two (`lpr`),
+# so a warp holds 32 / `lpr` rows. Where a row is then a single 16-byte load per lane, each lane
+# takes 4 rows, so 4 loads are in flight (lab 00's Little's law). Everything else is step 05's
+# register path: one read, the max and the sum reduced over the row's lanes (shuffles of width
+# `lpr`), one `ex2` per element, one store. Rows longer than 32 lanes' registers (1024 elements) go to step 05 (fp32) or step 07
+# (fp16): the launcher is a dispatch table, printed below.
+
+# %%
+build.show("softmax", "09_rows_per_warp")
+check_variants(softmax, ["09_dispatch"])
+softmax.dispatch_table()
+
+# %% [markdown]
+# The short-row family (timed above with step 08) has step 09 beside torch and a memcpy of the same
+# bytes, from 32 to 1024 columns:
+
+# %% jupyter={"source_hidden": true}
+kl.say(results.summary(short, "09_dispatch", "torch.softmax"))
+kl.say(results.summary(short, "09_dispatch", "05_online_vec4"))
+fr = results.select(short, name="09_dispatch")
+kl.say(results.unless_missing(fr["frac_copy"].min() if len(fr) else float("nan"),
+       f"Step 09 reaches **{fr['frac_copy'].min():.2f}–{fr['frac_copy'].max():.2f}** of the copy roof over these "
+       f"row lengths ({results.source(short)})." if len(fr) else ""))
+
+# %% [markdown]
 # ## What the compiler made of each step
 # Registers, spills and shared memory per kernel, for Orin (sm_87) and Hopper (sm_90).
 # Steps 05–07 hold the row in registers (the most registers per thread): no spills, but at 1024
@@ -295,8 +324,6 @@ plot.bars(results.select(res, dtype="float16"), "01_softmax_targets_fp16", title
 # Speedups of the best steps over `torch.softmax` (ratios of medians; > 1 means faster):
 
 # %%
-import pandas as pd
-
 pd.concat([results.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("float32", "float16")]
           + [results.speedup(res, "07_fp16_pipelined", "06_fp16_vec8")], axis=1).round(2)
 

@@ -676,8 +676,8 @@ def then(text: str, why: str) -> str:
     return text if "not measured" in text else text + why
 
 
-def prefill_compare(min_n=1024):
-    """The prefill ladder at N >= min_n. Live, step 11 is timed at N = min_n only (it takes
+def prefill_compare(min_n=64, row_n=1024):
+    """The prefill ladder at N >= min_n. Live, step 11 is timed at N = row_n only (it takes
     milliseconds beyond) and the cuBLAS path where its N^2 scores fit in half the free memory;
     without a GPU, every recorded row (make bench times every step at every N)."""
     import pandas as pd
@@ -692,7 +692,8 @@ def prefill_compare(min_n=1024):
     parts = [bench.compare(PREFILL, [c], host=False, names=[n for n in PF_VARIANTS if n != "11_row" and
                                                            (n != "01_cublas" or held(c[0][1]) < room)])
              for c in cases]
-    parts.append(bench.compare(PREFILL, cases[:1], names=["11_row"], baselines=False, host=False))
+    parts.append(bench.compare(PREFILL, [c for c in cases if c[0][1] == row_n] or cases[:1], names=["11_row"],
+                               baselines=False, host=False))
     for k in [k for k in _SCRATCH if k[0] in ("pf_scores", "pf_probs")]:
         del _SCRATCH[k]                                            # gigabytes at large N: not kept for later cells
     return pd.concat(parts, ignore_index=True)

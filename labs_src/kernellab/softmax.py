@@ -215,6 +215,56 @@ def fp16_pipelined(x, out=None):
     return out_
 
 
+RPW_REGS = 8            # float4 registers per lane in step 09 (RPW_REGS in softmax.cu)
+RPW_BLOCK = 128
+RPL = 4                 # rows per lane group where a row is one 16-byte load per lane (RPL in softmax.cu)
+
+
+def rows_per_warp_geometry(C: int, dtype: str) -> tuple | None:
+    """Step 09's dispatch for a row of C elements: (lanes per row, 16-byte loads per lane), or
+    None where the row does not fit 32 lanes' registers (then steps 05 / 07 take it). A row gets
+    as many lanes as it has 16-byte vectors, rounded up to a power of two, at most 32."""
+    width = 8 if dtype == "float16" else 4
+    vecs = -(-C // width)
+    lpr = min(32, 1 << max(0, vecs - 1).bit_length())
+    nv = -(-vecs // lpr)
+    # fp16 rows of two or more loads a lane: step 07 (it loads the next row during this one) measured
+    # faster than a warp per row here on an H100 (512 and 1024 halves), so the table sends them there
+    return (lpr, nv) if nv <= (1 if dtype == "float16" else RPW_REGS) else None
+
+
+def dispatch_table(lengths=(32, 64, 128, 256, 512, 1024, 2048)):
+    """Step 09's dispatch per row length and dtype: the rows-per-warp geometry, or the step that
+    takes rows too long for it."""
+    import pandas as pd
+
+    def cell(c, dt):
+        g = rows_per_warp_geometry(c, dt)
+        if g is None:
+            return "step 05" if dt == "float32" else "step 07"
+        lpr, nv = g
+        if nv == 1:
+            return f"{32 // lpr * RPL} rows per warp: {lpr} lane(s) a row, {RPL} rows a lane, one load each"
+        return f"a warp per row, {nv} 16-byte loads a lane"
+    return pd.DataFrame([{"row length": c, **{dt: cell(c, dt) for dt in ("float32", "float16")}} for c in lengths])
+
+
+@variant(dtypes=("float32", "float16"))
+def dispatch(x, out=None):
+    """Step 09: rows of at most 1024 elements to the rows-per-warp kernel (rows_per_warp_geometry),
+    longer rows to step 05 (fp32) or step 07 (fp16)."""
+    half = x.dtype == np.float16
+    out_, R, C = _prep(x, out, "float16" if half else "float32")
+    g = rows_per_warp_geometry(C, "float16" if half else "float32") if R and C else None
+    if g is None:
+        return (fp16_pipelined if half else online_vec4)(x, out=out_) if R and C else out_
+    lpr, nv = g
+    rows_per_block = RPW_BLOCK // lpr * (RPL if nv == 1 else 1)     # nv = 1: each lane group takes RPL rows
+    launch(FAMILY, "softmax_09_rows_per_warp" + ("_fp16" if half else ""), (-(-R // rows_per_block),),
+           (RPW_BLOCK,), (x, out_, R, C, _vec_ok(x, out_, 8 if half else 4), lpr, nv))
+    return out_
+
+
 SAFE_V1_MAX_BLOCK = 1024   # step 08 holds one element per thread (SAFE_V1_MAX_BLOCK in softmax.cu)
 
 
@@ -253,6 +303,7 @@ VARIANTS = {
     "05_online_vec4": online_vec4,
     "06_fp16_vec8": fp16_vec8,
     "07_fp16_pipelined": fp16_pipelined,
+    "09_dispatch": dispatch,
 }
 BEST = {"float32": "05_online_vec4", "float16": "07_fp16_pipelined"}
 
@@ -335,7 +386,8 @@ SHORT = Family(
     name="softmax_short", kernels=FAMILY, case_key=case_key, make_input=make_input,
     reference=reference, bytes_moved=bytes_moved, tolerance=tolerance,
     variants={"01_naive": naive, "02_safe_smem": safe_smem, "08_safe_v1": safe_v1,
-              "03_warp_shuffle": warp_shuffle, "03_warp_per_row": warp_per_row, "05_online_vec4": online_vec4},
+              "03_warp_shuffle": warp_shuffle, "03_warp_per_row": warp_per_row, "05_online_vec4": online_vec4,
+              "09_dispatch": dispatch},
     default={}, baselines={"torch.softmax": _torch, "memcpy x -> y (floor)": memcpy},
     shapes={f"short_rows_{r}x{c}": (r, c) for r, c in SHORT_SHAPES},
     check_cases=[(s, v) for s in [(1, 1), (3, 31), (1, 33), (5, 257), (3, 1023), (3, 1024), (2, 0), (0, 5)]
