@@ -634,6 +634,159 @@ extern "C" __global__ void softmax_09_rows_per_warp_fp16(const __half* __restric
     else rows_per_warp_body<true>(x, y, R, C, vec_ok, lpr, nv);
 }
 
+// === softmax_10_cluster_2 ===
+// Why: a row longer than one block's registers (1024 threads x 32 elements = 32768) makes steps 05
+// and 07 stream it twice: 2 reads + 1 write, at most 2/3 of the copy roof. A thread-block cluster
+// (sm_90) spreads one row over CS blocks on CS SMs, each holding its chunk in registers; the blocks
+// exchange their (m, d) through distributed shared memory (each reads the others' with
+// ld.shared::cluster), combine them with lab 01's rule, and write their chunk: 1 read + 1 write
+// for rows up to 8 x 32768 elements. On GPUs before sm_90 the launcher never calls it.
+#if __CUDA_ARCH__ >= 900
+#define KL_CLUSTER(n) __cluster_dims__(n, 1, 1)
+#else
+#define KL_CLUSTER(n)
+#endif
+#define CL_REGS 8      // float4 registers per thread: 32 elements
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r = 0;
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+    return r;
+}
+__device__ __forceinline__ void cluster_sync() {     // every thread of every block of the cluster
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ float ld_cluster(const float* p, unsigned rank) {   // block `rank`'s copy of *p
+    float v = 0.0f;
+#if __CUDA_ARCH__ >= 900
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+#endif
+    return v;
+}
+
+// (m, d) of this block's chunk -> the row's (M, D), through the cluster's shared memory.
+template <int CS>
+__device__ __forceinline__ MD cluster_row_md(MD mine) {
+    __shared__ float part[2];                          // this block's (m, d), read by the whole cluster
+    const MD blk = row_reduce_md<true>(mine);
+    if (threadIdx.x == 0) { part[0] = blk.m; part[1] = blk.d; }
+    cluster_sync();                                    // every block's part is written
+    MD row_md = {-KL_INF, 0.0f};
+#pragma unroll
+    for (int r = 0; r < CS; ++r) row_md = md_combine<true>(row_md, MD{ld_cluster(&part[0], r), ld_cluster(&part[1], r)});
+    cluster_sync();                                    // no block leaves while another still reads its part
+    return row_md;
+}
+
+// fp16 keeps its chunk as raw halves (8 x 16 bytes = 64 halves a thread, twice fp32's count in the same
+// registers), so a block of half the threads holds the same chunk: two blocks an SM where fp32 has one.
+// The max is taken in fp16 (exact), and exp is computed twice (once for the sum, once for the output).
+#define CLH_REGS 8
+template <int CS>
+__device__ __forceinline__ void cluster_body_h(const __half* __restrict__ x, __half* __restrict__ y, int C,
+                                               int vec_ok, int chunk) {
+    const long long row = blockIdx.x / CS;
+    const int c0 = (int)cluster_rank() * chunk, len = max(0, min(C, c0 + chunk) - c0);
+    const __half* xr = x + row * C + c0;
+    float4 lo, hi;
+    uint4 raw[CLH_REGS];
+#pragma unroll
+    for (int k = 0; k < CLH_REGS; ++k) {
+        const int g = threadIdx.x + k * blockDim.x;
+        if (vec_ok) {
+            raw[k] = ld_raw8(xr, g, len);
+        } else {                                       // scalar loads, repacked (-inf past the end)
+            load8(xr, g, len, 0, lo, hi);
+            Half8 h;
+            h.h2[0] = __floats2half2_rn(lo.x, lo.y); h.h2[1] = __floats2half2_rn(lo.z, lo.w);
+            h.h2[2] = __floats2half2_rn(hi.x, hi.y); h.h2[3] = __floats2half2_rn(hi.z, hi.w);
+            raw[k] = h.u;
+        }
+    }
+    float m = -KL_INF, d = 0.0f;
+#pragma unroll
+    for (int k = 0; k < CLH_REGS; ++k) { unpack8(raw[k], lo, hi); m = fmaxf(m, fmaxf(max4(lo), max4(hi))); }
+#pragma unroll
+    for (int k = 0; k < CLH_REGS; ++k) { unpack8(raw[k], lo, hi); d += exp4_inplace<true>(lo, m) + exp4_inplace<true>(hi, m); }
+    const MD row_md = cluster_row_md<CS>(MD{m, d});
+    const float inv = 1.0f / row_md.d;
+    __half* yr = y + row * C + c0;
+#pragma unroll
+    for (int k = 0; k < CLH_REGS; ++k) {
+        unpack8(raw[k], lo, hi);
+        exp4_inplace<true>(lo, row_md.m);
+        exp4_inplace<true>(hi, row_md.m);
+        store8(yr, threadIdx.x + k * blockDim.x, len, vec_ok, scale4(lo, inv), scale4(hi, inv));
+    }
+}
+
+template <int CS>
+__device__ __forceinline__ void cluster_body(const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok,
+                                             int chunk) {
+    const long long row = blockIdx.x / CS;
+    const int c0 = (int)cluster_rank() * chunk, len = max(0, min(C, c0 + chunk) - c0);   // chunk: a multiple of 8
+    const float* xr = x + row * C + c0;
+    float4 v[CL_REGS];
+#pragma unroll
+    for (int k = 0; k < CL_REGS; ++k) v[k] = load4(xr, threadIdx.x + k * blockDim.x, len, vec_ok);
+    float m = -KL_INF, d = 0.0f;
+#pragma unroll
+    for (int k = 0; k < CL_REGS; ++k) m = fmaxf(m, max4(v[k]));
+#pragma unroll
+    for (int k = 0; k < CL_REGS; ++k) d += exp4_inplace<true>(v[k], m);
+    const float k_out = out_scale<true>(m, cluster_row_md<CS>(MD{m, d}));
+    float* yr = y + row * C + c0;
+#pragma unroll
+    for (int k = 0; k < CL_REGS; ++k) store4(yr, threadIdx.x + k * blockDim.x, len, vec_ok, scale4(v[k], k_out));
+}
+
+extern "C" __global__ void KL_CLUSTER(2) __launch_bounds__(1024) softmax_10_cluster_2(
+        const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
+    cluster_body<2>(x, y, C, vec_ok, chunk);
+}
+
+// === softmax_10_cluster_fp16_2 ===
+// Why: the same for fp16, a cluster of 2 blocks; the chunk stays in registers as raw halves (64 a thread).
+extern "C" __global__ void KL_CLUSTER(2) __launch_bounds__(512) softmax_10_cluster_fp16_2(
+        const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
+    cluster_body_h<2>(x, y, C, vec_ok, chunk);
+}
+
+// === softmax_10_cluster_4 ===
+// Why: the same, a cluster of 4 blocks (the cluster size is fixed at compile time: one kernel per size).
+extern "C" __global__ void KL_CLUSTER(4) __launch_bounds__(1024) softmax_10_cluster_4(
+        const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
+    cluster_body<4>(x, y, C, vec_ok, chunk);
+}
+
+// === softmax_10_cluster_fp16_4 ===
+// Why: the same for fp16, a cluster of 4 blocks; the chunk stays in registers as raw halves (64 a thread).
+extern "C" __global__ void KL_CLUSTER(4) __launch_bounds__(512) softmax_10_cluster_fp16_4(
+        const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
+    cluster_body_h<4>(x, y, C, vec_ok, chunk);
+}
+
+// === softmax_10_cluster_8 ===
+// Why: the same, a cluster of 8 blocks (the cluster size is fixed at compile time: one kernel per size).
+extern "C" __global__ void KL_CLUSTER(8) __launch_bounds__(1024) softmax_10_cluster_8(
+        const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
+    cluster_body<8>(x, y, C, vec_ok, chunk);
+}
+
+// === softmax_10_cluster_fp16_8 ===
+// Why: the same for fp16, a cluster of 8 blocks; the chunk stays in registers as raw halves (64 a thread).
+extern "C" __global__ void KL_CLUSTER(8) __launch_bounds__(512) softmax_10_cluster_fp16_8(
+        const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
+    cluster_body_h<8>(x, y, C, vec_ok, chunk);
+}
+
+
 // === softmax_08_safe_v1 ===
 // Why: the tutorial's softmax_safe_v1_kernel as it means it, fixed so it compiles: the printed code
 // declares `__shared__ float s_data;` (one float) and indexes it, and reads the result as `s_data`;

@@ -295,6 +295,25 @@ kl.say(results.unless_missing(fr["frac_copy"].min() if len(fr) else float("nan")
        f"row lengths ({results.source(short)})." if len(fr) else ""))
 
 # %% [markdown]
+# ## Step 10: one long row over a thread-block cluster (sm_90)
+# A block holds at most 1024 threads × 32 elements = 32768 elements in registers, so steps 05
+# and 07 stream a longer row twice: 2 reads and 1 write, at most 2/3 of the copy roof. On sm_90 a
+# thread-block cluster puts 2, 4 or 8 blocks on different SMs that can read each other's shared
+# memory. Step 10 cuts a row into one chunk per block, each held in registers; each block writes
+# its chunk's `(m, d)` to its shared memory, the cluster synchronises, every block reads all the
+# pairs (`ld.shared::cluster`) and combines them with lab 01's rule, then writes its chunk. One
+# read and one write, up to 8 × 32768 elements a row. fp16 keeps its chunk as raw halves (64 a
+# thread in the registers that hold 32 floats) and computes each exponential twice. Rows shorter
+# than 16385 go to step 09's dispatch. On GPUs before sm_90 the step is skipped.
+
+# %%
+build.show("softmax", "10_cluster_2")
+check_variants(softmax, ["10_cluster"])
+pd.DataFrame([{"row length": c, **{f"{dt}: blocks per row, threads per block, elements per block":
+                                   softmax.cluster_geometry(c, dt) for dt in ("float32", "float16")}}
+              for c in (16385, 32768, 65536, 151936, 262144)])
+
+# %% [markdown]
 # ## What the compiler made of each step
 # Registers, spills and shared memory per kernel, for Orin (sm_87) and Hopper (sm_90).
 # Steps 05–07 hold the row in registers (the most registers per thread): no spills, but at 1024
@@ -401,6 +420,21 @@ if len(nv):
            "total its one serial thread per row does the same total work whatever the length, so the time "
            "follows how well the rows fill the GPU, not the length itself. "
            + "It is slow everywhere; where it is slowest, few rows share the GPU (one serial thread per row).")
+
+# %% [markdown]
+# ### Every row length at speed: the best step per length, and the targets
+# The fastest step at each row length of the sweep (fp32 and fp16; live, this times both dtypes'
+# last steps and torch), its fraction of the copy roof, and torch's time over its time. Steps
+# 09 and 10 exist for the two ends of this table.
+
+# %%
+swb = bench.compare(softmax, [(s, dt) for dt in ("float32", "float16") for s in softmax.SWEEP],
+                    names=["05_online_vec4", "07_fp16_pipelined", "09_dispatch", "10_cluster"],
+                    baselines=["torch.softmax"])
+softmax.best_per_length(swb)
+
+# %%
+results.targets(softmax.SOFTMAX.targets, swb)
 
 # %% [markdown]
 # ## Passes counted vs passes paid: where a row falls out of L1 and L2

@@ -9,7 +9,7 @@ from kernellab import build
 
 FAMILIES = sorted(p.stem for p in build.KERNELS.glob("*.cu"))
 KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+'
-                       r'(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)')
+                       r'(?:KL_CLUSTER\s*\(\d+\)\s*)?(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)')
 # Every architecture a learner may run the labs on: T4 (free notebook GPUs), A100, RTX 30xx,
 # Jetson Orin, RTX 40xx / L4, H100/H200. build.ARCHS stays the teaching pair shown in the labs.
 LEARNER_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")

@@ -8,7 +8,7 @@ import numpy as np
 from .core.bench import memcpy
 from .core.device import facts as facts_of
 from .core.device import torch as torch_module
-from .core.family import Family
+from .core.family import Family, Target
 from .core.launch import Variant, launch, variant
 from .core.launch import aligned, out_like, require
 
@@ -26,12 +26,12 @@ SHAPES = {
     "long_rows_1024x32768": (1024, 32768),
     "short_rows_32768x1024": (32768, 1024),
 }
-# Row length from 32 to 65536 at a fixed total of 2**25 elements (128 MiB of fp32 in).
+# Row length from 32 to 262144 at a fixed total of 2**25 elements (128 MiB of fp32 in).
 SWEEP_TOTAL = 2 ** 25
-SWEEP = [(SWEEP_TOTAL // c, c) for c in [2 ** k for k in range(5, 17)]]
+SWEEP = [(SWEEP_TOTAL // c, c) for c in [2 ** k for k in range(5, 19)]]
 
 # Awkward shapes x hostile values for the checks.
-CHECK_SHAPES = [(1, 1), (3, 31), (1, 33), (3, 1023), (5, 4097), (1, 65537), (3, 1024), (2, 0), (0, 5)]
+CHECK_SHAPES = [(1, 1), (3, 31), (1, 33), (3, 1023), (5, 4097), (1, 65537), (3, 1024), (2, 0), (0, 5), (5, 262144)]
 CHECK_CASES = [(s, v) for s in CHECK_SHAPES for v in ("randn", "large", "hostile")]
 
 
@@ -265,6 +265,43 @@ def dispatch(x, out=None):
     return out_
 
 
+CLUSTER_FROM = 16385    # step 10 sends rows of at least this many elements to a cluster (sm_90)
+CLUSTER_ELEMS = {"float32": 32, "float16": 64}   # elements a thread of step 10 holds (CL_REGS / CLH_REGS)
+
+
+CLUSTER_THREADS = {"float32": (512, 1024), "float16": (256, 512)}   # preferred, then the most the kernel takes
+
+
+def cluster_geometry(C: int, dtype: str = "float32") -> tuple | None:
+    """Step 10's cluster for a row of C elements: (blocks per row, threads per block, elements per
+    block), the smallest cluster (2, 4 or 8) whose blocks hold their chunk in registers with at most
+    the preferred threads (smaller blocks: more of them an SM, so one block's reduction overlaps
+    another's loads; measured on an H100: 512 for fp32, 256 for fp16), else with the most the kernel
+    takes; None past 8 such blocks."""
+    for cap in CLUSTER_THREADS[dtype]:
+        for cs in (2, 4, 8):
+            chunk = -(-(-(-C // cs)) // 8) * 8                   # a multiple of 8: 16-byte aligned chunks
+            threads = -(-chunk // CLUSTER_ELEMS[dtype])
+            if threads <= cap:
+                return cs, max(32, -(-threads // 32) * 32), chunk
+    return None
+
+
+@variant(dtypes=("float32", "float16"), min_arch=90)
+def cluster(x, out=None):
+    """Step 10: step 09's dispatch, with rows of CLUSTER_FROM elements or more spread over a
+    thread-block cluster (sm_90) that exchanges (m, d) through distributed shared memory."""
+    dt = "float16" if x.dtype == np.float16 else "float32"
+    out_, R, C = _prep(x, out, dt)
+    g = cluster_geometry(C, dt) if R and C >= CLUSTER_FROM else None
+    if g is None:
+        return dispatch(x, out=out_)
+    cs, threads, chunk = g
+    launch(FAMILY, f"softmax_10_cluster{'_fp16' if dt == 'float16' else ''}_{cs}", (R * cs,), (threads,),
+           (x, out_, C, _vec_ok(x, out_, 8 if dt == "float16" else 4), chunk))
+    return out_
+
+
 SAFE_V1_MAX_BLOCK = 1024   # step 08 holds one element per thread (SAFE_V1_MAX_BLOCK in softmax.cu)
 
 
@@ -304,6 +341,7 @@ VARIANTS = {
     "06_fp16_vec8": fp16_vec8,
     "07_fp16_pipelined": fp16_pipelined,
     "09_dispatch": dispatch,
+    "10_cluster": cluster,
 }
 BEST = {"float32": "05_online_vec4", "float16": "07_fp16_pipelined"}
 
@@ -443,8 +481,52 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
     return out
 
 
+# ---- every shape at speed: the best step per row length, from 32 to 262144 columns (the sweep) -------------
+
+def _sweep_best(df, lo, hi):
+    """Per sweep case with lo <= columns <= hi (fp32 and fp16): the fastest step's row."""
+    from .core.results import best
+    keys = [case_key(s, dt) for s in SWEEP for dt in ("float32", "float16") if lo <= s[1] <= hi]
+    b = best(df)
+    return b[b.index.isin(keys)] if len(b) else b
+
+
+def worst_frac(lo, hi):
+    """The worst fraction of the copy roof that the best step reaches over the sweep's rows of lo..hi
+    columns (fp32 and fp16); NaN when the frame lacks them."""
+    def m(df):
+        b = _sweep_best(df, lo, hi)
+        return float(b["frac_copy"].min()) if len(b) else float("nan")
+    return m
+
+
+def worst_vs_torch(df):
+    """Worst over the sweep (both dtypes) of time(torch.softmax) / time(best step)."""
+    from .core.results import NAN, ratio_band
+    b = _sweep_best(df, 32, 2 ** 18)
+    r = [m for m in (ratio_band(df, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])) if m.ok]
+    return min(r, key=lambda m: m.value) if r else NAN
+
+
+def best_per_length(df):
+    """The sweep's fastest step per row length and dtype, its fraction of the copy roof, and
+    time(torch.softmax) / its time (> 1: faster than torch)."""
+    from .core.results import ratio
+    b = _sweep_best(df, 32, 2 ** 18)
+    out = b.reset_index()[["case", "name", "median_us", "frac_copy"]] if len(b) else b
+    if len(b):
+        out["torch / best"] = [ratio(df, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])]
+    return out.round(3)
+
+
+TARGETS = (Target("best step / torch.softmax, worst over 32..262144 columns (fp32, fp16)", worst_vs_torch, 1.0),
+           Target("best step, worst fraction of the copy roof, 1K..32K columns", worst_frac(1024, 32768), 0.90, unit=""),
+           Target("best step, worst fraction of the copy roof, 64K..256K columns", worst_frac(65536, 2 ** 18), 0.85,
+                  unit=""),
+           Target("best step, worst fraction of the copy roof, 32..256 columns", worst_frac(32, 256), 0.75, unit=""))
+
 SOFTMAX = Family(
-    name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
+    name=NAME, kernels=FAMILY, variants=VARIANTS, targets=TARGETS, reference=reference, make_input=make_input,
     bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
     tolerance=tolerance,
     case_key=case_key, record_cases=[(s, dt) for dt in ("float32", "float16")
