@@ -329,6 +329,20 @@ results.targets([
            lambda df: results.pick(df, "08_onepass", "median_us", case=c1) / launch_us)], res)
 
 # %% [markdown]
+# ### Every hidden size
+# Qwen models use hidden sizes from 1024 to 16384 (and the FFN's 12288 is normalised nowhere, but
+# a learner's model may differ). At 8192 rows each, the fastest step per hidden size and data type,
+# against the copy roof and torch: step 08 sizes its block to the row (`onepass_threads`), so the
+# same kernel serves every width.
+
+# %%
+hid = bench.compare(rmsnorm, rmsnorm.HIDDEN_SWEEP, names=["06_fp16_uint4", "08_onepass"], baselines=["torch rms_norm"])
+rmsnorm.hidden_table(hid)
+
+# %%
+results.targets(rmsnorm.RMSNORM.targets, hid)
+
+# %% [markdown]
 # ## Ablation: step 02's four changes, one at a time
 # Each row is step 02 with one change undone (same inputs, same run); its time over step 02's is
 # what that change is worth given the other three. Step 01 (all four undone) is the last row.

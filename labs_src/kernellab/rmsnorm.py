@@ -14,7 +14,7 @@ import numpy as np
 from .core.build import kernel
 from .core.bench import memcpy
 from .core.device import torch as torch_module
-from .core.family import Family
+from .core.family import Family, Target
 from .core.launch import launch, variant
 from .core.launch import aligned, out_like, require
 from .core.device import info
@@ -37,8 +37,10 @@ SHAPES = {
 }
 # Rows of the seed's per-batch table, at hidden 4096.
 BATCHES = [1, 4, 16, 64, 512, 8192]
-RECORD_CASES = [((b, 4096), p) for p in PATHS for b in BATCHES] + \
-    [(SHAPES["prefill_512x3584"], "float16"), (SHAPES["width1152_4096x1152"], "float16")]
+# Every hidden size at prefill (8192 rows): one step must hold the roof from 1024 to 16384 (issue 21).
+HIDDEN_SWEEP = [((8192, c), p) for p in ("float16", "float32") for c in (1024, 2048, 4096, 8192, 16384)]
+RECORD_CASES = list(dict.fromkeys([((b, 4096), p) for p in PATHS for b in BATCHES] + HIDDEN_SWEEP +
+                                  [(SHAPES["prefill_512x3584"], "float16"), (SHAPES["width1152_4096x1152"], "float16")]))
 
 # Awkward hidden sizes (1, 31, not multiples of 8, the models' sizes, 4097) x batches.
 CHECK_HIDDEN = [1, 31, 1023, 1152, 3584, 4097]
@@ -354,9 +356,32 @@ FUSED = Family(
     record_cases=[(SHAPES[k], dt) for dt in ("float16", "float32")
                   for k in ("decode_1x4096", "batch64_4096", "prefill_512x4096", "prefill_8192x4096")],
 )
+def worst_hidden_frac(df):
+    """The worst fraction of the copy roof that the fastest step reaches over HIDDEN_SWEEP (8192 rows,
+    hidden 1024..16384, fp16 and fp32); NaN when the frame lacks them."""
+    from .core.results import best
+    b = best(df)
+    b = b[b.index.isin([case_key(s, p) for s, p in HIDDEN_SWEEP])] if len(b) else b
+    return float(b["frac_copy"].min()) if len(b) else float("nan")
+
+
+def hidden_table(df):
+    """Per hidden size of HIDDEN_SWEEP: the fastest step, its fraction of the copy roof, and torch's
+    time over its time."""
+    from .core.results import best, ratio
+    b = best(df)
+    b = b[b.index.isin([case_key(s, p) for s, p in HIDDEN_SWEEP])] if len(b) else b
+    out = b.reset_index()[["case", "name", "median_us", "frac_copy"]] if len(b) else b
+    if len(b):
+        out["torch / best"] = [ratio(df, n, "torch rms_norm", c) for c, n in zip(b.index, b["name"])]
+    return out.round(3)
+
+
 RMSNORM = Family(
     name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
     bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
     case_key=case_key, record_cases=RECORD_CASES,
+    targets=(Target("fastest step, worst fraction of the copy roof at 8192 rows, hidden 1024..16384", worst_hidden_frac,
+                    0.90, unit=""),),
     about="lab 02: RMSNorm, the report's kernels before/after, one pass, fused add")
 FAMILIES = [RMSNORM, FUSED, ABLATION]
