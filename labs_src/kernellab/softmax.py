@@ -483,19 +483,21 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
 
 # ---- every shape at speed: the best step per row length, from 32 to 262144 columns (the sweep) -------------
 
-def _sweep_best(df, lo, hi):
-    """Per sweep case with lo <= columns <= hi (fp32 and fp16): the fastest step's row."""
+def _sweep_best(df, lo, hi, kind="variant", names=None):
+    """Per sweep case with lo <= columns <= hi (fp32 and fp16): the fastest step's row (or the
+    fastest of the baselines `names`)."""
     from .core.results import best
     keys = [case_key(s, dt) for s in SWEEP for dt in ("float32", "float16") if lo <= s[1] <= hi]
-    b = best(df)
+    b = best(df, kind, names)
     return b[b.index.isin(keys)] if len(b) else b
 
 
-def worst_frac(lo, hi):
+def worst_frac(lo, hi, floor=False):
     """The worst fraction of the copy roof that the best step reaches over the sweep's rows of lo..hi
-    columns (fp32 and fp16); NaN when the frame lacks them."""
+    columns (fp32 and fp16); floor=True: that of a memcpy of the same bytes (no kernel can do much
+    better); NaN when the frame lacks them."""
     def m(df):
-        b = _sweep_best(df, lo, hi)
+        b = _sweep_best(df, lo, hi, *(("baseline", ["memcpy x -> y (floor)"]) if floor else ()))
         return float(b["frac_copy"].min()) if len(b) else float("nan")
     return m
 
@@ -520,10 +522,10 @@ def best_per_length(df):
 
 
 TARGETS = (Target("best step / torch.softmax, worst over 32..262144 columns (fp32, fp16)", worst_vs_torch, 1.0),
-           Target("best step, worst fraction of the copy roof, 1K..32K columns", worst_frac(1024, 32768), 0.90, unit=""),
-           Target("best step, worst fraction of the copy roof, 64K..256K columns", worst_frac(65536, 2 ** 18), 0.85,
-                  unit=""),
-           Target("best step, worst fraction of the copy roof, 32..256 columns", worst_frac(32, 256), 0.75, unit=""))
+           *(Target(f"best step, worst fraction of the copy roof, {what} columns", worst_frac(lo, hi), t, unit="",
+                    floor=worst_frac(lo, hi, floor=True))
+             for what, lo, hi, t in (("1K..32K", 1024, 32768, 0.90), ("64K..256K", 65536, 2 ** 18, 0.85),
+                                     ("32..256", 32, 256, 0.75))))
 
 SOFTMAX = Family(
     name=NAME, kernels=FAMILY, variants=VARIANTS, targets=TARGETS, reference=reference, make_input=make_input,
