@@ -588,40 +588,88 @@ __device__ __forceinline__ void rows_per_warp_body(const void* __restrict__ xv, 
     }
 }
 
-// Rows of one 16-byte load per lane (nv = 1: up to 128 floats or 256 halves) leave a lane one load
-// in flight, too few bytes for Little's law. There each lane group takes RPL rows, the warp's j-th
-// load reading the j-th run of 32 / lpr consecutive rows (512 contiguous bytes): RPL loads in flight.
-#define RPL 4
-template <bool HALF>
-__device__ __forceinline__ void short_rows_body(const void* __restrict__ xv, void* __restrict__ yv, int R, int C,
-                                                int vec_ok, int lpr) {
+// Rows of one or two 16-byte loads per lane (nv <= 2: up to 256 floats; nv = 1: up to 256 halves) leave
+// a lane too few bytes in flight for Little's law. There each lane group takes several rows (4 fp32,
+// 8 fp16); the warp's j-th load reads a run of 32 / lpr consecutive rows (512 contiguous bytes).
+#define RPW_ROWS_F32 4
+#define RPW_ROWS_F16 8
+// fp32: the rows stay as floats, and each exponential is computed once and kept for the output.
+template <int NV>
+__device__ __forceinline__ void short_rows_f32(const float* __restrict__ x, float* __restrict__ y, int R, int C,
+                                               int vec_ok, int lpr) {
+    constexpr int RL = RPW_ROWS_F32;
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int rpw = 32 / lpr, sub = (int)(t & (lpr - 1));
-    const long long row0 = (t >> 5) * rpw * RPL + (int)(t & 31) / lpr;
+    const long long row0 = (t >> 5) * rpw * RL + (int)(t & 31) / lpr;
     const float NI = -KL_INF;
-    float4 v[RPL][2];
+    float4 v[RL][NV];
 #pragma unroll
-    for (int j = 0; j < RPL; ++j) {
+    for (int j = 0; j < RL; ++j) {                     // every load in flight at once
         const long long row = row0 + j * rpw;
-        v[j][0] = v[j][1] = make_float4(NI, NI, NI, NI);
-        if (row >= R) continue;
-        if (HALF) load8(static_cast<const __half*>(xv) + row * C, sub, C, vec_ok, v[j][0], v[j][1]);
-        else v[j][0] = load4(static_cast<const float*>(xv) + row * C, sub, C, vec_ok);
+#pragma unroll
+        for (int k = 0; k < NV; ++k)
+            v[j][k] = row < R ? load4(x + row * C, sub + k * lpr, C, vec_ok) : make_float4(NI, NI, NI, NI);
     }
 #pragma unroll
-    for (int j = 0; j < RPL; ++j) {
-        const float m = group_max(fmaxf(max4(v[j][0]), max4(v[j][1])), lpr);
-        const float inv = 1.0f / group_sum(exp4_inplace<true>(v[j][0], m) + exp4_inplace<true>(v[j][1], m), lpr);
+    for (int j = 0; j < RL; ++j) {
+        float m = NI, d = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NV; ++k) m = fmaxf(m, max4(v[j][k]));
+        m = group_max(m, lpr);
+#pragma unroll
+        for (int k = 0; k < NV; ++k) d += exp4_inplace<true>(v[j][k], m);
+        const float inv = 1.0f / group_sum(d, lpr);    // NaN and +inf rows: d is NaN; an all -inf row: 0 x inf = NaN
         const long long row = row0 + j * rpw;
         if (row >= R) continue;
-        if (HALF) store8(static_cast<__half*>(yv) + row * C, sub, C, vec_ok, scale4(v[j][0], inv), scale4(v[j][1], inv));
-        else store4(static_cast<float*>(yv) + row * C, sub, C, vec_ok, scale4(v[j][0], inv));
+#pragma unroll
+        for (int k = 0; k < NV; ++k) store4(y + row * C, sub + k * lpr, C, vec_ok, scale4(v[j][k], inv));
+    }
+}
+
+// fp16: the rows stay as raw 16-byte words (8 halves each, 8 rows a lane group: 32 registers), and
+// each exponential is computed twice (for the sum, then for the output): more bytes in flight for the
+// registers, which fp16's half-size rows need.
+__device__ __forceinline__ void short_rows_f16(const __half* __restrict__ x, __half* __restrict__ y, int R, int C,
+                                               int vec_ok, int lpr) {
+    constexpr int RL = RPW_ROWS_F16;
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int rpw = 32 / lpr, sub = (int)(t & (lpr - 1));
+    const long long row0 = (t >> 5) * rpw * RL + (int)(t & 31) / lpr;
+    uint4 raw[RL];
+    float4 lo, hi;
+#pragma unroll
+    for (int j = 0; j < RL; ++j) {                     // every load in flight at once
+        const long long row = row0 + j * rpw;
+        if (row >= R) {
+            raw[j] = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);   // 8 x -inf
+        } else if (vec_ok) {
+            raw[j] = ld_raw8(x + row * C, sub, C);
+        } else {                                       // scalar loads, repacked
+            load8(x + row * C, sub, C, 0, lo, hi);
+            Half8 h;
+            h.h2[0] = __floats2half2_rn(lo.x, lo.y); h.h2[1] = __floats2half2_rn(lo.z, lo.w);
+            h.h2[2] = __floats2half2_rn(hi.x, hi.y); h.h2[3] = __floats2half2_rn(hi.z, hi.w);
+            raw[j] = h.u;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < RL; ++j) {
+        unpack8(raw[j], lo, hi);
+        const float m = group_max(fmaxf(max4(lo), max4(hi)), lpr);
+        const float inv = 1.0f / group_sum(exp4_inplace<true>(lo, m) + exp4_inplace<true>(hi, m), lpr);
+        const long long row = row0 + j * rpw;
+        if (row >= R) continue;
+        unpack8(raw[j], lo, hi);
+        exp4_inplace<true>(lo, m);
+        exp4_inplace<true>(hi, m);
+        store8(y + row * C, sub, C, vec_ok, scale4(lo, inv), scale4(hi, inv));
     }
 }
 
 extern "C" __global__ void softmax_09_rows_per_warp(const float* __restrict__ x, float* __restrict__ y, int R,
                                                     int C, int vec_ok, int lpr, int nv) {
-    if (nv == 1) short_rows_body<false>(x, y, R, C, vec_ok, lpr);
+    if (nv == 1) short_rows_f32<1>(x, y, R, C, vec_ok, lpr);
+    else if (nv == 2) short_rows_f32<2>(x, y, R, C, vec_ok, lpr);
     else rows_per_warp_body<false>(x, y, R, C, vec_ok, lpr, nv);
 }
 
@@ -630,7 +678,7 @@ extern "C" __global__ void softmax_09_rows_per_warp(const float* __restrict__ x,
 // (step 06's load8/store8), so a row of 32 halves takes 4 lanes and a warp holds 8 rows.
 extern "C" __global__ void softmax_09_rows_per_warp_fp16(const __half* __restrict__ x, __half* __restrict__ y,
                                                          int R, int C, int vec_ok, int lpr, int nv) {
-    if (nv == 1) short_rows_body<true>(x, y, R, C, vec_ok, lpr);
+    if (nv == 1) short_rows_f16(x, y, R, C, vec_ok, lpr);
     else rows_per_warp_body<true>(x, y, R, C, vec_ok, lpr, nv);
 }
 

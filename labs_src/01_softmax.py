@@ -271,8 +271,8 @@ check_variants(softmax, ["07_fp16_pipelined"])
 # Steps 05–07 give every row a warp at least. A row of 32 floats is 8 float4 loads, so 24 of the
 # warp's 32 lanes idle, and a million such rows are a million mostly idle row groups. Step 09
 # gives a row only as many lanes as it has 16-byte vectors, rounded up to a power of two (`lpr`),
-# so a warp holds 32 / `lpr` rows. Where a row is then a single 16-byte load per lane, each lane
-# takes 4 rows, so 4 loads are in flight (lab 00's Little's law). Everything else is step 05's
+# so a warp holds 32 / `lpr` rows. Where a row is then one or two 16-byte loads per lane, each lane
+# group takes several rows (4 fp32, 8 fp16), so several loads are in flight (lab 00's Little's law). Everything else is step 05's
 # register path: one read, the max and the sum reduced over the row's lanes (shuffles of width
 # `lpr`), one `ex2` per element, one store. Rows longer than 32 lanes' registers (1024 elements) go to step 05 (fp32) or step 07
 # (fp16): the launcher is a dispatch table, printed below.

@@ -217,7 +217,7 @@ def fp16_pipelined(x, out=None):
 
 RPW_REGS = 8            # float4 registers per lane in step 09 (RPW_REGS in softmax.cu)
 RPW_BLOCK = 128
-RPL = 4                 # rows per lane group where a row is one 16-byte load per lane (RPL in softmax.cu)
+RPW_ROWS = {"float32": 4, "float16": 8}   # rows a lane group takes in step 09's short-row path (softmax.cu)
 
 
 def rows_per_warp_geometry(C: int, dtype: str) -> tuple | None:
@@ -243,8 +243,9 @@ def dispatch_table(lengths=(32, 64, 128, 256, 512, 1024, 2048)):
         if g is None:
             return "step 05" if dt == "float32" else "step 07"
         lpr, nv = g
-        if nv == 1:
-            return f"{32 // lpr * RPL} rows per warp: {lpr} lane(s) a row, {RPL} rows a lane, one load each"
+        if nv <= 2:
+            return (f"{32 // lpr * RPW_ROWS[dt]} rows per warp: {lpr} lane(s) a row, {RPW_ROWS[dt]} rows a lane, "
+                    f"{nv} load(s) each")
         return f"a warp per row, {nv} 16-byte loads a lane"
     return pd.DataFrame([{"row length": c, **{dt: cell(c, dt) for dt in ("float32", "float16")}} for c in lengths])
 
@@ -259,7 +260,7 @@ def dispatch(x, out=None):
     if g is None:
         return (fp16_pipelined if half else online_vec4)(x, out=out_) if R and C else out_
     lpr, nv = g
-    rows_per_block = RPW_BLOCK // lpr * (RPL if nv == 1 else 1)     # nv = 1: each lane group takes RPL rows
+    rows_per_block = RPW_BLOCK // lpr * (RPW_ROWS[str(x.dtype)] if nv <= 2 else 1)   # nv <= 2: several rows a lane group
     launch(FAMILY, "softmax_09_rows_per_warp" + ("_fp16" if half else ""), (-(-R // rows_per_block),),
            (RPW_BLOCK,), (x, out_, R, C, _vec_ok(x, out_, 8 if half else 4), lpr, nv))
     return out_
