@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from .core.family import Family, Target
-from .core.launch import aligned, host_or_device_index, launch, require, variant
+from .core.launch import host_or_device_index, launch, require, variant
 
 FAMILY = "attention"
 HQ, HKV, D = 32, 8, 128          # Qwen3-8B: query heads, KV heads, head dim

@@ -1,22 +1,13 @@
-"""Lab 06: Qwen3-VL's vision tower assembled from lab 05's kernels and cuBLAS (seed 000, the
-vision-encoder report's call graph; seed 002 for the ViT prefill claim).
-
-    patch embed (GEMM) + position embedding
-    27 x block:  norm1 -> QKV GEMM -> QKV bias -> split+RoPE+transpose -> QK^T -> softmax -> .V
-                 -> transpose -> out-proj GEMM -> bias+residual -> norm2 -> fc1 -> bias+GELU -> fc2
-                 -> bias+residual
-    4 x merger (1 main + 3 DeepStack): LN -> 2x2 spatial merge -> fc1 -> bias -> GELU -> fc2 -> bias
-
-What is here: random weights from a fixed seed (no download), a float64 reference of the block,
-the merger and the tower (NumPy, or CuPy in float64 on a GPU), the same block in torch eager,
-the block and tower on the GPU from lab 05's launchers (kernellab.vision) with cuBLAS GEMMs,
-CUDA-graph capture and replay, a per-op time breakdown (GPU time and host time kept apart),
-tokens/s, an Orin model on paper, and record() for `make bench`.
-"""
+"""Lab 06: Qwen3-VL's vision tower from lab 05's kernels and cuBLAS (seed 000's call graph, as
+BLOCK_PLAN, MERGER_PLAN and PATCH_PLAN below; seed 002 for the ViT prefill claim): random weights
+from a fixed seed, float64 references of the block, the merger and the tower (NumPy, or CuPy
+float64), the block in torch eager, the block and tower on the GPU, CUDA graphs, a per-op
+breakdown (GPU and host time apart), tokens/s, an Orin model on paper, and record() for make bench."""
 from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -27,7 +18,7 @@ from . import vision as V
 from .core.family import Family, Target
 from .core.launch import require
 from .core.cublas import bgemm, gemm
-from .core.device import ORIN_PEAK_GBPS, info, is_live, load_recorded, need_gpu, now
+from .core.device import ORIN_PEAK_GBPS, is_live, need_gpu
 from .core.device import torch as _torch
 from .core.results import live_or_recorded, one_source, select, unless_missing
 from .core.results import ratio as _ratio, ratio_band
@@ -96,13 +87,9 @@ def tower_plan(layers: int = LAYERS):
 
 
 def call_counts(layers: int = LAYERS):
-    """Launches per tower forward by kernel, here and in the report, with the reason for any
-    difference."""
+    """Launches per tower forward by kernel, here and in the report, with the reason for any gap."""
     import pandas as pd
-    plan = tower_plan(layers)
-    here = {}
-    for _, _, k in plan:
-        here[k] = here.get(k, 0) + 1
+    here = Counter(k for _, _, k in tower_plan(layers))
     notes = {
         "bias_add_residual_fp16_kernel": "+1 here: the patch bias and the position embedding are added by one "
                                          "bias_add_residual (the report's conv3d kernel adds its own bias)",
@@ -118,9 +105,8 @@ def call_counts(layers: int = LAYERS):
 # ---- bad input: checked on shapes, before anything is allocated or launched -----------------------
 
 def validate(x, grid_h, grid_w, *, hidden=HIDDEN, name="x"):
-    """Raise ValueError naming what was expected: x is [N, hidden] and N = grid_h x grid_w, both
-    sides even (tokens are in merge-window order, which the rotary positions, the position
-    embedding and the 2x2 merge all assume). Works on NumPy and CuPy arrays alike."""
+    """Raise ValueError naming what was expected: x is [N, hidden], N = grid_h x grid_w, both sides
+    even (the merge-window token order of the rotary, the position table and the 2x2 merge)."""
     shape = tuple(getattr(x, "shape", ()))
     if len(shape) != 2 or shape[1] != hidden:
         raise ValueError(f"{name}: expected shape [N, {hidden}] (hidden size {hidden}), got {shape}")
@@ -162,28 +148,31 @@ def _normal(xp, seed, shape, scale, shift=0.0):
     return (a * scale + shift).astype(xp.float16)
 
 
+def _draw(shapes, s, xp):
+    """Weights for `shapes`, from seeds s + 1, s + 2, ... in their order: matrices N(0, 1/fan_in) so
+    activations keep unit scale, LayerNorm weights N(1, 0.1^2) and biases N(0, 0.1^2), other biases
+    N(0, 0.02^2)."""
+    def law(k, shp):
+        if len(shp) == 2:
+            return shp[1] ** -0.5, 0.0
+        return (0.1, 1.0 if k.endswith("_w") else 0.0) if k.startswith("ln") else (0.02, 0.0)
+    return {k: _normal(xp, s + i, shp, *law(k, shp)) for i, (k, shp) in enumerate(shapes.items(), 1)}
+
+
 def make_layer(seed=0, xp=np):
-    """One block's weights: W ~ N(0, 1/fan_in) so activations keep unit scale, small biases,
-    LayerNorm weights near 1."""
-    s = seed * 100
-    return {"ln1_w": _normal(xp, s + 1, (HIDDEN,), 0.1, 1.0), "ln1_b": _normal(xp, s + 2, (HIDDEN,), 0.1),
-            "qkv_w": _normal(xp, s + 3, (QKV, HIDDEN), HIDDEN ** -0.5), "qkv_b": _normal(xp, s + 4, (QKV,), 0.02),
-            "proj_w": _normal(xp, s + 5, (HIDDEN, HIDDEN), HIDDEN ** -0.5),
-            "proj_b": _normal(xp, s + 6, (HIDDEN,), 0.02),
-            "ln2_w": _normal(xp, s + 7, (HIDDEN,), 0.1, 1.0), "ln2_b": _normal(xp, s + 8, (HIDDEN,), 0.1),
-            "fc1_w": _normal(xp, s + 9, (MLP, HIDDEN), HIDDEN ** -0.5), "fc1_b": _normal(xp, s + 10, (MLP,), 0.02),
-            "fc2_w": _normal(xp, s + 11, (HIDDEN, MLP), MLP ** -0.5), "fc2_b": _normal(xp, s + 12, (HIDDEN,), 0.02)}
+    """One block's weights (_draw's laws)."""
+    return _draw(LAYER_SHAPES, seed * 100, xp)
+
+
+def merger_shapes(postshuffle=False):
+    """A merger's weight shapes; postshuffle: its LayerNorm is over the merged 4608 (a DeepStack
+    merger as Qwen3-VL has it), else over 1152."""
+    return {**MERGER_SHAPES, "ln_w": (MERGE_IN,), "ln_b": (MERGE_IN,)} if postshuffle else MERGER_SHAPES
 
 
 def make_merger(seed=0, xp=np, postshuffle=False):
-    """A merger's weights; postshuffle: its LayerNorm is over the merged 4608 (a DeepStack merger
-    as Qwen3-VL has it), else over 1152."""
-    s, ln = 10_000 + seed * 100, MERGE_IN if postshuffle else HIDDEN
-    return {"ln_w": _normal(xp, s + 1, (ln,), 0.1, 1.0), "ln_b": _normal(xp, s + 2, (ln,), 0.1),
-            "fc1_w": _normal(xp, s + 3, (MERGE_IN, MERGE_IN), MERGE_IN ** -0.5),
-            "fc1_b": _normal(xp, s + 4, (MERGE_IN,), 0.02),
-            "fc2_w": _normal(xp, s + 5, (MERGE_OUT, MERGE_IN), MERGE_IN ** -0.5),
-            "fc2_b": _normal(xp, s + 6, (MERGE_OUT,), 0.02)}
+    """A merger's weights (_draw's laws)."""
+    return _draw(merger_shapes(postshuffle), 10_000 + seed * 100, xp)
 
 
 def make_patch(seed=0, xp=np):
@@ -193,11 +182,9 @@ def make_patch(seed=0, xp=np):
 
 
 def make_input(grid_h, grid_w, values="randn", seed=0, xp=np, width=HIDDEN):
-    """Hidden states [grid_h * grid_w, width] in fp16.
-    randn:   N(0, 1)
-    hostile: token 0 at the fp16 extremes (alternating +-60000), token 1 all zeros (variance 0),
-             token 2 constant 7 (variance 0 again), token 3 tiny (6e-5): LayerNorm must survive each
-    nan:     randn with one NaN in token 0 (attention spreads it to every token)."""
+    """Hidden states [grid_h * grid_w, width], fp16. randn: N(0, 1). hostile: token 0 at the fp16
+    extremes (+-60000), tokens 1 and 2 constant (0, 7: variance 0), token 3 tiny (6e-5): LayerNorm must
+    survive each. nan: one NaN in token 0 (attention spreads it to every token)."""
     n = grid_h * grid_w
     x = np.random.default_rng(seed).standard_normal((n, width))
     if values == "hostile":
@@ -267,9 +254,8 @@ def _f64(W, xp):
 
 
 def reference_block(x, W, grid_h, grid_w, fp16_storage=False):
-    """One ViT block in float64 (x: [N, 1152]; W: make_layer()). fp16_storage=True rounds every
-    tensor the GPU stores in fp16 (the emulation behind the error bound). Runs in NumPy, or in
-    CuPy when x is a CuPy array."""
+    """One ViT block in float64 (x: [N, 1152]; W: make_layer()), in NumPy or CuPy as x is.
+    fp16_storage=True rounds every tensor the GPU stores in fp16 (the emulation behind the bound)."""
     validate(x, grid_h, grid_w)
     _check_weights(W, LAYER_SHAPES, "block")
     xp = _xp(x)
@@ -311,8 +297,7 @@ def reference_merger(x, M, grid_h, grid_w, fp16_storage=False, postshuffle=False
     """LN -> 2x2 spatial merge -> fc1 -> bias -> GELU -> fc2 -> bias, float64: [N, 1152] ->
     [N/4, 4096]; postshuffle: merge first, then LN over 4608; gelu: "tanh" or "erf"."""
     validate(x, grid_h, grid_w)
-    _check_weights(M, {**MERGER_SHAPES, "ln_w": (MERGE_IN,), "ln_b": (MERGE_IN,)} if postshuffle else MERGER_SHAPES,
-                   "merger")
+    _check_weights(M, merger_shapes(postshuffle), "merger")
     if gelu not in ("tanh", "erf"):
         raise ValueError(f"gelu must be 'tanh' or 'erf', not {gelu!r}")
     xp = _xp(x)
@@ -338,8 +323,8 @@ def reference_patch(patches, P, grid_h, grid_w):
 
 
 def reference_tower(patches, weights, grid_h, grid_w, model="report", deepstack=DEEPSTACK):
-    """The whole tower in float64: (main merger output, [DeepStack merger outputs]); model: the
-    mergers' drawing (MERGER_MODELS); deepstack: the blocks whose outputs feed a DeepStack merger."""
+    """The tower in float64: (main merger output, [DeepStack outputs]); model: MERGER_MODELS;
+    deepstack: the blocks whose outputs feed a DeepStack merger."""
     x = reference_patch(patches, weights.patch, grid_h, grid_w)
     deep = []
     for i, L in enumerate(weights.layers):
@@ -370,8 +355,8 @@ def error_bound(stages: int = STAGES) -> float:
 
 
 def weights(layers=1, mergers=None, seed=0, xp=np, model="report"):
-    """All weights of a tower: SimpleNamespace(layers, mergers, patch). mergers defaults to
-    1 + the DeepStack blocks that exist; model (MERGER_MODELS) sets the DeepStack mergers' norm width."""
+    """A tower's weights: SimpleNamespace(layers, mergers (default: 1 + the DeepStack blocks that
+    exist), patch); model (MERGER_MODELS) sets the DeepStack mergers' norm width."""
     if mergers is None:
         mergers = 1 + sum(1 for i in DEEPSTACK if i < layers)
     return SimpleNamespace(layers=[make_layer(seed + i, xp) for i in range(layers)],
@@ -397,9 +382,8 @@ def _f16(*shape):
 
 
 class Workspace:
-    """Every buffer of a forward, allocated once (nothing is allocated inside a timed region or a
-    graph capture): two ping-pong hidden-state buffers, the block's intermediates, the scores and
-    probabilities [16, N, N], and the merger's."""
+    """Every buffer of a forward, allocated once (never inside a timed region or a graph capture):
+    two ping-pong hidden states, the block's intermediates, scores and probabilities, the merger's."""
 
     def __init__(self, grid_h, grid_w, merger=True):
         n = grid_h * grid_w
@@ -493,7 +477,15 @@ def run(ops):
         o.fn()
 
 
-class Block:
+class _Launched:
+    """A block, merger or tower with everything bound: obj() runs its ops eagerly, returns .output."""
+
+    def __call__(self):
+        run(self.ops)
+        return self.output
+
+
+class Block(_Launched):
     """One ViT block on the GPU at a grid: its weights, input and workspace bound once.
     Block(...)() runs it eagerly (15 launches); .output is the result."""
 
@@ -512,12 +504,8 @@ class Block:
         self.output = _f16(grid_h * grid_w, HIDDEN)
         self.ops = block_ops(self.W, self.ws, self.x, self.output, attention)
 
-    def __call__(self):
-        run(self.ops)
-        return self.output
 
-
-class Merger:
+class Merger(_Launched):
     def __init__(self, grid_h, grid_w, M=None, x=None, seed=0):
         need_gpu("the merger")
         import cupy
@@ -530,10 +518,6 @@ class Merger:
         self.output = _f16(grid_h * grid_w // 4, MERGE_OUT)
         self.ops = merger_ops(self.M, self.ws, self.x, self.output)
 
-    def __call__(self):
-        run(self.ops)
-        return self.output
-
 
 @functools.lru_cache(maxsize=1)
 def _gpu_weights(layers, seed, model="report"):
@@ -541,11 +525,10 @@ def _gpu_weights(layers, seed, model="report"):
     return weights(layers, seed=seed, xp=cupy, model=model)
 
 
-class Tower:
-    """The vision tower: patch embed + position, `layers` blocks (DeepStack mergers after blocks
-    8, 16, 24), the main merger. Weights are drawn on the GPU (27 layers: ~0.8 GB of fp16).
-    model: the mergers' drawing (MERGER_MODELS: the report's, or Qwen3-VL's as transformers has it;
-    W must then come from weights(..., model=...))."""
+class Tower(_Launched):
+    """The vision tower: patch embed + position, `layers` blocks (DeepStack mergers after 8, 16, 24),
+    the main merger; weights drawn on the GPU (27 layers: ~0.8 GB). model: the mergers' drawing
+    (MERGER_MODELS; W, if given, from weights(..., model=...))."""
 
     def __init__(self, grid_h, grid_w, layers=LAYERS, W=None, patches=None, seed=0, model="report"):
         need_gpu("the vision tower")
@@ -557,9 +540,7 @@ class Tower:
         for L in W.layers:
             _check_weights(L, LAYER_SHAPES, "block")
         for j, M in enumerate(W.mergers):        # a DeepStack merger of Qwen3-VL's drawing normalises 4608
-            post = _merger_form(model, j)[0]
-            _check_weights(M, {**MERGER_SHAPES, "ln_w": (MERGE_IN,), "ln_b": (MERGE_IN,)} if post else MERGER_SHAPES,
-                           "merger")
+            _check_weights(M, merger_shapes(_merger_form(model, j)[0]), "merger")
         self.W = SimpleNamespace(layers=[_device_weights(L) for L in W.layers],
                                  mergers=[_device_weights(M) for M in W.mergers], patch=_device_weights(W.patch))
         self.grid = (grid_h, grid_w)
@@ -582,25 +563,19 @@ class Tower:
         ops += merger_ops(self.W.mergers[0], ws, cur, self.output, *_merger_form(model, 0))
         self.ops = ops
 
-    def __call__(self):
-        run(self.ops)
-        return self.output
-
 
 # ---- CUDA graphs ------------------------------------------------------------------------------------
 
 def graph(ops):
-    """A CUDA graph of a list of Ops (bench.graph: CuPy stream capture, replayed with one launch
-    on the current stream). Every buffer is in the Workspace, so the capture allocates nothing."""
+    """A CUDA graph of a list of Ops (bench.graph; every buffer is in the Workspace: no allocation)."""
     return bench.graph(lambda: run(ops))
 
 
 # ---- torch eager block of the same math ---------------------------------------------------------
 
 def torch_block(W, x, grid_h, grid_w, sdpa=False):
-    """A zero-argument torch eager block of the same math on the same CuPy weights and input
-    (zero-copy through DLPack), or None without torch. sdpa=True replaces QK^T, softmax and .V by
-    F.scaled_dot_product_attention (flash attention where available)."""
+    """A zero-argument torch eager block of the same math on the same CuPy weights and input (DLPack,
+    no copy), or None without torch. sdpa=True: F.scaled_dot_product_attention for QK^T, softmax, .V."""
     torch = _torch()
     if torch is None:
         return None
@@ -630,16 +605,6 @@ def torch_block(W, x, grid_h, grid_w, sdpa=False):
                    approximate="tanh")
         return x1 + F.linear(m, T["fc2_w"], T["fc2_b"])
     return block
-
-
-def attention_ops(ws):
-    """Our attention alone: QK^T (scale in alpha) -> softmax -> .V, on ws.q, ws.k, ws.v."""
-    return [Op("QK^T", "gemm", "cublasHgemmStridedBatched",
-               lambda: bgemm(ws.q, ws.k, ws.scores, trans_b=True, alpha=SCALE)),
-            Op("softmax", "kernel", "vision_softmax_fp16_kernel",
-               lambda: V.softmax(ws.scores, out=ws.probs)),
-            Op("P.V", "gemm", "cublasHgemmStridedBatched",
-               lambda: bgemm(ws.probs, ws.v, ws.o, trans_b=False))]
 
 
 # ---- measurements (live) or recorded rows (compile-only) ------------------------------------------
@@ -717,7 +682,7 @@ def block_times(ns=(256, 1024, 4096), seed=0):
                 tb = torch_block(b.W, b.x, gh, gw, sdpa=sd)
                 if tb is not None:
                     rows.append(_row("block", n, nm, "baseline", bench.time_fn(tb).row()))
-            att = attention_ops(b.ws)
+            att = b.ops[4:7]                 # QK^T -> softmax -> P.V, as BLOCK_PLAN orders them
             rows.append(_row("block", n, "attention: cuBLAS + softmax kernel", "variant", bench.time_fn(lambda: run(att)).row()))
             torch = _torch()
             if torch is not None:
@@ -731,15 +696,19 @@ def block_times(ns=(256, 1024, 4096), seed=0):
                              measure)
 
 
+def _block_and_tower(n, layers, seed):
+    """('block', a Block) then ('tower (L layers)', a Tower) at N = n, each built when reached."""
+    yield "block", Block(*grid_for(n), seed=seed)
+    yield f"tower ({layers} layers)", Tower(*grid_for(n), layers, seed=seed)
+
+
 def breakdown(ns=(256, 1024, 4096), layers=LAYERS, seed=0, reps=5):
     """Per-op GPU µs and host µs of one block and of the whole tower at each N, and the wall time
     of an eager launch (launch gaps included)."""
     def measure():
         rows = []
         for n in ns:
-            gh, gw = grid_for(n)
-            for what, obj in (("block", Block(gh, gw, seed=seed)), (f"tower ({layers} layers)",
-                                                                     Tower(gh, gw, layers, seed=seed))):
+            for what, obj in _block_and_tower(n, layers, seed):
                 g, h = bench.split([o.fn for o in obj.ops], reps=reps)
                 for o, gu, hu in zip(obj.ops, g, h):
                     rows.append(_row("breakdown", n, o.name, o.kind, {"median_us": gu, "host_us": hu},
@@ -760,9 +729,7 @@ def graphs(ns=(256, 1024, 4096), layers=LAYERS, seed=0, reps=10):
     def measure():
         rows = []
         for n in ns:
-            gh, gw = grid_for(n)
-            for what, obj in (("block", Block(gh, gw, seed=seed)), (f"tower ({layers} layers)",
-                                                                     Tower(gh, gw, layers, seed=seed))):
+            for what, obj in _block_and_tower(n, layers, seed):
                 g = graph(obj.ops)
                 for nm, fn in (("eager", obj), ("graph replay", g)):
                     w = bench.wall(fn, reps=reps)
@@ -776,43 +743,35 @@ def graphs(ns=(256, 1024, 4096), layers=LAYERS, seed=0, reps=10):
     return _live_or_recorded("graph", "eager vs CUDA-graph launches of a block and the tower", measure)
 
 
-def check_block(x, W, grid_h, grid_w, want=None):
-    """Run our block on x (NumPy fp16) and compare with the float64 reference: one line with the
-    normwise relative error against the bound; raises CheckError beyond it. Compile-only: says
-    what a GPU would do. Returns the error (or None)."""
+def _check(what, x, grid_h, grid_w, run, want, bound, done):
+    """Run `what` on x (NumPy fp16) on the GPU against its float64 reference want(): one line with the
+    normwise relative error and `bound`, CheckError beyond it; compile-only, what a GPU would do."""
     from .core.check import CheckError
     validate(x, grid_h, grid_w)
     if not is_live():
-        print(f"SKIPPED (compile-only): on a GPU the block runs its {len(BLOCK_PLAN)} launches on these "
-              f"{x.shape[0]} tokens and its output is compared with the float64 reference above "
-              f"(bound {error_bound():.1e}).")
+        print(f"SKIPPED (compile-only): on a GPU the {what} runs on these {x.shape[0]} tokens and its output is "
+              f"compared with the float64 reference (bound {bound:.1e}).")
         return None
     import cupy
-    want = reference_block(x, W, grid_h, grid_w) if want is None else want
-    e = rel_err(Block(grid_h, grid_w, W=W, x=cupy.asarray(x))().get(), want)
-    if not e <= error_bound():
-        raise CheckError(f"block at grid {grid_h}x{grid_w}: normwise relative error {e:.2e} > bound {error_bound():.2e}")
-    print(f"block, grid {grid_h}x{grid_w} (N = {x.shape[0]}): OK  normwise rel err {e:.1e} "
-          f"<= bound {error_bound():.1e} (lab 05's kernels + cuBLAS vs float64)")
+    e = rel_err(run(cupy.asarray(x))().get(), want())
+    if not e <= bound:
+        raise CheckError(f"{what} at grid {grid_h}x{grid_w}: normwise relative error {e:.2e} > bound {bound:.2e}")
+    print(f"{what}, grid {grid_h}x{grid_w} (N = {x.shape[0]}): OK  normwise rel err {e:.1e} <= bound {bound:.1e} {done}")
     return e
+
+
+def check_block(x, W, grid_h, grid_w, want=None):
+    """Our block (its BLOCK_PLAN launches) on x against the float64 reference (want, if given)."""
+    return _check("block", x, grid_h, grid_w, lambda xd: Block(grid_h, grid_w, W=W, x=xd),
+                  lambda: reference_block(x, W, grid_h, grid_w) if want is None else want, error_bound(),
+                  "(lab 05's kernels + cuBLAS vs float64)")
 
 
 def check_merger(x, M, grid_h, grid_w):
     """The merger against its float64 reference (bound: its 7 fp16 stages)."""
-    from .core.check import CheckError
-    validate(x, grid_h, grid_w)
-    bound = error_bound(len(MERGER_PLAN))
-    if not is_live():
-        print(f"SKIPPED (compile-only): on a GPU the merger runs on these {x.shape[0]} tokens and is "
-              f"compared with the float64 reference (bound {bound:.1e}).")
-        return None
-    import cupy
-    e = rel_err(Merger(grid_h, grid_w, M=M, x=cupy.asarray(x))().get(), reference_merger(x, M, grid_h, grid_w))
-    if not e <= bound:
-        raise CheckError(f"merger at grid {grid_h}x{grid_w}: normwise relative error {e:.2e} > bound {bound:.2e}")
-    print(f"merger, grid {grid_h}x{grid_w}: OK  [{x.shape[0]}, {HIDDEN}] -> [{x.shape[0] // 4}, {MERGE_OUT}], "
-          f"normwise rel err {e:.1e} <= bound {bound:.1e}")
-    return e
+    return _check("merger", x, grid_h, grid_w, lambda xd: Merger(grid_h, grid_w, M=M, x=xd),
+                  lambda: reference_merger(x, M, grid_h, grid_w), error_bound(len(MERGER_PLAN)),
+                  f"([N, {HIDDEN}] -> [N/4, {MERGE_OUT}])")
 
 
 def pick(df, n=None, **eq):
@@ -825,7 +784,7 @@ def ratio(df, fast, slow, n):
     return _ratio(df, fast, slow, f"N={n}:float16")
 
 
-sentence = unless_missing
+sentence = unless_missing       # the name lab 06 used before results.unless_missing
 
 
 def check_graph_replay(grid_h=8, grid_w=8, seed=0) -> float:
@@ -884,8 +843,7 @@ def orin_model(ns=(1024, 4096), board="agx"):
 
 
 def tokens_per_s(graph_df):
-    """Tokens/s of the tower from the graph section: N / wall time of one forward, eager and
-    graph replay."""
+    """Tokens/s of the tower from the graph section: N / wall time of one forward, eager and replay."""
     import pandas as pd
     if graph_df is None or graph_df.empty:
         return pd.DataFrame(columns=["N", "launch", "ms per forward", "tokens/s", "device", "source"])
@@ -897,11 +855,9 @@ def tokens_per_s(graph_df):
 
 
 def shares(bd, gr=None):
-    """From the breakdown: per (N, what) the GPU µs in cuBLAS GEMMs, in the lab's kernels, the
-    launch gaps (eager wall - the sequence's GPU time with launches hidden, >= 0) and the wall time.
-    gr (graphs()): the sequence's GPU time is its graph replay's, where a spacer surely hides the
-    one launch (a spacer in front of thousands of eager launches may not last; records before
-    2026-11-24 timed the eager sequence)."""
+    """From the breakdown: per (N, what) the GPU µs in cuBLAS GEMMs, in the lab's kernels, the launch
+    gaps (eager wall - the sequence's GPU time, >= 0) and the wall time. gr (graphs()): that GPU time
+    is the graph replay's (one launch, surely hidden by a spacer; thousands of eager ones may not be)."""
     import pandas as pd
     replay = {} if gr is None or gr.empty else {
         (r.device, r.source, int(r.N), r.name.split(": ")[0]): r.median_us
@@ -928,28 +884,12 @@ def plot_breakdown(bd, gr=None, name="06_vit_breakdown"):
     the eager wall time, the absolute ms written on each bar (shares(bd, gr))."""
     from .core import plot
     s = shares(bd, gr)
-    if s.empty:
-        print(f"(no data for plot {name})")
-        return None
-    fig, ax = plot._figure(plot.WIDTH, 0.45 * len(s) + 1.6)
-    y = np.arange(len(s))[::-1]
-    left = np.zeros(len(s))
-    tot = np.maximum((s["gemm_us"] + s["kernel_us"] + s["gap_us"]).values, 1e-9)
-    for col, label, color in (("gemm_us", "cuBLAS GEMMs (GPU time)", "#3a78b5"),
-                              ("kernel_us", "lab kernels (GPU time)", "#e3873a"),
-                              ("gap_us", "launch gaps (eager wall - GPU time)", "#bbbbbb")):
-        frac = 100 * s[col].values / tot
-        ax.barh(y, frac, left=left, color=color, label=label, edgecolor="k", lw=0.3)
-        left += frac
-    for yy, r in zip(y, s.itertuples()):
-        ax.annotate(f"{r.wall_us / 1e3:.2f} ms eager, host {r.host_us / 1e3:.2f} ms", (100, yy),
-                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
-    ax.set_yticks(y, [f"{r.what}, N={r.N}" for r in s.itertuples()])
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of the eager launch's wall time")
-    plot._title(ax, "Where a ViT block's and the tower's time goes", s)
-    plot._legend_outside(ax, below=True)
-    return plot._save(fig, name)
+    return plot.stacked_shares(
+        s, {"gemm_us": ("cuBLAS GEMMs (GPU time)", "#3a78b5"), "kernel_us": ("lab kernels (GPU time)", "#e3873a"),
+            "gap_us": ("launch gaps (eager wall - GPU time)", "#bbbbbb")},
+        [f"{r.what}, N={r.N}" for r in s.itertuples()],
+        [f"{r.wall_us / 1e3:.2f} ms eager, host {r.host_us / 1e3:.2f} ms" for r in s.itertuples()],
+        "% of the eager launch's wall time", "Where a ViT block's and the tower's time goes", name)
 
 
 def graph_table(gr):
@@ -996,8 +936,7 @@ RECORD_NS = (256, 1024, 4096)
 
 
 def record():
-    """Everything lab 06 shows, measured once (< ~1.5 min on an H200): kernellab.record writes it
-    to figures/reference/<device>/vit_block.csv."""
+    """Everything lab 06 shows, measured once (< ~1.5 min on an H200), for vit_block.csv."""
     import pandas as pd
     parts = [accuracy(), block_times(RECORD_NS), breakdown(RECORD_NS, reps=3), graphs(RECORD_NS, reps=5)]
     return pd.concat(parts, ignore_index=True)

@@ -241,3 +241,28 @@ def device_roofline(fund, kernels, name="00_roofline", ceilings=()):
     prov = f"{fund['source'].iloc[0]} on {fund['device'].iloc[0]}, {fund['date'].iloc[0]}"
     return roofline([(k, ai, None) for k, ai in kernels], name, vals["fp32 FMA peak"], vals["copy roof"],
                     title="Roofline (fp32 CUDA cores)", provenance=prov, ceilings=extra)
+
+
+def stacked_shares(df, columns: dict, labels, notes, xlabel: str, title: str, name: str):
+    """Horizontal bars, one per row of df, each split into `columns` ({column: (label, colour)}) as
+    % of their sum, with `notes[i]` written after bar i (labels: the y tick labels)."""
+    if df is None or df.empty:
+        print(f"(no data for plot {name})")
+        return None
+    import numpy as np
+    fig, ax = _figure(WIDTH, 0.45 * len(df) + 1.6)
+    y = np.arange(len(df))[::-1]
+    left = np.zeros(len(df))
+    tot = np.maximum(sum(df[c].values for c in columns), 1e-9)
+    for col, (label, color) in columns.items():
+        frac = 100 * df[col].values / tot
+        ax.barh(y, frac, left=left, color=color, label=label, edgecolor="k", lw=0.3)
+        left += frac
+    for yy, note in zip(y, notes):
+        ax.annotate(note, (100, yy), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
+    ax.set_yticks(y, labels)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel(xlabel)
+    _title(ax, title, df)
+    _legend_outside(ax, below=True)
+    return _save(fig, name)
