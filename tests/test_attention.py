@@ -166,3 +166,20 @@ def test_ptx_shows_each_steps_claim():
         assert p(step, r"ld\.global\.nc\.v4")                 # 16 bytes per load
         assert p(step, r"shfl\.sync\.bfly")
     assert p("03_decode_merge", r"ex2\.approx")
+
+
+def test_limiter_readings_make_sentences():
+    """The recorded Nsight Compute limiter readings (make ncu --limiters) are read by results.limiters,
+    one column per launch the families name, and the lab's sentences quote them (not the
+    no-readings line) on the device that has them."""
+    from kernellab.core import results
+    from kernellab.core.ncu import LIMITER_METRICS
+    for fam, text in ((A.PREFILL, A.prefill_limits_text), (A.DECODE, A.decode_limits_text)):
+        lim = results.limiters(fam)
+        if lim is None:
+            pytest.skip("no limiter readings recorded")
+        assert len(lim.columns) == len(fam.limiters)
+        assert set(lim.index) <= set(LIMITER_METRICS.values())
+        s = text(lim)
+        assert s != A.NO_COUNTERS and "%" in s
+    assert A.prefill_limits_text(None) == A.NO_COUNTERS

@@ -185,3 +185,23 @@ def test_memcpy_floor_counts_only_its_bytes():
     assert out["bytes"].tolist() == [2 * 8192, 3 * 8192]
     assert out["gbps"].iloc[0] == pytest.approx(2 * 8192 / 1e3) and out["frac_copy"].iloc[0] == pytest.approx(0.2)
     assert df["bytes"].iloc[0] == 3 * 8192                          # the input frame is untouched
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_softmax_dispatch_covers_every_row(dt):
+    """Step 09's geometry holds a whole row (lanes x loads x elements per 16-byte load >= C, lanes a
+    power of two <= 32) or sends it on; step 10's clusters hold a row in 2, 4 or 8 blocks of at most
+    the kernel's threads, chunks 16-byte aligned, and refuse rows past what 8 blocks hold."""
+    from kernellab import softmax as S
+    w = 8 if dt == "float16" else 4
+    for C in list(range(1, 300)) + [511, 512, 513, 1023, 1024, 1025, 2048]:
+        g = S.rows_per_warp_geometry(C, dt)
+        if g is not None:
+            lpr, nv = g
+            assert lpr & (lpr - 1) == 0 and lpr <= 32 and lpr * nv * w >= C
+            assert nv <= (1 if dt == "float16" else S.RPW_REGS)
+    for C in (16385, 32768, 65536, 65537, 151936, 262144):
+        cs, threads, chunk = S.cluster_geometry(C, dt)
+        assert cs in (2, 4, 8) and chunk % 8 == 0 and cs * chunk >= C
+        assert threads * S.CLUSTER_ELEMS[dt] >= chunk and threads <= S.CLUSTER_THREADS[dt][-1]
+    assert S.cluster_geometry(2 ** 18 + 1, dt) is None
