@@ -794,42 +794,42 @@ __device__ __forceinline__ void cluster_body(const float* __restrict__ x, float*
     for (int k = 0; k < CL_REGS; ++k) store4(yr, threadIdx.x + k * blockDim.x, len, vec_ok, scale4(v[k], k_out));
 }
 
-extern "C" __global__ void KL_CLUSTER(2) __launch_bounds__(1024) softmax_10_cluster_2(
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_10_cluster_2(
         const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
     cluster_body<2>(x, y, C, vec_ok, chunk);
 }
 
 // === softmax_10_cluster_fp16_2 ===
 // Why: the same for fp16, a cluster of 2 blocks; the chunk stays in registers as raw halves (64 a thread).
-extern "C" __global__ void KL_CLUSTER(2) __launch_bounds__(512) softmax_10_cluster_fp16_2(
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_10_cluster_fp16_2(
         const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
     cluster_body_h<2>(x, y, C, vec_ok, chunk);
 }
 
 // === softmax_10_cluster_4 ===
 // Why: the same, a cluster of 4 blocks (the cluster size is fixed at compile time: one kernel per size).
-extern "C" __global__ void KL_CLUSTER(4) __launch_bounds__(1024) softmax_10_cluster_4(
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_10_cluster_4(
         const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
     cluster_body<4>(x, y, C, vec_ok, chunk);
 }
 
 // === softmax_10_cluster_fp16_4 ===
 // Why: the same for fp16, a cluster of 4 blocks; the chunk stays in registers as raw halves (64 a thread).
-extern "C" __global__ void KL_CLUSTER(4) __launch_bounds__(512) softmax_10_cluster_fp16_4(
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_10_cluster_fp16_4(
         const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
     cluster_body_h<4>(x, y, C, vec_ok, chunk);
 }
 
 // === softmax_10_cluster_8 ===
 // Why: the same, a cluster of 8 blocks (the cluster size is fixed at compile time: one kernel per size).
-extern "C" __global__ void KL_CLUSTER(8) __launch_bounds__(1024) softmax_10_cluster_8(
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_10_cluster_8(
         const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
     cluster_body<8>(x, y, C, vec_ok, chunk);
 }
 
 // === softmax_10_cluster_fp16_8 ===
 // Why: the same for fp16, a cluster of 8 blocks; the chunk stays in registers as raw halves (64 a thread).
-extern "C" __global__ void KL_CLUSTER(8) __launch_bounds__(512) softmax_10_cluster_fp16_8(
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_10_cluster_fp16_8(
         const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
     cluster_body_h<8>(x, y, C, vec_ok, chunk);
 }
