@@ -65,6 +65,24 @@ extern "C" __global__ void add_04_fp16_vec8(const __half* __restrict__ a, const 
     }
 }
 
+// === add_04_ablate_plain ===
+// Why: steps 03 -> 04 (and 08 -> 04) change the load width AND add __restrict__ + __ldg. This is
+// step 04 with plain pointers and plain loads, nothing else changed: 03 -> this is the width alone,
+// this -> 04 the qualifiers alone (the lab's ablation table).
+extern "C" __global__ void add_04_ablate_plain(const __half* a, const __half* b, __half* out, int n, int vec_ok) {
+    const int i = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (vec_ok && i + 7 < n) {
+        Half8 x, y, z;
+        x.u = *reinterpret_cast<const uint4*>(a + i);
+        y.u = *reinterpret_cast<const uint4*>(b + i);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) z.h2[k] = __hadd2(x.h2[k], y.h2[k]);
+        reinterpret_cast<uint4*>(out + i)[0] = z.u;
+    } else {
+        for (int j = i; j < min(i + 8, n); ++j) out[j] = __hadd(a[j], b[j]);
+    }
+}
+
 // === add_05_bias_mod ===
 // Why: the seed's broadcast_add_bias_fp16_kernel before: a 1-D grid over rows * cols, and
 // each thread recovers its column with idx % cols. A 32-bit remainder by a runtime value
@@ -87,6 +105,20 @@ extern "C" __global__ void add_06_bias_2d(const __half* __restrict__ m, const __
     for (int row = blockIdx.y; row < rows; row += gridDim.y) {
         const size_t i = (size_t)row * cols + col;
         out[i] = __hadd(__ldg(m + i), b);
+    }
+}
+
+// === add_06_ablate_plain ===
+// Why: step 06 removes the modulo (the 2-D grid, each thread one column, the bias read once) AND adds
+// __restrict__ + __ldg. This is step 06 with plain pointers and loads: 05 -> this is the grid alone,
+// this -> 06 the qualifiers alone.
+extern "C" __global__ void add_06_ablate_plain(const __half* m, const __half* bias, __half* out, int rows, int cols) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= cols) return;
+    const __half b = bias[col];
+    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+        const size_t i = (size_t)row * cols + col;
+        out[i] = __hadd(m[i], b);
     }
 }
 

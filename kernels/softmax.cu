@@ -498,27 +498,45 @@ __device__ __forceinline__ void unpack8(uint4 u, float4& lo, float4& hi) {
     hi = make_float4(c.x, c.y, d.x, d.y);
 }
 
-extern "C" __global__ void softmax_07_fp16_pipelined(const __half* __restrict__ x, __half* __restrict__ y,
-                                                     int R, int C, int vec_ok) {
+template <bool PREFETCH>
+__device__ __forceinline__ void fp16_rows_resident(const __half* __restrict__ x, __half* __restrict__ y, int R, int C) {
     const int stride = gridDim.x * blockDim.y;
     int row = blockIdx.x * blockDim.y + threadIdx.y;
     uint4 next[H8_PER_THREAD];
-    if (row < R) {
+    if (PREFETCH && row < R) {
 #pragma unroll
         for (int k = 0; k < H8_PER_THREAD; ++k) next[k] = ld_raw8(x + (size_t)row * C, threadIdx.x + k * blockDim.x, C);
     }
 #pragma unroll 1
     for (; row < R; row += stride) {
         float4 lo[H8_PER_THREAD], hi[H8_PER_THREAD];
+        if (!PREFETCH) {                                 // the ablation: this row's loads, then wait for them
+#pragma unroll
+            for (int k = 0; k < H8_PER_THREAD; ++k) next[k] = ld_raw8(x + (size_t)row * C, threadIdx.x + k * blockDim.x, C);
+        }
 #pragma unroll
         for (int k = 0; k < H8_PER_THREAD; ++k) unpack8(next[k], lo[k], hi[k]);
-        if (row + stride < R) {                          // the next row's loads, in flight now
+        if (PREFETCH && row + stride < R) {              // the next row's loads, in flight now
 #pragma unroll
             for (int k = 0; k < H8_PER_THREAD; ++k)
                 next[k] = ld_raw8(x + (size_t)(row + stride) * C, threadIdx.x + k * blockDim.x, C);
         }
         fp16_row_from_regs(lo, hi, y + (size_t)row * C, C, 1);
     }
+}
+
+extern "C" __global__ void softmax_07_fp16_pipelined(const __half* __restrict__ x, __half* __restrict__ y,
+                                                     int R, int C, int vec_ok) {
+    fp16_rows_resident<true>(x, y, R, C);
+}
+
+// === softmax_07_ablate_no_prefetch ===
+// Why: step 07 makes two changes to step 06: a grid of only the resident blocks, each walking rows,
+// and the next row's loads issued before this row's reduction. This is step 07 without the second:
+// 06 -> this is the resident grid alone, this -> 07 the prefetch alone.
+extern "C" __global__ void softmax_07_ablate_no_prefetch(const __half* __restrict__ x, __half* __restrict__ y,
+                                                         int R, int C, int vec_ok) {
+    fp16_rows_resident<false>(x, y, R, C);
 }
 
 // === softmax_09_rows_per_warp ===

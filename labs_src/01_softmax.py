@@ -256,15 +256,17 @@ check_variants(softmax, ["06_fp16_vec8"])
 # ## Step 07: keep DRAM busy while a row is reduced
 # In step 06 each block loads one row, waits for it (a DRAM round trip with nothing else to
 # do), reduces it, stores it and exits. With few waves of blocks, the blocks of an SM are all
-# in the same phase, so while they reduce and store, no loads are in flight. One change: the
+# in the same phase, so while they reduce and store, no loads are in flight. Two changes: the
 # grid holds only as many blocks as fit on the GPU at once (the occupancy API says how many),
-# each block walks rows with a stride, and the **next** row's 16-byte loads are issued into
+# each block walking rows with a stride; and the **next** row's 16-byte loads are issued into
 # registers before **this** row's reduction. Rows that are not 16-byte aligned, or too long for
-# the registers, go to step 06's kernel.
+# the registers, go to step 06's kernel. The ablation `ablate_07_no_prefetch` is step 07 without
+# the prefetch (same grid): 06 → it is the resident grid alone, it → 07 the prefetch alone.
 
 # %%
 build.show("softmax", "07_fp16_pipelined")
-check_variants(softmax, ["07_fp16_pipelined"])
+build.show("softmax", "07_ablate_no_prefetch")
+check_variants(softmax, ["07_fp16_pipelined", "ablate_07_no_prefetch"])
 
 # %% [markdown]
 # ## Step 09: as many lanes as the row needs, and a dispatch by row length
@@ -345,6 +347,13 @@ plot.bars(results.select(res, dtype="float16"), "01_softmax_targets_fp16", title
 # %%
 pd.concat([results.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("float32", "float16")]
           + [results.speedup(res, "07_fp16_pipelined", "06_fp16_vec8")], axis=1).round(2)
+
+# %% [markdown]
+# Step 07's two changes, one at a time (fp16, the target shapes, the same run):
+
+# %% jupyter={"source_hidden": true}
+kl.say("The resident grid alone: " + results.summary(res, "ablate_07_no_prefetch", "06_fp16_vec8", prov=False)
+       + " The prefetch alone: " + results.summary(res, "07_fp16_pipelined", "ablate_07_no_prefetch"))
 
 # %% jupyter={"source_hidden": true}
 half = [1 / results.ratio(res, "06_fp16_vec8", "05_online_vec4", softmax.case_key(s, "float16"),

@@ -163,6 +163,20 @@ for dt, best in add.BEST.items():
                   "1:1 copy, cudaMemcpy and a 2-read/1-write stream." if fc.value > 1 else ""))
 
 # %% [markdown]
+# ### Steps 03 → 04 and 08 → 04: the width, or the qualifiers?
+# Step 04 changes two things from step 03 (and from step 08): the load width, and `__restrict__` +
+# `__ldg`. `ablate_04_plain` is step 04 with plain pointers and loads, so each is timed alone, at
+# every size of the sweep above.
+
+# %%
+build.show("add", "04_ablate_plain")
+
+# %% jupyter={"source_hidden": true}
+kl.say("The width alone, from `half2`: " + results.summary(res, "ablate_04_plain", "03_fp16_half2", prov=False)
+       + " The width alone, from one half a thread: " + results.summary(res, "ablate_04_plain", "08_vec_fp16_scalar", prov=False)
+       + " `__restrict__` + `__ldg` alone: " + results.summary(res, "04_fp16_vec8", "ablate_04_plain"))
+
+# %% [markdown]
 # ### Bytes in flight per thread, and what they buy
 # Every step reads its operands with one load per operand per thread; only the width differs.
 # With the blocks that fit on an SM (from ptxas), that is the bytes in flight per SM. Beside it,
@@ -201,7 +215,8 @@ if f16["fraction of copy roof at 64M"].notna().all():
 # `out[r, c] = m[r, c] + bias[c]`. The seed's before-kernel runs a 1-D grid and recovers the
 # column with `idx % cols`; its after-kernel uses a 2-D grid (`blockIdx.y` is the row) **and**
 # 8-wide loads, and credits the win to removing the modulo. Step 06 separates the two: a 2-D
-# grid with scalar loads. In the PTX, step 05 has a `rem.s32` per element (ptxas expands it into
+# grid with scalar loads. It also adds `__restrict__` and `__ldg`; `ablate_06_plain` is step 06
+# without them, so the grid, the qualifiers and the width are each timed alone. In the PTX, step 05 has a `rem.s32` per element (ptxas expands it into
 # ~20 integer instructions: there is no hardware divide); steps 06 and 07 have none.
 
 # %%
@@ -219,22 +234,24 @@ bres = bench.compare(add.BIAS, add.BIAS.RECORD_CASES)
 results.table(bres)
 
 # %% [markdown]
-# Across column counts at a fixed 2²⁵ elements: the modulo's cost is the 05 → 06 ratio, the
-# vector width's is 06 → 07. Column counts that are not a multiple of 8 (4099) cannot use
+# Across column counts at a fixed 2²⁵ elements: the modulo's cost is the 05 → `ablate_06_plain`
+# ratio, the qualifiers' is `ablate_06_plain` → 06, the vector width's is 06 → 07. Column counts that are not a multiple of 8 (4099) cannot use
 # aligned 16-byte row starts, so step 07 falls back to coalesced scalars there.
 
 # %%
 sweep = results.select(bres, kind="variant")
 sweep = sweep[sweep.case.isin([add.BIAS.case_key(s, "float16") for s in add.BIAS_SWEEP])]
 plot.sweep(sweep, "03_bias_modulo_sweep", title="broadcast bias add, fp16, 2^25 elements: GB/s vs cols")
-pd.concat([results.speedup(sweep, "06_bias_2d", "05_bias_mod").rename("modulo removed (05/06)"),
+pd.concat([results.speedup(sweep, "ablate_06_plain", "05_bias_mod").rename("modulo removed (05/ablate)"),
+           results.speedup(sweep, "06_bias_2d", "ablate_06_plain").rename("__restrict__ + __ldg (ablate/06)"),
            results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d").rename("8-wide loads (06/07)")], axis=1).round(2)
 
 # %% jupyter={"source_hidden": true}
-_mod = results.speedup(sweep, "06_bias_2d", "05_bias_mod")
+_mod = results.speedup(sweep, "ablate_06_plain", "05_bias_mod")
 _vec = results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
 if len(_mod) and len(_vec):
-    kl.say("Removing the modulo alone: " + results.summary(sweep, "06_bias_2d", "05_bias_mod", prov=False)
+    kl.say("Removing the modulo alone: " + results.summary(sweep, "ablate_06_plain", "05_bias_mod", prov=False)
+           + " `__restrict__` + `__ldg` alone: " + results.summary(sweep, "06_bias_2d", "ablate_06_plain", prov=False)
            + " 8-wide loads alone: " + results.summary(sweep, "07_bias_2d_vec8", "06_bias_2d", prov=False)
            + f" ({kl.provenance(sweep)}). "
            + ("The load width, not the modulo, carries the seed's win here: a 2-byte load per thread "

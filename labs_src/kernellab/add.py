@@ -89,6 +89,8 @@ VARIANTS = {
     "02_f32_float4": variant(**_ew)(_elementwise("02_f32_float4", "float32", 256, 4, 16)),
     "03_fp16_half2": variant(dtypes=("float16",), **_ew)(_elementwise("03_fp16_half2", "float16", 256, 2, 4)),
     "04_fp16_vec8": variant(dtypes=("float16",), **_ew)(_elementwise("04_fp16_vec8", "float16", 256, 8, 16)),
+    # step 04 without __restrict__ / __ldg: the ablation that splits 03 -> 04 (and 08 -> 04) into width and qualifiers
+    "ablate_04_plain": variant(dtypes=("float16",), **_ew)(_elementwise("04_ablate_plain", "float16", 256, 8, 16)),
     "08_vec_fp16_scalar": variant(dtypes=("float16",), **_ew)(
         _elementwise("08_vec_fp16_scalar", "float16", 256, 1)),
 }
@@ -153,6 +155,8 @@ BIAS = Family(
     bytes_moved=_bias_bytes,
     variants={"05_bias_mod": variant(dtypes=("float16",))(_bias_step("05_bias_mod", 1, False)),
               "06_bias_2d": variant(dtypes=("float16",))(_bias_step("06_bias_2d", 1, True)),
+              # step 06 without __restrict__ / __ldg: splits 05 -> 06 into the grid (modulo gone) and the qualifiers
+              "ablate_06_plain": variant(dtypes=("float16",))(_bias_step("06_ablate_plain", 1, True)),
               "07_bias_2d_vec8": variant(dtypes=("float16",))(_bias_step("07_bias_2d_vec8", 8, True))},
     default={"float16": "07_bias_2d_vec8"},
     baselines={"cupy + (broadcast)": _cupy, "torch.add (broadcast)": _torch},

@@ -199,20 +199,29 @@ def resident_blocks(name, threads) -> int:
     return max(1, per_sm) * info()["sms"]
 
 
-@variant(dtypes=("float16",))
-def fp16_pipelined(x, out=None):
-    """Step 07: as many blocks as fit at once, each walking rows and loading the next row
-    before reducing this one. Rows that step 07 does not cover (not 16-byte aligned, or too
-    long for the registers) go to step 06's kernel."""
-    name = "softmax_07_fp16_pipelined"
+def _resident(name, x, out):
+    """Step 07's launch (and its ablation's): as many blocks as fit at once, each walking rows. Rows
+    it does not cover (not 16-byte aligned, or too long for the registers) go to step 06's kernel."""
     out_, R, C = _prep(x, out, "float16")
     if R and C:
         t, rows = _geometry(name, C, 8, H8_PER_THREAD)
         if not _vec_ok(x, out_, 8) or -(-C // 8) > H8_PER_THREAD * t:
             return fp16_vec8(x, out=out_)
-        grid = min(-(-R // rows), resident_blocks(name, t * rows))
+        grid = min(-(-R // rows), resident_blocks("softmax_07_fp16_pipelined", t * rows))   # the ablation: step 07's grid
         launch(FAMILY, name, (grid,), (t, rows), (x, out_, R, C, 1))
     return out_
+
+
+@variant(dtypes=("float16",))
+def fp16_pipelined(x, out=None):
+    """Step 07: the resident grid, each block loading the next row before reducing this one."""
+    return _resident("softmax_07_fp16_pipelined", x, out)
+
+
+@variant(dtypes=("float16",))
+def ablate_no_prefetch(x, out=None):
+    """Step 07 without the prefetch (the resident grid alone): the ablation that splits 06 -> 07."""
+    return _resident("softmax_07_ablate_no_prefetch", x, out)
 
 
 RPW_REGS = 8            # float4 registers per lane in step 09 (RPW_REGS in softmax.cu)
@@ -341,6 +350,7 @@ VARIANTS = {
     "05_online_vec4": online_vec4,
     "06_fp16_vec8": fp16_vec8,
     "07_fp16_pipelined": fp16_pipelined,
+    "ablate_07_no_prefetch": ablate_no_prefetch,
     "09_dispatch": dispatch,
     "10_cluster": cluster,
 }
