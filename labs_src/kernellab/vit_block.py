@@ -70,8 +70,7 @@ PATCH_PLAN = [
 ]
 # The report's kernel call counts per ViT forward (seed 000, section 3.4), as lab 05 lists them.
 REPORT_COUNTS = V.CALLS_PER_FORWARD
-# fp16 roundings on the longest path through a block: every op stores an fp16 tensor except the
-# transpose (an exact copy).
+# fp16 roundings on a block's longest path: every op stores an fp16 tensor except the transpose (an exact copy).
 STAGES = sum(1 for name, _, _ in BLOCK_PLAN if name != "transpose")
 
 
@@ -149,9 +148,8 @@ def _normal(xp, seed, shape, scale, shift=0.0):
 
 
 def _draw(shapes, s, xp):
-    """Weights for `shapes`, from seeds s + 1, s + 2, ... in their order: matrices N(0, 1/fan_in) so
-    activations keep unit scale, LayerNorm weights N(1, 0.1^2) and biases N(0, 0.1^2), other biases
-    N(0, 0.02^2)."""
+    """Weights for `shapes`, from seeds s + 1, s + 2, ... in their order: matrices N(0, 1/fan_in) so activations
+    keep unit scale, LayerNorm weights N(1, 0.1^2) and biases N(0, 0.1^2), other biases N(0, 0.02^2)."""
     def law(k, shp):
         if len(shp) == 2:
             return shp[1] ** -0.5, 0.0
@@ -165,8 +163,7 @@ def make_layer(seed=0, xp=np):
 
 
 def merger_shapes(postshuffle=False):
-    """A merger's weight shapes; postshuffle: its LayerNorm is over the merged 4608 (a DeepStack
-    merger as Qwen3-VL has it), else over 1152."""
+    """A merger's weight shapes; postshuffle: LN over the merged 4608 (a Qwen3-VL DeepStack merger), else 1152."""
     return {**MERGER_SHAPES, "ln_w": (MERGE_IN,), "ln_b": (MERGE_IN,)} if postshuffle else MERGER_SHAPES
 
 
@@ -212,8 +209,7 @@ def _round16(a):
 
 
 def positions(grid_h, grid_w):
-    """(row, col) of each token, [N, 2]: merge-window order (lab 05's vision.window_positions),
-    the four patches of each 2x2 window consecutive."""
+    """(row, col) of each token, [N, 2], in merge-window order (each 2x2 window's four patches consecutive)."""
     return V.window_positions(grid_h, grid_w)
 
 
@@ -278,11 +274,10 @@ def reference_block(x, W, grid_h, grid_w, fp16_storage=False):
     return r(r(m @ W["fc2_w"].T) + W["fc2_b"] + x1)
 
 
-# Two drawings of the mergers. "report": seed 000's, a LayerNorm over 1152 before every 2x2 merge
-# and the tanh GELU everywhere (what the GPU tower assembles). "qwen3-vl": transformers' Qwen3-VL
-# vision model, where the main merger normalises before the shuffle over 1152, the DeepStack
-# mergers after it over 4608 (Qwen3VLVisionPatchMerger(use_postshuffle_norm=True)), and every
-# merger's GELU is the exact erf form (nn.GELU()); the blocks' MLP keeps tanh in both.
+# Two drawings of the mergers. "report": seed 000's, a LayerNorm over 1152 before every 2x2 merge and the tanh
+# GELU everywhere (what the GPU tower assembles). "qwen3-vl": transformers' Qwen3-VL vision model: the main merger
+# normalises over 1152 before the shuffle, the DeepStack mergers over 4608 after it (use_postshuffle_norm=True of
+# Qwen3VLVisionPatchMerger), every merger's GELU is the exact erf form (nn.GELU()); the blocks' MLP keeps tanh.
 MERGER_MODELS = ("report", "qwen3-vl")
 
 
@@ -346,11 +341,11 @@ def rel_err(got, want) -> float:
 
 
 def error_bound(stages: int = STAGES) -> float:
-    """First-order bound on the normwise relative error of a block stored in fp16 with fp32
-    accumulation: each of `stages` fp16 stores adds a relative error <= u = 2^-11; the fp32 sums
-    add about sqrt(K) * 2^-24 (K <= 4304: ~4e-6, negligible); with LayerNorm-normalised inputs and
-    unit-gain weights each stage carries its error to the output with a gain of about 1, so
-    ||y - y64|| / ||y64|| <= stages * u. Two fp16 implementations differ by at most twice that."""
+    """First-order bound on the normwise relative error of a block stored in fp16 with fp32 accumulation: each of
+    `stages` fp16 stores adds a relative error <= u = 2^-11; the fp32 sums add about sqrt(K) * 2^-24 (K <= 4304:
+    ~4e-6, negligible); with LayerNorm-normalised inputs and unit-gain weights each stage carries its error to the
+    output with a gain of about 1, so ||y - y64|| / ||y64|| <= stages * u. Two fp16 implementations differ by at
+    most twice that."""
     return stages * U_FP16
 
 
@@ -363,7 +358,6 @@ def weights(layers=1, mergers=None, seed=0, xp=np, model="report"):
                            mergers=[make_merger(seed + j, xp, postshuffle=_merger_form(model, j)[0])
                                     for j in range(mergers)],
                            patch=make_patch(seed, xp))
-
 
 
 # ---- the block, merger and tower on the GPU ----------------------------------------------------
@@ -438,9 +432,8 @@ def block_ops(L, ws, x, y, attention=None):
 
 
 def merger_ops(M, ws, x, y, postshuffle=False, gelu="tanh"):
-    """LN -> 2x2 merge -> fc1 -> bias -> GELU -> fc2 -> bias, [N, 1152] -> y [N/4, 4096];
-    postshuffle: merge first, then LN over 4608 (a Qwen3-VL DeepStack merger); gelu: "tanh" (the
-    report) or "erf" (Qwen3-VL's mergers), as reference_merger takes them."""
+    """LN -> 2x2 merge -> fc1 -> bias -> GELU -> fc2 -> bias, [N, 1152] -> y [N/4, 4096]; postshuffle (merge, then
+    LN over 4608) and gelu ("tanh" or "erf") as reference_merger takes them."""
     gh, gw = ws.grid
     bar = V.bias_add_residual
     act = {"tanh": V.gelu, "erf": V.gelu_erf}[gelu]
@@ -545,12 +538,11 @@ class Tower(_Launched):
                                  mergers=[_device_weights(M) for M in W.mergers], patch=_device_weights(W.patch))
         self.grid = (grid_h, grid_w)
         n = grid_h * grid_w
-        self.ws = Workspace(grid_h, grid_w)
+        self.ws = ws = Workspace(grid_h, grid_w)
         self.patches = (make_input(grid_h, grid_w, seed=seed, xp=cupy, width=PATCH_DIM) if patches is None
                         else require(patches, "patches", dtype="float16"))
         self.output = _f16(n // 4, MERGE_OUT)
         self.deep = []
-        ws = self.ws
         ops = patch_ops(self.W.patch, ws, self.patches, ws.xa)
         cur, nxt = ws.xa, ws.xb
         for i, L in enumerate(self.W.layers):
@@ -658,14 +650,12 @@ def accuracy(ns=(1024, 4096), seed=0):
             for nm, sd in (("torch eager block", False), ("torch eager block (SDPA)", True)):
                 tb = torch_block(b.W, b.x, gh, gw, sdpa=sd)
                 if tb is not None:
-                    got = cupy.asarray(tb())
-                    rows.append(_row("accuracy", n, nm, "baseline", value=rel_err(got, want),
+                    rows.append(_row("accuracy", n, nm, "baseline", value=rel_err(cupy.asarray(tb()), want),
                                      unit="rel err vs float64"))
             rows.append(_row("accuracy", n, "bound", "bound", value=error_bound(), unit="rel err vs float64"))
             del b, want
         return rows
-    return _live_or_recorded("accuracy", "the block's error against float64 at N = " + ", ".join(map(str, ns)),
-                             measure)
+    return _live_or_recorded("accuracy", "the block's error against float64 at N = " + ", ".join(map(str, ns)), measure)
 
 
 def block_times(ns=(256, 1024, 4096), seed=0):
@@ -692,8 +682,7 @@ def block_times(ns=(256, 1024, 4096), seed=0):
                                  bench.time_fn(lambda: F.scaled_dot_product_attention(q, k, v)).row()))
             del b
         return rows
-    return _live_or_recorded("block", "the block's GPU time against torch at N = " + ", ".join(map(str, ns)),
-                             measure)
+    return _live_or_recorded("block", "the block's GPU time against torch at N = " + ", ".join(map(str, ns)), measure)
 
 
 def _block_and_tower(n, layers, seed):
@@ -733,8 +722,7 @@ def graphs(ns=(256, 1024, 4096), layers=LAYERS, seed=0, reps=10):
                 g = graph(obj.ops)
                 for nm, fn in (("eager", obj), ("graph replay", g)):
                     w = bench.wall(fn, reps=reps)
-                    rows.append(_row("graph", n, f"{what}: {nm}", "variant", w, value=w["median_us"],
-                                     unit="wall us"))
+                    rows.append(_row("graph", n, f"{what}: {nm}", "variant", w, value=w["median_us"], unit="wall us"))
                     t = bench.time_fn(fn, reps=reps).row()
                     rows.append(_row("graph", n, f"{what}: {nm} (GPU time)", "variant", t,
                                      value=t["median_us"], unit="gpu us"))
@@ -944,6 +932,5 @@ def record():
 
 # The block is not a ladder: a Family that records itself.
 VIT_BLOCK = Family(name=NAME, kernels="vision", record=record, shapes={f"N={n}": (n, HIDDEN) for n in RECORD_NS},
-                   targets=TARGETS,
-                   about="lab 06: Qwen3-VL's vision tower from lab 05's kernels and cuBLAS")
+                   targets=TARGETS, about="lab 06: Qwen3-VL's vision tower from lab 05's kernels and cuBLAS")
 FAMILIES = [VIT_BLOCK]
