@@ -447,6 +447,18 @@ softmax.best_per_length(swb)
 results.targets(softmax.SOFTMAX.targets, swb)
 
 # %% [markdown]
+# **What holds the long fp16 rows back.** Nsight Compute reads the counters of one launch of step 10
+# on long rows, in fp16 and fp32, and of torch's kernel (`make ncu` records them): DRAM and issue
+# utilisation, occupancy, and what the warps wait on.
+
+# %%
+lim = results.limiters(softmax.SOFTMAX)
+lim
+
+# %% jupyter={"source_hidden": true}
+kl.say(softmax.long_limits_text(lim))
+
+# %% [markdown]
 # ## Passes counted vs passes paid: where a row falls out of L1 and L2
 # Steps 02–03 read each row three times; but only the first read must come from DRAM if the
 # row is still cached when it is read again. The model: one block per row, so an SM holds

@@ -52,8 +52,7 @@ def jobs(claims=None) -> dict:
 
 def limiter_jobs() -> list:
     """[(family, step or baseline, shape, dtype, kernel regex)] over every family's limiters."""
-    return [(f, name, shape, (f.record_cases or [(None, "float16")])[0][1], kernel)
-            for f in families() for name, shape, kernel in f.limiters]
+    return [(f, name, shape, dt, kernel) for f in families() for name, shape, dt, kernel in f.limiter_cases()]
 
 
 def main(argv=None) -> int:

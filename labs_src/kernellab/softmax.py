@@ -538,11 +538,45 @@ TARGETS = (Target("best step / torch.softmax, worst over 32..262144 columns (fp3
              for what, lo, hi, t in (("1K..32K", 1024, 32768, 0.90), ("64K..256K", 65536, 2 ** 18, 0.85),
                                      ("32..256", 32, 256, 0.75))))
 
+# ---- what limits the long rows: Nsight Compute readings (results.limiters), and their sentence -------------
+
+TORCH_SOFTMAX_KERNELS = "SoftMax|softmax"          # torch's softmax kernels (cunn_SoftMaxForward*, softmax_warp_*)
+LIMIT_LONG = (256, 131072)                         # the 64K..256K band's middle: 2^25 elements, as the sweep
+LIMITERS = (("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_fp16", "float16"),
+            ("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_\d", "float32"),
+            ("torch.softmax", LIMIT_LONG, TORCH_SOFTMAX_KERNELS, "float16"))
+
+
+def long_limits_text(lim) -> str:
+    """What holds step 10 back on long fp16 rows, beside fp32 and torch, from results.limiters(SOFTMAX)."""
+    col = lambda name, dt: f"{name} @ {case_key(LIMIT_LONG, dt)}"             # noqa: E731
+    a, b, t = col("10_cluster", "float16"), col("10_cluster", "float32"), col("torch.softmax", "float16")
+    if lim is None or not {a, b, t} <= set(lim.columns):
+        return "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
+    v = lambda row, c: float(lim.loc[row, c])                                 # noqa: E731
+    dr, iss, occ, xu = ("DRAM throughput (% of peak)", "issue slots busy (%)", "achieved occupancy (%)",
+                        "XU pipe (exp2) busy (%)")
+    stalls = [i for i in lim.index if i.startswith("stall:")]
+    top = lim.loc[stalls, a].idxmax()
+    busiest = max((dr, iss, xu), key=lambda r: v(r, a))
+    held = (f"its busiest unit is *{busiest}* at {v(busiest, a):.0f}%, so no unit is saturated: it is held by "
+            f"latency, too few bytes in flight between one row's phases" if v(busiest, a) < 80 else
+            f"*{busiest}* is saturated ({v(busiest, a):.0f}%)")
+    return (f"At {LIMIT_LONG[0]} × {LIMIT_LONG[1]}, fp16 `10_cluster` keeps DRAM **{v(dr, a):.0f}%** busy over "
+            f"{v('duration (ns)', a) / 1e3:.1f} µs, where the same kernel on fp32 rows keeps it **{v(dr, b):.0f}%** "
+            f"busy and torch's fp16 kernel **{v(dr, t):.0f}%**. In fp16 {held}; it issues in {v(iss, a):.0f}% "
+            f"of the cycles (fp32: {v(iss, b):.0f}%), at {v(occ, a):.0f}% occupancy ({v('grid size', a):.0f} blocks, "
+            f"{v('registers per thread', a):.0f} registers a thread), and its warps wait most on *{top[7:]}* "
+            f"({v(top, a):.2f} cycles per issued instruction). Half the bytes per element means half the bytes in "
+            f"flight for the same threads, loads and reductions: an fp16 row needs twice the loads in flight per "
+            f"thread (or twice the threads) to keep DRAM as busy as fp32 does.")
+
+
 SOFTMAX = Family(
     name=NAME, kernels=FAMILY, variants=VARIANTS, targets=TARGETS, reference=reference, make_input=make_input,
     bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
     tolerance=tolerance,
     case_key=case_key, record_cases=[(s, dt) for dt in ("float32", "float16")
                                      for s in dict.fromkeys(SWEEP + list(SHAPES.values()))],
-    about="lab 01: softmax, naive -> safe -> warp shuffle -> online -> vectorised -> fp16")
+    limiters=LIMITERS, about="lab 01: softmax, naive -> safe -> warp shuffle -> online -> vectorised -> fp16")
 FAMILIES = [SOFTMAX, ABLATION, SHORT]

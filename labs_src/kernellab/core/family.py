@@ -60,7 +60,7 @@ class Family:
     case_key      (shape, dtype) -> the case's key in a results frame
     record        for a family that is not a ladder (lab 00's fundamentals, a whole block):
                   record() -> frame; else bench.compare over record_cases
-    limiters      [(step or baseline, shape, kernel regex or None)]: launches `make ncu` profiles with
+    limiters      [(step or baseline, shape, kernel regex or None[, dtype])]: launches `make ncu` profiles with
                   core.ncu.LIMITER_METRICS (tensor pipe, shared memory, issue, DRAM, occupancy,
                   stalls), so a lab can say from counters what limits a step and a baseline
     about         one line for tables and listings"""
@@ -87,6 +87,12 @@ class Family:
 
     def __repr__(self):
         return f"Family({self.name!r}: {len(self.variants)} steps, {len(self.baselines)} baselines)"
+
+    def limiter_cases(self) -> list:
+        """[(step or baseline, shape, dtype, kernel regex)] of `limiters`; a limiter without a dtype
+        takes the first record case's (float16 when there is none)."""
+        first = (self.record_cases or [(None, "float16")])[0][1]
+        return [(name, shape, rest[1] if len(rest) > 1 else first, rest[0]) for name, shape, *rest in self.limiters]
 
 
 # The upper-case names the labs used before the Family type existed (softmax.VARIANTS, fam.NAME, ...):

@@ -280,8 +280,7 @@ def limiters(family):
     from .device import load_recorded
     from .ncu import LIMITER_METRICS
     rec = load_recorded("ncu")
-    keys = [(name, family.case_key(shape, (family.record_cases or [(None, "float16")])[0][1]))
-            for name, shape, _ in family.limiters]
+    keys = [(name, family.case_key(shape, dt)) for name, shape, dt, _ in family.limiter_cases()]
     rec = rec[(rec["family"] == family.name) & rec["metric"].isin(list(LIMITER_METRICS))] if len(rec) else rec
     rec = rec[[k in keys for k in zip(rec["name"], rec["case"])]] if len(rec) else rec
     if rec.empty:
