@@ -77,21 +77,33 @@ extern "C" __global__ void rmsnorm_01_f32_cub(const float* x, const float* w, fl
 // (16 B of shared memory instead of CUB's TempStorage); (b) __restrict__ lets the compiler
 // reorder and batch loads; (c) a compile-time stride (the seed's BLOCK_DIM template) with
 // #pragma unroll keeps several float4 loads in flight; (d) __ldg for the shared weight.
-// The first pass in that style is shared with step 04.
-__device__ __forceinline__ float f32_sumsq_ldg(const float* __restrict__ xr, int C, int n4) {
-    const float4* xv = reinterpret_cast<const float4*>(xr);
-    float ss = 0.0f;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += RMS_BLOCK) ss += sumsq4(__ldg(xv + i));
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += RMS_BLOCK) ss += xr[i] * xr[i];
-    return ss;
-}
+
+// The seed's `#pragma unroll 4` on the compile-time-stride loops (unroll 1 on the runtime stride).
+// Built with -DRMS_NO_UNROLL_PRAGMA it is left out: tests/test_compile.py shows the compiler then
+// emits the same instructions, so given the compile-time stride the pragma is no change at all.
+#ifdef RMS_NO_UNROLL_PRAGMA
+#define RMS_UNROLL
+#else
+#define RMS_UNROLL _Pragma("unroll (FIXED ? 4 : 1)")
+#endif
 
 // Step 02's body, with each of its four changes as a switch, so the ablation kernels below can
 // undo one at a time: CUB (the reduction), FIXED (compile-time stride + unroll 4), LDG (__ldg);
-// __restrict__ is on the kernel's parameters. All switches on = step 02.
-template <bool LDG> __device__ __forceinline__ float4 ld4(const float4* p) { return LDG ? __ldg(p) : *p; }
-template <bool LDG> __device__ __forceinline__ float ld1(const float* p) { return LDG ? __ldg(p) : *p; }
+// __restrict__ is on the kernel's parameters. All switches on = step 02. Steps 04 and 06 have
+// bodies with the same switches, and one more: the width of their weight or data accesses.
+template <bool LDG, typename T> __device__ __forceinline__ T ld(const T* p) { return LDG ? __ldg(p) : *p; }
+
+// The first pass in either style (this thread's share of sum(x^2)); shared with step 04's body.
+template <bool FIXED, bool LDG>
+__device__ __forceinline__ float f32_sumsq_sw(const float* xr, int C, int n4) {
+    const float4* xv = reinterpret_cast<const float4*>(xr);
+    const int step = FIXED ? RMS_BLOCK : blockDim.x;
+    float ss = 0.0f;
+RMS_UNROLL
+    for (int i = threadIdx.x; i < n4; i += step) ss += sumsq4(ld<LDG>(xv + i));
+    for (int i = n4 * 4 + threadIdx.x; i < C; i += step) ss += xr[i] * xr[i];
+    return ss;
+}
 
 template <bool CUB, bool FIXED, bool LDG>
 __device__ __forceinline__ void rms_f32_body(const float* x, const float* w, float* y, int C, float eps, int vec_ok) {
@@ -100,15 +112,12 @@ __device__ __forceinline__ void rms_f32_body(const float* x, const float* w, flo
     const float4* xv = reinterpret_cast<const float4*>(xr);
     const int n4 = vec_ok ? C / 4 : 0;
     const int step = FIXED ? RMS_BLOCK : blockDim.x;
-    float ss = 0.0f;
-#pragma unroll (FIXED ? 4 : 1)
-    for (int i = threadIdx.x; i < n4; i += step) ss += sumsq4(ld4<LDG>(xv + i));
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += step) ss += xr[i] * xr[i];
+    const float ss = f32_sumsq_sw<FIXED, LDG>(xr, C, n4);
     const float inv = rsqrtf((CUB ? cub_block_sum(ss) : shfl_block_sum(ss)) / C + eps);
-#pragma unroll (FIXED ? 4 : 1)
+RMS_UNROLL
     for (int i = threadIdx.x; i < n4; i += step)
-        reinterpret_cast<float4*>(yr)[i] = mul4(ld4<LDG>(xv + i), inv, ld4<LDG>(reinterpret_cast<const float4*>(w) + i));
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += step) yr[i] = inv * xr[i] * ld1<LDG>(w + i);
+        reinterpret_cast<float4*>(yr)[i] = mul4(ld<LDG>(xv + i), inv, ld<LDG>(reinterpret_cast<const float4*>(w) + i));
+    for (int i = n4 * 4 + threadIdx.x; i < C; i += step) yr[i] = inv * xr[i] * ld<LDG>(w + i);
 }
 
 extern "C" __global__ void rmsnorm_02_f32_shfl(const float* __restrict__ x, const float* __restrict__ w,
@@ -169,23 +178,78 @@ extern "C" __global__ void rmsnorm_03_f32_fp16w_cub(const float* x, const __half
 }
 
 // === rmsnorm_04_f32_fp16w_uint2 ===
-// Why: one 64-bit uint2 load brings the 4 halves of weight that pair with a float4 of x
-// (the seed's optimised row_rmsnorm_f32_fp16w), plus the step 02 changes.
-extern "C" __global__ void rmsnorm_04_f32_fp16w_uint2(const float* __restrict__ x, const __half* __restrict__ w,
-                                                      float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+// Why: the seed's optimised row_rmsnorm_f32_fp16w. Five changes to step 03: (a) one 64-bit
+// uint2 load brings the 4 halves of weight that pair with a float4 of x (WIDE), and the four
+// of step 02: (b) warp shuffles (CUB off), (c) compile-time stride + unroll 4 (FIXED), (d) __ldg
+// (LDG), (e) __restrict__ on the kernel's parameters. Each is a switch of the body; the
+// ablation kernels below are step 04 with one of them undone. All switches on = step 04.
+template <bool WIDE, bool CUB, bool FIXED, bool LDG>
+__device__ __forceinline__ void rms_f32w_body(const float* x, const __half* w, float* y, int C, float eps, int vec_ok) {
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
     const float4* xv = reinterpret_cast<const float4*>(xr);
     const int n4 = vec_ok ? C / 4 : 0;
-    const float inv = rsqrtf(shfl_block_sum(f32_sumsq_ldg(xr, C, n4)) / C + eps);
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += RMS_BLOCK) {
-        const uint2 raw = __ldg(reinterpret_cast<const uint2*>(w) + i);   // 4 halves, one load
-        const float2 g01 = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
-        const float2 g23 = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
-        reinterpret_cast<float4*>(yr)[i] = mul4(__ldg(xv + i), inv, make_float4(g01.x, g01.y, g23.x, g23.y));
+    const int step = FIXED ? RMS_BLOCK : blockDim.x;
+    const float ss = f32_sumsq_sw<FIXED, LDG>(xr, C, n4);
+    const float inv = rsqrtf((CUB ? cub_block_sum(ss) : shfl_block_sum(ss)) / C + eps);
+RMS_UNROLL
+    for (int i = threadIdx.x; i < n4; i += step) {
+        float4 g;
+        if (WIDE) {
+            const uint2 raw = ld<LDG>(reinterpret_cast<const uint2*>(w) + i);   // 4 halves, one load
+            const float2 g01 = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+            const float2 g23 = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+            g = make_float4(g01.x, g01.y, g23.x, g23.y);
+        } else {                                                                 // 4 loads of 2 bytes
+            const int b = i * 4;
+            g = make_float4(__half2float(ld<LDG>(w + b)), __half2float(ld<LDG>(w + b + 1)),
+                            __half2float(ld<LDG>(w + b + 2)), __half2float(ld<LDG>(w + b + 3)));
+        }
+        reinterpret_cast<float4*>(yr)[i] = mul4(ld<LDG>(xv + i), inv, g);
     }
-    for (int i = n4 * 4 + threadIdx.x; i < C; i += RMS_BLOCK) yr[i] = inv * xr[i] * __half2float(__ldg(w + i));
+    for (int i = n4 * 4 + threadIdx.x; i < C; i += step) yr[i] = inv * xr[i] * __half2float(ld<LDG>(w + i));
+}
+
+extern "C" __global__ void rmsnorm_04_f32_fp16w_uint2(const float* __restrict__ x, const __half* __restrict__ w,
+                                                      float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32w_body<true, false, true, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_04_ablate_scalar_w ===
+// Why: step 04 with only the weight's width undone: four 16-bit loads per float4 of x, as step
+// 03. Its time over step 04's is what the uint2 load alone is worth (the seed's whole claim).
+extern "C" __global__ void rmsnorm_04_ablate_scalar_w(const float* __restrict__ x, const __half* __restrict__ w,
+                                                      float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32w_body<false, false, true, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_04_ablate_cub ===
+// Why: step 04 with only the reduction undone (cub::BlockReduce, as step 03).
+extern "C" __global__ void rmsnorm_04_ablate_cub(const float* __restrict__ x, const __half* __restrict__ w,
+                                                 float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32w_body<true, true, true, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_04_ablate_runtime_stride ===
+// Why: step 04 with only the loops undone: stride blockDim.x and no unrolling, as step 03.
+extern "C" __global__ void rmsnorm_04_ablate_runtime_stride(const float* __restrict__ x, const __half* __restrict__ w,
+                                                            float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32w_body<true, false, false, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_04_ablate_no_ldg ===
+// Why: step 04 without __ldg, __restrict__ kept (the compiler may pick the read-only path itself).
+extern "C" __global__ void rmsnorm_04_ablate_no_ldg(const float* __restrict__ x, const __half* __restrict__ w,
+                                                    float* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_f32w_body<true, false, true, false>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_04_ablate_plain ===
+// Why: step 04 without __ldg and without __restrict__ (plain pointers, as step 03): against the
+// row above, what __restrict__ is worth; the row above against step 04, what __ldg is.
+extern "C" __global__ void rmsnorm_04_ablate_plain(const float* x, const __half* w, float* y,
+                                                   int R, int C, float eps, int vec_ok) {
+    rms_f32w_body<true, false, true, false>(x, w, y, C, eps, vec_ok);
 }
 
 // === rmsnorm_05_fp16_half2_cub ===
@@ -214,49 +278,79 @@ extern "C" __global__ void rmsnorm_05_fp16_half2_cub(const __half* x, const __ha
 }
 
 // === rmsnorm_06_fp16_uint4 ===
-// Why: one uint4 moves 8 halves (16 bytes) per load instruction instead of 2, which the seed
-// measured as its largest win (2.13x, row_rmsnorm_pure_fp16 after); plus warp shuffles,
-// __restrict__, unrolling and __ldg. LDG = false is step 07.
-template <bool LDG>
-__device__ __forceinline__ uint4 ld16(const __half* p, int i) {
-    return LDG ? __ldg(reinterpret_cast<const uint4*>(p) + i) : reinterpret_cast<const uint4*>(p)[i];
-}
+// Why: the seed's optimised row_rmsnorm_pure_fp16, which it credits with its largest win
+// (2.13x) to the load width. Five changes to step 05, each a switch of the body below: (a) one
+// uint4 moves 8 halves (16 bytes) per load and store instead of a half2's 2 (WIDE); (b) warp
+// shuffles (CUB off); (c) compile-time stride + unroll 4 (FIXED); (d) __ldg (LDG); (e)
+// __restrict__ on the kernel's parameters. The ablation kernels below (and step 07, for (d)
+// and (e)) are step 06 with one change undone. All switches on = step 06.
+template <bool WIDE> struct HalfVec;                     // one access: 8 halves (uint4) or 2 (half2)
+template <> struct HalfVec<true> { typedef uint4 raw; static constexpr int H2 = 4; };
+template <> struct HalfVec<false> { typedef __half2 raw; static constexpr int H2 = 1; };
 
-template <bool LDG>
-__device__ __forceinline__ void rms_fp16_uint4(const __half* x, const __half* w, __half* y,
-                                               int C, float eps, int vec_ok) {
+template <bool WIDE, bool CUB, bool FIXED, bool LDG>
+__device__ __forceinline__ void rms_fp16_body(const __half* x, const __half* w, __half* y,
+                                              int C, float eps, int vec_ok) {
+    typedef typename HalfVec<WIDE>::raw raw;
+    constexpr int H2 = HalfVec<WIDE>::H2, H = 2 * H2;   // half2s and halves per access
+    union U { raw u; __half2 h2[H2]; };
     const __half* xr = x + (size_t)blockIdx.x * C;
     __half* yr = y + (size_t)blockIdx.x * C;
-    const int n8 = vec_ok ? C / 8 : 0;
+    const raw* xv = reinterpret_cast<const raw*>(xr);
+    const int n = vec_ok ? C / H : 0;
+    const int step = FIXED ? RMS_BLOCK : blockDim.x;
     float ss = 0.0f;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n8; i += RMS_BLOCK) {
-        Half8 v;
-        v.u = ld16<LDG>(xr, i);
+RMS_UNROLL
+    for (int i = threadIdx.x; i < n; i += step) {
+        U v;
+        v.u = ld<LDG>(xv + i);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) { const float2 f = __half22float2(v.h2[j]); ss += f.x * f.x + f.y * f.y; }
+        for (int j = 0; j < H2; ++j) { const float2 f = __half22float2(v.h2[j]); ss += f.x * f.x + f.y * f.y; }
     }
-    for (int i = n8 * 8 + threadIdx.x; i < C; i += RMS_BLOCK) { const float v = __half2float(xr[i]); ss += v * v; }
-    const float inv = rsqrtf(shfl_block_sum(ss) / C + eps);
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n8; i += RMS_BLOCK) {
-        Half8 v, g, o;
-        v.u = ld16<LDG>(xr, i);
-        g.u = ld16<LDG>(w, i);
+    for (int i = n * H + threadIdx.x; i < C; i += step) { const float v = __half2float(xr[i]); ss += v * v; }
+    const float inv = rsqrtf((CUB ? cub_block_sum(ss) : shfl_block_sum(ss)) / C + eps);
+RMS_UNROLL
+    for (int i = threadIdx.x; i < n; i += step) {
+        U v, g, o;
+        v.u = ld<LDG>(xv + i);
+        g.u = ld<LDG>(reinterpret_cast<const raw*>(w) + i);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < H2; ++j) {
             const float2 a = __half22float2(v.h2[j]), b = __half22float2(g.h2[j]);
             o.h2[j] = __floats2half2_rn(inv * a.x * b.x, inv * a.y * b.y);
         }
-        reinterpret_cast<uint4*>(yr)[i] = o.u;
+        reinterpret_cast<raw*>(yr)[i] = o.u;
     }
-    for (int i = n8 * 8 + threadIdx.x; i < C; i += RMS_BLOCK)
+    for (int i = n * H + threadIdx.x; i < C; i += step)
         yr[i] = __float2half_rn(inv * __half2float(xr[i]) * __half2float(w[i]));
 }
 
 extern "C" __global__ void rmsnorm_06_fp16_uint4(const __half* __restrict__ x, const __half* __restrict__ w,
                                                  __half* __restrict__ y, int R, int C, float eps, int vec_ok) {
-    rms_fp16_uint4<true>(x, w, y, C, eps, vec_ok);
+    rms_fp16_body<true, false, true, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_06_ablate_half2 ===
+// Why: step 06 with only the width undone: half2 loads and stores (4 bytes, as step 05), with
+// the shuffles, the unrolled compile-time stride, __ldg and __restrict__ kept. Its time over
+// step 06's is what the 16-byte access alone is worth (the seed's credited cause).
+extern "C" __global__ void rmsnorm_06_ablate_half2(const __half* __restrict__ x, const __half* __restrict__ w,
+                                                   __half* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_fp16_body<false, false, true, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_06_ablate_cub ===
+// Why: step 06 with only the reduction undone (cub::BlockReduce, as step 05).
+extern "C" __global__ void rmsnorm_06_ablate_cub(const __half* __restrict__ x, const __half* __restrict__ w,
+                                                 __half* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_fp16_body<true, true, true, true>(x, w, y, C, eps, vec_ok);
+}
+
+// === rmsnorm_06_ablate_runtime_stride ===
+// Why: step 06 with only the loops undone: stride blockDim.x and no unrolling, as step 05.
+extern "C" __global__ void rmsnorm_06_ablate_runtime_stride(const __half* __restrict__ x, const __half* __restrict__ w,
+                                                            __half* __restrict__ y, int R, int C, float eps, int vec_ok) {
+    rms_fp16_body<true, false, false, true>(x, w, y, C, eps, vec_ok);
 }
 
 // === rmsnorm_07_fp16_restrict_no_ldg ===
@@ -265,7 +359,7 @@ extern "C" __global__ void rmsnorm_06_fp16_uint4(const __half* __restrict__ x, c
 // the compiler may use the read-only path on its own: the PTX shows whether it did.
 extern "C" __global__ void rmsnorm_07_fp16_restrict_no_ldg(const __half* __restrict__ x, const __half* __restrict__ w,
                                                            __half* __restrict__ y, int R, int C, float eps, int vec_ok) {
-    rms_fp16_uint4<false>(x, w, y, C, eps, vec_ok);
+    rms_fp16_body<true, false, true, false>(x, w, y, C, eps, vec_ok);
 }
 
 // === rmsnorm_07_fp16_uint4_no_ldg ===
@@ -274,7 +368,7 @@ extern "C" __global__ void rmsnorm_07_fp16_restrict_no_ldg(const __half* __restr
 // the step above is what __restrict__ is worth, the step above against step 06 what __ldg is.
 extern "C" __global__ void rmsnorm_07_fp16_uint4_no_ldg(const __half* x, const __half* w, __half* y,
                                                         int R, int C, float eps, int vec_ok) {
-    rms_fp16_uint4<false>(x, w, y, C, eps, vec_ok);
+    rms_fp16_body<true, false, true, false>(x, w, y, C, eps, vec_ok);
 }
 
 // === rmsnorm_08_f32_onepass ===

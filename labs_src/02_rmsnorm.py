@@ -17,12 +17,15 @@
 # | 01 | `row_rmsnorm_f32` before | fp32 x, fp32 w | `cub::BlockReduce`, plain pointers |
 # | 02 | `row_rmsnorm_f32` after | fp32 x, fp32 w | warp shuffles, `__restrict__`, unroll, `__ldg` |
 # | 03 | `row_rmsnorm_f32_fp16w` before | fp32 x, fp16 w | weight as 4 scalar 16-bit loads |
-# | 04 | `row_rmsnorm_f32_fp16w` after | fp32 x, fp16 w | weight as one 64-bit `uint2` |
+# | 04 | `row_rmsnorm_f32_fp16w` after | fp32 x, fp16 w | weight as one 64-bit `uint2`, plus step 02's four changes |
 # | 05 | `row_rmsnorm_pure_fp16` before | fp16 x, fp16 w | `half2` loads (4 bytes) |
-# | 06 | `row_rmsnorm_pure_fp16` after | fp16 x, fp16 w | `uint4` loads (16 bytes) |
+# | 06 | `row_rmsnorm_pure_fp16` after | fp16 x, fp16 w | `uint4` loads (16 bytes), plus step 02's four changes |
 # | 07 | step 06 without `__ldg`, then without `__restrict__` | fp16 | measures each claim alone |
 # | 08 | beyond the seed: one pass | fp32 or fp16 | the row read once, kept in registers |
 # | 09 | beyond the seed: fused residual add | fp32 or fp16 | `h = x + r; y = rmsnorm(h)` in one launch |
+#
+# Steps 02, 04 and 06 each make several changes at once; the ablation section times each change
+# alone (`rmsnorm.ABLATION`) before the lab credits any of them.
 #
 # The seed's single-row kernels (decode, grid 1) and its `_dim` kernels (prefill, one block per
 # row) share one body here: a 1-D `x` of shape `(hidden,)` launches one block, a 2-D `x` of
@@ -86,11 +89,21 @@ check_variants(rmsnorm, ["01_f32_cub"])
 # with `#pragma unroll`, so several `float4` loads are in flight per thread; and `__ldg` for
 # the weight, which every row rereads. The seed credits "the reduction" with the gain; four
 # changes in one step cannot say which one earned it, so the ablation section below undoes
-# each one alone (`rmsnorm.ABLATION`: step 02's body with one switch off).
+# each one alone (`rmsnorm.ABLATION`: step 02's body with one switch off). The compile-time stride
+# and its `#pragma unroll 4` are timed as one change; the cell after the kernel builds the file
+# without the pragma and compares the instructions, step by step: where they are the same, the
+# compiler unrolls by itself once the stride is known, and the stride alone is what the timing sees.
 
 # %%
 build.show("rmsnorm", "02_f32_shfl")
 print("\n".join(build.ptx("rmsnorm", "02_f32_shfl", grep=r"shfl\.sync")[:3]))
+
+# %% jupyter={"source_hidden": true}
+kl.say("Built without `#pragma unroll 4` (`-DRMS_NO_UNROLL_PRAGMA`, sm_90): " + "; ".join(
+    f"step {st[:2]} compiles to " + ("different instructions (the pragma is a change of its own here: "
+                                     "`06_ablate_runtime_stride` undoes it together with the stride)"
+                                     if rmsnorm.unroll_pragma_changes(st) else "the same instructions")
+    for st in ("02_f32_shfl", "04_f32_fp16w_uint2", "06_fp16_uint4")) + ".")
 
 # %%
 check_variants(rmsnorm, ["02_f32_shfl"])
@@ -146,7 +159,10 @@ for path, (xdt, wdt) in rmsnorm.PATHS.items():
 # ## Steps 03–04: fp32 activations with an fp16 weight
 # The AWQ models keep activations in fp32 and the RMSNorm weight in fp16. Before, each `float4`
 # of `x` paired with four scalar 16-bit weight loads; after, one 64-bit `uint2` brings all four
-# (`ld.global.nc.v2.u32` in the PTX).
+# (`ld.global.nc.v2.u32` in the PTX). That is not the only change: step 04 also makes step 02's
+# four (warp shuffles, the compile-time stride with unrolling, `__ldg`, `__restrict__`). Its body
+# has a switch for each of the five, and `04_ablate_scalar_w` is step 04 with only the weight's
+# width undone; the ablation section times it and the other four alone.
 
 # %%
 build.show("rmsnorm", "03_f32_fp16w_cub")
@@ -155,12 +171,19 @@ print("step 03 weight loads:", build.ptx("rmsnorm", "03_f32_fp16w_cub", grep=r"l
 print("step 04 weight loads:", build.ptx("rmsnorm", "04_f32_fp16w_uint2", grep=r"ld\.global\.nc\.v2")[:2])
 
 # %%
+build.show("rmsnorm", "04_ablate_scalar_w")
 check_variants(rmsnorm, ["03_f32_fp16w_cub", "04_f32_fp16w_uint2"])
+check_variants(rmsnorm.ABLATION, [n for n in rmsnorm.ABLATION_STEPS if n.startswith("04_ablate")])
 
 # %% [markdown]
 # ## Steps 05–06: pure fp16, from `half2` to `uint4`
-# The seed's largest win: fp16 data read 2 halves (4 bytes) per load instruction before, and
-# 8 halves (16 bytes, one `uint4`) after.
+# The seed's largest win, which it credits to the load width: fp16 data read 2 halves (4 bytes)
+# per load instruction before, and 8 halves (16 bytes, one `uint4`) after. Step 06 changes four
+# more things, the same four as step 02 (warp shuffles, the compile-time stride with unrolling,
+# `__ldg`, `__restrict__`), so the pair alone cannot say what the width is worth. Step 06's body
+# has a switch for each change: `06_ablate_half2` is step 06 with only the width undone
+# (`06_ablate_cub` and `06_ablate_runtime_stride` undo the reduction and the loop; step 07 below
+# undoes `__ldg` and `__restrict__`). The ablation section times each alone.
 
 # %%
 build.show("rmsnorm", "05_fp16_half2_cub")
@@ -172,7 +195,9 @@ for step in ("05_fp16_half2_cub", "06_fp16_uint4"):
     print(f"{step}: {len(loads)} global loads in the PTX, e.g. {loads[0]}")
 
 # %%
+build.show("rmsnorm", "06_ablate_half2")
 check_variants(rmsnorm, ["05_fp16_half2_cub", "06_fp16_uint4"])
+check_variants(rmsnorm.ABLATION, [n for n in rmsnorm.ABLATION_STEPS if n.startswith("06_ablate")])
 
 # %% [markdown]
 # ## Step 07: what are `__ldg` and `__restrict__` worth?
@@ -225,6 +250,7 @@ build.ptxas_info("rmsnorm")
 
 # %%
 res = rmsnorm.memcpy_counts_its_own_bytes(bench.compare(rmsnorm, rmsnorm.RECORD_CASES))
+abl = bench.compare(rmsnorm.ABLATION, rmsnorm.ABLATION.RECORD_CASES)   # the ablations, in their own run
 results.table(res)
 
 # %%
@@ -258,6 +284,10 @@ rt = pd.DataFrame(one_rows)
 rt
 
 # %% jupyter={"source_hidden": true}
+def f16(b, c=4096):
+    return rmsnorm.case_key((b, c), "float16")
+
+
 def _t(step, path="float16"):
     return float(rt[(rt.step == step) & (rt.path == path)]["median_us"].iloc[0])
 
@@ -275,11 +305,16 @@ kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips 
        + (f"{per_rt * 1e3 / dram:.1f}× lab 00's DRAM latency of {dram:.0f} ns on the same device: each round trip "
           "of a pass costs a latency, and the kernel makes two passes with a block reduction after each. "
           if dram == dram else "(lab 00 has no recorded latency for this device to set it against). ") +
-       "Neither kernel is near any bandwidth limit, and both pay one launch: the difference is how many "
-       "bytes each thread keeps in flight. The same holds in fp32, where steps 01 and 02 differ in "
-       f"loads in flight (1 vs 4 per thread): {_t('01_f32_cub', 'float32'):.1f} against "
-       f"{_t('02_f32_shfl', 'float32'):.1f} µs." if t05 == t05 and t06 == t06 else
-       "Not recorded yet: on a GPU the times go beside the round trips.")
+       "Neither kernel is near any bandwidth limit, and both pay one launch; in the model the difference "
+       "is how many bytes each thread keeps in flight. But steps 05 and 06 differ in five things, and the "
+       "model covers two of them (the width and the unrolled loop): the ablations, timed alone, say how "
+       "much each buys at this row. " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_half2", f16(1))
+       + " (the width alone); " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_runtime_stride", f16(1))
+       + " (the loop alone); " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_cub", f16(1))
+       + f" (the reduction alone) ({kl.provenance(abl)}). In fp32, steps 01 and 02 differ in loads in "
+       f"flight (1 vs 4 per thread) and three other changes: {_t('01_f32_cub', 'float32'):.1f} against "
+       f"{_t('02_f32_shfl', 'float32'):.1f} µs; the ablation section splits them too." if t05 == t05 and t06 == t06
+       else "Not recorded yet: on a GPU the times go beside the round trips.")
 
 # %% [markdown]
 # ## The targets
@@ -345,35 +380,34 @@ rmsnorm.hidden_table(hid)
 results.targets(rmsnorm.RMSNORM.targets, hid)
 
 # %% [markdown]
-# ## Ablation: step 02's four changes, one at a time
-# Each row is step 02 with one change undone (same inputs, same run); its time over step 02's is
-# what that change is worth given the other three. Step 01 (all four undone) is the last row.
+# ## Ablation: each bundled step's changes, one at a time
+# Steps 02, 04 and 06 each make several changes at once (`rmsnorm.ABLATION_PAIRS` lists them).
+# Each ablation row is the "after" step with one change undone (same launcher, same inputs, same
+# run); its time over the step's is what that change is worth given the others. The "before" step
+# (every change undone) is in the table too. One table per data path, with the times divided by
+# the "after" step's: a value below 1 means the step is faster *without* that change.
 
 # %%
-abl = bench.compare(rmsnorm.ABLATION, rmsnorm.ABLATION.RECORD_CASES)
-if len(abl):
-    at = abl.pivot_table(index="name", columns="case", values="median_us")
-    at = at / at.loc["02_f32_shfl"] if "02_f32_shfl" in at.index else at
-    at.insert(0, "what it is", [rmsnorm.ABLATION_STEPS.get(n, n) for n in at.index])
-    from IPython.display import display
-    display(at.round(2).rename_axis(f"time / step 02's ({kl.provenance(abl)})"))
-else:
-    print("Not recorded yet: the ablation is timed live on a GPU (make bench records it).")
+from IPython.display import display
+
+for path, (before, after, changes) in rmsnorm.ABLATION_PAIRS.items():
+    a = results.one_source(results.select(abl, dtype=path))   # one device: a record may hold several
+    if len(a) and after in set(a["name"]):
+        at = a.pivot_table(index="name", columns="case", values="median_us")
+        at = at / at.loc[after]
+        at.insert(0, "what it is", [rmsnorm.ABLATION_STEPS.get(n, n) for n in at.index])
+        display(at.round(2).rename_axis(f"{path}: time / {after}'s ({kl.provenance(a)})"))
+    else:
+        print(f"{path} ({before} → {after}): not recorded yet; the ablation is timed live on a GPU "
+              "(make bench records it).")
 
 # %% jupyter={"source_hidden": true}
-undo = {"02_ablate_cub": "the shuffle reduction", "02_ablate_runtime_stride": "the compile-time stride + unroll",
-        "02_ablate_no_ldg": "`__ldg` (with `__restrict__` kept)", "02_ablate_plain": "`__ldg` + `__restrict__`"}
-for case in rmsnorm.ABLATION.RECORD_CASES:
-    key = rmsnorm.case_key(*case)
-    worth = {lbl: results.ratio(abl, "02_f32_shfl", n, key) for n, lbl in undo.items()} if len(abl) else {}
-    names = {lbl: n for n, lbl in undo.items() if worth.get(lbl) == worth.get(lbl)}
-    if names:
-        top = max(names, key=worth.get)
-        kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth {results.times(abl, '02_f32_shfl', n, key)}"
-                                          for lbl, n in names.items())
-               + f"; all four together (step 01 → 02): {results.times(abl, '02_f32_shfl', '01_f32_cub', key)}. "
-               f"The largest single contribution is {top}; the seed credits the reduction "
-               f"({kl.provenance(abl)}). A value below 1 means step 02 is faster *without* that change.")
+for path, (before, after, changes) in rmsnorm.ABLATION_PAIRS.items():
+    kl.say(f"**{before} → {after}** ({path}), every change together: "
+           + results.summary(abl, after, before, prov=False) + f" Each change alone ({kl.provenance(abl)}):\n"
+           + "".join(f"\n- {what}: " + results.summary(abl, with_it, without, prov=False) for what, with_it, without in changes))
+kl.say("The seed credits the reduction for 01 → 02 and the load width for 03 → 04 and 05 → 06; the lines "
+       "above say, for every recorded shape, what each of those changes buys on its own and where it loses.")
 
 # %% [markdown]
 # ## Seed claim vs measured
@@ -388,20 +422,20 @@ kl.say(results.claims_summary(claims))
 claims
 
 # %% jupyter={"source_hidden": true}
-f16 = lambda b, c=4096: k((b, c), "float16")   # noqa: E731
-kl.say(f"Load width: `half2` → `uint4` is {results.times(res, '06_fp16_uint4', '05_fp16_half2_cub', f16(1))} for one "
-       f"row (seed: 2.13×) and {results.times(res, '06_fp16_uint4', '05_fp16_half2_cub', f16(8192))} at 8192 rows "
-       f"({kl.provenance(res)}).")
-shapes = [("1 row", f16(1)), ("8192 rows", f16(8192)), ("4096 × 1152", f16(4096, 1152))]
-ldg = [results.ratio_band(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c) for _, c in shapes]
-kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): " + "; ".join(
-    f"{lbl}: {results.times(res, '06_fp16_uint4', '07_fp16_restrict_no_ldg', c)}" for lbl, c in shapes)
-    + ". `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): " + "; ".join(
-    f"{lbl}: {results.times(res, '07_fp16_restrict_no_ldg', '07_fp16_uint4_no_ldg', c)}" for lbl, c in shapes)
-    + ". With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
-      "so an explicit `__ldg` " + ("changes nothing measurable at any of these shapes" if all(
+kl.say("Steps 05 → 06 (five changes; the seed measured 2.13× for one row and credits the load width): "
+       + results.summary(res, "06_fp16_uint4", "05_fp16_half2_cub", prov=False) + " The width alone "
+       "(`06_ablate_half2`, step 06 with half2 accesses): " + results.summary(abl, "06_fp16_uint4", "06_ablate_half2")
+       + " The ablation section gives the other four changes alone.")
+f16_cases = results.cases(res, "07_fp16_restrict_no_ldg")
+ldg = [results.ratio_band(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c) for c in f16_cases]
+kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): "
+       + results.summary(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", prov=False)
+       + " `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): "
+       + results.summary(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", prov=False)
+       + " With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
+         "so an explicit `__ldg` " + ("changes nothing measurable at any recorded shape" if all(
           results.within_noise(m) for m in ldg if m.ok) else "changes the time beyond the noise at some shapes")
-    + f" ({kl.provenance(res)}).")
+       + f" ({kl.provenance(res)}).")
 
 # %% [markdown]
 # ## Step 09 (beyond the seed): fuse the residual add
@@ -520,11 +554,13 @@ kl.check.grade_exercise(SOLUTION, "fused_add_rmsnorm", strict=True, **GRADE)
 # %% [markdown]
 # ## What to remember
 # * RMSNorm is memory-bound at prefill: count bytes, then make each load instruction move 16 of them.
-# * At decode, one row is one block is one SM: the time is DRAM round trips, set by the bytes each
-#   thread keeps in flight (load width × loads outstanding), plus one launch. Wider loads and
-#   unrolled loops cut round trips; that, not the launch, separates the seed's before and after.
-# * A step that changes four things needs an ablation before a verdict: measure each change alone
-#   (the ablation table), then credit it.
-# * Check a report's claims on your GPU, one change at a time: some hold (vector width), some do
-#   not show up (`__ldg`, when `__restrict__` already lets the compiler use the read-only path).
+# * At decode, one row is one block is one SM: in the model the time is DRAM round trips, set by the
+#   bytes each thread keeps in flight (load width × loads outstanding), plus one launch. Wider loads
+#   and unrolled loops cut round trips; the ablations say how much of the seed's before → after each
+#   one buys on your GPU, and the reduction is timed alone as well.
+# * A step that changes four or five things needs an ablation before a verdict: measure each change
+#   alone (the ablation tables), then credit it.
+# * Check a report's claims on your GPU, one change at a time: the claims table and the ablation
+#   lines say which hold; `__ldg` can have nothing left to add when `__restrict__` lets the compiler use the
+#   read-only path.
 # * Fusing the residual add saves a pass and a launch: up to 1.25× on bandwidth, more at decode.

@@ -166,6 +166,41 @@ def test_new_steps_show_their_claims_in_the_ptx():
 
 
 @pytest.mark.parametrize("arch", build.ARCHS)
+def test_rmsnorm_ablations_of_steps_04_and_06_differ_from_the_step_in_their_switch(arch):
+    """Steps 04 and 06 make five changes each; each ablation kernel undoes one, and the PTX shows it."""
+    ptx = lambda step, pat: build.ptx("rmsnorm", step, arch, grep=pat)   # noqa: E731
+    # the width: step 04's weight is one 64-bit load, its ablation's four 16-bit loads (as step 03's)
+    assert ptx("04_f32_fp16w_uint2", r"ld\.global\.nc\.v2\.u32") and not ptx("04_ablate_scalar_w", r"\.v2\.u32")
+    assert len(ptx("04_ablate_scalar_w", r"ld\.global\.nc\.b16")) > len(ptx("04_f32_fp16w_uint2", r"ld\.global\.nc\.b16"))
+    # step 06 moves 16 bytes per access, its half2 ablation 4 (as step 05)
+    assert ptx("06_fp16_uint4", r"st\.global\.v4\.u32") and not ptx("06_ablate_half2", r"\.v4\.")
+    assert ptx("06_ablate_half2", r"ld\.global\.nc\.b32|ld\.global\.nc\.u32") and ptx("05_fp16_half2_cub", r"ld\.global\.(u32|b32)")
+    for step in ("04", "06"):
+        after = "04_f32_fp16w_uint2" if step == "04" else "06_fp16_uint4"
+        # the reduction: CUB's kernels keep more shared memory than the shuffles' 16 bytes
+        smem = build.ptxas_info("rmsnorm", archs=(arch,)).set_index("kernel")["smem_bytes"]
+        assert smem[f"rmsnorm_{after}"] == 16 < smem[f"rmsnorm_{step}_ablate_cub"]
+        # the loop: the runtime stride is not unrolled (fewer loads in the PTX)
+        assert len(ptx(f"{step}_ablate_runtime_stride", r"ld\.global")) < len(ptx(after, r"ld\.global"))
+    # the qualifiers: plain pointers lose the read-only path, __restrict__ alone keeps it
+    assert ptx("04_ablate_no_ldg", r"ld\.global\.nc") and not ptx("04_ablate_plain", r"ld\.global\.nc")
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+def test_rmsnorm_unroll_pragma_is_no_change_given_the_compile_time_stride(arch):
+    """Steps 02 and 04 (and the runtime-stride ablations) compile to the same instructions without
+    `#pragma unroll`: the compiler unrolls a loop with a compile-time stride by 4 by itself, so
+    02_ablate_runtime_stride / 04_ablate_runtime_stride time the stride alone. Step 06's second loop
+    is unrolled less without it: there the ablation undoes the stride and the pragma together, as
+    lab 02 says."""
+    from kernellab import rmsnorm
+    for step in ("02_f32_shfl", "04_f32_fp16w_uint2", "02_ablate_runtime_stride", "04_ablate_runtime_stride",
+                 "06_ablate_runtime_stride"):
+        assert not rmsnorm.unroll_pragma_changes(step, arch), step
+    assert rmsnorm.unroll_pragma_changes("06_fp16_uint4", arch)
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
 def test_the_tutorials_safe_v1_reads_and_writes_the_row_once(arch):
     """softmax_08_safe_v1 (the tutorial's safe_v1, fixed): one global load and one global store per
     thread (the value and its exponential stay in registers), two trees in shared memory with a

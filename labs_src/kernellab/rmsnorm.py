@@ -217,25 +217,90 @@ def round_trips(step, C, itemsize, R=1, sms=None) -> dict:
             "round trips (first pass)": -(-per_thread // inflight)}
 
 
-# ---- ablation of step 02: the seed's four changes, undone one at a time ----------------------
-
-ABLATION_STEPS = {   # name -> what it is, for the lab's table
+# ---- ablations: each bundled pair of the seed, one change at a time ------------------------------
+# Steps 01 -> 02, 03 -> 04 and 05 -> 06 each make several changes at once (04 and 06: the width of
+# the weight or data accesses, plus step 02's four). Each ablation kernel is the "after" step with
+# ONE change undone (same launcher, same inputs, same run): time(ablation) / time(after) is what that
+# change is worth given the others. ABLATION_PAIRS lists, per data path, (before, after, [(the change,
+# the step with it, the step without it)]): the lab's tables and sentences read it.
+ABLATION_PAIRS = {
+    "float32": ("01_f32_cub", "02_f32_shfl", [
+        ("the warp-shuffle reduction", "02_f32_shfl", "02_ablate_cub"),
+        ("the compile-time stride + unroll", "02_f32_shfl", "02_ablate_runtime_stride"),
+        ("`__ldg`", "02_f32_shfl", "02_ablate_no_ldg"),
+        ("`__restrict__`", "02_ablate_no_ldg", "02_ablate_plain")]),
+    "f32_fp16w": ("03_f32_fp16w_cub", "04_f32_fp16w_uint2", [
+        ("the 64-bit `uint2` weight load", "04_f32_fp16w_uint2", "04_ablate_scalar_w"),
+        ("the warp-shuffle reduction", "04_f32_fp16w_uint2", "04_ablate_cub"),
+        ("the compile-time stride + unroll", "04_f32_fp16w_uint2", "04_ablate_runtime_stride"),
+        ("`__ldg`", "04_f32_fp16w_uint2", "04_ablate_no_ldg"),
+        ("`__restrict__`", "04_ablate_no_ldg", "04_ablate_plain")]),
+    "float16": ("05_fp16_half2_cub", "06_fp16_uint4", [
+        ("the 16-byte `uint4` access", "06_fp16_uint4", "06_ablate_half2"),
+        ("the warp-shuffle reduction", "06_fp16_uint4", "06_ablate_cub"),
+        ("the compile-time stride + unroll", "06_fp16_uint4", "06_ablate_runtime_stride"),
+        ("`__ldg`", "06_fp16_uint4", "07_fp16_restrict_no_ldg"),
+        ("`__restrict__`", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg")]),
+}
+ABLATION_STEPS = {   # name -> what it is, for the lab's tables
     "01_f32_cub": "step 01 (before: all four changes undone)",
     "02_f32_shfl": "step 02 (after: all four changes)",
     "02_ablate_cub": "step 02 with cub::BlockReduce in place of warp shuffles",
     "02_ablate_runtime_stride": "step 02 with stride blockDim.x and no unrolling",
     "02_ablate_no_ldg": "step 02 without __ldg (__restrict__ kept)",
     "02_ablate_plain": "step 02 without __ldg and without __restrict__",
+    "03_f32_fp16w_cub": "step 03 (before: all five changes undone)",
+    "04_f32_fp16w_uint2": "step 04 (after: all five changes)",
+    "04_ablate_scalar_w": "step 04 with the weight as four 16-bit loads in place of one uint2",
+    "04_ablate_cub": "step 04 with cub::BlockReduce in place of warp shuffles",
+    "04_ablate_runtime_stride": "step 04 with stride blockDim.x and no unrolling",
+    "04_ablate_no_ldg": "step 04 without __ldg (__restrict__ kept)",
+    "04_ablate_plain": "step 04 without __ldg and without __restrict__",
+    "05_fp16_half2_cub": "step 05 (before: all five changes undone)",
+    "06_fp16_uint4": "step 06 (after: all five changes)",
+    "06_ablate_half2": "step 06 with half2 (4-byte) loads and stores in place of uint4 (16-byte)",
+    "06_ablate_cub": "step 06 with cub::BlockReduce in place of warp shuffles",
+    "06_ablate_runtime_stride": "step 06 with stride blockDim.x and no unrolling",
+    "07_fp16_restrict_no_ldg": "step 06 without __ldg (__restrict__ kept)",
+    "07_fp16_uint4_no_ldg": "step 06 without __ldg and without __restrict__",
 }
+_PAIR_PATH = {k[:2]: p for p, (before, after, _) in ABLATION_PAIRS.items() for k in (before, after)}
+
+
+def _ablation_variant(name):
+    """A step of the ladder as it is, or an ablation kernel through its step's own launcher (the
+    same input checks); 06_ablate_half2 makes step 05's 4-byte accesses, so it needs 4-byte rows."""
+    if name in VARIANTS:
+        return VARIANTS[name]
+    path = _PAIR_PATH[name[:2]]
+    return variant(dtypes=(path,))(_seed_step(name, path, 4 if name == "06_ablate_half2" else 16))
+
+
+def unroll_pragma_changes(step, arch="sm_90") -> bool:
+    """Whether the `#pragma unroll 4` of a step's compile-time-stride loops changes its instructions:
+    its PTX against the same source built with -DRMS_NO_UNROLL_PRAGMA (the compiler then unrolls as
+    it likes), ignoring line info and the `.pragma "nounroll"` hints that mark the remainder loops."""
+    import re
+    from .core import build
+
+    def body(text):
+        m = re.search(rf"\.entry rmsnorm_{step}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
+        return [ln.strip() for ln in m.group(0).splitlines()
+                if ln.strip() and not ln.strip().startswith((".loc", '.pragma "nounroll"'))]
+    plain = build.nvrtc_compile(build.source(FAMILY), arch, "rmsnorm_no_unroll_pragma.cu", ("-DRMS_NO_UNROLL_PRAGMA",))[0]
+    return body(build.compiled(FAMILY, arch)[0]) != body(plain)
+
+
 ABLATION = Family(
     name="rmsnorm_ablation", kernels=FAMILY, case_key=case_key, make_input=make_input,
     reference=reference, bytes_moved=bytes_moved,
-    variants={k: (VARIANTS[k] if k in VARIANTS else variant()(_seed_step(k, "float32", 16)))
-              for k in ABLATION_STEPS},
+    variants={k: _ablation_variant(k) for k in ABLATION_STEPS},
     default={}, baselines={},
     shapes={k: SHAPES[k] for k in ("decode_1x4096", "batch64_4096", "prefill_8192x4096")},
     check_cases=[c for c in CHECK_CASES if c[0][-1] in (1, 31, 1152, 4097, 8, 0)],
-    record_cases=[(SHAPES[k], "float32") for k in ("decode_1x4096", "batch64_4096", "prefill_8192x4096")],
+    # each pair at the seed's decode row, a batch of 64 and prefill; fp16 also at 512 rows (claim rmsnorm-031)
+    record_cases=[((r, 4096), p) for p, rows in (("float32", (1, 64, 8192)), ("f32_fp16w", (1, 64, 8192)),
+                                                  ("float16", (1, 64, 512, 8192))) for r in rows],
 )
 
 
