@@ -49,3 +49,7 @@ union Half8 {
     uint4 u;
     __half2 h2[4];
 };
+
+// A load through the read-only path (__ldg) or a plain one: the switch the ablation kernels use to
+// undo one __ldg at a time.
+template <bool LDG, typename T> __device__ __forceinline__ T ld(const T* p) { return LDG ? __ldg(p) : *p; }

@@ -93,22 +93,66 @@ extern "C" __global__ void gemv_03_f32_float4(const float* W, const float* x, fl
 
 // === gemv_04_f32_ldg ===
 // Why: the report's optimised matmul_kernel_cu_fp32<128,1>: __restrict__ (no aliasing, so the
-// compiler may batch loads across iterations), __ldg (the read-only path), explicit fmaf.
+// compiler may batch loads across iterations), __ldg (the read-only path), explicit fmaf, and the
+// seed's #pragma unroll 4: four changes over step 03, each undone alone by an ablation below.
 // NVRTC contracts a*b + c into fma (--fmad=true), but step 03's `sum += a.x*b.x + ...` adds a group
 // of products to the sum: a MUL, 3 FMA and an ADD per float4, where the fmaf chain here is 4 FMA.
 // The report's before -> after pair is step 30 -> this step.
-extern "C" __global__ void gemv_04_f32_ldg(const float* __restrict__ W, const float* __restrict__ x,
-                                           float* __restrict__ y, int K, int M, int vec_ok) {
+
+// The seed's `#pragma unroll 4` on steps 04 and 06's float4 loops. Built with
+// -DGEMV_NO_UNROLL_PRAGMA it is left out (gemv.unroll_pragma_changes compares the two PTX).
+#ifdef GEMV_NO_UNROLL_PRAGMA
+#define GEMV_UNROLL4
+#else
+#define GEMV_UNROLL4 _Pragma("unroll 4")
+#endif
+
+// Step 04's body with each of its changes over step 03 as a switch, so the ablation kernels can undo
+// one at a time: FMAF (the chained fmaf, where step 03 adds a group of products: a*b + c*d + ...),
+// LDG (__ldg); __restrict__ is on the kernel's parameters; the unroll pragma is GEMV_UNROLL4.
+template <bool FMAF, bool LDG>
+__device__ __forceinline__ void gemv04_body(const float* W, const float* x, float* y, int M, int vec_ok) {
     const float* wr = W + (size_t)blockIdx.x * M;
     const float4* w4 = reinterpret_cast<const float4*>(wr);
     const float4* x4 = reinterpret_cast<const float4*>(x);
     const int n4 = vec_ok ? M / 4 : 0;
     float sum = 0.0f;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += SEED_BLOCK) sum = dot4(__ldg(w4 + i), __ldg(x4 + i), sum);
-    for (int i = n4 * 4 + threadIdx.x; i < M; i += SEED_BLOCK) sum = fmaf(__ldg(wr + i), __ldg(x + i), sum);
+GEMV_UNROLL4
+    for (int i = threadIdx.x; i < n4; i += SEED_BLOCK) {
+        const float4 a = ld<LDG>(w4 + i), b = ld<LDG>(x4 + i);
+        if (FMAF) sum = dot4(a, b, sum);
+        else sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    for (int i = n4 * 4 + threadIdx.x; i < M; i += SEED_BLOCK) sum = fmaf(ld<LDG>(wr + i), ld<LDG>(x + i), sum);
     const float s = cub_sum128(sum);
     if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+extern "C" __global__ void gemv_04_f32_ldg(const float* __restrict__ W, const float* __restrict__ x,
+                                           float* __restrict__ y, int K, int M, int vec_ok) {
+    gemv04_body<true, true>(W, x, y, M, vec_ok);
+}
+
+// === gemv_04_ablate_no_fmaf ===
+// Why: step 04 with step 03's `sum += a.x*b.x + ...` in place of the fmaf chain: what fmaf alone is worth.
+extern "C" __global__ void gemv_04_ablate_no_fmaf(const float* __restrict__ W, const float* __restrict__ x,
+                                                  float* __restrict__ y, int K, int M, int vec_ok) {
+    gemv04_body<false, true>(W, x, y, M, vec_ok);
+}
+
+// === gemv_04_ablate_no_ldg ===
+// Why: step 04 without __ldg, __restrict__ kept: const + __restrict__ already lets the compiler use
+// the read-only path by itself (the PTX shows whether it did).
+extern "C" __global__ void gemv_04_ablate_no_ldg(const float* __restrict__ W, const float* __restrict__ x,
+                                                 float* __restrict__ y, int K, int M, int vec_ok) {
+    gemv04_body<true, false>(W, x, y, M, vec_ok);
+}
+
+// === gemv_04_ablate_plain ===
+// Why: step 04 without __ldg and without __restrict__ (step 03's plain pointers): with the row above,
+// it separates what __restrict__ is worth from what __ldg is worth.
+extern "C" __global__ void gemv_04_ablate_plain(const float* W, const float* x, float* y, int K, int M, int vec_ok) {
+    gemv04_body<true, false>(W, x, y, M, vec_ok);
 }
 
 // === gemv_05_int8_scalar ===
@@ -128,26 +172,80 @@ extern "C" __global__ void gemv_05_int8_scalar(const signed char* W, const float
 
 // === gemv_06_int8_char4 ===
 // Why: the report's optimised matmul_kernel_cu_fp32int8: one char4 (4 weights) and one float4
-// (4 inputs) per step, 4 elements of one group share one scale (__ldg), fmaf, __restrict__.
+// (4 inputs) per step, 4 elements of one group share one scale (__ldg), fmaf, __restrict__, and
+// #pragma unroll 4: five changes over step 05, each undone alone by an ablation below.
 // The weight load is still only 4 bytes: a warp moves 128 bytes of weight per instruction.
-extern "C" __global__ void gemv_06_int8_char4(const signed char* __restrict__ W, const float* __restrict__ scales,
-                                              const float* __restrict__ x, float* __restrict__ y, int K, int M,
-                                              int vec_ok) {
+
+// Step 06's body with each of its changes over step 05 as a switch: WIDE (one char4 + one float4
+// per 4 elements; off: 4 byte loads and 4 float loads), SCALE4 (one scale per 4 elements; off: one
+// lookup per element, as step 05), FMAF (the fmaf chain; off: a*b + c*d + ... added to the sum), LDG
+// (__ldg); __restrict__ is on the kernel's parameters; the unroll pragma is GEMV_UNROLL4.
+template <bool WIDE, bool SCALE4, bool FMAF, bool LDG>
+__device__ __forceinline__ void gemv06_body(const signed char* W, const float* scales, const float* x, float* y,
+                                            int M, int vec_ok) {
     const signed char* wr = W + (size_t)blockIdx.x * M;
     const float* sr = scales + (size_t)blockIdx.x * ((M + INT8_GROUP - 1) / INT8_GROUP);
     const int n4 = vec_ok ? M / 4 : 0;
     float sum = 0.0f;
-#pragma unroll 4
+GEMV_UNROLL4
     for (int i = threadIdx.x; i < n4; i += SEED_BLOCK) {
-        const char4 q = __ldg(reinterpret_cast<const char4*>(wr) + i);
-        const float4 b = __ldg(reinterpret_cast<const float4*>(x) + i);
-        const float sc = __ldg(sr + i * 4 / INT8_GROUP);
-        sum = fmaf(sc, dot4(make_float4(q.x, q.y, q.z, q.w), b, 0.0f), sum);
+        const int e = i * 4;
+        const char4 q = WIDE ? ld<LDG>(reinterpret_cast<const char4*>(wr) + i)
+                             : make_char4(ld<LDG>(wr + e), ld<LDG>(wr + e + 1), ld<LDG>(wr + e + 2), ld<LDG>(wr + e + 3));
+        const float4 b = WIDE ? ld<LDG>(reinterpret_cast<const float4*>(x) + i)
+                              : make_float4(ld<LDG>(x + e), ld<LDG>(x + e + 1), ld<LDG>(x + e + 2), ld<LDG>(x + e + 3));
+        if (SCALE4) {
+            const float sc = ld<LDG>(sr + e / INT8_GROUP);
+            if (FMAF) sum = fmaf(sc, dot4(make_float4(q.x, q.y, q.z, q.w), b, 0.0f), sum);
+            else sum += sc * ((float)q.x * b.x + (float)q.y * b.y + (float)q.z * b.z + (float)q.w * b.w);
+        } else {
+            const float4 sc = make_float4(ld<LDG>(sr + e / INT8_GROUP), ld<LDG>(sr + (e + 1) / INT8_GROUP),
+                                          ld<LDG>(sr + (e + 2) / INT8_GROUP), ld<LDG>(sr + (e + 3) / INT8_GROUP));
+            sum = dot4(make_float4(q.x * sc.x, q.y * sc.y, q.z * sc.z, q.w * sc.w), b, sum);
+        }
     }
     for (int i = n4 * 4 + threadIdx.x; i < M; i += SEED_BLOCK)
-        sum = fmaf((float)wr[i] * __ldg(sr + i / INT8_GROUP), __ldg(x + i), sum);
+        sum = fmaf((float)wr[i] * ld<LDG>(sr + i / INT8_GROUP), ld<LDG>(x + i), sum);
     const float s = cub_sum128(sum);
     if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+#define GEMV06_ARGS const signed char* __restrict__ W, const float* __restrict__ scales, \
+    const float* __restrict__ x, float* __restrict__ y, int K, int M, int vec_ok
+extern "C" __global__ void gemv_06_int8_char4(GEMV06_ARGS) {
+    gemv06_body<true, true, true, true>(W, scales, x, y, M, vec_ok);
+}
+
+// === gemv_06_ablate_bytewise ===
+// Why: step 06 with its loads split back into single bytes and single floats (everything else
+// kept): what the char4 + float4 width alone is worth.
+extern "C" __global__ void gemv_06_ablate_bytewise(GEMV06_ARGS) {
+    gemv06_body<false, true, true, true>(W, scales, x, y, M, vec_ok);
+}
+
+// === gemv_06_ablate_scale_each ===
+// Why: step 06 with the group's scale looked up for each element (as step 05) instead of once per 4.
+extern "C" __global__ void gemv_06_ablate_scale_each(GEMV06_ARGS) {
+    gemv06_body<true, false, true, true>(W, scales, x, y, M, vec_ok);
+}
+
+// === gemv_06_ablate_no_fmaf ===
+// Why: step 06 with the products added as a group (a*b + c*d + ...) instead of the fmaf chain.
+extern "C" __global__ void gemv_06_ablate_no_fmaf(GEMV06_ARGS) {
+    gemv06_body<true, true, false, true>(W, scales, x, y, M, vec_ok);
+}
+
+// === gemv_06_ablate_no_ldg ===
+// Why: step 06 without __ldg, __restrict__ kept.
+extern "C" __global__ void gemv_06_ablate_no_ldg(GEMV06_ARGS) {
+    gemv06_body<true, true, true, false>(W, scales, x, y, M, vec_ok);
+}
+
+// === gemv_06_ablate_plain ===
+// Why: step 06 without __ldg and without __restrict__ (step 05's plain pointers).
+extern "C" __global__ void gemv_06_ablate_plain(const signed char* W, const float* scales, const float* x, float* y,
+                                                int K, int M, int vec_ok) {
+    gemv06_body<true, true, true, false>(W, scales, x, y, M, vec_ok);
 }
 
 // The fp32-input, fp16-weight dot product of one thread's share of a row: uint2 = 4 halves of
@@ -211,38 +309,58 @@ extern "C" __global__ void gemv_09_fp16_half2(const __half* __restrict__ W, cons
     if (lane == 0) y[row] = __float2half_rn(sum);
 }
 
-// The body of the report's v2 kernels: a warp per row, float4 = 8 halves per lane per load,
-// 4 independent accumulators (4 loads in flight per lane), fp32 accumulation.
-__device__ __forceinline__ float warp_row_fp16x8(const __half* __restrict__ wr, const __half* __restrict__ x,
-                                                 int M, int vec_ok, int lane) {
-    const uint4* w8 = reinterpret_cast<const uint4*>(wr);
-    const uint4* x8 = reinterpret_cast<const uint4*>(x);
-    const int n8 = vec_ok ? M / 8 : 0;
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    int i = lane;
-    for (; i + 96 < n8; i += 128) {
-        s0 = dot8h(__ldg(w8 + i), __ldg(x8 + i), s0);
-        s1 = dot8h(__ldg(w8 + i + 32), __ldg(x8 + i + 32), s1);
-        s2 = dot8h(__ldg(w8 + i + 64), __ldg(x8 + i + 64), s2);
-        s3 = dot8h(__ldg(w8 + i + 96), __ldg(x8 + i + 96), s3);
-    }
-    for (; i < n8; i += 32) s0 = dot8h(__ldg(w8 + i), __ldg(x8 + i), s0);
-    for (int j = n8 * 8 + lane; j < M; j += 32) s1 = fmaf(__half2float(__ldg(wr + j)), __half2float(__ldg(x + j)), s1);
-    return warp_reduce_sum((s0 + s1) + (s2 + s3));
-}
-
 // === gemv_10_fp16_v2 ===
 // Why: the course's form of the report's gemv_pure_fp16_kernel_v2<32,8>: 8 halves (16 bytes) per
 // lane per load, 4x step 09's width, and 4 accumulators, so each lane has 4 independent 16-byte loads
 // in flight instead of one dependent chain. Grid (K + 7) / 8 blocks of 256 threads, a warp per row.
 // The report's own v2 (steps 32 -> 33) gives its 4 accumulators the 4 half2 of ONE load.
-extern "C" __global__ void gemv_10_fp16_v2(const __half* __restrict__ W, const __half* __restrict__ x,
-                                           __half* __restrict__ y, int K, int M, int vec_ok) {
+// The body of the report's v2 kernels: a warp per row, 8 halves (16 bytes) per lane per load
+// (WIDE; off: one half2, 4 bytes, as step 09), U independent accumulators each on its own load
+// (U loads in flight per lane; U = 1: one), fp32 accumulation. Step 10 is <true, 4>.
+template <bool WIDE>
+__device__ __forceinline__ float dot_fp16(const __half* __restrict__ wr, const __half* __restrict__ x, int i, float s) {
+    if (WIDE) return dot8h(__ldg(reinterpret_cast<const uint4*>(wr) + i), __ldg(reinterpret_cast<const uint4*>(x) + i), s);
+    const float2 a = __half22float2(__ldg(reinterpret_cast<const __half2*>(wr) + i));
+    const float2 b = __half22float2(__ldg(reinterpret_cast<const __half2*>(x) + i));
+    return fmaf(a.x, b.x, fmaf(a.y, b.y, s));
+}
+template <bool WIDE, int U>
+__device__ __forceinline__ float warp_row_fp16(const __half* __restrict__ wr, const __half* __restrict__ x,
+                                               int M, int vec_ok, int lane) {
+    constexpr int V = WIDE ? 8 : 2;
+    const int n = vec_ok ? M / V : 0;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int i = lane;
+    for (; i + 32 * (U - 1) < n; i += 32 * U)
+#pragma unroll
+        for (int u = 0; u < U; ++u) s[u] = dot_fp16<WIDE>(wr, x, i + 32 * u, s[u]);
+    for (; i < n; i += 32) s[0] = dot_fp16<WIDE>(wr, x, i, s[0]);
+    for (int j = n * V + lane; j < M; j += 32) s[1] = fmaf(__half2float(__ldg(wr + j)), __half2float(__ldg(x + j)), s[1]);
+    return warp_reduce_sum((s[0] + s[1]) + (s[2] + s[3]));
+}
+
+template <bool WIDE, int U>
+__device__ __forceinline__ void gemv_v2(const __half* __restrict__ W, const __half* __restrict__ x,
+                                        __half* __restrict__ y, int K, int M, int vec_ok) {
     const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= K) return;
-    const float s = warp_row_fp16x8(W + (size_t)row * M, x, M, vec_ok, lane);
+    const float s = warp_row_fp16<WIDE, U>(W + (size_t)row * M, x, M, vec_ok, lane);
     if (lane == 0) y[row] = __float2half_rn(s);
 }
+#define GEMV_FP16_ARGS const __half* __restrict__ W, const __half* __restrict__ x, __half* __restrict__ y, \
+    int K, int M, int vec_ok
+extern "C" __global__ void gemv_10_fp16_v2(GEMV_FP16_ARGS) { gemv_v2<true, 4>(W, x, y, K, M, vec_ok); }
+
+// === gemv_10_ablate_one_load ===
+// Why: step 09 -> 10 changes two things: the load width (4 -> 16 bytes) and the loads in flight per
+// lane (1 -> 4, one per accumulator). This is step 10 with one accumulator on one 16-byte load per
+// trip: against step 09 it is the width alone; against step 10 the 4 loads in flight alone.
+extern "C" __global__ void gemv_10_ablate_one_load(GEMV_FP16_ARGS) { gemv_v2<true, 1>(W, x, y, K, M, vec_ok); }
+
+// === gemv_10_ablate_half2 ===
+// Why: step 10 with step 09's 4-byte half2 loads, keeping the 4 accumulators (4 loads in flight):
+// the width alone, given the loads in flight.
+extern "C" __global__ void gemv_10_ablate_half2(GEMV_FP16_ARGS) { gemv_v2<false, 4>(W, x, y, K, M, vec_ok); }
 
 // === gemv_11_fp16_f32out_half2 ===
 // Why: the logits head before (gemv_fp16_input_fp16_weight_fp32_output<8,4>, its old form): fp16
@@ -273,7 +391,7 @@ extern "C" __global__ void gemv_12_fp16_f32out_ilp(const __half* __restrict__ W,
                                                    float* __restrict__ y, int K, int M, int vec_ok) {
     const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= K) return;
-    const float s = warp_row_fp16x8(W + (size_t)row * M, x, M, vec_ok, lane);
+    const float s = warp_row_fp16<true, 4>(W + (size_t)row * M, x, M, vec_ok, lane);
     if (lane == 0) y[row] = s;
 }
 
@@ -712,7 +830,8 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     return r;
 }
-template <int R, int U>
+template <bool STREAM> __device__ __forceinline__ uint4 ld_w(const uint4* p) { return STREAM ? ld_stream(p) : __ldg(p); }
+template <int R, int U, bool STREAM = true>
 __device__ __forceinline__ void gemv_rows(const __half* __restrict__ W, const __half* __restrict__ x,
                                           __half* __restrict__ y, int K, int M, int vec_ok) {
     const int row0 = (blockIdx.x * WARP_ROWS + (threadIdx.x >> 5)) * R, lane = threadIdx.x & 31;
@@ -732,7 +851,7 @@ __device__ __forceinline__ void gemv_rows(const __half* __restrict__ W, const __
 #pragma unroll
         for (int u = 0; u < U; ++u)                       // all loads first: U x R x 16 bytes in flight
 #pragma unroll
-            for (int r = 0; r < R; ++r) w[u][r] = ld_stream(reinterpret_cast<const uint4*>(wr[r]) + i + 32 * u);
+            for (int r = 0; r < R; ++r) w[u][r] = ld_w<STREAM>(reinterpret_cast<const uint4*>(wr[r]) + i + 32 * u);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const uint4 xv = __ldg(x8 + i + 32 * u);
@@ -743,7 +862,7 @@ __device__ __forceinline__ void gemv_rows(const __half* __restrict__ W, const __
     for (; i < n8; i += 32) {
         const uint4 xv = __ldg(x8 + i);
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = dot8h(ld_stream(reinterpret_cast<const uint4*>(wr[r]) + i), xv, acc[r]);
+        for (int r = 0; r < R; ++r) acc[r] = dot8h(ld_w<STREAM>(reinterpret_cast<const uint4*>(wr[r]) + i), xv, acc[r]);
     }
     for (int j = n8 * 8 + lane; j < M; j += 32)
 #pragma unroll
@@ -754,10 +873,26 @@ __device__ __forceinline__ void gemv_rows(const __half* __restrict__ W, const __
         if (lane == 0 && row0 + r < K) y[row0 + r] = __float2half_rn(acc[r]);
     }
 }
-extern "C" __global__ void gemv_27_fp16_rows(const __half* __restrict__ W, const __half* __restrict__ x,
-                                             __half* __restrict__ y, int K, int M, int vec_ok, int two_rows) {
+extern "C" __global__ void gemv_27_fp16_rows(GEMV_FP16_ARGS, int two_rows) {
     if (two_rows) gemv_rows<2, 8>(W, x, y, K, M, vec_ok);      // one branch per kernel, the same for all
     else gemv_rows<1, 16>(W, x, y, K, M, vec_ok);
+}
+
+// === gemv_27_ablate_u4 ===
+// Why: step 22 -> 27 changes the loads in flight per lane (4 -> 16), the L1 policy of the weight
+// loads, the threads per row (G -> one warp) and, on tall matrices, the rows per warp (R = 2); the
+// launcher also hands short matrices to step 22. This is step 27 with step 22's 4 loads in flight
+// per lane (R = 2: 2 per row), everything else kept: what the deeper queue alone is worth.
+extern "C" __global__ void gemv_27_ablate_u4(GEMV_FP16_ARGS, int two_rows) {
+    if (two_rows) gemv_rows<2, 2>(W, x, y, K, M, vec_ok);
+    else gemv_rows<1, 4>(W, x, y, K, M, vec_ok);
+}
+
+// === gemv_27_ablate_l1 ===
+// Why: step 27 with plain __ldg weight loads (allocated in L1) instead of L1::no_allocate.
+extern "C" __global__ void gemv_27_ablate_l1(GEMV_FP16_ARGS, int two_rows) {
+    if (two_rows) gemv_rows<2, 8, false>(W, x, y, K, M, vec_ok);
+    else gemv_rows<1, 16, false>(W, x, y, K, M, vec_ok);
 }
 
 // === gemv_28_int4_mma ===
@@ -800,6 +935,30 @@ __device__ __forceinline__ void mma_16816(float* c, unsigned a0, unsigned a1, un
     __trap();    // m16n8k16 with fp16 inputs needs sm_80: steps 28/29 declare min_arch sm_80
 #endif
 }
+// The ablations' multiply-add on the CUDA cores instead (TC = false), for the same fragments: lane
+// (g, t) holds 4 of a tile's 16 columns of rows g and g + 8 and adds only its own share, in fp32
+// FMAs; quad_sum adds the quad's 4 shares at the end (the tensor core adds them inside the mma).
+__device__ __forceinline__ float h2dot(unsigned a, unsigned b, float s) {
+    const float2 p = __half22float2(*reinterpret_cast<__half2*>(&a)), q = __half22float2(*reinterpret_cast<__half2*>(&b));
+    return fmaf(p.x, q.x, fmaf(p.y, q.y, s));
+}
+template <bool TC>
+__device__ __forceinline__ void mac_16816(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                          unsigned b0, unsigned b1) {
+    if (TC) {
+        mma_16816(c, a0, a1, a2, a3, b0, b1);
+    } else {
+        c[0] = h2dot(a2, b1, h2dot(a0, b0, c[0]));     // row g: columns 2t, 2t + 1, 2t + 8, 2t + 9
+        c[2] = h2dot(a3, b1, h2dot(a1, b0, c[2]));     // row g + 8
+    }
+}
+template <bool TC> __device__ __forceinline__ float quad_sum(float v) {
+    if (!TC) {
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+    }
+    return v;
+}
 __device__ __forceinline__ void tile_store(float (*part)[16], int s, int g, int t, float acc_a, float acc_b,
                                            int split, float* __restrict__ y, int row0, int K) {
     // warp s holds rows g and g + 8 of the tile in lanes t == 0; the first 16 threads add the warps' shares
@@ -814,7 +973,8 @@ __device__ __forceinline__ void tile_store(float (*part)[16], int s, int g, int 
         y[row0 + threadIdx.x] = v;
     }
 }
-extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
+template <bool TC>
+__device__ __forceinline__ void int4_mma_body(const unsigned char* __restrict__ W,
         const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
         float* __restrict__ y, int K, int M, int split) {
     __shared__ float part[INT4_SPLIT_MAX][16];
@@ -844,11 +1004,11 @@ extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
             const unsigned b0 = __byte_perm(xw[0], xw[2], 0x5410), b1 = __byte_perm(xw[0], xw[2], 0x7632);  // {x0,x4} {x1,x5}
             const unsigned b2 = __byte_perm(xw[1], xw[3], 0x5410), b3 = __byte_perm(xw[1], xw[3], 0x7632);  // {x2,x6} {x3,x7}
             const unsigned a = wa4[j], b = wb4[j], a8 = a >> 8, b8 = b >> 8;
-            mma_16816(c0, hsub2_u(lop3_and_or(a, 0x000f000fu, 0x64006400u), za1),     // {q0, q4} - z, row g
+            mac_16816<TC>(c0, hsub2_u(lop3_and_or(a, 0x000f000fu, 0x64006400u), za1),     // {q0, q4} - z, row g
                           hsub2_u(lop3_and_or(b, 0x000f000fu, 0x64006400u), zb1),     // row g + 8
                           hfma2_u(lop3_and_or(a, 0x00f000f0u, 0x64006400u), inv16, za2),  // {q1, q5} - z
                           hfma2_u(lop3_and_or(b, 0x00f000f0u, 0x64006400u), inv16, zb2), b0, b1);
-            mma_16816(c1, hsub2_u(lop3_and_or(a8, 0x000f000fu, 0x64006400u), za1),    // {q2, q6} - z
+            mac_16816<TC>(c1, hsub2_u(lop3_and_or(a8, 0x000f000fu, 0x64006400u), za1),    // {q2, q6} - z
                           hsub2_u(lop3_and_or(b8, 0x000f000fu, 0x64006400u), zb1),
                           hfma2_u(lop3_and_or(a8, 0x00f000f0u, 0x64006400u), inv16, za2), // {q3, q7} - z
                           hfma2_u(lop3_and_or(b8, 0x00f000f0u, 0x64006400u), inv16, zb2), b2, b3);
@@ -856,8 +1016,18 @@ extern "C" __global__ void gemv_28_int4_mma(const unsigned char* __restrict__ W,
         acc_a = fmaf(sa, c0[0] + c1[0], acc_a);     // every column of the n = 8 tile holds the same dot
         acc_b = fmaf(sb, c0[2] + c1[2], acc_b);     // product (x is in all 8): column 2t, rows g, g + 8
     }
-    tile_store(part, s, g, t, acc_a, acc_b, split, y, row0, K);
+    tile_store(part, s, g, t, quad_sum<TC>(acc_a), quad_sum<TC>(acc_b), split, y, row0, K);
 }
+#define GEMV28_ARGS const unsigned char* __restrict__ W, const __half* __restrict__ scales, \
+    const unsigned char* __restrict__ zeros, const __half* __restrict__ x, float* __restrict__ y, int K, int M, int split
+extern "C" __global__ void gemv_28_int4_mma(GEMV28_ARGS) { int4_mma_body<true>(W, scales, zeros, x, y, K, M, split); }
+
+// === gemv_28_ablate_cuda_cores ===
+// Why: step 26 -> 28 changes where the multiply-add runs (tensor cores), how weights become fp16
+// (LOP3 + HSUB2, 2 per instruction) and the layout (16-row tiles, `split` warps per tile). This is
+// step 28 with only the first undone: the same tiles, loads and LOP3 dequantisation, the
+// multiply-add in fp32 FMAs on the CUDA cores (4 per weight pair), the quad's shares added at the end.
+extern "C" __global__ void gemv_28_ablate_cuda_cores(GEMV28_ARGS) { int4_mma_body<false>(W, scales, zeros, x, y, K, M, split); }
 
 // === gemv_29_int8_w8a16 ===
 // Why: beyond the report: int8 weights with fp16 activations (W8A16, what most engines run), on
@@ -875,18 +1045,20 @@ __device__ __forceinline__ unsigned i8_pair(unsigned w, unsigned sel) {   // w: 
     return hsub2_u(__byte_perm(w, 0x64646464u, sel), 0x64806480u);        // {1024 + q + 128} - 1152 = q
 }
 struct W8Group { uint4 a[2], b[2], x[4]; float sa, sb; };                 // one group's loads, one lane
+template <bool TC>
 __device__ __forceinline__ void w8_half(uint4 va, uint4 vb, uint4 x0, uint4 x1, float* c) {   // 64 columns
     const unsigned xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     const unsigned wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {                   // word j: columns 16t + 4j .. + 3 of the 64
         const unsigned a = wa4[j] ^ 0x80808080u, b = wb4[j] ^ 0x80808080u;
-        mma_16816(c, i8_pair(a, 0x4140), i8_pair(b, 0x4140),     // {q0, q1} of rows g, g + 8
+        mac_16816<TC>(c, i8_pair(a, 0x4140), i8_pair(b, 0x4140),     // {q0, q1} of rows g, g + 8
                   i8_pair(a, 0x4342), i8_pair(b, 0x4342),        // {q2, q3}
                   xw[2 * j], xw[2 * j + 1]);                     // {x0, x1}, {x2, x3}
     }
 }
-extern "C" __global__ void gemv_29_int8_w8a16(const signed char* __restrict__ W, const float* __restrict__ scales,
+template <bool TC, bool PIPE>
+__device__ __forceinline__ void w8a16_body(const signed char* __restrict__ W, const float* __restrict__ scales,
         const __half* __restrict__ x, float* __restrict__ y, int K, int M, int split, int vec_ok) {
     __shared__ float part[INT4_SPLIT_MAX][16];
     const int lane = threadIdx.x & 31, s = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -918,23 +1090,39 @@ extern "C" __global__ void gemv_29_int8_w8a16(const signed char* __restrict__ W,
     };
     float acc_a = 0.0f, acc_b = 0.0f;
     W8Group buf[2];
-    if (g0 < g1) load(buf[0], g0);
+    if (PIPE && g0 < g1) load(buf[0], g0);
     for (int q0 = g0; q0 < g1; q0 += 2) {
 #pragma unroll
         for (int u = 0; u < 2; ++u) {                   // compute buf[u] (group q) while group q + 1 loads
             const int q = q0 + u;
             if (q >= g1) break;
-            if (q + 1 < g1) load(buf[u ^ 1], q + 1);
+            if (!PIPE) load(buf[u], q);                 // the ablation: load, then wait for it
+            else if (q + 1 < g1) load(buf[u ^ 1], q + 1);
             const W8Group& c = buf[u];
             float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            w8_half(c.a[0], c.b[0], c.x[0], c.x[1], d);
-            w8_half(c.a[1], c.b[1], c.x[2], c.x[3], d);
+            w8_half<TC>(c.a[0], c.b[0], c.x[0], c.x[1], d);
+            w8_half<TC>(c.a[1], c.b[1], c.x[2], c.x[3], d);
             acc_a = fmaf(c.sa, d[0], acc_a);            // column 2t of the n = 8 tile: rows g, g + 8
             acc_b = fmaf(c.sb, d[2], acc_b);
         }
     }
-    tile_store(part, s, g, t, acc_a, acc_b, split, y, row0, K);
+    tile_store(part, s, g, t, quad_sum<TC>(acc_a), quad_sum<TC>(acc_b), split, y, row0, K);
 }
+#define GEMV29_ARGS const signed char* __restrict__ W, const float* __restrict__ scales, \
+    const __half* __restrict__ x, float* __restrict__ y, int K, int M, int split, int vec_ok
+extern "C" __global__ void gemv_29_int8_w8a16(GEMV29_ARGS) { w8a16_body<true, true>(W, scales, x, y, K, M, split, vec_ok); }
+
+// === gemv_29_ablate_cuda_cores ===
+// Why: step 25 -> 29 changes the activations (fp32 -> fp16: a different data path, half the x
+// bytes), where the multiply-add runs (tensor cores), the software pipeline and the layout (16-row
+// tiles, `split` warps per tile). This is step 29 with its multiply-add on the CUDA cores (same
+// tiles, loads, pipeline and byte-permute dequantisation): what the tensor cores alone are worth.
+extern "C" __global__ void gemv_29_ablate_cuda_cores(GEMV29_ARGS) { w8a16_body<false, true>(W, scales, x, y, K, M, split, vec_ok); }
+
+// === gemv_29_ablate_no_pipeline ===
+// Why: step 29 without its software pipeline: each group's loads are issued just before its compute
+// and waited for, instead of one group ahead.
+extern "C" __global__ void gemv_29_ablate_no_pipeline(GEMV29_ARGS) { w8a16_body<true, false>(W, scales, x, y, K, M, split, vec_ok); }
 
 // === gemv_30_f32_sdata_float4 ===
 // Why: the report's "before" of matmul_kernel_cu_fp32<128,1> as the report describes it (seed
@@ -968,8 +1156,8 @@ extern "C" __global__ void gemv_30_f32_sdata_float4(const float* W, const float*
 // 2.2): one int8 weight (1 byte) and one float of input per load, the group's scale looked up per
 // element, and the sum kept in sdata[tid] (shared memory) with a __syncthreads() before
 // cub::BlockReduce. Its after is step 06 (char4 + float4, __ldg, register sum, fmaf): 31 -> 06 is the
-// report's pair. Step 05 is the course's: step 31 with the register sum already in place, so 05 -> 06
-// isolates the wider loads. Scales are per row (scales[K, ceil(M/128)], as steps 05/06); the seed
+// report's pair. Step 05 is the course's: step 31 with the register sum already in place; 05 -> 06
+// still makes five changes (the ablation kernels of step 06 undo each one alone). Scales are per row (scales[K, ceil(M/128)], as steps 05/06); the seed
 // indexed one flat array by (row * M + i) / 128 with an int32 offset, the same groups when M % 128 == 0.
 extern "C" __global__ void gemv_31_int8_sdata(const signed char* W, const float* scales, const float* x,
                                               float* y, int K, int M) {

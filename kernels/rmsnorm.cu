@@ -91,7 +91,7 @@ extern "C" __global__ void rmsnorm_01_f32_cub(const float* x, const float* w, fl
 // undo one at a time: CUB (the reduction), FIXED (compile-time stride + unroll 4), LDG (__ldg);
 // __restrict__ is on the kernel's parameters. All switches on = step 02. Steps 04 and 06 have
 // bodies with the same switches, and one more: the width of their weight or data accesses.
-template <bool LDG, typename T> __device__ __forceinline__ T ld(const T* p) { return LDG ? __ldg(p) : *p; }
+// ld<LDG>(p): __ldg(p) or a plain load (common.cuh).
 
 // The first pass in either style (this thread's share of sum(x^2)); shared with step 04's body.
 template <bool FIXED, bool LDG>

@@ -291,7 +291,7 @@ softmax.dispatch_table()
 # %% jupyter={"source_hidden": true}
 kl.say(results.summary(short, "09_dispatch", "torch.softmax"))
 kl.say(results.summary(short, "09_dispatch", "05_online_vec4"))
-fr = results.select(short, name="09_dispatch")
+fr = results.one_source(results.select(short, name="09_dispatch"))
 kl.say(results.unless_missing(fr["frac_copy"].min() if len(fr) else float("nan"),
        f"Step 09 reaches **{fr['frac_copy'].min():.2f}–{fr['frac_copy'].max():.2f}** of the copy roof over these "
        f"row lengths ({results.source(short)})." if len(fr) else ""))
@@ -417,7 +417,7 @@ sw = bench.compare(softmax, [(s, "float32") for s in softmax.SWEEP])
 plot.sweep(sw, "01_softmax_sweep_fp32", title="softmax fp32, 2^25 elements, GB/s vs row length", logy=True)
 
 # %% jupyter={"source_hidden": true}
-nv = results.select(sw, name="01_naive").sort_values("cols")
+nv = results.one_source(results.select(sw, name="01_naive")).sort_values("cols")
 if len(nv):
     t_ms = dict(zip(nv["cols"], nv["median_us"] / 1e3))
     lo, hi, med = min(t_ms.values()), max(t_ms.values()), float(np.median(list(t_ms.values())))

@@ -388,24 +388,10 @@ results.targets(rmsnorm.RMSNORM.targets, hid)
 # the "after" step's: a value below 1 means the step is faster *without* that change.
 
 # %%
-from IPython.display import display
-
-for path, (before, after, changes) in rmsnorm.ABLATION_PAIRS.items():
-    a = results.one_source(results.select(abl, dtype=path))   # one device: a record may hold several
-    if len(a) and after in set(a["name"]):
-        at = a.pivot_table(index="name", columns="case", values="median_us")
-        at = at / at.loc[after]
-        at.insert(0, "what it is", [rmsnorm.ABLATION_STEPS.get(n, n) for n in at.index])
-        display(at.round(2).rename_axis(f"{path}: time / {after}'s ({kl.provenance(a)})"))
-    else:
-        print(f"{path} ({before} → {after}): not recorded yet; the ablation is timed live on a GPU "
-              "(make bench records it).")
+results.ablation(abl, [(f"{before} → {after} ({path})", path, before, after, changes)
+                       for path, (before, after, changes) in rmsnorm.ABLATION_PAIRS.items()], rmsnorm.ABLATION_STEPS)
 
 # %% jupyter={"source_hidden": true}
-for path, (before, after, changes) in rmsnorm.ABLATION_PAIRS.items():
-    kl.say(f"**{before} → {after}** ({path}), every change together: "
-           + results.summary(abl, after, before, prov=False) + f" Each change alone ({kl.provenance(abl)}):\n"
-           + "".join(f"\n- {what}: " + results.summary(abl, with_it, without, prov=False) for what, with_it, without in changes))
 kl.say("The seed credits the reduction for 01 → 02 and the load width for 03 → 04 and 05 → 06; the lines "
        "above say, for every recorded shape, what each of those changes buys on its own and where it loses.")
 

@@ -200,6 +200,27 @@ def test_rmsnorm_unroll_pragma_is_no_change_given_the_compile_time_stride(arch):
     assert rmsnorm.unroll_pragma_changes("06_fp16_uint4", arch)
 
 
+@pytest.mark.parametrize("arch", ("sm_87", "sm_90"))
+def test_gemv_ablations_change_what_they_say(arch):
+    """Lab 04's ablation kernels: the seed's `#pragma unroll 4` is no change for steps 04 and 06;
+    plain pointers lose the read-only path that __restrict__ alone keeps; the tensor-core steps'
+    CUDA-core ablations have no mma; the one-load ablation of step 10 keeps 16-byte loads."""
+    from kernellab import gemv
+
+    def ptx(step, pat):
+        return build.ptx("gemv", step, arch, grep=pat)
+    for step in ("04_f32_ldg", "06_int8_char4"):
+        assert not gemv.unroll_pragma_changes(step, arch), step
+        assert ptx(step[:2] + "_ablate_no_ldg", r"ld\.global\.nc") and not ptx(step[:2] + "_ablate_plain", r"ld\.global\.nc")
+    for step in ("28_int4_mma", "29_int8_w8a16", "29_ablate_no_pipeline"):
+        assert ptx(step, r"mma\.sync"), step
+    for step in ("28_ablate_cuda_cores", "29_ablate_cuda_cores"):
+        assert not ptx(step, r"mma\.sync"), step
+    assert ptx("10_ablate_one_load", r"ld\.global\.nc\.v4") and not ptx("10_ablate_half2", r"\.v4\.")
+    assert ptx("27_fp16_rows", r"L1::no_allocate") and not ptx("27_ablate_l1", r"L1::no_allocate")
+    assert not ptx("06_ablate_bytewise", r"ld\.global\.nc\.v4")
+
+
 @pytest.mark.parametrize("arch", build.ARCHS)
 def test_the_tutorials_safe_v1_reads_and_writes_the_row_once(arch):
     """softmax_08_safe_v1 (the tutorial's safe_v1, fixed): one global load and one global store per

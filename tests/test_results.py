@@ -29,7 +29,8 @@ def m(v, lo=None, hi=None):
     (m(1.12, 0.95, 1.3), 1.6, "kernel", "within noise"),               # p10-p90 bands overlap: no verdict on the median
     (m(1.47, 1.4, 1.5), 1.756, "end-to-end", "not measured here (end to end)"),   # a kernel ratio never judges e2e
     (m(1.3, 1.25, 1.35), 1.3, "end-to-end", "not measured here (end to end)"),
-    (m(1.3), None, "kernel", "faster"),
+    (m(1.3), None, "kernel", "holds"),                                # no number claimed: the claim is a gain
+    (m(0.28, 0.275, 0.281), None, "kernel", "refuted"),
     (Measured(float("nan"), float("nan"), float("nan")), 2.0, "kernel", "not measured"),
 ])
 def test_verdict_rule(measured, claimed, kind, want):

@@ -700,10 +700,12 @@ def prefill_compare(min_n=64, row_n=1024):
 
 
 def pf_vs_sdpa(N):
-    """time(best variant) / time(SDPA) at N (<= 1.4 is the target)."""
+    """time(best variant) / time(SDPA) at N, with its band (<= 1.4 is the target)."""
     def measure(df):
+        from .core.results import Measured, ratio_band
         c = pf_case_key((PF_HEADS, N), "float16")
-        return best_variant(df, c)[1] / _t(df, SDPA_PF, c)
+        name = best_variant(df, c)[0]
+        return ratio_band(df, SDPA_PF, name, c) if name else Measured(float("nan"), float("nan"), float("nan"))
     return measure
 
 

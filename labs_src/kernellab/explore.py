@@ -37,6 +37,8 @@ def point(family, shape, dtype, names=None, baselines=True):
     if rec.empty:
         return rec, f"no recorded {family.NAME} results (make bench records them on a GPU)"
     rec = rec[rec["dtype"] == dtype]
+    if not rec.empty:               # one device: a sentence speaks of one record (the first, as the tables')
+        rec = rec[(rec["device"] == rec["device"].iloc[0])]
     if rec.empty:
         return rec, f"nothing recorded for {dtype}"
     dist = (np.log2(rec["rows"].clip(lower=1)) - np.log2(max(shape[0], 1))) ** 2 + \
@@ -136,7 +138,7 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
             best = min((b for b in sm.BASELINES if b in t), key=t.get, default=None)
             g = df.loc[df["name"] == step].iloc[0]
             say(f"`{step}` ({width}-wide loads, {dtype}): **{g['median_us']:.1f} µs**, "
-                f"{g['gbps']:.0f} GB/s = {100 * g['frac_copy']:.0f}% of the copy roof"
+                f"{g['gbps']:.0f} GB/s = {100 * g['frac_copy']:.1f}% of the copy roof"
                 + (f"; {t[best] / t[step]:.2f}× the fastest baseline here ({best})" if best else "")
                 + f" ({source(df)}).")
 
@@ -172,7 +174,7 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
             b = v.loc[v["median_us"].idxmin()]
             launch = bench.roof_values(df).get("launch_us")
             say(f"Fastest step at {b['case']}: `{b['name']}`, **{b['median_us']:.1f} µs**, "
-                f"{100 * b['frac_copy']:.0f}% of the copy roof"
+                f"{100 * b['frac_copy']:.1f}% of the copy roof"
                 + (f", {b['median_us'] / launch:.1f} empty-kernel launches" if launch else "")
                 + f" ({source(df)}).")
 

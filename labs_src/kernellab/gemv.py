@@ -335,15 +335,16 @@ def fast_threads(K, M, vec, R, U, sms=None, warps_per_sm=48) -> int:
     return G
 
 
-def _fast(name, stream=0):
+def _fast(name, stream=0, threads=None):
     """Launcher for a step of the fast template. stream=1 loads the weights with the L2 evict-first
-    policy (the ablation variant 22_fp16_fast_stream); the default is plain __ldg."""
+    policy (the ablation variant 22_fp16_fast_stream); the default is plain __ldg. threads: G fixed
+    (the ablation 22_ablate_g32: a warp per row, as step 10); default: fast_threads()."""
     path, vec, R, U = FAST[name]
 
     def run(*args, out=None):
         K, M = validate(args, path)
         out_ = out_like(out, args[-1], "out", shape=(K,), dtype=PATHS[path][2])
-        G = FAST_G.get(name) or fast_threads(K, M, vec, R, U)
+        G = threads or FAST_G.get(name) or fast_threads(K, M, vec, R, U)
         row_bytes = -(-M // 2) if path == "int4" else M * args[0].itemsize
         xvec = 16 * (4 if path == "int8" else 1)
         ok = int(row_bytes % 16 == 0 and aligned(16, args[0]) and aligned(xvec if path != "int4" else 16, args[-1]))
@@ -351,7 +352,7 @@ def _fast(name, stream=0):
         st = FAST_STREAM.get(name, stream)
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // rows_per_block),), (256,),
                                                   (*args, out_, K, M, G, ok, st)))
-    run.__name__ = f"{name}_stream" if stream else name
+    run.__name__ = f"{name}_stream" if stream else name if threads is None else f"{name}_g{threads}"
     # the L2 evict-first policy (createpolicy, .L2::cache_hint) needs sm_80
     return variant(dtypes=(path,), alloc_out=_alloc(path), min_arch=80 if stream else None)(run)
 
@@ -359,10 +360,10 @@ def _fast(name, stream=0):
 ROWS_MIN_WARPS_PER_SM = 16   # step 27 gives a warp per row; fewer rows than this per SM: step 22's split rows
 
 
-def _rows(name):
+def _rows(name, two_rows=None):
     """Step 27: a warp per row (R = 1, U = 16), or R = 2 rows per warp (U = 8) for tall matrices
     and rows narrower than 4096; matrices too short to give every SM ROWS_MIN_WARPS_PER_SM warps
-    run step 22's kernel (split rows), which can."""
+    run step 22's kernel (split rows), which can. two_rows=False: never 2 rows (an ablation)."""
     split = _fast("22_fp16_fast")
 
     def run(*args, out=None):
@@ -370,7 +371,7 @@ def _rows(name):
         if K < ROWS_MIN_WARPS_PER_SM * info()["sms"]:
             return split(*args, out=out)
         out_ = out_like(out, args[-1], "out", shape=(K,), dtype=PATHS["float16"][2])
-        r2 = M < 4096 or K >= 16384
+        r2 = (M < 4096 or K >= 16384) if two_rows is None else two_rows
         vec = _vec_ok(M * 2, 16, args[0], 16, args[-1])
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // (WARP_ROWS * (1 + r2))),),
                                                   (256,), (*args, out_, K, M, vec, int(r2))))
@@ -398,9 +399,10 @@ def tile_split(name, K, M) -> int:
     return S
 
 
-def _int4_mma(name):
+def _int4_mma(name, split=None):
     """Step 28: tensor cores, 16 rows per block, tile_split warps per tile; needs M % 128 == 0 and
-    16-byte aligned bases, otherwise it runs step 26 (same inputs, same result to rounding)."""
+    16-byte aligned bases, otherwise it runs step 26 (same inputs, same result to rounding).
+    Ablations keep step 28's tile_split, or a fixed `split`."""
     cores = _fast("26_int4_awq")
 
     def run(*args, out=None):
@@ -409,22 +411,23 @@ def _int4_mma(name):
         if M % GROUP or not (aligned(16, W) and aligned(16, x)):
             return cores(*args, out=out)
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["int4"][2])
-        S = tile_split(name, K, M)
+        S = split or tile_split("28_int4_mma", K, M)
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S)))
     run.__name__ = name
     return variant(dtypes=("int4",), alloc_out=_alloc("int4"), min_arch=80)(run)
 
 
-def _w8a16(name):
+def _w8a16(name, split=None):
     """Step 29: int8 weights, fp16 x, on the tensor cores; 16 rows per block, tile_split warps per
-    tile. M % 128 != 0 or a misaligned base: the kernel's plain loop (vec_ok = 0)."""
+    tile. M % 128 != 0 or a misaligned base: the kernel's plain loop (vec_ok = 0). Ablations keep
+    step 29's tile_split, or a fixed `split`."""
     def run(*args, out=None):
         K, M = validate(args, "w8a16")
         W, x = args[0], args[-1]
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["w8a16"][2])
         vec = int(M % GROUP == 0 and aligned(16, W) and aligned(16, x))
-        S = tile_split(name, K, M)
+        S = split or tile_split("29_int8_w8a16", K, M)
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S, vec)))
     run.__name__ = name
@@ -907,8 +910,9 @@ def targets(df):
 # ---- small readers of a results frame, for the lab's sentences ----------------------------------
 
 def ladder(df, names, cases=None):
-    """The ablation table: each step's speed-up over the step before it (and the last over the
-    first), per case. One change per step, so each column isolates one change."""
+    """The ladder table: each step's speed-up over the step before it (and the last over the
+    first), per case. A column isolates one change only where the pair makes one; the bundled
+    pairs (ABLATION_PAIRS) are taken apart by the ablation family."""
     import pandas as pd
     if df is None or df.empty:
         return pd.DataFrame()
@@ -977,4 +981,102 @@ GEMV = Family(
     bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
     case_key=case_key, record_cases=RECORD_CASES, tolerance=tolerance, roof="read", targets=_targets(),
     about="lab 04: GEMV, the matmul report's kernels before/after and beyond")
-FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT]
+
+
+# ---- ablations: each bundled pair of the ladder, one change at a time -----------------------------
+# Steps 03 -> 04, 05 -> 06, 09 -> 10, 10 -> 22, 22 -> 27, 26 -> 28 and 25 -> 29 each make several
+# changes at once. Each ablation kernel is the "after" step with ONE change undone (same launcher,
+# same inputs, same run): time(ablation) / time(after) is what that change is worth given the others.
+# ABLATION_PAIRS: (title, data path, before, after, [(the change, the kernel with it, without it)]),
+# read by results.ablation for the lab's tables and sentences.
+ABLATION_PAIRS = [
+    ("03 → 04", "float32", "03_f32_float4", "04_f32_ldg", [
+        ("the fmaf chain", "04_f32_ldg", "04_ablate_no_fmaf"),
+        ("`__ldg`", "04_f32_ldg", "04_ablate_no_ldg"),
+        ("`__restrict__`", "04_ablate_no_ldg", "04_ablate_plain"),
+        ("`#pragma unroll 4` (with everything else undone: step 03 is 04_ablate_plain without fmaf and the pragma)",
+         "04_ablate_plain", "03_f32_float4")]),
+    ("05 → 06", "int8", "05_int8_scalar", "06_int8_char4", [
+        ("the char4 + float4 loads", "06_int8_char4", "06_ablate_bytewise"),
+        ("one scale per 4 elements", "06_int8_char4", "06_ablate_scale_each"),
+        ("the fmaf chain", "06_int8_char4", "06_ablate_no_fmaf"),
+        ("`__ldg`", "06_int8_char4", "06_ablate_no_ldg"),
+        ("`__restrict__`", "06_ablate_no_ldg", "06_ablate_plain")]),
+    ("09 → 10", "float16", "09_fp16_half2", "10_fp16_v2", [
+        ("16-byte loads, given 4 loads in flight", "10_fp16_v2", "10_ablate_half2"),
+        ("4 loads in flight, given 16-byte loads", "10_fp16_v2", "10_ablate_one_load"),
+        ("16-byte loads, given 1 load in flight", "10_ablate_one_load", "09_fp16_half2")]),
+    ("10 → 22", "float16", "10_fp16_v2", "22_fp16_fast", [
+        ("G threads per row (split rows)", "22_fp16_fast", "22_ablate_g32"),
+        ("the template's loop at a warp per row", "22_ablate_g32", "10_fp16_v2")]),
+    ("22 → 27", "float16", "22_fp16_fast", "27_fp16_rows", [
+        ("16 loads in flight per lane", "27_fp16_rows", "27_ablate_u4"),
+        ("`L1::no_allocate` weight loads", "27_fp16_rows", "27_ablate_l1"),
+        ("two rows per warp on tall matrices", "27_fp16_rows", "27_ablate_one_row"),
+        ("a warp per row, at step 22's 4 loads in flight", "27_ablate_u4", "22_fp16_fast")]),
+    ("26 → 28", "int4", "26_int4_awq", "28_int4_mma", [
+        ("the tensor cores", "28_int4_mma", "28_ablate_cuda_cores"),
+        ("several warps per 16-row tile", "28_int4_mma", "28_ablate_split1"),
+        ("16-row tiles with LOP3 dequantisation, both on CUDA cores", "28_ablate_cuda_cores", "26_int4_awq")]),
+    ("25 → 29 (W8A16: fp16 activations, a path of its own)", "w8a16", None, "29_int8_w8a16", [
+        ("the tensor cores", "29_int8_w8a16", "29_ablate_cuda_cores"),
+        ("the software pipeline", "29_int8_w8a16", "29_ablate_no_pipeline"),
+        ("several warps per 16-row tile", "29_int8_w8a16", "29_ablate_split1")]),
+]
+ABLATION_STEPS = {   # name -> what it is, for the lab's tables (the steps themselves: their own names)
+    "04_ablate_no_fmaf": "step 04 with a*b + c*d + ... added to the sum (no fmaf chain)",
+    "04_ablate_no_ldg": "step 04 without __ldg (__restrict__ kept)",
+    "04_ablate_plain": "step 04 without __ldg and __restrict__",
+    "06_ablate_bytewise": "step 06 loading single bytes and floats (no char4 / float4)",
+    "06_ablate_scale_each": "step 06 looking the scale up per element",
+    "06_ablate_no_fmaf": "step 06 with a*b + c*d + ... (no fmaf chain)",
+    "06_ablate_no_ldg": "step 06 without __ldg (__restrict__ kept)",
+    "06_ablate_plain": "step 06 without __ldg and __restrict__",
+    "10_ablate_half2": "step 10 with 4-byte half2 loads (4 in flight)",
+    "10_ablate_one_load": "step 10 with one 16-byte load in flight (one accumulator)",
+    "22_ablate_g32": "step 22 with G = 32 (a warp per row, as step 10)",
+    "27_ablate_u4": "step 27 with 4 loads in flight per lane (step 22's)",
+    "27_ablate_l1": "step 27 with plain __ldg weight loads (L1 allocated)",
+    "27_ablate_one_row": "step 27 with one row per warp everywhere",
+    "28_ablate_cuda_cores": "step 28 with the multiply-add on CUDA cores (fp32 FMA)",
+    "28_ablate_split1": "step 28 with one warp per 16-row tile",
+    "29_ablate_cuda_cores": "step 29 with the multiply-add on CUDA cores (fp32 FMA)",
+    "29_ablate_no_pipeline": "step 29 without the software pipeline",
+    "29_ablate_split1": "step 29 with one warp per 16-row tile",
+}
+_ABLATION_VARIANTS = {
+    **{n: _step(n, "float32", "block128") for n in ("04_ablate_no_fmaf", "04_ablate_no_ldg", "04_ablate_plain")},
+    **{n: _step(n, "int8", "block128", wvec=4) for n in ("06_ablate_bytewise", "06_ablate_scale_each",
+                                                         "06_ablate_no_fmaf", "06_ablate_no_ldg", "06_ablate_plain")},
+    "10_ablate_half2": _step("10_ablate_half2", "float16", "warp", wvec=4, xvec=4),
+    "10_ablate_one_load": _step("10_ablate_one_load", "float16", "warp"),
+    "22_ablate_g32": _fast("22_fp16_fast", threads=32),
+    "27_ablate_u4": _rows("27_ablate_u4"),
+    "27_ablate_l1": _rows("27_ablate_l1"),
+    "27_ablate_one_row": _rows("27_fp16_rows", two_rows=False),
+    "28_ablate_cuda_cores": _int4_mma("28_ablate_cuda_cores"),
+    "28_ablate_split1": _int4_mma("28_int4_mma", split=1),
+    "29_ablate_cuda_cores": _w8a16("29_ablate_cuda_cores"),
+    "29_ablate_no_pipeline": _w8a16("29_ablate_no_pipeline"),
+    "29_ablate_split1": _w8a16("29_int8_w8a16", split=1),
+}
+_ABL_NAMES = list(dict.fromkeys(n for _, _, b, a, ch in ABLATION_PAIRS for n in [b, a] + [k for _, w, wo in ch for k in (w, wo)] if n))
+_ABL_SHAPES = {"float32": (QO, UP), "int8": (QO, UP), "float16": (KV, QO, UP, DOWN, VOCAB), "int4": (QO, UP, DOWN),
+               "w8a16": (QO, UP, DOWN)}
+ABLATION = Family(
+    name="gemv_ablation", kernels=FAMILY, variants={n: {**VARIANTS, **_ABLATION_VARIANTS}[n] for n in _ABL_NAMES},
+    reference=reference, make_input=make_input, bytes_moved=bytes_moved, tolerance=tolerance, roof="read",
+    case_key=case_key, default={}, baselines={}, shapes=SHAPES,
+    check_cases=[c for c in CHECK_CASES if c[0][1] in (7, 31, 4097, 4096, 4100)],
+    record_cases=[(s, p) for p, shapes in _ABL_SHAPES.items() for s in shapes],
+    about="lab 04's ablations: each bundled step's changes one at a time")
+
+
+def unroll_pragma_changes(step, arch="sm_90") -> bool:
+    """Whether the seed's `#pragma unroll 4` changes a step's instructions (steps 04 and 06): its PTX
+    against the build with -DGEMV_NO_UNROLL_PRAGMA."""
+    from .core import build
+    return build.define_changes_ptx(FAMILY, step, "GEMV_NO_UNROLL_PRAGMA", arch)
+
+
+FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]

@@ -279,16 +279,9 @@ def _ablation_variant(name):
 def unroll_pragma_changes(step, arch="sm_90") -> bool:
     """Whether the `#pragma unroll 4` of a step's compile-time-stride loops changes its instructions:
     its PTX against the same source built with -DRMS_NO_UNROLL_PRAGMA (the compiler then unrolls as
-    it likes), ignoring line info and the `.pragma "nounroll"` hints that mark the remainder loops."""
-    import re
+    it likes)."""
     from .core import build
-
-    def body(text):
-        m = re.search(rf"\.entry rmsnorm_{step}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
-        return [ln.strip() for ln in m.group(0).splitlines()
-                if ln.strip() and not ln.strip().startswith((".loc", '.pragma "nounroll"'))]
-    plain = build.nvrtc_compile(build.source(FAMILY), arch, "rmsnorm_no_unroll_pragma.cu", ("-DRMS_NO_UNROLL_PRAGMA",))[0]
-    return body(build.compiled(FAMILY, arch)[0]) != body(plain)
+    return build.define_changes_ptx(FAMILY, step, "RMS_NO_UNROLL_PRAGMA", arch)
 
 
 ABLATION = Family(

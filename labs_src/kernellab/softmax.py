@@ -474,7 +474,8 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
     Empty when the frame has no rows of `step` or the device is unknown."""
     import pandas as pd
     from .core.build import occupancy
-    d = df[(df["name"] == step) & (df["dtype"] == "float32")] if len(df) else df
+    from .core.results import one_source
+    d = one_source(df[(df["name"] == step) & (df["dtype"] == "float32")]) if len(df) else df   # one device
     facts = facts_of(d)
     if d is None or d.empty or not facts:
         return pd.DataFrame()

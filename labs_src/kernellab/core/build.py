@@ -186,6 +186,20 @@ def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None) ->
     return [l for l in lines if re.search(grep, l)] if grep else lines
 
 
+def define_changes_ptx(family: str, step: str, define: str, arch: str = "sm_90") -> bool:
+    """Whether building kernels/<family>.cu with -D<define> changes the instructions of one step's
+    kernel: its PTX against the plain build, ignoring line info and `.pragma "nounroll"` hints (the
+    marks the compiler leaves on remainder loops). E.g. whether a `#pragma unroll` changes anything."""
+    name = step if step.startswith(family + "_") else f"{family}_{step}"
+
+    def body(text):
+        m = re.search(rf"\.entry {name}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
+        return [ln.strip() for ln in m.group(0).splitlines()
+                if ln.strip() and not ln.strip().startswith((".loc", '.pragma "nounroll"'))]
+    other = nvrtc_compile(source(family), arch, f"{family}_{define.lower()}.cu", (f"-D{define}",))[0]
+    return body(compiled(family, arch)[0]) != body(other)
+
+
 def show(family: str, step: str):
     """Display the marked slice of kernels/<family>.cu and compile it in the same cell."""
     from IPython.display import Markdown, display

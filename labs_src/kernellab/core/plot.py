@@ -235,6 +235,7 @@ def device_roofline(fund, kernels, name="00_roofline", ceilings=()):
     if fund is None or fund.empty:
         print("SKIPPED: no measured or recorded fundamentals to draw a roofline from.")
         return None
+    fund = fund[(fund["device"] == fund["device"].iloc[0]) & (fund["source"] == fund["source"].iloc[0])]   # one device
     vals = dict(zip(fund["quantity"], fund["value"]))
     units = dict(zip(fund["quantity"], fund["unit"]))
     extra = [(f"{q}: {vals[q]:,.0f} {units[q]}", vals[q]) for q in ceilings if q in vals]

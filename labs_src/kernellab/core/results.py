@@ -151,8 +151,8 @@ def verdict(m: Measured, claimed: float | None = None, kind: str = "kernel",
         return "not measured"
     if within_noise(m):
         return "within noise"
-    if claimed is None or claimed != claimed:
-        return "faster" if m.value > 1 else "slower"
+    if claimed is None or claimed != claimed:   # no number claimed: the claim is that the after is faster
+        return "holds" if m.value > 1 else "refuted"
     if claimed == 1 or m.value == 1:  # a claimed "no change" (bands apart: refuted), or no change measured
         return "holds" if claimed == m.value else "refuted"
     if (m.value > 1) != (claimed > 1):
@@ -172,23 +172,43 @@ def target_outcome(m: Measured, threshold: float | None, below: bool = False) ->
     return "met" if (m.value <= threshold if below else m.value >= threshold) else "missed"
 
 
+def devices(df) -> list:
+    """The frame split by (device, source), in order: a recorded frame may hold several devices,
+    and a table or sentence that judges speaks of one at a time."""
+    if df is None or df.empty or not {"device", "source"} <= set(df):
+        return [df]
+    return [g for _, g in df.groupby(["device", "source"], sort=False)]
+
+
 def targets(targets, df):
-    """The targets table: what, measured (with its band), threshold, outcome, provenance."""
+    """The targets table: what, measured (with its band), threshold, outcome; one block of rows per
+    device on screen (with a device column when there are several), provenance printed once."""
     import pandas as pd
     rows = []
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
-    for t in targets:
-        m = as_m(t.measure(df))
-        row = {"target": t.what, "measured": f"{m.value:.2f}" if m.ok else "-",
-               "threshold": "-" if t.threshold is None else f"{'<=' if t.below else '>='} {t.threshold:g}",
-               "outcome": target_outcome(m, t.threshold, t.below)}
-        if t.floor is not None:          # the same figure with the read-only floor in place of our step
-            fl = as_m(t.floor(df))
-            row["at the floor"] = f"{fl.value:.2f}" if fl.ok else "-"
-        rows.append(row)
+    parts = devices(df)
+    for part in parts:
+        for t in targets:
+            m = as_m(t.measure(part))
+            row = {"target": t.what, "measured": f"{m.value:.2f}" if m.ok else "-",
+                   "threshold": "-" if t.threshold is None else f"{'<=' if t.below else '>='} {t.threshold:g}",
+                   "outcome": target_outcome(m, t.threshold, t.below)}
+            if t.floor is not None:          # the same figure with the read-only floor in place of our step
+                fl = as_m(t.floor(part))
+                row["at the floor"] = f"{fl.value:.2f}" if fl.ok else "-"
+            if len(parts) > 1:
+                row["device"] = part["device"].iloc[0]
+            rows.append(row)
     if len(rows):
-        print(f"Targets: {source(df)}")
+        print(f"Targets: {provenance(df)}")
     return pd.DataFrame(rows)
+
+
+def targets_met(tg) -> str:
+    """'k of n targets met' for a targets table, per device where it holds several."""
+    parts = tg.groupby("device", sort=False) if "device" in tg else [(None, tg)]
+    return "; ".join(f"{int((g['outcome'] == 'met').sum())} of {len(g)} targets met" + (f" on {d}" if d else "")
+                     for d, g in parts)
 
 
 # ---- the claims file ------------------------------------------------------------------------------
@@ -236,7 +256,7 @@ def _counted(r, kernels: str) -> tuple:
     if r.claimed:
         c = float(r.claimed)
         return m, "refuted" if (m.value == 1) != (c == 1) else verdict(m, c, r.kind), shown
-    # no number claimed: say which way the count moved, as "faster"/"slower" do for times
+    # no number claimed: say which way the count moved (a reading, not a verdict)
     return m, "more" if after > before else "fewer" if after < before else "no change", shown
 
 
@@ -391,6 +411,29 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
     return s + (f" ({source(df)})." if prov else ".")
 
 
+def ablation(df, pairs, about=None) -> None:
+    """The ablation of bundled steps, from one frame. pairs: (title, dtype, before, after, changes),
+    changes a list of (the change, the kernel with it, the kernel without it). For each: a table of
+    every kernel's time over the after step's, per case (below 1: faster without that change), then
+    one sentence per change over every case (`summary`). `about`: name -> what the kernel is."""
+    from IPython.display import display
+    for title, dtype, before, after, changes in pairs:
+        names = list(dict.fromkeys(n for n in [before, after] + [k for _, w, wo in changes for k in (w, wo)] if n))
+        a = one_source(select(df, name=names, **({"dtype": dtype} if dtype else {})))
+        if a is None or a.empty or after not in set(a["name"]):
+            print(f"{title}: not recorded yet; the ablation is timed live on a GPU (make bench records it).")
+            continue
+        at = a.pivot_table(index="name", columns="case", values="median_us")
+        at = at.loc[[n for n in names if n in at.index]] / at.loc[after]
+        if about:
+            at.insert(0, "what it is", [about.get(n, n) for n in at.index])
+        display(at.round(2).rename_axis(f"{title}: time / {after}'s"))
+        head = (f"**{title}**, every change together: " + summary(a, after, before, prov=False)) if before \
+            else f"**{title}**."
+        say(head + f" Each change alone ({source(a)}):\n"
+            + "".join(f"\n- {what}: " + summary(a, w, wo, prov=False) for what, w, wo in changes))
+
+
 def times(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> str:
     """time(slow)/time(fast) as a short phrase judged by the noise rule: '**1.23×**', '1.02×
     (within noise)', or '*(not recorded yet)*'."""
@@ -500,7 +543,7 @@ def unless_missing(value, text: str, missing: str = MISSING) -> str:
     return text if value is not None and value == value else missing
 
 
-OUTCOMES = ("holds", "smaller than claimed", "larger than claimed", "refuted", "within noise", "faster", "slower",
+OUTCOMES = ("holds", "smaller than claimed", "larger than claimed", "refuted", "within noise",
             "more", "fewer", "no change")
 
 
