@@ -6,6 +6,12 @@
 // do): the four patches of every 2x2 window are consecutive tokens. kernellab/vision.py documents it.
 #include "common.cuh"
 
+// vision.fmaf_changes(step) builds this file with -DVL_PLAIN_FMAF: every __fmaf_rn(a, b, c) below is then
+// written a * b + c, and the compiler contracts it as it likes (--fmad=true, the default).
+#ifdef VL_PLAIN_FMAF
+#define __fmaf_rn(a, b, c) ((a) * (b) + (c))
+#endif
+
 #define LN_BLOCK 256   // the seed's LayerNorm block (steps 01, 02)
 #define LN_VEC 5       // step 03: 16-byte vectors per lane held in registers (5 x 32 x 8 = 1280 >= 1152)
 
@@ -772,39 +778,66 @@ extern "C" __global__ void vision_24_replace_image_tokens(__half* __restrict__ e
 // the loads of BG_U vectors (blockDim.x vectors apart, so a warp's accesses stay contiguous)
 // before it uses the first, the same GELU (x / (1 + exp(-2u))) on each. A block whose vectors
 // are not all whole (the tail) or a misaligned base (vec = 0) goes element by element.
+// A second change rides along: the index arithmetic is unsigned 32-bit (I = unsigned: `i % C` is
+// rem.u32), where step 09's is signed int (rem.s32). The body takes both as switches (U vectors
+// per thread, the index type I); the ablations below undo one each.
 #define BG_U 2
-extern "C" __global__ void vision_25_bias_gelu_vec8_x2(const __half* __restrict__ x,
-                                                       const __half* __restrict__ bias, __half* __restrict__ y,
-                                                       int n, int C, int vec) {
-    const unsigned base = blockIdx.x * blockDim.x * BG_U + threadIdx.x;      // vector index
-    const unsigned last = (base + (BG_U - 1) * blockDim.x) * 8u;
-    if (vec && last + 8u <= (unsigned)n) {
-        Half8 a[BG_U], b[BG_U];
+template <int U, typename I>
+__device__ __forceinline__ void bias_gelu_x(const __half* __restrict__ x, const __half* __restrict__ bias,
+                                            __half* __restrict__ y, int n, int C, int vec) {
+    const I bd = blockDim.x;
+    const I base = (I)blockIdx.x * bd * U + (I)threadIdx.x;      // vector index
+    const I last = (base + (U - 1) * bd) * (I)8;
+    if (vec && last + (I)8 <= (I)n) {
+        Half8 a[U], b[U];
 #pragma unroll
-        for (int k = 0; k < BG_U; ++k) {
-            const unsigned i = (base + k * blockDim.x) * 8u;
+        for (int k = 0; k < U; ++k) {
+            const I i = (base + k * bd) * (I)8;
             a[k].u = __ldg(reinterpret_cast<const uint4*>(x + i));
-            b[k].u = __ldg(reinterpret_cast<const uint4*>(bias + i % (unsigned)C));
+            b[k].u = __ldg(reinterpret_cast<const uint4*>(bias + i % (I)C));
         }
 #pragma unroll
-        for (int k = 0; k < BG_U; ++k) {
+        for (int k = 0; k < U; ++k) {
             Half8 o;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 float2 v = __half22float2(a[k].h2[j]), bb = __half22float2(b[k].h2[j]);
                 o.h2[j] = __floats2half2_rn(gelu_exp(v.x + bb.x), gelu_exp(v.y + bb.y));
             }
-            *reinterpret_cast<uint4*>(y + (base + k * blockDim.x) * 8u) = o.u;
+            *reinterpret_cast<uint4*>(y + (base + k * bd) * (I)8) = o.u;
         }
     } else {
-        for (int k = 0; k < BG_U; ++k) {
-            const unsigned i = (base + k * blockDim.x) * 8u;
-            if (i >= (unsigned)n) break;
-            const unsigned end = min(i + 8u, (unsigned)n);
-            for (unsigned j = i; j < end; ++j)
-                y[j] = __float2half(gelu_exp(vl_h(x[j]) + vl_h(bias[j % (unsigned)C])));
+        for (int k = 0; k < U; ++k) {
+            const I i = (base + k * bd) * (I)8;
+            if (i >= (I)n) break;
+            const I end = min(i + (I)8, (I)n);
+            for (I j = i; j < end; ++j)
+                y[j] = __float2half(gelu_exp(vl_h(x[j]) + vl_h(bias[j % (I)C])));
         }
     }
+}
+
+extern "C" __global__ void vision_25_bias_gelu_vec8_x2(const __half* __restrict__ x,
+                                                       const __half* __restrict__ bias, __half* __restrict__ y,
+                                                       int n, int C, int vec) {
+    bias_gelu_x<BG_U, unsigned>(x, bias, y, n, C, vec);
+}
+
+// === vision_25_ablate_one_vector ===
+// Why: ablation of step 25: its body with one vector per thread (U = 1, the grid twice as large),
+// the unsigned indices kept. Against step 25: what the second vector in flight is worth alone.
+extern "C" __global__ void vision_25_ablate_one_vector(const __half* __restrict__ x, const __half* __restrict__ bias,
+                                                       __half* __restrict__ y, int n, int C, int vec) {
+    bias_gelu_x<1, unsigned>(x, bias, y, n, C, vec);
+}
+
+// === vision_25_ablate_signed_index ===
+// Why: ablation of step 25: its body with step 09's signed int indices (rem.s32 for the bias
+// column), two vectors per thread kept. Against step 25: what the unsigned arithmetic is worth alone.
+extern "C" __global__ void vision_25_ablate_signed_index(const __half* __restrict__ x,
+                                                         const __half* __restrict__ bias, __half* __restrict__ y,
+                                                         int n, int C, int vec) {
+    bias_gelu_x<BG_U, int>(x, bias, y, n, C, vec);
 }
 
 // === vision_26_spatial_merge_stream ===
@@ -848,48 +881,54 @@ extern "C" __global__ void vision_26_spatial_merge_stream(const __half* __restri
 // the first. Items inside a block go (head, token, c), so the writes of one head are one
 // contiguous run of SR2_TILE x D halves. Needs D % 8 == 0 and 16-byte alignment (the launcher
 // falls back to step 20 otherwise).
+// That is four changes at once; the body takes each as a switch (TILE tokens per block, U items in
+// flight, J the type of the item decode, ONEPASS: a grid.z of blocks so each thread makes one pass
+// instead of looping over the tile), and the ablations below undo one each.
 #define SR2_TILE 16
 #define SR2_U 3
-extern "C" __global__ void vision_27_split_rope_tile(const __half* __restrict__ qkv, const float* __restrict__ cosv,
-                                                     const float* __restrict__ sinv, __half* __restrict__ q,
-                                                     __half* __restrict__ k, __half* __restrict__ v,
-                                                     int N, int H, int D) {
+template <int TILE, int U, typename J, bool ONEPASS>
+__device__ __forceinline__ void split_rope_tile(const __half* __restrict__ qkv, const float* __restrict__ cosv,
+                                                const float* __restrict__ sinv, __half* __restrict__ q,
+                                                __half* __restrict__ k, __half* __restrict__ v,
+                                                int N, int H, int D) {
     const int P = D >> 3, part = blockIdx.y, half = D >> 1;
-    const int t0 = blockIdx.x * SR2_TILE;
-    const int nt = min(SR2_TILE, N - t0);
+    const int t0 = blockIdx.x * TILE;
+    const int nt = min(TILE, N - t0);
     const int TP = nt * P, total = H * TP;
     if (part == 2) {
 #pragma unroll 1
-        for (int l0 = threadIdx.x; l0 < total; l0 += SR2_U * blockDim.x) {
-            uint4 val[SR2_U];
-            size_t at[SR2_U];
+        for (int l0 = (ONEPASS ? blockIdx.z * U * blockDim.x : 0) + threadIdx.x; l0 < total;
+             l0 += (ONEPASS ? gridDim.z : 1) * U * blockDim.x) {
+            uint4 val[U];
+            size_t at[U];
 #pragma unroll
-            for (int u = 0; u < SR2_U; ++u) {
+            for (int u = 0; u < U; ++u) {
                 const int l = l0 + u * blockDim.x;
                 if (l < total) {
-                    const int h = l / TP, r = l - h * TP, t = r / P, c = r - t * P;
+                    const J h = J(l) / TP, r = J(l) - h * TP, t = r / P, c = r - t * P;
                     at[u] = ((size_t)h * N + t0) * D + 8 * r;
                     val[u] = __ldg(reinterpret_cast<const uint4*>(qkv + ((size_t)(t0 + t) * 3 + 2) * H * D
                                                                   + (size_t)h * D + 8 * c));
                 }
             }
 #pragma unroll
-            for (int u = 0; u < SR2_U; ++u)
+            for (int u = 0; u < U; ++u)
                 if (l0 + u * blockDim.x < total) *reinterpret_cast<uint4*>(v + at[u]) = val[u];
         }
         return;
     }
     __half* out = part == 0 ? q : k;
 #pragma unroll 1
-    for (int l0 = threadIdx.x; l0 < total; l0 += SR2_U * blockDim.x) {
-        union { uint2 u; __half2 h2[2]; } a[SR2_U], b[SR2_U];
-        float4 c4[SR2_U], s4[SR2_U];
-        size_t at[SR2_U];
+    for (int l0 = (ONEPASS ? blockIdx.z * U * blockDim.x : 0) + threadIdx.x; l0 < total;
+         l0 += (ONEPASS ? gridDim.z : 1) * U * blockDim.x) {
+        union { uint2 u; __half2 h2[2]; } a[U], b[U];
+        float4 c4[U], s4[U];
+        size_t at[U];
 #pragma unroll
-        for (int u = 0; u < SR2_U; ++u) {
+        for (int u = 0; u < U; ++u) {
             const int l = l0 + u * blockDim.x;
             if (l < total) {
-                const int h = l / TP, r = l - h * TP, t = r / P, c = r - t * P;
+                const J h = J(l) / TP, r = J(l) - h * TP, t = r / P, c = r - t * P;
                 const __half* src = qkv + ((size_t)(t0 + t) * 3 + part) * H * D + (size_t)h * D;
                 at[u] = ((size_t)h * N + t0 + t) * D + 4 * c;
                 a[u].u = __ldg(reinterpret_cast<const uint2*>(src + 4 * c));
@@ -899,7 +938,7 @@ extern "C" __global__ void vision_27_split_rope_tile(const __half* __restrict__ 
             }
         }
 #pragma unroll
-        for (int u = 0; u < SR2_U; ++u) {
+        for (int u = 0; u < U; ++u) {
             if (l0 + u * blockDim.x >= total) continue;
             union { uint2 u; __half2 h2[2]; } oa, ob;
             const float cc[4] = {c4[u].x, c4[u].y, c4[u].z, c4[u].w}, ss[4] = {s4[u].x, s4[u].y, s4[u].z, s4[u].w};
@@ -916,6 +955,42 @@ extern "C" __global__ void vision_27_split_rope_tile(const __half* __restrict__ 
     }
 }
 
+#define SPLIT_ROPE_ARGS const __half* __restrict__ qkv, const float* __restrict__ cosv, \
+    const float* __restrict__ sinv, __half* __restrict__ q, __half* __restrict__ k, __half* __restrict__ v, \
+    int N, int H, int D
+extern "C" __global__ void vision_27_split_rope_tile(SPLIT_ROPE_ARGS) {
+    split_rope_tile<SR2_TILE, SR2_U, int, false>(qkv, cosv, sinv, q, k, v, N, H, D);
+}
+
+// === vision_27_ablate_one_in_flight ===
+// Why: ablation of step 27: one item's loads in flight per thread (U = 1, the thread loops three
+// times as often), everything else kept. Against step 27: what 3 items in flight are worth alone.
+extern "C" __global__ void vision_27_ablate_one_in_flight(SPLIT_ROPE_ARGS) {
+    split_rope_tile<SR2_TILE, 1, int, false>(qkv, cosv, sinv, q, k, v, N, H, D);
+}
+
+// === vision_27_ablate_index64 ===
+// Why: ablation of step 27: each item decoded (head, token, c) with 64-bit divisions, as step 20
+// decodes its items. Against step 27: what the 32-bit index arithmetic is worth alone.
+extern "C" __global__ void vision_27_ablate_index64(SPLIT_ROPE_ARGS) {
+    split_rope_tile<SR2_TILE, SR2_U, long long, false>(qkv, cosv, sinv, q, k, v, N, H, D);
+}
+
+// === vision_27_ablate_tile8 ===
+// Why: ablation of step 27: step 20's tile of 8 tokens per block (twice the blocks, half the items
+// each). Against step 27: what the 16-token tile is worth alone.
+extern "C" __global__ void vision_27_ablate_tile8(SPLIT_ROPE_ARGS) {
+    split_rope_tile<8, SR2_U, int, false>(qkv, cosv, sinv, q, k, v, N, H, D);
+}
+
+// === vision_27_ablate_one_pass ===
+// Why: ablation of step 27: a (tile, part) spread over grid.z blocks so that each thread makes one
+// pass of SR2_U items, as step 20's threads each make one pass, instead of looping over the tile.
+// Against step 27: what the loop (fewer, longer-lived blocks) is worth alone.
+extern "C" __global__ void vision_27_ablate_one_pass(SPLIT_ROPE_ARGS) {
+    split_rope_tile<SR2_TILE, SR2_U, int, true>(qkv, cosv, sinv, q, k, v, N, H, D);
+}
+
 // === vision_28_transpose_tile ===
 // Why: (beyond the seed) step 22 decodes each thread's item with 64-bit divisions and reads
 // 144-byte runs scattered over the 16 heads. Here a block owns TR_TILE tokens: it reads, per
@@ -925,35 +1000,82 @@ extern "C" __global__ void vision_27_split_rope_tile(const __half* __restrict__ 
 // Needs D % 8 == 0, 16-byte alignment and H x D <= 1536 (shared memory); else the launcher takes
 // step 22. At 4096 tokens the grid is 256 blocks of 256 threads: less than one wave on a GPU
 // with more than 256 block slots (SMs x blocks per SM).
+// Four changes at once; the body takes each as a switch (TILE tokens per block, U loads in
+// flight, J the type of the item decode, STAGE: through shared memory or straight to y), and the
+// ablations below undo one each.
 #define TR_TILE 16
 #define TR_U 3
-extern "C" __global__ void vision_28_transpose_tile(const __half* __restrict__ o, __half* __restrict__ y,
-                                                    int H, int N, int D) {
+template <int TILE, int U, typename J, bool STAGE>
+__device__ __forceinline__ void transpose_tile(const __half* __restrict__ o, __half* __restrict__ y,
+                                               int H, int N, int D) {
     extern __shared__ uint4 st[];
     const int P = D >> 3, HP = H * P;
-    const int t0 = blockIdx.x * TR_TILE;
-    const int nt = min(TR_TILE, N - t0);
+    const int t0 = blockIdx.x * TILE;
+    const int nt = min(TILE, N - t0);
     const int TP = nt * P, total = H * TP;
 #pragma unroll 1
-    for (int l0 = threadIdx.x; l0 < total; l0 += TR_U * blockDim.x) {
-        uint4 val[TR_U];
-        int at[TR_U];
+    for (int l0 = threadIdx.x; l0 < total; l0 += U * blockDim.x) {
+        uint4 val[U];
+        int at[U];
 #pragma unroll
-        for (int u = 0; u < TR_U; ++u) {
+        for (int u = 0; u < U; ++u) {
             const int l = l0 + u * blockDim.x;
             if (l < total) {
-                const int h = l / TP, r = l - h * TP, t = r / P, c = r - t * P;
+                const J h = J(l) / TP, r = J(l) - h * TP, t = r / P, c = r - t * P;
                 at[u] = t * HP + h * P + c;
                 val[u] = __ldg(reinterpret_cast<const uint4*>(o + ((size_t)h * N + t0) * D) + r);
             }
         }
 #pragma unroll
-        for (int u = 0; u < TR_U; ++u)
-            if (l0 + u * blockDim.x < total) st[at[u]] = val[u];
+        for (int u = 0; u < U; ++u)
+            if (l0 + u * blockDim.x < total) {
+                if (STAGE) st[at[u]] = val[u];
+                else reinterpret_cast<uint4*>(y + (size_t)t0 * H * D)[at[u]] = val[u];
+            }
     }
-    __syncthreads();
-    uint4* dst = reinterpret_cast<uint4*>(y + (size_t)t0 * H * D);
-    for (int l = threadIdx.x; l < total; l += blockDim.x) dst[l] = st[l];
+    if (STAGE) {
+        __syncthreads();
+        uint4* dst = reinterpret_cast<uint4*>(y + (size_t)t0 * H * D);
+        for (int l = threadIdx.x; l < total; l += blockDim.x) dst[l] = st[l];
+    }
+}
+
+extern "C" __global__ void vision_28_transpose_tile(const __half* __restrict__ o, __half* __restrict__ y,
+                                                    int H, int N, int D) {
+    transpose_tile<TR_TILE, TR_U, int, true>(o, y, H, N, D);
+}
+
+// === vision_28_ablate_one_in_flight ===
+// Why: ablation of step 28: one 16-byte load in flight per thread (U = 1). Against step 28: what
+// 3 loads in flight are worth alone.
+extern "C" __global__ void vision_28_ablate_one_in_flight(const __half* __restrict__ o, __half* __restrict__ y,
+                                                          int H, int N, int D) {
+    transpose_tile<TR_TILE, 1, int, true>(o, y, H, N, D);
+}
+
+// === vision_28_ablate_index64 ===
+// Why: ablation of step 28: each item decoded (head, token, c) with 64-bit divisions, as step 22
+// decodes its items. Against step 28: what the 32-bit index arithmetic is worth alone.
+extern "C" __global__ void vision_28_ablate_index64(const __half* __restrict__ o, __half* __restrict__ y,
+                                                    int H, int N, int D) {
+    transpose_tile<TR_TILE, TR_U, long long, true>(o, y, H, N, D);
+}
+
+// === vision_28_ablate_no_smem ===
+// Why: ablation of step 28: each loaded vector stored straight to its place in y (no shared memory,
+// no barrier): the reads stay one run per head, the writes become 144-byte runs that jump by H x D,
+// as step 29's. Against step 28: what staging the tile in shared memory is worth alone.
+extern "C" __global__ void vision_28_ablate_no_smem(const __half* __restrict__ o, __half* __restrict__ y,
+                                                    int H, int N, int D) {
+    transpose_tile<TR_TILE, TR_U, int, false>(o, y, H, N, D);
+}
+
+// === vision_28_ablate_tile8 ===
+// Why: ablation of step 28: 8 tokens per block (twice the blocks, half the shared memory each; at
+// 4096 tokens, 512 blocks). Against step 28: what the 16-token tile is worth alone.
+extern "C" __global__ void vision_28_ablate_tile8(const __half* __restrict__ o, __half* __restrict__ y,
+                                                  int H, int N, int D) {
+    transpose_tile<8, TR_U, int, true>(o, y, H, N, D);
 }
 
 // === vision_29_transpose_input_order ===

@@ -142,7 +142,9 @@ kl.say(f"max |gelu_tanh − gelu_erf| = **{d['max_abs_diff']:.1e}**, at x = {d['
 # **After**: 8 halves (16 bytes) per thread and `__fmaf_rn(coeff, x_sq * x, x)`. The PTX table
 # above counts the FMAs: nvcc contracts `a * b + c` into an FMA on its own (`--fmad=true` is the
 # default), so `__fmaf_rn` adds no FMA the compiler would not have made; the count grows from step
-# 04 to 05 because 05 handles 8 halves per thread, not because of the rewrite.
+# 04 to 05 because 05 handles 8 halves per thread, not because of the rewrite. The cell after the
+# kernels builds the file with every `__fmaf_rn(a, b, c)` written `a * b + c` (`vision.fmaf_changes`)
+# and compares the f32 arithmetic: where it is the same, the pair 04 → 05 makes one change, the width.
 # Step 06 (beyond the report) changes one thing: `0.5 x (1 + tanh u)` is computed as
 # `x / (1 + exp(−2u))`, one `ex2.approx` and one approximate divide instead of `tanhf`'s sequence.
 
@@ -151,6 +153,15 @@ build.show("vision", "04_gelu_half2")
 build.show("vision", "05_gelu_vec8")
 build.show("vision", "06_gelu_vec8_exp")
 
+# %% jupyter={"source_hidden": true}
+FMAF = {s: vision.fmaf_changes(s) for s in ("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")}
+kl.say("Built with `__fmaf_rn(a, b, c)` written `a * b + c` (`-DVL_PLAIN_FMAF`, sm_90): " + "; ".join(
+    f"step {st[:2]} has " + ("different f32 arithmetic (the rewrite is a change of its own there)" if ch
+                             else "the same f32 arithmetic") for st, ch in FMAF.items())
+    + ". " + ("So steps 04 → 05 (and 07 → 08) change one thing that runs: the width; step 04 is step 05 with "
+              "the width undone." if not (FMAF["05_gelu_vec8"] or FMAF["08_bias_gelu_vec8"]) else
+              "So the GELU pairs make two changes that run, and the width's share needs its own ablation."))
+
 # %%
 check_variants(vision.GELU)
 check_variants(vision.BIAS_GELU)
@@ -158,11 +169,14 @@ check_variants(vision.BIAS_GELU)
 # %%
 gl = bench.compare(vision.GELU, vision.GELU.RECORD_CASES)
 bg = bench.compare(vision.BIAS_GELU, vision.BIAS_GELU.RECORD_CASES)
+abl_bg, abl_sr, abl_tr = (bench.compare(f, f.RECORD_CASES) for f in vision.ABLATION)   # the ablations, their own run
 results.table(results.select(gl, case=vision.GELU.case_key((N_BIG, 4304))))
 
 # %% jupyter={"source_hidden": true}
 cg, cb = vision.GELU.case_key((N_BIG, 4304)), vision.BIAS_GELU.case_key((N_BIG, 4304))
-kl.say(results.compare_text(gl, "05_gelu_vec8", "04_gelu_half2", cg) + " (the report: 4×). "
+kl.say(results.compare_text(gl, "05_gelu_vec8", "04_gelu_half2", cg) + " (the report: 4×; "
+       + ("the width alone: `__fmaf_rn` compiles to the same arithmetic). " if not FMAF["05_gelu_vec8"] else
+          "the width and `__fmaf_rn` together). ")
        + results.compare_text(gl, "06_gelu_vec8_exp", "05_gelu_vec8", cg) + ". "
        + results.roof_text(gl, "06_gelu_vec8_exp", cg, target=0.9) + "; "
        + results.compare_text(gl, "06_gelu_vec8_exp", "torch F.gelu(tanh)", cg) + ".")
@@ -171,7 +185,9 @@ kl.say(results.compare_text(gl, "05_gelu_vec8", "04_gelu_half2", cg) + " (the re
 # `bias_gelu_fp16_kernel` runs after every fc1 GEMM (27 times per image, [N, 4304]): the same
 # ladder with a bias load per vector (steps 07 → 08 → 09). Step 09 still has only one vector of x
 # (and one of the bias) in flight per thread; step 25 (beyond the report) issues the loads of two
-# before it uses the first.
+# before it uses the first. It also changes its index arithmetic from signed to unsigned 32-bit
+# (`rem.u32` for the bias column): two changes, so the ablation section times each alone
+# (`25_ablate_one_vector`, `25_ablate_signed_index`).
 
 # %%
 build.show("vision", "08_bias_gelu_vec8")
@@ -180,7 +196,10 @@ results.table(results.select(bg, case=cb))
 
 # %% jupyter={"source_hidden": true}
 kl.say(results.compare_text(bg, "08_bias_gelu_vec8", "07_bias_gelu_half2", cb) + " (the report: 4×). "
-       + results.compare_text(bg, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", cb) + " (two vectors in flight). "
+       + results.compare_text(bg, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", cb) + " (two changes); "
+       + "the second vector in flight alone (the ablation): "
+       + results.times(abl_bg, "25_bias_gelu_vec8_x2", "25_ablate_one_vector", vision.ABLATION_BIAS_GELU.case_key((N_BIG, 4304)))
+       + f" ({kl.provenance(abl_bg)}). "
        + results.roof_text(bg, results.fastest(bg, cb), cb, target=0.9) + "; "
        + results.compare_text(bg, results.fastest(bg, cb), "torch F.gelu(tanh)(x + b)", cb)
        + " (torch needs two kernels, the add and the GELU).")
@@ -313,16 +332,31 @@ print(f"q at (6,4), k at (4,2): {s((6, 4), (4, 2)):+.6f}   offset (2, 2)")
 # **Before**: one 64-thread block per (head, token); 36 threads rotate pairs with scalar math and V
 # is copied one half at a time. **After**: 128 threads, the rotation as FMAs, V with 16-byte
 # copies: three changes, so two ablations (`ablate_18_block128`: step 18 with 128 threads;
-# `ablate_19_scalar_v`: step 19 copying V by halves) isolate them. Step 20 (beyond the report)
+# `ablate_19_scalar_v`: step 19 copying V by halves) isolate them, and the PTX counts the third
+# (the cell after the kernels). Step 20 (beyond the report)
 # stops giving each 144-byte head row its own block: every thread moves 16 bytes. Step 27 keeps
-# step 20's work per item but decodes it with a 2-D grid (a block per 16-token tile and part q/k/v)
-# and 32-bit arithmetic instead of step 20's 64-bit divisions, and each thread issues the loads of
-# 3 items before its first store.
+# step 20's work per item but changes four things: a 2-D grid with a block per 16-token tile (not 8)
+# and part q/k/v that loops over its tile, 32-bit arithmetic instead of step 20's 64-bit divisions,
+# and 3 items' loads in flight before its first store. The ablation section undoes each alone
+# (`27_ablate_tile8`, `27_ablate_one_pass`, `27_ablate_index64`, `27_ablate_one_in_flight`).
 
 # %%
 build.show("vision", "19_split_rope_fma")
 build.show("vision", "20_split_rope_vec")
 build.show("vision", "27_split_rope_tile")
+
+# %% jupyter={"source_hidden": true}
+ops18, ops19 = vision.f32_ops("18_split_rope_scalar"), vision.f32_ops("19_split_rope_fma")
+n18, n19 = sum(ops18.values()), sum(ops19.values())
+kl.say("The seed says the FMA form of the rotation \"saves an instruction\". The f32 arithmetic in the PTX "
+       f"(sm_90): step 18 has **{n18}** ({', '.join(f'{v} {k}' for k, v in ops18.items())}), step 19 **{n19}** "
+       f"({', '.join(f'{v} {k}' for k, v in ops19.items())}): "
+       + ("the same number. nvcc had already contracted one product of each pair into an FMA; the explicit "
+          "`__fmaf_rn(a, c, -(b * s))` trades a `sub` and a `mul` for a `neg` and an `fma` (a negation ptxas "
+          "may fold into the FMA's operand, which the PTX cannot show)." if n18 == n19 else
+          f"{n18 - n19:+d} instruction(s) from step 18 to step 19.")
+       + (" Writing `__fmaf_rn` as `a * b + c` changes step 19's arithmetic (`vision.fmaf_changes`), so here the "
+          "rewrite is a change of the code, whatever it costs." if FMAF["19_split_rope_fma"] else ""))
 
 # %%
 check_variants(vision.SPLIT_ROPE)
@@ -337,7 +371,8 @@ kl.say(results.compare_text(sr, "19_split_rope_fma", "18_split_rope_scalar", csr
        + results.compare_text(sr, "ablate_18_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
        + results.compare_text(sr, "19_split_rope_fma", "ablate_19_scalar_v", csr) + " (the float4 V copy alone). "
        + results.compare_text(sr, "20_split_rope_vec", "19_split_rope_fma", csr) + "; "
-       + results.compare_text(sr, "27_split_rope_tile", "20_split_rope_vec", csr) + "; "
+       + results.compare_text(sr, "27_split_rope_tile", "20_split_rope_vec", csr) + " (four changes: the ablation "
+       "section credits each); "
        + results.roof_text(sr, results.fastest(sr, csr), csr, target=0.8) + "; "
        + results.compare_text(sr, results.fastest(sr, csr), "torch eager (split, rope, transpose)", csr) + ".")
 
@@ -352,7 +387,9 @@ plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + tran
 # output in order, so the writes form one sequential stream, while the reads hop between heads.
 # Step 28 (beyond the report) gives a block 16 tokens: it reads each head's 16 rows as one
 # contiguous run, stages them in shared memory in output order, and writes the 16 output rows as
-# one run, with 32-bit index arithmetic. Its grid is N / 16 blocks: at 4096 tokens that is 256
+# one run, with 32-bit index arithmetic and 3 loads in flight per thread: four changes, each undone
+# alone in the ablation section (`28_ablate_no_smem`, `28_ablate_tile8`, `28_ablate_index64`,
+# `28_ablate_one_in_flight`). Its grid is N / 16 blocks: at 4096 tokens that is 256
 # blocks, which on a GPU with more block slots than that is less than one wave, so look at both
 # token counts.
 
@@ -371,7 +408,12 @@ results.table(results.select(tr, case=ct))
 ct4 = vision.TRANSPOSE.case_key((16, vision.TOKENS[0], 72))
 kl.say(results.compare_text(tr, "22_transpose_vec8", "21_transpose_half2", ct) + " (the report: 4×); "
        + results.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct) + ", and "
-       + results.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct4) + "; "
+       + results.compare_text(tr, "28_transpose_tile", "22_transpose_vec8", ct4) + ". The default "
+       f"(`vision.TRANSPOSE.BEST`) is `{vision.TRANSPOSE.BEST['float16']}`; the fastest step in this frame is "
+       f"`{results.fastest(tr, ct)}` at `{ct}` and `{results.fastest(tr, ct4)}` at `{ct4}`"
+       + ("" if results.fastest(tr, ct) == vision.TRANSPOSE.BEST["float16"] else
+          ": the default is not the fastest here, and the ablation section says which of step 28's changes cost")
+       + "; "
        + results.roof_text(tr, results.fastest(tr, ct), ct, target=0.9) + "; "
        + results.compare_text(tr, results.fastest(tr, ct), "torch copy_ (transpose)", ct) + ".")
 
@@ -408,6 +450,42 @@ check_variants(vision.REPLACE)
 # %%
 rp = bench.compare(vision.REPLACE, vision.REPLACE.RECORD_CASES)
 results.table(rp)
+
+# %% [markdown]
+# ## Ablation: each bundled step's changes, one at a time
+# Steps 04 → 05, 09 → 25, 20 → 27 and 22 → 28 each make more than one change
+# (`vision.ABLATION_PAIRS` lists them). Each ablation row is the "after" step with one change undone
+# (same launcher, same inputs, same run); its time over the step's is what that change is worth given
+# the others. The "before" step (every change undone) is in the table too. A value below 1 means the
+# step is faster *without* that change. GELU 04 → 05 has no ablation kernel: its second change,
+# `__fmaf_rn`, compiles to the same arithmetic (the cell after the GELU kernels), so step 04 is step 05
+# with the width undone.
+
+# %%
+from IPython.display import display
+
+ABL = {vision.GELU: gl, vision.ABLATION_BIAS_GELU: abl_bg, vision.ABLATION_SPLIT_ROPE: abl_sr,
+       vision.ABLATION_TRANSPOSE: abl_tr}
+for label, (fam, before, after, changes) in vision.ABLATION_PAIRS.items():
+    names = [before, after] + [n for _, a, n in changes if n not in (before, after)]
+    a = results.one_source(ABL[fam][ABL[fam]["name"].isin(names)]) if len(ABL[fam]) else ABL[fam]
+    if len(a) and after in set(a["name"]):
+        at = a.pivot_table(index="name", columns="case", values="median_us")
+        at = at / at.loc[after]
+        at.insert(0, "what it is", [vision.ABLATION_STEPS.get(n, n) for n in at.index])
+        display(at.round(2).rename_axis(f"{label}: time / {after}'s ({kl.provenance(a)})"))
+    else:
+        print(f"{label}: not recorded yet; the ablation is timed live on a GPU (make bench records it).")
+
+# %% jupyter={"source_hidden": true}
+for label, (fam, before, after, changes) in vision.ABLATION_PAIRS.items():
+    df = ABL[fam]
+    kl.say(f"**{label}**, every change together: " + results.summary(df, after, before, prov=False)
+           + f" Each change alone ({kl.provenance(df)}):\n"
+           + "".join(f"\n- {what}: " + results.summary(df, with_it, without, prov=False)
+                     for what, with_it, without in changes))
+kl.say("The lab credits a cause only where the line for that change alone says so; a change whose line is "
+       "within noise or slower bought nothing on this device, whatever the pair as a whole gained.")
 
 # %% [markdown]
 # ## Seed claim vs measured

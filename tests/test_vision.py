@@ -146,7 +146,10 @@ def test_references_on_small_cases():
 def test_every_family_has_the_api_and_its_references_run():
     names = set()
     for f in v.FAMILIES:
-        assert f.NAME == "vision" and f.BEST["float16"] in f.VARIANTS
+        if f in v.ABLATION:             # the ablations: their own record, no default step
+            assert f.NAME == "vision_ablation" and f.OP.startswith("ablate_") and not f.BEST
+        else:
+            assert f.NAME == "vision" and f.BEST["float16"] in f.VARIANTS
         for nm in f.VARIANTS:
             assert nm.startswith(("lab01", "ablate_")) or build.step_source("vision", f"vision_{nm}")
         keys = [f.case_key(s, dt) for s, dt in f.RECORD_CASES]
@@ -237,3 +240,57 @@ def test_transpose_walks_input_order_vs_output_order():
     assert _runs(wr) == 1 and _runs(rd) == -(-32 // (D // 8))
     mem = lambda s: sorted(l.split()[0] for l in build.ptx("vision", s, grep=r"^(ld|st)\.global"))   # noqa: E731
     assert mem("29_transpose_input_order") == mem("22_transpose_vec8")
+
+
+# ---- ablations (issue 17): each bundled pair, one change at a time ------------------------------
+
+def test_ablation_pairs_name_recorded_families_and_real_steps():
+    kinds = set()
+    for label, (fam, before, after, changes) in v.ABLATION_PAIRS.items():
+        assert fam in v.FAMILIES and {before, after} <= set(fam.VARIANTS), label
+        for what, with_it, without in changes:
+            assert {with_it, without} <= set(fam.VARIANTS) and with_it == after, (label, what)
+            kinds.add(without)
+        assert set(fam.VARIANTS) <= set(v.ABLATION_STEPS) or fam is v.GELU, label
+    assert len(v.ABLATION_STEPS) == len(set(v.ABLATION_STEPS))
+    assert sum(len(f.RECORD_CASES) for f in v.ABLATION) <= 12
+    assert len({f.OP for f in v.ABLATION}) == len(v.ABLATION) and not {f.OP for f in v.ABLATION} & \
+        {f.OP for f in v.FAMILIES if f not in v.ABLATION}
+
+
+def test_the_fmaf_rewrite_of_the_gelu_steps_is_no_change_in_the_ptx():
+    """gelu_approx's __fmaf_rn (steps 05 and 08) compiles to the same f32 arithmetic as a * b + c:
+    nvcc contracts it by itself, so 04 -> 05 and 07 -> 08 change only the width. Step 19's explicit
+    fma(a, c, -(b * s)) does change its arithmetic (a neg and an fma for a sub and a mul)."""
+    for arch in build.ARCHS:
+        assert not v.fmaf_changes("05_gelu_vec8", arch) and not v.fmaf_changes("08_bias_gelu_vec8", arch)
+        assert v.fmaf_changes("19_split_rope_fma", arch)
+
+
+def test_rope_fma_saves_no_ptx_instruction():
+    """The seed: fma(q1, cos, -(q2 sin)) 'saves an instruction'. In the PTX both steps have the same
+    number of f32 arithmetic instructions: 18 already has an FMA per pair (contracted), 19 trades a
+    sub and a mul for a neg and an fma."""
+    o18, o19 = v.f32_ops("18_split_rope_scalar"), v.f32_ops("19_split_rope_fma")
+    assert o18 == {"fma": 2, "mul": 6, "sub": 2} and o19 == {"fma": 4, "mul": 4, "neg": 2}
+    assert sum(o18.values()) == sum(o19.values())
+    assert v.f32_ops("04_gelu_half2")["fma"] > 0 and "sub" not in v.f32_ops("05_gelu_vec8")
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+def test_each_ablation_differs_from_its_step_in_its_switch(arch):
+    ptx = lambda s, pat: build.ptx("vision", s, arch, grep=pat)   # noqa: E731
+    n = lambda s, pat: len(ptx(s, pat))                          # noqa: E731
+    ld16 = r"ld\.global\.nc\.v4\.u32"
+    # 25: two vectors (4 16-byte loads) vs one (2); unsigned vs signed remainder for the bias column
+    assert n("25_bias_gelu_vec8_x2", ld16) == 2 * n("25_ablate_one_vector", ld16) == 4
+    assert ptx("25_bias_gelu_vec8_x2", r"rem\.u32") and not ptx("25_bias_gelu_vec8_x2", r"rem\.s32")
+    assert ptx("25_ablate_signed_index", r"rem\.s32") and n("25_ablate_signed_index", ld16) == 4
+    # 27 and 28: 3 loads in flight vs 1; 32-bit vs 64-bit division; shared memory or none
+    for step in ("27_split_rope_tile", "28_transpose_tile"):
+        nn = step[:2]
+        assert n(step, r"ld\.global\.nc\.v4") == 3 * n(f"{nn}_ablate_one_in_flight", r"ld\.global\.nc\.v4")
+        assert ptx(f"{nn}_ablate_index64", r"div\.s64") and not ptx(step, r"div\.s64")
+        assert ptx(f"{nn}_ablate_tile8", r"shl\.b32.*, 3;") and ptx(step, r"shl\.b32.*, 4;")
+    assert ptx("28_transpose_tile", r"bar\.sync") and not ptx("28_ablate_no_smem", r"bar\.sync|st\.shared")
+    assert ptx("27_ablate_one_pass", r"%nctaid\.z") and not ptx("27_split_rope_tile", r"%nctaid\.z")

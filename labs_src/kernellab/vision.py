@@ -26,6 +26,7 @@ They share NAME = "vision" (one recorded vision.csv); their case keys start with
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 
@@ -45,6 +46,7 @@ THETA = 10000.0                  # vision rotary base
 LN_BLOCK = 256                   # LN_BLOCK in vision.cu (steps 01, 02)
 SR_TILE = 8                      # SR_TILE in vision.cu (step 20: tokens per tile)
 SR2_TILE = 16                    # SR2_TILE in vision.cu (step 27: tokens per block)
+SR2_U = 3                        # SR2_U in vision.cu (step 27: items in flight per thread)
 TR_TILE = 16                     # TR_TILE in vision.cu (step 28: tokens per block)
 BG_U = 2                         # BG_U in vision.cu (step 25: vectors per thread)
 SM_U = 4                         # SM_U in vision.cu (step 26: loads in flight per thread)
@@ -955,15 +957,24 @@ def sr_vec(qkv, cos, sin, out=None):
     return q, k, v
 
 
-@variant(dtypes=FP16, alloc_out=_sr_alloc)
-def sr_tile(qkv, cos, sin, out=None):
-    (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
-    if N:
-        if D % 8 == 0 and aligned(16, qkv, cos, sin, q, k, v):
-            launch(FAMILY, "vision_27_split_rope_tile", (-(-N // SR2_TILE), 3), (256,), (qkv, cos, sin, q, k, v, N, H, D))
-        else:
-            sr_vec(qkv, cos, sin, out=(q, k, v))
-    return q, k, v
+def _sr_tile(name, tile=SR2_TILE, one_pass=False, doc=None):
+    """Step 27 and its ablations: a block per (tile of `tile` tokens, part); one_pass: grid.z blocks
+    per (tile, part), so that each thread makes one pass of SR2_U items. Falls back to step 20 where
+    D % 8 != 0 or a base is misaligned."""
+    def run(qkv, cos, sin, out=None):
+        (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
+        if N:
+            if D % 8 == 0 and aligned(16, qkv, cos, sin, q, k, v):
+                z = -(-(H * tile * (D // 8)) // (SR2_U * 256)) if one_pass else 1
+                launch(FAMILY, f"vision_{name}", (-(-N // tile), 3, z), (256,), (qkv, cos, sin, q, k, v, N, H, D))
+            else:
+                sr_vec(qkv, cos, sin, out=(q, k, v))
+        return q, k, v
+    run.__name__, run.__doc__ = name, doc
+    return variant(dtypes=FP16, alloc_out=_sr_alloc)(run)
+
+
+sr_tile = _sr_tile("27_split_rope_tile", doc="Step 27: token tiles, 32-bit indices, 3 items in flight per thread.")
 
 
 def _sr_input(shape, dtype="float16", values="randn", seed=0):
@@ -1062,16 +1073,24 @@ tr_input_order = _tr_wide("29_transpose_input_order",
                           "Step 29: step 22's loads (8, 2 or 1 halves) walked in input order, as the seed draws it.")
 
 
-@variant(dtypes=FP16, alloc_out=_tr_alloc)
-def tr_tile(o, out=None):
-    out_, H, N, D = _tr_check(o, out)
-    if o.size:
-        if D % 8 == 0 and H * D <= 1536 and aligned(16, o, out_):
-            launch(FAMILY, "vision_28_transpose_tile", (-(-N // TR_TILE),), (256,), (o, out_, H, N, D),
-                   smem=TR_TILE * H * D * 2)
-        else:
-            tr_vec8(o, out=out_)
-    return out_
+def _tr_tile(name, tile=TR_TILE, stage=True, doc=None):
+    """Step 28 and its ablations: a block per tile of `tile` tokens, staged through `tile` x H x D
+    halves of shared memory (stage=False: none). Falls back to step 22 where D % 8 != 0,
+    H x D > 1536 or a base is misaligned."""
+    def run(o, out=None):
+        out_, H, N, D = _tr_check(o, out)
+        if o.size:
+            if D % 8 == 0 and H * D <= 1536 and aligned(16, o, out_):
+                launch(FAMILY, f"vision_{name}", (-(-N // tile),), (256,), (o, out_, H, N, D),
+                       smem=tile * H * D * 2 if stage else 0)
+            else:
+                tr_vec8(o, out=out_)
+        return out_
+    run.__name__, run.__doc__ = name, doc
+    return variant(dtypes=FP16, alloc_out=_tr_alloc)(run)
+
+
+tr_tile = _tr_tile("28_transpose_tile", doc="Step 28: token tiles staged in shared memory, 3 loads in flight.")
 
 
 def _tr_cupy(o):
@@ -1230,8 +1249,125 @@ REPLACE = _op(
                  for v in ("randn", "hostile")],
 )
 
+# ================================================================================================
+# Ablations (issue 17): the bundled pairs of this lab, one change at a time. Each ablation kernel is
+# the "after" step with ONE change undone (same launcher, same inputs, same run): time(ablation) /
+# time(after) is what that change is worth given the others. One input signature per Family (the
+# harness runs every variant of a family on every case), so the ablations are three families that
+# share one record, vision_ablation.csv, told apart by their op (ablate_<op>); their shapes are the
+# lab's.
+
+def _op_ablation(op, base, variants, shapes, check_cases, about):
+    return Family(name="vision_ablation", kernels=FAMILY, op=f"ablate_{op}", case_key=_key(f"ablate_{op}"),
+                  make_input=base.make_input, reference=base.reference, bytes_moved=base.bytes_moved,
+                  variants=variants, default={}, baselines={}, shapes=shapes, check_cases=check_cases,
+                  record_cases=[(s, "float16") for s in shapes.values()], about=about)
+
+
+ABLATION_BIAS_GELU = _op_ablation(
+    "bias_gelu", BIAS_GELU,
+    {"09_bias_gelu_vec8_exp": BIAS_GELU.variants["09_bias_gelu_vec8_exp"],
+     "25_ablate_one_vector": _bias_gelu_step("25_ablate_one_vector", 8, 1),
+     "25_ablate_signed_index": _bias_gelu_step("25_ablate_signed_index", 8, BG_U),
+     "25_bias_gelu_vec8_x2": BIAS_GELU.variants["25_bias_gelu_vec8_x2"]},
+    BIAS_GELU.shapes, [(s, v) for s in [(1, 1), (3, 7), (2, 31), (7, 4304), (3, 4301), (0, 8)]
+                       for v in ("randn", "hostile")],
+    "lab 05: step 09 -> 25, each change alone")
+ABLATION_SPLIT_ROPE = _op_ablation(
+    "split_rope", SPLIT_ROPE,
+    {"20_split_rope_vec": sr_vec,
+     "27_ablate_one_in_flight": _sr_tile("27_ablate_one_in_flight"),
+     "27_ablate_index64": _sr_tile("27_ablate_index64"),
+     "27_ablate_tile8": _sr_tile("27_ablate_tile8", tile=8),
+     "27_ablate_one_pass": _sr_tile("27_ablate_one_pass", one_pass=True),
+     "27_split_rope_tile": sr_tile},
+    SPLIT_ROPE.shapes, [(s, v) for s in [(2, 2, HEADS, HEAD_DIM), (10, 14, HEADS, HEAD_DIM), (2, 2, 3, 8),
+                                         (2, 4, 2, 12), (2, 18, 2, 72), (4, 2, 1, 4)] for v in ("randn", "hostile")],
+    "lab 05: step 20 -> 27, each change alone")
+ABLATION_TRANSPOSE = _op_ablation(
+    "transpose", TRANSPOSE,
+    {"22_transpose_vec8": tr_vec8,
+     "28_ablate_one_in_flight": _tr_tile("28_ablate_one_in_flight"),
+     "28_ablate_index64": _tr_tile("28_ablate_index64"),
+     "28_ablate_no_smem": _tr_tile("28_ablate_no_smem", stage=False),
+     "28_ablate_tile8": _tr_tile("28_ablate_tile8", tile=8),
+     "28_transpose_tile": tr_tile},
+    TRANSPOSE.shapes, [(s, v) for s in [(16, 1, 72), (16, 31, 72), (16, 100, 72), (3, 5, 7), (4, 33, 16), (0, 3, 8)]
+                       for v in ("randn", "hostile")],
+    "lab 05: step 22 -> 28, each change alone")
+ABLATION = [ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE]   # one record: vision_ablation
+
+# label -> (the family whose frame holds them, before, after, [(the change, step with it, step without it)]).
+# GELU 04 -> 05 needs no ablation kernel: its other change, __fmaf_rn, compiles to the same f32
+# arithmetic (fmaf_changes("05_gelu_vec8") is False), so step 04 *is* step 05 with the width undone.
+ABLATION_PAIRS = {
+    "GELU 04 → 05": (GELU, "04_gelu_half2", "05_gelu_vec8", [
+        ("8 halves (16 bytes) per thread", "05_gelu_vec8", "04_gelu_half2")]),
+    "bias + GELU 09 → 25": (ABLATION_BIAS_GELU, "09_bias_gelu_vec8_exp", "25_bias_gelu_vec8_x2", [
+        ("two vectors in flight per thread", "25_bias_gelu_vec8_x2", "25_ablate_one_vector"),
+        ("unsigned 32-bit indices", "25_bias_gelu_vec8_x2", "25_ablate_signed_index")]),
+    "split + RoPE 20 → 27": (ABLATION_SPLIT_ROPE, "20_split_rope_vec", "27_split_rope_tile", [
+        ("3 items in flight per thread", "27_split_rope_tile", "27_ablate_one_in_flight"),
+        ("the 32-bit item decode", "27_split_rope_tile", "27_ablate_index64"),
+        ("16-token tiles (not 8)", "27_split_rope_tile", "27_ablate_tile8"),
+        ("the loop over the tile (not one pass per thread)", "27_split_rope_tile", "27_ablate_one_pass")]),
+    "transpose 22 → 28": (ABLATION_TRANSPOSE, "22_transpose_vec8", "28_transpose_tile", [
+        ("3 loads in flight per thread", "28_transpose_tile", "28_ablate_one_in_flight"),
+        ("the 32-bit item decode", "28_transpose_tile", "28_ablate_index64"),
+        ("staging in shared memory", "28_transpose_tile", "28_ablate_no_smem"),
+        ("16-token tiles (not 8)", "28_transpose_tile", "28_ablate_tile8")]),
+}
+ABLATION_STEPS = {   # name -> what it is, for the lab's tables
+    "04_gelu_half2": "step 04 (before: half2 per thread; = step 05 with the width undone, see fmaf_changes)",
+    "05_gelu_vec8": "step 05 (after: 8 halves per thread, __fmaf_rn)",
+    "09_bias_gelu_vec8_exp": "step 09 (before: one vector per thread, signed int indices)",
+    "25_bias_gelu_vec8_x2": "step 25 (after: both changes)",
+    "25_ablate_one_vector": "step 25 with one vector per thread",
+    "25_ablate_signed_index": "step 25 with signed int indices (rem.s32)",
+    "20_split_rope_vec": "step 20 (before: one item per thread, 64-bit decode, 8-token tiles)",
+    "27_split_rope_tile": "step 27 (after: all four changes)",
+    "27_ablate_one_in_flight": "step 27 with one item in flight per thread",
+    "27_ablate_index64": "step 27 with a 64-bit item decode",
+    "27_ablate_tile8": "step 27 with 8-token tiles",
+    "27_ablate_one_pass": "step 27 with one pass per thread (grid.z blocks per tile)",
+    "22_transpose_vec8": "step 22 (before: one item per thread, 64-bit decode, no staging)",
+    "28_transpose_tile": "step 28 (after: all four changes)",
+    "28_ablate_one_in_flight": "step 28 with one load in flight per thread",
+    "28_ablate_index64": "step 28 with a 64-bit item decode",
+    "28_ablate_no_smem": "step 28 storing straight to y (no shared memory)",
+    "28_ablate_tile8": "step 28 with 8-token tiles",
+}
+
+_F32_OP = re.compile(r"^(fma|mul|add|sub|neg|div|rcp|ex2|tanh|abs|min|max)(\.\w+)*\.f32\b")
+
+
+def f32_ops(step, arch="sm_90", extra=()) -> dict:
+    """{opcode: count} of the f32 arithmetic instructions in a step's PTX (fma, mul, add, sub, neg,
+    ...; rounding and .ftz suffixes dropped), as built (extra: more NVRTC options, e.g. a -D)."""
+    from .core import build
+    if extra:
+        text = build.nvrtc_compile(build.source(FAMILY), arch, "vision_variant.cu", tuple(extra))[0]
+        name = step if step.startswith("vision_") else f"vision_{step}"
+        m = re.search(rf"\.entry {name}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
+        lines = [ln.strip() for ln in m.group(0).splitlines()]
+    else:
+        lines = build.ptx(FAMILY, step, arch)
+    out: dict = {}
+    for ln in lines:
+        if m := _F32_OP.match(ln):
+            out[m.group(1)] = out.get(m.group(1), 0) + 1
+    return dict(sorted(out.items()))
+
+
+def fmaf_changes(step, arch="sm_90") -> bool:
+    """Whether writing `__fmaf_rn` changes a step's f32 arithmetic: its PTX against the same file
+    built with -DVL_PLAIN_FMAF, where every __fmaf_rn(a, b, c) is a * b + c (and nvcc contracts as
+    it likes). False: the rewrite is no change at all in the instructions."""
+    return f32_ops(step, arch) != f32_ops(step, arch, ("-DVL_PLAIN_FMAF",))
+
+
 FAMILIES = [LAYERNORM, GELU, GELU_ERF, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
-            SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE]
+            SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE, *ABLATION]
 
 
 def _best(fam):
