@@ -17,6 +17,9 @@ CASES = {
     "gemv_logits": [(k, m) for m in M_SIZES for k in (3, 33)] + [(4097, 4100)],
     "gemv_batched": [(n, k, m) for n in (1, 3, 9) for k in (1, 33) for m in (1, 7, 31, 1023, 4100)],
     "gemv_convert": [(n,) for n in (1, 2, 3, 5, 7, 4097, 2 ** 20 + 3)],
+    # the ablations: tails and fallbacks, and 4096-wide rows for the vector / tensor-core paths (M % 128 == 0;
+    # 4097 rows: step 27's own kernel, not step 22's short-matrix fallback)
+    "gemv_ablation": [(k, m) for m in (7, 31, 4100) for k in (3, 33)] + [(33, 4096), (4097, 4096), (4097, 1023)],
 }
 
 
