@@ -478,10 +478,10 @@ extern "C" __global__ void softmax_06_fp16_vec8(const __half* __restrict__ x, __
 // Why: step 06 moves half the bytes of step 05 but reaches a smaller fraction of the roof.
 // Each block handles one row and then exits: it loads (a DRAM round trip with nothing else
 // to do), reduces, stores. With few waves of blocks, all blocks on an SM are in the same
-// phase, so during the reduce-and-store phase no loads are in flight. One change: the grid
-// holds only as many blocks as fit on the GPU at once, each block walks rows with a stride,
+// phase, so during the reduce-and-store phase no loads are in flight. Two changes: the grid
+// holds only as many blocks as fit on the GPU at once, each block walks rows with a stride;
 // and the NEXT row's 16-byte loads are issued (into raw registers) before THIS row's
-// reduction, so DRAM stays busy while the block computes (software pipelining).
+// reduction (software pipelining). The ablation without the prefetch separates the two.
 // The 16-byte register path only: the launcher sends unaligned rows, and rows too long for
 // the registers, to step 06.
 __device__ __forceinline__ uint4 ld_raw8(const __half* __restrict__ p, int g, int C) {

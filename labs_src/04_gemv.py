@@ -809,7 +809,7 @@ t22 = gemv.time_us(f16, best16, qo16)
 tfl = gemv.time_us(f16, gemv.FLOOR, qo16)
 kl.say("Not measured or recorded yet." if t22 != t22 or not rv else
        f"{results.targets_met(tg)} ({kl.provenance(dec)}). An empty kernel takes "
-       f"{rv['launch_us']:.1f} µs here ({rv['source']} on {rv['device']}), "
+       f"{rv['launch_us']:.1f} µs ({rv['source']} on {rv['device']}), "
        f"{100 * rv['launch_us'] / t22:.0f}% of step {best16[:2]}'s (the fastest there) {t22:.1f} µs at 4096×4096; at the "
        f"read roof the 32 MiB of weights alone would take {2 * 4096 * 4096 / rv['read_gbps'] / 1e3:.1f} µs, and "
        f"the read-only kernel of those bytes takes {tfl:.1f} µs.")

@@ -462,30 +462,14 @@ results.table(rp)
 # with the width undone.
 
 # %%
-from IPython.display import display
-
 ABL = {vision.GELU: gl, vision.ABLATION_BIAS_GELU: abl_bg, vision.ABLATION_SPLIT_ROPE: abl_sr,
        vision.ABLATION_TRANSPOSE: abl_tr}
 for label, (fam, before, after, changes) in vision.ABLATION_PAIRS.items():
-    names = [before, after] + [n for _, a, n in changes if n not in (before, after)]
-    a = results.one_source(ABL[fam][ABL[fam]["name"].isin(names)]) if len(ABL[fam]) else ABL[fam]
-    if len(a) and after in set(a["name"]):
-        at = a.pivot_table(index="name", columns="case", values="median_us")
-        at = at / at.loc[after]
-        at.insert(0, "what it is", [vision.ABLATION_STEPS.get(n, n) for n in at.index])
-        display(at.round(2).rename_axis(f"{label}: time / {after}'s ({kl.provenance(a)})"))
-    else:
-        print(f"{label}: not recorded yet; the ablation is timed live on a GPU (make bench records it).")
+    results.ablation(ABL[fam], [(label, None, before, after, changes)], vision.ABLATION_STEPS)
 
 # %% jupyter={"source_hidden": true}
-for label, (fam, before, after, changes) in vision.ABLATION_PAIRS.items():
-    df = ABL[fam]
-    kl.say(f"**{label}**, every change together: " + results.summary(df, after, before, prov=False)
-           + f" Each change alone ({kl.provenance(df)}):\n"
-           + "".join(f"\n- {what}: " + results.summary(df, with_it, without, prov=False)
-                     for what, with_it, without in changes))
 kl.say("The lab credits a cause only where the line for that change alone says so; a change whose line is "
-       "within noise or slower bought nothing on this device, whatever the pair as a whole gained.")
+       "within noise or slower bought nothing on the device of that line, whatever the pair as a whole gained.")
 
 # %% [markdown]
 # ## Seed claim vs measured

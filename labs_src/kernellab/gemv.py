@@ -1060,6 +1060,8 @@ _ABLATION_VARIANTS = {
     "29_ablate_no_pipeline": _w8a16("29_ablate_no_pipeline"),
     "29_ablate_split1": _w8a16("29_int8_w8a16", split=1),
 }
+KERNEL_OF = {"22_ablate_g32": "22_fp16_fast", "27_ablate_one_row": "27_fp16_rows",   # ablations of a launch
+             "28_ablate_split1": "28_int4_mma", "29_ablate_split1": "29_int8_w8a16"}   # parameter: the kernel they run
 _ABL_NAMES = list(dict.fromkeys(n for _, _, b, a, ch in ABLATION_PAIRS for n in [b, a] + [k for _, w, wo in ch for k in (w, wo)] if n))
 _ABL_SHAPES = {"float32": (QO, UP), "int8": (QO, UP), "float16": (KV, QO, UP, DOWN, VOCAB), "int4": (QO, UP, DOWN),
                "w8a16": (QO, UP, DOWN)}

@@ -66,6 +66,8 @@ def headline_rows():
                         frac, ceiling = float(floor["median_us"].min()) / float(r["median_us"]), "its read-only floor"
                     else:
                         frac, ceiling = float(r[f"frac_{fam.roof}"]), f"the {fam.roof} roof"
+                    if not frac > 0:        # a family with no byte count (a token step's ops): no bar
+                        continue
                     rows.append({"device": dev, "date": r["date"], "family": fam.name, "case": case, "name": r["name"],
                                  "kind": r["kind"], "frac": frac, "ceiling": ceiling})
     return pd.DataFrame(rows)
