@@ -153,3 +153,13 @@ def test_ncu_claims_are_judged_from_the_recorded_readings(monkeypatch):
     assert R._ncu_reading(row("ncu:launch__grid_size", None, slow=""), None, None)[1] == "reading"
     monkeypatch.setattr(device, "load_recorded", lambda lab: pd.DataFrame())
     assert R._ncu_reading(row("ncu:launch__grid_size", 0.5), 0.5, None)[1].startswith("not measured yet")
+
+
+def test_each_device_says_one_line_per_recorded_device(capsys):
+    import pandas as pd
+    df = pd.DataFrame({"name": ["a", "a"], "case": ["c", "c"], "median_us": [1.0, 2.0], "p10_us": [0.9, 1.9],
+                       "p90_us": [1.1, 2.1], "device": ["GPU A", "GPU B"], "date": ["d", "d"],
+                       "source": ["recorded", "recorded"]})
+    R.each_device(df, lambda d: f"{d['device'].iloc[0]}: {d['median_us'].iloc[0]:g}")
+    out = capsys.readouterr().out
+    assert "GPU A: 1" in out and "GPU B: 2" in out

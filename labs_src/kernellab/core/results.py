@@ -180,6 +180,14 @@ def devices(df) -> list:
     return [g for _, g in df.groupby(["device", "source"], sort=False)]
 
 
+def each_device(df, sentence) -> None:
+    """Say sentence(part) for each device's rows of a frame (a recorded frame may hold several): the
+    one way a lab states a measured sentence for every record on screen, so a verdict that differs
+    between GPUs shows as two lines, not one. sentence: frame -> Markdown (its provenance included)."""
+    for part in devices(df):
+        say(sentence(part))
+
+
 def targets(targets, df):
     """The targets table: what, measured (with its band), threshold, outcome; one block of rows per
     device on screen (with a device column when there are several), provenance printed once."""
