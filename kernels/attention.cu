@@ -296,8 +296,10 @@ extern "C" __global__ void attention_03_decode_merge(const float* __restrict__ p
 // === attention_04_decode_gqa ===
 // Why: Qwen3-8B's 32 query heads share 8 KV heads (grouped-query attention). Steps 02-03 read each
 // KV head's cache once per query head: 4 times. Here one block per (KV head, chunk) serves the 4
-// query heads of its group, so K and V cross DRAM once: a quarter of the bytes. The price is 4x the
-// registers for the accumulators (4 heads x 8 dims per lane).
+// query heads of its group, so each KV head is loaded by one block, not four: a quarter of the DRAM
+// bytes where step 03's repeated reads miss L2. The price is 4x the registers for the accumulators
+// (4 heads x 8 dims per lane) and a quarter of the blocks, each doing 4 heads' work: lab 07 times it
+// against step 03 at every length, beside the cache's bytes against the L2.
 extern "C" __global__ __launch_bounds__(128) void attention_04_decode_gqa(
         const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
         __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
@@ -357,10 +359,11 @@ extern "C" __global__ void attention_06_rope_append(const __half* __restrict__ q
 
 // === attention_11_prefill_row ===
 // Why: the report's path writes 16 x N x N scores to memory and reads them back twice (softmax, then
-// P.V): at N = 4096 that is 512 MiB each way, against 28 MiB of q, k, v and o. Fused: one block per
-// query row walks K and V in tiles of blockDim keys, with lab 01's online (m, l) and the
-// accumulator rescaled per tile; the scores never leave the SM. Slow (CUDA cores, each K row
-// re-read by every query row through the caches), but it is the whole algorithm in a few lines.
+// P.V): at N = 4096 that is 16 x 4096^2 x 2 B = 512 MiB each way, against 4 x 16 x 4096 x 72 x 2 B
+// = 36 MiB of q, k, v and o. Fused: one block per query row walks K and V in tiles of blockDim
+// keys, with lab 01's online (m, l) and the accumulator rescaled per tile; the scores never leave
+// the SM. Slow (CUDA cores, each K row re-read by every query row through the caches), but it is
+// the whole algorithm in a few lines.
 extern "C" __global__ __launch_bounds__(128) void attention_11_prefill_row(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
@@ -666,8 +669,9 @@ extern "C" __global__ __launch_bounds__(128) void attention_14_prefill_padded(
 
 // === attention_15_prefill_two_tiles ===
 // Why: in step 14 each K or V fragment a warp reads from shared memory (one ldmatrix.x4, 512 bytes)
-// feeds 2 mma's: 40 ldmatrix per 80 mma per tile, and shared memory delivers 128 bytes per clock per
-// SM, so the fragments take longer to read than the tensor cores take to use them. Here each warp
+// feeds 2 mma's: 40 ldmatrix per 80 mma per tile, and shared memory delivers a fixed number of bytes
+// per clock per SM, so the fragments take longer to read than the tensor cores take to use them
+// (lab 07 reads both units' busy time from the Nsight Compute counters). Here each warp
 // owns two query tiles (32 rows; the block 128): every fragment feeds 4 mma's, half the
 // shared-memory reads per FLOP. The price: twice the accumulator registers, and blocks of 128 rows
 // (fewer blocks at small N). Step 14 with only the query rows per warp changed.

@@ -289,8 +289,8 @@ softmax.dispatch_table()
 # bytes, from 32 to 1024 columns:
 
 # %% jupyter={"source_hidden": true}
-kl.say(results.summary(short, "09_dispatch", "torch.softmax"))
-kl.say(results.summary(short, "09_dispatch", "05_online_vec4"))
+results.each_device(short, lambda part: results.summary(part, "09_dispatch", "torch.softmax"))
+results.each_device(short, lambda part: results.summary(part, "09_dispatch", "05_online_vec4"))
 fr = results.one_source(results.select(short, name="09_dispatch"))
 kl.say(results.unless_missing(fr["frac_copy"].min() if len(fr) else float("nan"),
        f"Step 09 reaches **{fr['frac_copy'].min():.2f}–{fr['frac_copy'].max():.2f}** of the copy roof over these "
@@ -352,17 +352,27 @@ pd.concat([results.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("f
 # Step 07's two changes, one at a time (fp16, the target shapes, the same run):
 
 # %% jupyter={"source_hidden": true}
-kl.say("The resident grid alone: " + results.summary(res, "ablate_07_no_prefetch", "06_fp16_vec8", prov=False)
-       + " The prefetch alone: " + results.summary(res, "07_fp16_pipelined", "ablate_07_no_prefetch"))
+results.each_device(res, lambda part: "The resident grid alone: "
+                    + results.summary(part, "ablate_07_no_prefetch", "06_fp16_vec8", prov=False)
+                    + " The prefetch alone: " + results.summary(part, "07_fp16_pipelined", "ablate_07_no_prefetch"))
 
 # %% jupyter={"source_hidden": true}
-half = [1 / results.ratio(res, "06_fp16_vec8", "05_online_vec4", softmax.case_key(s, "float16"),
-                          softmax.case_key(s, "float32")) for s in TARGETS]
-kl.say(results.unless_missing(half[0], f"Half the bytes is not half the time: step 06 (fp16) takes "
-       f"**{min(half):.2f}–{max(half):.2f}** of step 05's (fp32) time at the same shapes "
-       f"({kl.provenance(res)}). 0.50 is the most halving the bytes can give a memory-bound kernel; "
-       "the rest is what does not shrink with the bytes (the launch, the first DRAM round trip, the "
-       "last partly empty wave, and the conversions)."))
+def half_said(part):
+    half = [1 / results.ratio(part, "06_fp16_vec8", "05_online_vec4", softmax.case_key(s, "float16"),
+                              softmax.case_key(s, "float32")) for s in TARGETS]
+    frac = lambda n, dt: [results.pick(part, n, "frac_copy", case=softmax.case_key(s, dt)) for s in TARGETS]  # noqa: E731
+    f5, f6, f7 = frac("05_online_vec4", "float32"), frac("06_fp16_vec8", "float16"), frac("07_fp16_pipelined", "float16")
+    rng = lambda v: f"{min(v):.2f}–{max(v):.2f}"   # noqa: E731
+    return results.unless_missing(half[0], f"Half the bytes is not half the time: step 06 (fp16) takes "
+           f"**{rng(half)}** of step 05's (fp32) time at the same shapes, because it reaches only {rng(f6)} of "
+           f"the copy roof where step 05 reaches {rng(f5)}; step 07, the same bytes and conversions on a resident "
+           f"grid, reaches {rng(f7)} ({results.source(part)}).")
+
+
+results.each_device(res, half_said)
+kl.say("0.50 is the most halving the bytes can give a memory-bound kernel. How much of step 06's shortfall is its "
+       "one-row-per-block phases is what step 07's ablation above measures; whether a fixed cost per launch is part "
+       "of it, the next section measures.")
 
 # %% [markdown]
 # ### fp16: how close to the roof, and what is left
@@ -382,28 +392,46 @@ def _fmt(v, spec=".2f", unit=""):
 
 
 k1, k2 = "4096x4096:float16", "8192x4096:float16"
-best16 = results.fastest(f16, k1) or softmax.BEST["float16"]
-sentences = []
-for case in (k1, "32768x1024:float16"):
-    top = results.fastest(res, case)
-    fc = results.frac_band(res, top, case)
-    mc = results.pick(res, top, "median_us", case=case) / results.pick(res, "memcpy x -> y (floor)", "median_us", case=case)
-    sentences.append(f"at {case} the fastest step, `{top}`, reaches **{_fmt(fc.value)}** of the copy roof "
-                     f"(the 0.80 target: **{results.target_outcome(fc, 0.8)}**), "
-                     f"taking {_fmt(mc)}× the time of a memcpy of the same bytes")
-t1, t2 = (results.band(f16, best16, c) for c in (k1, k2))
-b1, b2 = (results.pick(f16, best16, "bytes", case=c) for c in (k1, k2))
-marginal = (b2 - b1) / (t2.value - t1.value) / 1e3        # GB/s of the extra rows
-fixed = results.Measured(2 * t1.value - t2.value, 2 * t1.lo - t2.hi, 2 * t1.hi - t2.lo)   # µs at zero rows (b2 = 2 b1)
-roof = bench.roof_values(f16).get("copy_gbps", float("nan"))
-kl.say("; ".join(sentences)[:1].upper() + "; ".join(sentences)[1:] + f" ({kl.provenance(res)}). "
-       f"Doubling the rows adds {_fmt(t2.value - t1.value, '.1f', ' µs')} for {_fmt((b2 - b1) / 2**20, '.0f', ' MiB')}: "
-       f"the extra rows of `{best16}` stream at {_fmt(marginal / roof)} of the copy roof ({kl.provenance(f16)}). " +
-       (f"A fixed **{fixed.value:.1f} µs** (band {fixed.lo:.1f} to {fixed.hi:.1f}) is paid once per launch: the launch, "
-        "the first DRAM round trip, the partly empty last wave; it keeps a 64 MiB problem from the roof and does not "
-        "shrink with better arithmetic." if fixed.ok and fixed.lo > 0 else
-        f"No fixed cost per launch stands out of the noise (the time at zero rows extrapolates to {_fmt(fixed.value, '.1f', ' µs')}, "
-        f"band {_fmt(fixed.lo, '.1f')} to {_fmt(fixed.hi, '.1f')}): at this size the time is the bytes."))
+
+
+def fp16_said(part):
+    sentences = []
+    for case in (k1, "32768x1024:float16"):
+        top = results.fastest(part, case)
+        if top is None:
+            continue
+        fc = results.frac_band(part, top, case)
+        mc = (results.pick(part, top, "median_us", case=case)
+              / results.pick(part, "memcpy x -> y (floor)", "median_us", case=case))
+        same = [n for n in results.select(part, case=case, kind="variant")["name"]      # launchers of the same kernel
+                if n != top and "ablate" not in n and softmax.kernel_run(n, case) == softmax.kernel_run(top, case)]
+        sentences.append(f"at {case} the fastest launcher, {softmax.ran_text(top, case)}, reaches **{_fmt(fc.value)}** "
+                         f"of the copy roof (the 0.80 target: **{results.target_outcome(fc, 0.8)}**), "
+                         f"taking {_fmt(mc)}× the time of a memcpy of the same bytes"
+                         + (f"; {', '.join(f'`{n}`' for n in same)} launch the same kernel: "
+                            f"{results.compare_text(part, top, same[0], case)}" if same else ""))
+    text = "; ".join(sentences)
+    return text[:1].upper() + text[1:] + f" ({results.source(part)})."
+
+
+def fixed_said(part):
+    best16 = results.fastest(part, k1) or softmax.BEST["float16"]
+    t1, t2 = (results.band(part, best16, c) for c in (k1, k2))
+    b1, b2 = (results.pick(part, best16, "bytes", case=c) for c in (k1, k2))
+    marginal = (b2 - b1) / (t2.value - t1.value) / 1e3        # GB/s of the extra rows
+    fixed = results.Measured(2 * t1.value - t2.value, 2 * t1.lo - t2.hi, 2 * t1.hi - t2.lo)   # µs at zero rows (b2 = 2 b1)
+    roof = bench.roof_values(part).get("copy_gbps", float("nan"))
+    return (f"Doubling the rows adds {_fmt(t2.value - t1.value, '.1f', ' µs')} for {_fmt((b2 - b1) / 2**20, '.0f', ' MiB')}: "
+            f"the extra rows of `{best16}` stream at {_fmt(marginal / roof)} of the copy roof. " +
+            (f"A fixed **{fixed.value:.1f} µs** (band {fixed.lo:.1f} to {fixed.hi:.1f}) is paid once per launch: it keeps "
+             "a 64 MiB problem from the roof and does not shrink with better arithmetic" if fixed.ok and fixed.lo > 0 else
+             f"No fixed cost per launch stands out of the noise (the time at zero rows extrapolates to "
+             f"{_fmt(fixed.value, '.1f', ' µs')}, band {_fmt(fixed.lo, '.1f')} to {_fmt(fixed.hi, '.1f')}): at this size "
+             "the time is the bytes") + f" ({results.source(part)}).")
+
+
+results.each_device(res, fp16_said)
+results.each_device(f16, fixed_said)
 
 # %% [markdown]
 # ## Sweep: row length 32 … 262144 at a fixed 2²⁵ elements
@@ -434,7 +462,10 @@ if len(nv):
 # ### Every row length at speed: the best step per length, and the targets
 # The fastest step at each row length of the sweep (fp32 and fp16; live, this times both dtypes'
 # last steps, torch and a memcpy), its fraction of the copy roof, and torch's time over its time.
-# Steps 09 and 10 exist for the two ends of this table. The targets' "at the floor" column is the
+# Steps 09 and 10 exist for the two ends of this table. The `kernel that ran` column names the step whose
+# kernel the fastest launcher ran (`softmax.kernel_run`): step 10 hands rows under 16385 to step 09, and
+# step 09 hands rows too long for a warp to step 05 or 07, so a "fastest" 09 or 10 there is a pick
+# within noise between launches of the same kernel. The targets' "at the floor" column is the
 # memcpy of the same bytes: where it misses a target, so must every kernel.
 
 # %%
@@ -487,8 +518,9 @@ if len(pt):
            f"({a['KiB per SM']:.0f} KiB of rows per SM). Re-reads leave L1 from {_first(pt, 're-reads from', 'L2') or _first(pt, 're-reads from', 'DRAM') or 'no measured length'} "
            f"and leave L2 from {_first(pt, 're-reads from', 'DRAM') or 'no measured length'} on; there the time implies "
            f"{pt[pt['re-reads from'] == 'DRAM']['passes implied (2 / fraction)'].min():.1f} passes or more "
-           f"({kl.provenance(sw)}). Passes set the time only when they cross DRAM.")
-    kl.say(results.summary(sw, "04_online", "03_warp_shuffle", prov=False) + " Step 04 saves one read per "
+           f"({results.source(sw)}). Passes set the time only when they cross DRAM.")
+    results.each_device(sw, lambda part: results.summary(part, "04_online", "03_warp_shuffle"))
+    kl.say("Step 04 saves one read per "
            "element over step 03; that pass is worth something only where step 03's re-read would cross DRAM (the "
            "passes table above). Where the re-read hits a cache, both kernels read DRAM once and evaluate the same "
            "number of `expf` per element (one in a statistics pass, one in the output pass), while each level of "
@@ -508,13 +540,16 @@ seed = bench.compare(softmax, [(softmax.SHAPES["vision_attention_16x1024x1024"],
 results.table(seed)
 
 # %% jupyter={"source_hidden": true}
-facts = kl.device.facts(seed)
-fc = results.pick(seed, "05_online_vec4", "frac_copy", case="1x151936:float32")
-if facts:
-    kl.say(f"The logits row runs on 1 of the {facts['sms']} SMs of the {facts['device']}: step 05 reaches "
-           f"{_fmt(fc, '.3f')} of the copy roof there; step 10 splits the row over a cluster of blocks: "
-           f"{results.compare_text(seed, '10_cluster', '05_online_vec4', '1x151936:float32')} "
-           f"({results.source(seed)}).")
+def logits_said(part):
+    facts = kl.device.facts(part)
+    fc = results.pick(part, "05_online_vec4", "frac_copy", case="1x151936:float32")
+    return (f"The logits row runs on 1 of the {facts['sms']} SMs of the {facts['device']}: step 05 reaches "
+            f"{_fmt(fc, '.3f')} of the copy roof there; step 10 splits the row over a cluster of blocks: "
+            f"{results.compare_text(part, '10_cluster', '05_online_vec4', '1x151936:float32')} "
+            f"({results.source(part)}).") if facts else "No device facts for this record."
+
+
+results.each_device(seed, logits_said)
 
 # %% [markdown]
 # ## Ablation: what each change of steps 04 and 05 is worth, alone
@@ -569,12 +604,17 @@ kl.say(results.claims_summary(claims))
 claims
 
 # %% jupyter={"source_hidden": true}
-kl.say(f"Online softmax at the seed's shapes: {results.compare_text(res, '04_online', '03_warp_shuffle', sq)}, and "
-       f"{results.compare_text(res, '04_online', '03_warp_shuffle', lg)}; the pass it saves is worth something only "
-       f"where step 03's re-read would have crossed DRAM (the passes table above). Bank conflicts: "
-       f"{results.compare_text(res, '02_safe_smem', '02_safe_interleaved', sq)}; over the sweep, "
-       + results.summary(sw, "02_safe_smem", "02_safe_interleaved", prov=False)
-       + f" ({kl.provenance(pd.concat([res, sw]))}).")
+def seed_claims_said(part):
+    swp = sw[sw["device"] == part["device"].iloc[0]] if "device" in sw else sw   # the same device's sweep
+    return (f"Online softmax at the seed's shapes: {results.compare_text(part, '04_online', '03_warp_shuffle', sq)}, "
+            f"and {results.compare_text(part, '04_online', '03_warp_shuffle', lg)}; the pass it saves is worth "
+            f"something only where step 03's re-read would have crossed DRAM (the passes table above). Bank conflicts: "
+            f"{results.compare_text(part, '02_safe_smem', '02_safe_interleaved', sq)}; over the sweep, "
+            + results.summary(swp, "02_safe_smem", "02_safe_interleaved", prov=False)
+            + f" ({results.source(part)}).")
+
+
+results.each_device(res, seed_claims_said)
 
 # %% [markdown]
 # ## Accuracy: error against float64

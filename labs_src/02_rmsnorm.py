@@ -6,8 +6,10 @@
 #
 # $$y_i = \frac{x_i}{\sqrt{\frac{1}{C}\sum_j x_j^2 + \varepsilon}}\; w_i$$
 #
-# Qwen3-8B runs it 73 times per generated token: before attention and before the FFN in each of
-# 36 layers, plus once at the end. It does ~3 FLOP per element and moves every byte once, so
+# Qwen3-8B runs it over the hidden vector 73 times per generated token: before attention and
+# before the FFN in each of 36 layers, plus once at the end. Each layer also normalises every
+# head of q and k (Qwen3's `q_norm` and `k_norm`, over 128-wide head vectors): 72 more RMSNorm
+# calls, not counted in the 73. It does ~3 FLOP per element and moves every byte once, so
 # it is **memory-bound**. The lab follows the RMSNorm report ([seed 003](../docs/sources.md#003)), which rewrote six
 # kernels of an Orin inference engine. Each kernel comes in its "before" form and its "after"
 # form, and the report's claims are checked against the GPU the results come from (yours live, or the recorded one):
@@ -301,7 +303,7 @@ per_rt = (t05 - t06) / (_n("05_fp16_half2_cub") - _n("06_fp16_uint4"))
 dram = measuring.recorded_value("DRAM latency (pointer chase)", res)
 kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips per pass and step 06 "
        f"{_n('06_fp16_uint4')}; measured, {t05:.1f} µs against {t06:.1f} µs ({t05 / t06:.2f}×), or "
-       f"{per_rt:.2f} µs per extra round trip ({kl.provenance(res)}), "
+       f"{per_rt:.2f} µs per extra round trip ({results.source(res)}), "
        + (f"{per_rt * 1e3 / dram:.1f}× lab 00's DRAM latency of {dram:.0f} ns on the same device: each round trip "
           "of a pass costs a latency, and the kernel makes two passes with a block reduction after each. "
           if dram == dram else "(lab 00 has no recorded latency for this device to set it against). ") +
@@ -311,7 +313,7 @@ kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips 
        "much each buys at this row. " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_half2", f16(1))
        + " (the width alone); " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_runtime_stride", f16(1))
        + " (the loop alone); " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_cub", f16(1))
-       + f" (the reduction alone) ({kl.provenance(abl)}). In fp32, steps 01 and 02 differ in loads in "
+       + f" (the reduction alone) ({results.source(abl)}). In fp32, steps 01 and 02 differ in loads in "
        f"flight (1 vs 4 per thread) and three other changes: {_t('01_f32_cub', 'float32'):.1f} against "
        f"{_t('02_f32_shfl', 'float32'):.1f} µs; the ablation section splits them too." if t05 == t05 and t06 == t06
        else "Not recorded yet: on a GPU the times go beside the round trips.")
@@ -346,10 +348,15 @@ results.select(res, name="08_onepass", rows=8192)[["case", "median_us", "p10_us"
 results.speedup(res, "08_onepass", "torch rms_norm").round(2)
 
 # %%
-launch_us = bench.roof_values(res).get("launch_us", float("nan"))
+def launch_of(df):
+    """The empty-launch cost of the device the rows of df were recorded on (or live)."""
+    return bench.roof_values(df).get("launch_us", float("nan"))
+
+
 one = results.select(res, name="08_onepass", rows=1)
-one.assign(empty_launch_us=launch_us, launches=one["median_us"] / launch_us)[
-    ["case", "median_us", "empty_launch_us", "launches", "source"]].round(2)
+one = one.assign(empty_launch_us=one["device"].map({p["device"].iloc[0]: launch_of(p) for p in results.devices(one)}))
+one.assign(launches=one["median_us"] / one["empty_launch_us"])[
+    ["case", "median_us", "empty_launch_us", "launches", "device", "source"]].round(2)
 
 # %%
 from kernellab.family import Target
@@ -361,7 +368,7 @@ results.targets([
     Target("prefill 512 x 4096: step 08 vs torch F.rms_norm",
            lambda df: results.ratio_band(df, "08_onepass", "torch rms_norm", c512)),
     Target("decode 1 x 4096: step 08's time in empty launches",
-           lambda df: results.pick(df, "08_onepass", "median_us", case=c1) / launch_us)], res)
+           lambda df: results.pick(df, "08_onepass", "median_us", case=c1) / launch_of(df))], res)
 
 # %% [markdown]
 # ### Every hidden size
@@ -398,30 +405,54 @@ kl.say("The seed credits the reduction for 01 → 02 and the load width for 03 �
 # %% [markdown]
 # ## Seed claim vs measured
 # Each row divides the time of the "before" kernel by the time of the "after" kernel, at the
-# seed's shape (1 × 4096 unless stated). The seed measured on Orin: 16 SMs and ~200 GB/s. A
+# seed's shape (1 × 4096 unless stated), on the GPU of the record, not the seed's Orin (below). A
 # faster GPU can change which effect matters: read the last column.
 
 # %% jupyter={"source_hidden": true}
+from kernellab.device import ORIN_PEAK_GBPS, ORIN_SMS
+
+kl.say(f"The seed (docs/sources.md, seed 003) measured on a Jetson Orin (sm_87) with the SM count of an AGX Orin: "
+       f"{ORIN_SMS['agx']} SMs and a peak of {ORIN_PEAK_GBPS['agx']:g} GB/s (the board tables in `kernellab.device`); "
+       f"the smaller Orin boards have {min(ORIN_SMS.values())} SMs and {min(ORIN_PEAK_GBPS.values()):g}–"
+       f"{sorted(ORIN_PEAK_GBPS.values())[-2]:g} GB/s.")
 k = rmsnorm.case_key
 claims = results.claims("02_rmsnorm", [abl, res], rmsnorm.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 
 # %% jupyter={"source_hidden": true}
-kl.say("Steps 05 → 06 (five changes; the seed measured 2.13× for one row and credits the load width): "
-       + results.summary(res, "06_fp16_uint4", "05_fp16_half2_cub", prov=False) + " The width alone "
-       "(`06_ablate_half2`, step 06 with half2 accesses): " + results.summary(abl, "06_fp16_uint4", "06_ablate_half2")
-       + " The ablation section gives the other four changes alone.")
-f16_cases = results.cases(res, "07_fp16_restrict_no_ldg")
-ldg = [results.ratio_band(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c) for c in f16_cases]
-kl.say("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): "
-       + results.summary(res, "06_fp16_uint4", "07_fp16_restrict_no_ldg", prov=False)
-       + " `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): "
-       + results.summary(res, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", prov=False)
-       + " With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
-         "so an explicit `__ldg` " + ("changes nothing measurable at any recorded shape" if all(
-          results.within_noise(m) for m in ldg if m.ok) else "changes the time beyond the noise at some shapes")
-       + f" ({kl.provenance(res)}).")
+def same_device(df, part):
+    """The rows of df recorded on part's device (or live, like part)."""
+    return df[df["device"] == part["device"].iloc[0]] if len(df) and "device" in df else df
+
+
+def width_said(part):
+    ab = same_device(abl, part)
+    return ("Steps 05 → 06 (five changes; the seed measured 2.13× for one row and credits the load width): "
+            + results.summary(part, "06_fp16_uint4", "05_fp16_half2_cub", prov=False) + " The width alone "
+            "(`06_ablate_half2`, step 06 with half2 accesses): "
+            + (results.summary(ab, "06_fp16_uint4", "06_ablate_half2", prov=False) if len(ab) else
+               "no ablation recorded on this device.")
+            + f" The ablation section gives the other four changes alone ({results.source(part)}).")
+
+
+def ldg_said(part):
+    ldg = [results.ratio_band(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c)
+           for c in results.cases(part, "07_fp16_restrict_no_ldg")]
+    return ("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): "
+            + results.summary(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", prov=False)
+            + " `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): "
+            + results.summary(part, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", prov=False)
+            + " With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
+            + ("so an explicit `__ldg` changes nothing measurable at any recorded shape" if all(
+               results.within_noise(m) for m in ldg if m.ok) else
+               "yet an explicit `__ldg` changes the time beyond the noise at the shapes listed: the same load path "
+               "in the PTX counts does not give the same time")
+            + f" ({results.source(part)}).")
+
+
+results.each_device(res, width_said)
+results.each_device(res, ldg_said)
 
 # %% [markdown]
 # ## Step 09 (beyond the seed): fuse the residual add

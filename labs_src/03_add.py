@@ -36,7 +36,7 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import add, bench, build, plot, results
+from kernellab import add, bench, build, measuring, plot, results
 from kernellab.core.ncu import ncu
 from kernellab.check import variants as check_variants
 
@@ -94,11 +94,13 @@ import pandas as pd
 
 N = 4096 * 512
 here = kl.device.facts()        # the GPU of the results on screen (live, or the recorded device)
+from kernellab.device import ORIN_SMS   # the Orin boards' SM counts (datasheets); the seed's board: an AGX
+
 rows = []
 for step, block, per in [("01_f32_scalar", 512, 1), ("02_f32_float4", 256, 4), ("03_fp16_half2", 256, 2),
                          ("04_fp16_vec8", 256, 8), ("08_vec_fp16_scalar", 256, 1)]:
     occ = build.occupancy("add", step, threads=block)
-    for arch, sms in [("sm_87", 16)] + [(a, here["sms"]) for a in [here.get("arch")] if a in build.ARCHS]:
+    for arch, sms in [("sm_87", ORIN_SMS["agx"])] + [(a, here["sms"]) for a in [here.get("arch")] if a in build.ARCHS]:
         per_sm = int(occ[(occ.arch == arch) & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
         rows.append({"step": step, "GPU": f"{arch}, {sms} SMs", **add.waves(N, block, per, sms, per_sm)})
 wv = pd.DataFrame(rows)
@@ -150,17 +152,21 @@ pd.concat([results.speedup(big, "02_f32_float4", "torch.add"), results.speedup(b
           axis=1).round(3)
 
 # %% jupyter={"source_hidden": true}
-for dt, best in add.BEST.items():
-    c = add.case_key((2 ** 26,), dt)
-    fc, vs = results.frac_band(big, best, c), results.ratio_band(big, best, "torch.add", c)
-    if fc.ok:
-        kl.say(f"{dt}: `{best}` reaches **{fc.value:.3f}** of the copy roof (target 0.95: "
-               f"**{results.target_outcome(fc, 0.95)}**) and runs at **{vs.value:.3f}×** `torch.add` (target 0.97: "
-               f"**{results.target_outcome(vs, 0.97)}**) ({kl.provenance(big)})."
-               + (" A fraction above 1 says the roof it is measured against was not a ceiling (lab 00): a "
-                  "residual add reads two bytes per byte it writes, and DRAM serves reads more cheaply than "
-                  "writes, so it can outrun a 1:1 copy. `make bench` now takes the copy roof as the best of a "
-                  "1:1 copy, cudaMemcpy and a 2-read/1-write stream." if fc.value > 1 else ""))
+def targets_said(part):
+    said = []
+    for dt, best in add.BEST.items():
+        c = add.case_key((2 ** 26,), dt)
+        fc, vs = results.frac_band(part, best, c), results.ratio_band(part, best, "torch.add", c)
+        if fc.ok:
+            said.append(f"{dt}: `{best}` reaches **{fc.value:.3f}** of the copy roof (target 0.95: "
+                        f"**{results.target_outcome(fc, 0.95)}**) and runs at **{vs.value:.3f}×** `torch.add` "
+                        f"(target 0.97: **{results.target_outcome(vs, 0.97)}**)"
+                        + (" (a fraction above 1 says the roof it is measured against was not a ceiling, lab 00)"
+                           if fc.value > 1 else ""))
+    return "; ".join(said) + f" ({results.source(part)})." if said else "Not recorded on this device."
+
+
+results.each_device(big, targets_said)
 
 # %% [markdown]
 # ### Steps 03 → 04 and 08 → 04: the width, or the qualifiers?
@@ -172,9 +178,11 @@ for dt, best in add.BEST.items():
 build.show("add", "04_ablate_plain")
 
 # %% jupyter={"source_hidden": true}
-kl.say("The width alone, from `half2`: " + results.summary(res, "ablate_04_plain", "03_fp16_half2", prov=False)
-       + " The width alone, from one half a thread: " + results.summary(res, "ablate_04_plain", "08_vec_fp16_scalar", prov=False)
-       + " `__restrict__` + `__ldg` alone: " + results.summary(res, "04_fp16_vec8", "ablate_04_plain"))
+results.each_device(res, lambda part: "The width alone, from `half2`: "
+                    + results.summary(part, "ablate_04_plain", "03_fp16_half2", prov=False)
+                    + " The width alone, from one half a thread: "
+                    + results.summary(part, "ablate_04_plain", "08_vec_fp16_scalar", prov=False)
+                    + " `__restrict__` + `__ldg` alone: " + results.summary(part, "04_fp16_vec8", "ablate_04_plain"))
 
 # %% [markdown]
 # ### Bytes in flight per thread, and what they buy
@@ -199,16 +207,40 @@ inflight.round(3)
 
 # %% jupyter={"source_hidden": true}
 f16 = inflight[inflight.dtype == "float16"]
+fund = kl.device.load_recorded("measuring")   # lab 00's records: the bytes-in-flight sweep and the DRAM latency
+
+
+def inflight_said(part):
+    fd = fund[fund["device"] == part["device"].iloc[0]] if "device" in fund else fund   # lab 00 on this device
+    if fd.empty:
+        return f"Lab 00 has no record for {part['device'].iloc[0]}: no sweep to set these fractions against."
+    roof = measuring.value(fd, "read roof")
+    said, fr, sw_, law = [], [], [], []
+    for _, r in f16.iterrows():
+        b = int(r["bytes in flight per thread"])
+        fr.append(results.pick(part, r["step"], "frac_copy", case=add.case_key((2 ** 26,), "float16")))
+        sw_.append(measuring.sweep_fraction(fd, b))
+        law.append(measuring.little(fd, b) / roof)
+        said.append(f"{b} B in flight per thread ({r['step']}) → **{fr[-1]:.2f}** of the copy roof (lab 00's read "
+                    f"sweep: {sw_[-1]:.2f} of the read roof; Little's law with the idle latency: {law[-1]:.2f})")
+    rises = all(a < b for a, b in zip(fr, fr[1:])) and all(a < b for a, b in zip(sw_, sw_[1:]))
+    return ("fp16: " + ", ".join(said) + f" ({results.source(part)}). "
+            + ("The add rises with the bytes in flight as lab 00's measured sweep does. "
+               if rises else "")
+            + (f"Little's law with lab 00's idle latency predicts {law[0]:.2f} at every width, so it does not "
+               "explain the differences; the measured sweep follows them (lab 00: under load the latency is longer "
+               "than the idle pointer chase)." if min(law) >= 0.99 else
+               "Little's law with the idle latency predicts " + ", ".join(f"{v:.2f}" for v in law)
+               + " for these widths" + (", above what the sweep measured at each: under load the latency is longer "
+                                        "than the idle pointer chase (lab 00)." if all(m < l for m, l in zip(sw_, law))
+                                        else ".")))
+
+
 if f16["fraction of copy roof at 64M"].notna().all():
-    kl.say("fp16: " + ", ".join(f"{int(r['bytes in flight per thread'])} B in flight per thread "
-                                f"({r['step']}) → **{r['fraction of copy roof at 64M']:.2f}**"
-                                for _, r in f16.iterrows())
-           + f" of the copy roof ({kl.provenance(big)}). Same bytes"
-           + (", same number of threads per SM" if f16["threads per SM"].nunique() == 1 else "") + ": what "
-           "differs is how many bytes each thread has asked for when it waits (and, with it, the load "
-           "instructions per byte). Little's law (lab 00) says why: bandwidth = bytes in flight ÷ latency, "
-           "until the SMs keep enough in flight to cover latency × bandwidth; past that, wider loads "
-           "cannot add bandwidth.")
+    results.each_device(big, inflight_said)
+    kl.say("Same bytes" + (", same number of threads per SM" if f16["threads per SM"].nunique() == 1 else "")
+           + ": what differs is how many bytes each thread has asked for when it waits (and, with it, the load "
+           "instructions per byte).")
 
 # %% [markdown]
 # ## The broadcast bias add: is the modulo really the cost?
@@ -250,16 +282,18 @@ pd.concat([results.speedup(sweep, "ablate_06_plain", "05_bias_mod").rename("modu
 _mod = results.speedup(sweep, "ablate_06_plain", "05_bias_mod")
 _vec = results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
 if len(_mod) and len(_vec):
-    kl.say("Removing the modulo alone: " + results.summary(sweep, "ablate_06_plain", "05_bias_mod", prov=False)
-           + " `__restrict__` + `__ldg` alone: " + results.summary(sweep, "06_bias_2d", "ablate_06_plain", prov=False)
-           + " 8-wide loads alone: " + results.summary(sweep, "07_bias_2d_vec8", "06_bias_2d", prov=False)
-           + f" ({kl.provenance(sweep)}). "
-           + ("The load width, not the modulo, carries the seed's win here: a 2-byte load per thread "
-              "starves the memory system, and the ALU time of `%` hides behind it."
-              if _vec.median() > _mod.median() else
-              "The modulo matters more than the load width here.")
-           + " On a GPU with a different balance of integer throughput to bandwidth (an Orin), "
-             "the ratios can differ: read them there before crediting either change.")
+    def bias_said(part):
+        mod, vec = results.speedup(part, "ablate_06_plain", "05_bias_mod"), results.speedup(part, "07_bias_2d_vec8", "06_bias_2d")
+        return ("Removing the modulo alone: " + results.summary(part, "ablate_06_plain", "05_bias_mod", prov=False)
+                + " `__restrict__` + `__ldg` alone: " + results.summary(part, "06_bias_2d", "ablate_06_plain", prov=False)
+                + " 8-wide loads alone: " + results.summary(part, "07_bias_2d_vec8", "06_bias_2d", prov=False)
+                + f" ({results.source(part)}). "
+                + ("The load width, not the modulo, carries the seed's win here (its median gain is the larger)."
+                   if vec.median() > mod.median() else "The modulo matters more than the load width here."))
+
+    results.each_device(sweep, bias_said)
+    kl.say("On a GPU with a different balance of integer throughput to bandwidth (an Orin), "
+           "the ratios can differ: read them there before crediting either change.")
 
 # %% [markdown]
 # ## DeepStack: add into a slice of rows, in place

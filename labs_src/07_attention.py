@@ -20,7 +20,8 @@
 #   the cache's bytes, and the ladder is about getting those bytes in flight (lab 00's Little's law).
 # * **ViT prefill** (Qwen3-VL's vision tower, 16 heads × 72, N tokens): lab 06 writes the N × N
 #   scores to memory between two cuBLAS GEMMs. A flash kernel keeps them on the SM, and at large N
-#   it is bound by tensor-core FLOPs.
+#   its work is tensor-core FLOPs and the softmax between them (what actually holds each step back
+#   is measured below, from the hardware counters).
 #
 # **In this lab you will** build decode attention from three launches down to one pass with
 # split-KV, GQA and enough bytes in flight; merge partial softmaxes with lab 01's rule (and write
@@ -116,8 +117,10 @@ kl.check.variants(A.DECODE, ["03_split"])
 # %% [markdown]
 # ### Step 04: GQA, with one block per KV head
 # Steps 02 and 03 read each KV head once per query head, which is 4 times. Here one block serves the 4
-# query heads of its group, so K and V cross DRAM once. The price is registers: 4 heads × 8
-# accumulator dims per lane.
+# query heads of its group, so each KV head is loaded by one block, not four: a quarter of the DRAM
+# traffic wherever step 03's repeated reads would not be served by L2. The price: registers (4 heads ×
+# 8 accumulator dims per lane), and a quarter as many blocks, each doing 4 heads' work. Which side
+# wins depends on the length; the time section below shows it per length.
 
 # %%
 build.show("attention", "04_decode_gqa")
@@ -134,7 +137,7 @@ kl.check.variants(A.DECODE, ["04_gqa"])
 # %%
 build.show("attention", "05_decode_gqa_tile")
 kl.check.variants(A.DECODE, ["05_gqa_tile"])
-f = kl.device.facts()       # this GPU, else the recorded one
+f = kl.device.facts()       # the GPU here when live, else the first recorded device (named below)
 per_sm = A.blocks_per_sm_on(f["arch"]) if f else 0
 print(f"chunks per KV head (step 05's rule) on the {f.get('device')}: {f.get('sms')} SMs x {per_sm} blocks per SM "
       f"(ptxas, {f.get('arch')}):", {n: A.chunks_for("05", n, f["sms"], per_sm) for n in (64, 1024, 4096, 32768)} if f else {})
@@ -143,40 +146,71 @@ print(f"chunks per KV head (step 05's rule) on the {f.get('device')}: {f.get('sm
 # ### Time: the decode ladder against torch, same inputs, same run
 # Bytes are the whole KV cache plus q and o. The baselines are torch SDPA with `enable_gqa`
 # (its backend is named below), a plain torch matmul-softmax-matmul, and step 05 captured as a
-# CUDA graph. `warm_us` is the time with the cache L2-resident (short lengths only). At short
-# lengths every kernel here is **launch-bound**: a few µs of launch and ramp cost against
-# kilobytes of data.
+# CUDA graph. `median_us` is GPU time with L2 flushed; `warm_us` is the GPU time with the cache
+# L2-resident (short lengths only); `host_us` is host time, what one call costs the CPU to issue (a
+# different clock: it is not added to the GPU time). At short lengths every kernel here is
+# **launch-bound**: a few µs of launch and ramp cost against kilobytes of data.
 
 # %%
 dec = bench.compare(A.DECODE, A.DECODE.record_cases)
-results.table(dec, roof="read")
+results.table(dec, ["case", "name", "median_us", "p10_us", "p90_us", "frac_read", "warm_us", "host_us"], roof="read")
+
+# %% jupyter={"source_hidden": true}
+for part in results.devices(dec):
+    if A.noisy_text(part):
+        kl.say(A.noisy_text(part))
 
 # %%
 A.show_sdpa_backend("decode")
 
 # %% jupyter={"source_hidden": true}
-kl.say(results.summary(dec, "05_gqa_tile", A.SDPA_DEC))
-kl.say(results.roof_text(dec, "05_gqa_tile", A.dec_case_key((A.HQ, 32768), "float16"), 0.75, roof="read"))
-c4k = A.dec_case_key((A.HQ, 4096), "float16")
-fl, best4 = results.pick(dec, A.DEC_FLOOR, "frac_read", case=c4k), A.best_variant(dec, c4k)[0]
-kl.say(results.unless_missing(fl, f"The floor: at KV length 4096 ({results.pick(dec, A.DEC_FLOOR, 'bytes', case=c4k) / 1e6:.0f} MB), a kernel that only reads as many bytes as the "
-       f"cache reaches **{fl:.2f}** of the read roof (`{A.DEC_FLOOR}`: launch and ramp weigh on a few µs of "
-       f"data), so no decode kernel can reach 0.75 there ({results.source(dec)}); `{best4}` reaches "
-       f"**{results.pick(dec, best4, 'frac_read', case=c4k) / fl:.2f}** of that floor."))
-kl.say(results.summary(dec, "04_gqa", "03_split") + " Step 04 changes one thing: one block serves the 4 query "
-       "heads of a KV head, so it reads each KV head once, and it launches a quarter of step 03's blocks.")
-kl.say(A.then(results.compare_text(dec, "03_split", "02_head", A.dec_case_key((A.HQ, 4096), "float16")),
-              ": more blocks than query heads."))
-kl.say(A.then(results.compare_text(dec, A.GRAPH_DEC, "05_gqa_tile", A.dec_case_key((A.HQ, 1), "float16")),
-              " in GPU time at one cached token."))
-c1 = A.dec_case_key((A.HQ, 1), "float16")
-kl.say(results.unless_missing(results.pick(dec, A.GRAPH_DEC, "host_us", case=c1),
-       f"On the host, at one cached token, one eager step-05 call costs "
-       f"**{results.pick(dec, '05_gqa_tile', 'host_us', case=c1):.1f} µs** to issue and the graph replay "
-       f"**{results.pick(dec, A.GRAPH_DEC, 'host_us', case=c1):.1f} µs** (`host_us`, beside the GPU times)."))
+c4k, c1 = A.dec_case_key((A.HQ, 4096), "float16"), A.dec_case_key((A.HQ, 1), "float16")
+
+
+def floor_text(d):
+    fl, best4 = results.pick(d, A.DEC_FLOOR, "frac_read", case=c4k), A.best_variant(d, c4k)[0]
+    return results.unless_missing(
+        fl, f"The floor: at KV length 4096 ({results.pick(d, A.DEC_FLOOR, 'bytes', case=c4k) / 1e6:.0f} MB), a "
+            f"kernel that only reads as many bytes as the cache reaches **{fl:.2f}** of the read roof "
+            f"(`{A.DEC_FLOOR}`: launch and ramp weigh on a few µs of data), so no decode kernel can reach 0.75 "
+            f"there ({results.source(d)}); the fastest step there, `{best4}`, reaches "
+            f"**{results.pick(d, best4, 'frac_read', case=c4k) / fl:.2f}** of that floor.")
+
+
+# every sentence once per recorded device: where the GPUs disagree, both lines show it
+results.each_device(dec, lambda d: results.summary(d, "05_gqa_tile", A.SDPA_DEC))
+results.each_device(dec, lambda d: results.roof_text(d, "05_gqa_tile", A.dec_case_key((A.HQ, 32768), "float16"),
+                                                     0.75, roof="read") + f" ({results.source(d)}).")
+results.each_device(dec, floor_text)
+results.each_device(dec, lambda d: A.then(results.compare_text(d, "03_split", "02_head", c4k),
+                                          f": more blocks than query heads ({results.source(d)})."))
+results.each_device(dec, lambda d: A.then(results.compare_text(d, A.GRAPH_DEC, "05_gqa_tile", c1),
+                                          f" in GPU time at one cached token ({results.source(d)})."))
+results.each_device(dec, A.host_text)
+
+# %% [markdown]
+# ### Step 04 against step 03, length by length
+# Step 04 changes one thing: one block serves the 4 query heads of a KV head. The table sets, per
+# length and per recorded device, the time ratio beside the two things that change with it: the
+# blocks each step launches (computed from the chunk rule, not measured) and the cache's bytes
+# against that GPU's L2 (its record).
 
 # %%
-plot.sweep(dec[dec["name"] != "01_naive"] if len(dec) else dec, "07_decode_sweep",
+pd.concat([A.gqa_vs_split(part) for part in results.devices(dec)], ignore_index=True).round(2)
+
+# %% jupyter={"source_hidden": true}
+results.each_device(dec, A.gqa_vs_split_text)
+
+# %% [markdown]
+# Read the table as a hypothesis, not a measurement of its cause (no L2 counter of steps 03 and 04 is
+# recorded): while the cache fits in L2, step 03's four reads of a KV head mostly come from L2, so
+# step 04 saves little DRAM traffic, while it launches a quarter of the blocks, each doing four heads'
+# work. Once the cache outgrows L2, each of step 03's extra reads goes to DRAM, and the saved bytes
+# decide.
+
+# %%
+sw = dec[dec["name"] != "01_naive"].assign(**{"KV length (cached keys)": lambda d: d["cols"]}) if len(dec) else dec
+plot.sweep(sw, "07_decode_sweep", x="KV length (cached keys)",
            title="decode attention: GB/s of the KV cache against its length")
 plot.progress(dec, "07_decode_progress", roof="read", case=A.dec_case_key((A.HQ, 32768), "float16"))
 
@@ -277,10 +311,11 @@ kl.check.variants(A.PREFILL)
 # %% [markdown]
 # ### Time: the prefill ladder against torch SDPA
 # The same Q, K and V for every step. FLOP/s count $4 \cdot 16 \cdot N^2 \cdot 72$ (QKᵀ and PV).
-# Torch SDPA is the measured ceiling of what the GPU's best attention library reaches on these
-# shapes. Live, the notebook times step 11 at N = 1024 only (it takes milliseconds beyond) and the
-# cuBLAS path where its N² scores fit in half the GPU's free memory (at N = 16384 they are 17 GB);
-# `make bench` records every step at every N, and without a GPU the table shows that record.
+# Torch SDPA is the library baseline: what torch's best attention kernel reaches on these shapes
+# (not a ceiling: a step may match or beat it). Live, the notebook times step 11 at N = 1024 only
+# (it takes milliseconds beyond) and the cuBLAS path where its N² scores fit in half the GPU's free
+# memory (at N = 16384 they are 17 GB); `make bench` records every step at every N, and without a
+# GPU the table shows that record.
 
 # %%
 pf = A.prefill_compare()
@@ -292,28 +327,44 @@ results.table(pf, ["case", "name", "median_us", "p10_us", "p90_us", "TFLOP/s"])
 A.show_sdpa_backend("prefill")
 
 # %% jupyter={"source_hidden": true}
+c4k_pf = A.pf_case_key((A.PF_HEADS, 4096), "float16")
+
+
+def vs_sdpa_text(d, n):
+    name = A.best_variant(d, A.pf_case_key((A.PF_HEADS, n), "float16"))[0]
+    r = A.pf_vs_sdpa(n)(d)
+    return results.unless_missing(r.value, f"At N = {n} the fastest step, `{name}`, takes **{r.value:.2f}×** the "
+                                           f"time of torch SDPA (band {r.lo:.2f}–{r.hi:.2f}; target ≤ 1.4: "
+                                           f"**{results.target_outcome(r, 1.4, below=True)}**; {results.source(d)}).")
+
+
+def cublas_claim_text(d):
+    m = A.pf_vs_cublas(d)     # time(cuBLAS path) / time(best flash step), the worst N >= 1024
+    claim = results.Measured(1 / m.value, 1 / m.hi, 1 / m.lo) if m.ok else m   # time(flash) / time(cuBLAS)
+    return results.unless_missing(
+        m.value, f"The seed's claim that cuBLAS is faster than flash attention: against the fastest flash step "
+                 f"at each N ≥ 1024, the cuBLAS path takes at least **{m.value:.2f}×** its time (band "
+                 f"{m.lo:.2f}–{m.hi:.2f}): **{results.verdict(claim)}** for these kernels ({results.source(d)}).")
+
+
 for n in (4096, 16384):
-    c = A.pf_case_key((A.PF_HEADS, n), "float16")
-    name, t = A.best_variant(pf, c)
-    r = A.pf_vs_sdpa(n)(pf)
-    kl.say(results.unless_missing(r.value, f"At N = {n} the best step, `{name}`, takes **{r.value:.2f}×** the time of "
-                                           f"torch SDPA (target ≤ 1.4: **{results.target_outcome(r, 1.4, below=True)}**; "
-                                           f"{results.source(pf)})."))
-kl.say(results.summary(pf, "15_two_tiles", "01_cublas"))
-kl.say(A.then(results.compare_text(pf, "13_cp_async", "12_mma", A.pf_case_key((A.PF_HEADS, 4096), "float16")),
-              ": cp.async double buffering alone."))
-kl.say(A.then(results.compare_text(pf, "14_padded", "13_cp_async", A.pf_case_key((A.PF_HEADS, 4096), "float16")),
-              ": the conflict-free row stride alone."))
-kl.say(results.summary(pf, "15_two_tiles", "14_padded") + " The query rows per warp are the one change.")
-r_cublas = A.pf_vs_cublas(pf)
-kl.say(results.unless_missing(
-    r_cublas, f"The seed's claim that cuBLAS is faster than flash attention: against the best flash step "
-              f"here, the cuBLAS path takes at least **{r_cublas:.2f}×** its time over N ≥ 1024: "
-              f"**{'refuted' if r_cublas > 1 else 'holds'}** for these kernels."))
+    results.each_device(pf, lambda d: vs_sdpa_text(d, n))
+results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "01_cublas"))
+results.each_device(pf, lambda d: A.then(results.compare_text(d, "13_cp_async", "12_mma", c4k_pf),
+                                         f": cp.async double buffering alone ({results.source(d)})."))
+results.each_device(pf, lambda d: A.then(results.compare_text(d, "14_padded", "13_cp_async", c4k_pf),
+                                         f": the conflict-free row stride alone ({results.source(d)})."))
+results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "14_padded")
+                    + " The query rows per warp are the one change.")
+results.each_device(pf, cublas_claim_text)
+
+# %% [markdown]
+# The bars leave out `11_row` (one query row per block, CUDA cores): it takes so much longer than the
+# others (the table above has its times) that on a shared axis every other bar would be invisible.
 
 # %%
-plot.bars(pf[pf["cols"] >= 4096] if len(pf) else pf, "07_prefill_bars", value="median_us",
-          title="ViT prefill attention: time per call (lower is better)")
+plot.bars(pf[(pf["cols"] >= 4096) & (pf["name"] != "11_row")] if len(pf) else pf, "07_prefill_bars",
+          value="median_us", title="ViT prefill attention: time per call (lower is better; 11_row left out)")
 
 # %% [markdown]
 # ### What holds the prefill back: the counters
@@ -339,8 +390,9 @@ results.table(blk, ["case", "name", "median_us", "p10_us", "p90_us"])
 
 # %% jupyter={"source_hidden": true}
 for n in A.BLOCK_NS:
-    kl.say(results.compare_text(blk, A.FLASH_BLOCK, A.CUBLAS_BLOCK, f"N={n}:float16") + "; " +
-           results.compare_text(blk, A.FLASH_BLOCK, A.SDPA_BLOCK, f"N={n}:float16") + ".")
+    results.each_device(blk, lambda d: results.compare_text(d, A.FLASH_BLOCK, A.CUBLAS_BLOCK, f"N={n}:float16")
+                        + "; " + results.compare_text(d, A.FLASH_BLOCK, A.SDPA_BLOCK, f"N={n}:float16")
+                        + f" ({results.source(d)}).")
 
 # %% [markdown]
 # ## Targets
@@ -350,9 +402,13 @@ results.targets([*A.DECODE.targets, *A.PREFILL.targets, *A.BLOCK.targets], pd.co
 
 # %% [markdown]
 # ## An Orin on paper (a model, not a measurement)
-# An AGX Orin has 16 SMs and 204.8 GB/s of LPDDR5 on its datasheet. Decode attention reads the
-# whole cache per token, so its time is bytes / bandwidth. The table assumes a kernel at 0.75 of
-# the datasheet bandwidth. Step 05's rule gives the chunk count for its SMs (the table says how many, and the blocks per SM ptxas allows on sm_87).
+# Decode attention reads the whole cache per token, so its time is bytes / bandwidth. The table
+# assumes a kernel at 0.75 of the datasheet bandwidth. Step 05's rule gives the chunk count for its
+# SMs (the table says how many, and the blocks per SM ptxas allows on sm_87).
+
+# %% jupyter={"source_hidden": true}
+kl.say(f"An AGX Orin has {A.ORIN_SMS} SMs and {A.ORIN_GBPS:g} GB/s of LPDDR5 on its datasheet "
+       f"(`kernellab.device.ORIN_SMS`, `ORIN_PEAK_GBPS`).")
 
 # %%
 A.orin_decode_model()
@@ -412,13 +468,15 @@ kl.check.grade_exercise(SOLUTION, "merge_chunks", strict=True, **GRADE)
 # ## What limits each step
 # * **Decode 01**: the scores' round trip and three launches, then 32 blocks walking the cache alone.
 # * **Decode 02**: waves. There are 32 blocks on a GPU with more SMs than that.
-# * **Decode 03**: four reads of each KV head (one per query head of its group).
-# * **Decode 04–05**: bytes in flight per SM (Little's law), and at short lengths the launch. The
-#   remaining gap to the read roof is instruction issue: each key costs ~65 warp instructions on CUDA
-#   cores (dot products, 4 shuffles per head, rescales). Tensor cores for the 4-head GQA group (as
-#   FlashInfer does) are the next step.
+# * **Decode 03**: four reads of each KV head (one per query head of its group), which cost DRAM
+#   traffic once the cache outgrows L2 (step 04 against 03, above).
+# * **Decode 04–05**: bytes in flight per SM (Little's law), and at short lengths the launch; at long
+#   lengths, what the counters show (below).
 # * **Prefill 01**: the $N^2$ bytes of the scores. **11**: CUDA-core FLOPs and re-reads.
-#   **12**: warps stalled on each tile's load. **13–14**: tensor-core issue through `mma.sync`.
+#   **12**: warps stalled on each tile's load. **13–15**: what the counters show (below).
 #   Hopper's asynchronous `wgmma` (which FlashAttention-3 issues) is not used here: one candidate
 #   for the remaining gap to torch SDPA, not measured here; the backend torch picked is named above
 #   on a GPU (`show_sdpa_backend`).
+
+# %% jupyter={"source_hidden": true}
+kl.say(A.limits_list(lim_dec, lim_pf))

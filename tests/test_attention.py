@@ -186,3 +186,74 @@ def test_limiter_readings_make_sentences():
         s = text(lim)
         assert s != A.NO_COUNTERS and "%" in s
     assert A.prefill_limits_text(None) == A.NO_COUNTERS
+
+
+# ---- targets and sentences read from a results frame (synthetic, no GPU) --------------------------
+
+def _frame(rows, device="GPU A"):
+    import pandas as pd
+    df = pd.DataFrame(rows)
+    df["device"], df["source"], df["date"] = device, "recorded", "2026-01-01"
+    df["p10_us"], df["p90_us"] = df["median_us"] * 0.98, df["median_us"] * 1.02
+    return df
+
+
+def _dec_frame(t03=10.0, t04=8.0, t_sdpa=9.0, device="GPU A"):
+    rows = []
+    for n in (4096, 32768):
+        c = A.dec_case_key((A.HQ, n), "float16")
+        for name, t, kind in (("03_split", t03, "variant"), ("04_gqa", t04, "variant"),
+                              (A.SDPA_DEC, t_sdpa, "baseline"), (A.DEC_FLOOR, 5.0, "baseline")):
+            rows.append({"case": c, "cols": n, "name": name, "kind": kind, "median_us": t * n / 4096,
+                         "frac_read": 4.0 / (t * n / 4096)})
+    return _frame(rows, device)
+
+
+def test_targets_return_measured_bands():
+    """Every target measure returns a results.Measured with its band, so the targets table applies the
+    noise rule (a threshold inside the band: 'within noise', never 'met' or 'missed')."""
+    from kernellab.core import results
+    dec = _dec_frame()
+    for t in A.DECODE.targets:
+        m = t.measure(dec)
+        assert isinstance(m, results.Measured) and m.ok and m.lo <= m.value <= m.hi
+        if t.floor is not None:
+            assert isinstance(t.floor(dec), results.Measured)
+    m = A.dec_vs_sdpa(_dec_frame(t04=9.0, t_sdpa=9.05))
+    assert results.target_outcome(m, 1.0) == "within noise"
+    rows = []
+    for n in (1024, 4096, 16384):
+        c = A.pf_case_key((A.PF_HEADS, n), "float16")
+        for name, t, kind in (("01_cublas", 30.0, "variant"), ("15_two_tiles", 10.0, "variant"),
+                              (A.SDPA_PF, 7.0, "baseline")):
+            rows.append({"case": c, "cols": n, "name": name, "kind": kind, "median_us": t * n})
+    pf = _frame(rows)
+    for t in A.PREFILL.targets:
+        assert isinstance(t.measure(pf), results.Measured) and t.measure(pf).ok
+    assert abs(A.pf_vs_cublas(pf).value - 3.0) < 1e-9
+    tg = results.targets(A.DECODE.targets, dec)
+    assert set(tg["outcome"]) <= {"met", "missed", "within noise"}
+
+
+def test_gqa_vs_split_reads_the_data_per_device():
+    """Step 04 against 03: the verdict comes from the frame, the blocks from the chunk rule, and each
+    device's sentence speaks of its own rows."""
+    import pandas as pd
+    from kernellab.core import results
+    df = pd.concat([_dec_frame(t03=10.0, t04=8.0, device="GPU A"), _dec_frame(t03=8.0, t04=10.0, device="GPU B")],
+                   ignore_index=True)
+    a, b = (A.gqa_vs_split(p) for p in results.devices(df))
+    assert set(a["04 is"]) == {"faster"} and set(b["04 is"]) == {"slower"}
+    assert (a["blocks 03"] == 4 * a["blocks 04"]).all()
+    assert list(a["blocks 03"]) == [A.HQ * A.chunks_for("03", n) for n in (4096, 32768)]
+    ta, tb = (A.gqa_vs_split_text(p) for p in results.devices(df))
+    assert "GPU A" in ta and "faster at 2" in ta and "GPU B" in tb and "slower at 2" in tb
+
+
+def test_orin_facts_come_from_the_device_tables():
+    from kernellab.core.device import ORIN_PEAK_GBPS, ORIN_SMS
+    assert A.ORIN_SMS == ORIN_SMS[A.ORIN_BOARD] and A.ORIN_GBPS == ORIN_PEAK_GBPS[A.ORIN_BOARD]
+
+
+def test_limits_list_without_readings_says_so():
+    assert A.limits_list(None, None).count(A.NO_COUNTERS) == 2

@@ -23,6 +23,8 @@ import math
 
 import numpy as np
 
+from .core.device import ORIN_PEAK_GBPS
+from .core.device import ORIN_SMS as _ORIN_SMS
 from .core.family import Family, Target
 from .core.launch import host_or_device_index, launch, require, variant
 
@@ -418,7 +420,7 @@ def _graph_05(q, k, v, lens):
 
 def _floor_dec(q, k, v, lens):
     """The floor: lab 00's fastest reader over as many bytes as the KV cache (one launch, nothing
-    computed). No decode kernel, which must read those bytes, can finish sooner on this GPU."""
+    computed). No decode kernel, which must read those bytes, can finish sooner on the GPU it runs on."""
     import cupy
     from .core.bench import read_floor
     return read_floor(cupy.empty(k.nbytes + v.nbytes, cupy.uint8))
@@ -466,30 +468,154 @@ def _t(df, name, case):
     return float(d["median_us"].iloc[0]) if len(d) else float("nan")
 
 
-def _worst(values):
-    vals = [x for x in values if not np.isnan(x)]
-    return min(vals) if vals else float("nan")
+def _worst(measures):
+    """The Measured of least value (NaN ones skipped), band and all: the worst case of a target."""
+    from .core.results import NAN
+    ok = [m for m in measures if m.ok]
+    return min(ok, key=lambda m: m.value) if ok else NAN
 
 
 def dec_roof_fraction(df, min_len=4096, floor=False):
     """Worst (over lengths >= min_len) fraction of the read roof of the best variant (floor=True:
-    of the read-only floor, the best any kernel reading the cache scores on this GPU)."""
+    of the read-only floor, the best any kernel reading the cache scores on the GPU that measured
+    it), with its band (results.frac_band): a Measured, so the targets table applies the noise rule."""
+    from .core.results import frac_band
     d = _rows(df, None if floor else "variant")
     if d is None or len(d) == 0:
-        return float("nan")
+        return _worst([])
     d = d[d["name"] == DEC_FLOOR] if floor else d
     out = []
     for case, g in d[d["cols"] >= min_len].groupby("case"):
-        out.append(float(g.loc[g["median_us"].idxmin(), "frac_read"]))
+        out.append(frac_band(df, str(g.loc[g["median_us"].idxmin(), "name"]), case, roof="read"))
     return _worst(out)
 
 
 def dec_vs_sdpa(df):
-    """Worst (over lengths) time(SDPA) / time(best variant)."""
+    """Worst (over lengths) time(SDPA) / time(best variant), with its band (results.ratio_band)."""
+    from .core.results import ratio_band
     d = _rows(df)
     if d is None or len(d) == 0:
-        return float("nan")
-    return _worst([_t(df, SDPA_DEC, c) / best_variant(df, c)[1] for c in d["case"].unique()])
+        return _worst([])
+    return _worst([ratio_band(df, best_variant(df, c)[0], SDPA_DEC, c) for c in d["case"].unique()
+                   if best_variant(df, c)[0]])
+
+
+def cache_bytes(length) -> int:
+    """Bytes of the KV cache (K and V, fp16) at one length."""
+    return 2 * HKV * length * D * 2
+
+
+def gqa_vs_split(df):
+    """Step 04 against step 03 per KV length, on the device of df's first rows: time(03)/time(04)
+    with its noise verdict, the grid each launches (chunks_for: blocks computed, not measured), and
+    the cache's bytes against that device's L2 (device.facts, its meta.json when recorded)."""
+    import pandas as pd
+    from .core.device import facts
+    from .core.results import one_source, ratio_band, within_noise
+    d = one_source(df)
+    f = facts(d) if d is not None and len(d) else {}
+    rows = []
+    for n in DEC_LENGTHS:
+        c = dec_case_key((HQ, n), "float16")
+        m = ratio_band(d, "04_gqa", "03_split", c)
+        if not m.ok:
+            continue
+        rows.append({"KV length": n, "cache (MB)": cache_bytes(n) / 1e6,
+                     "L2 (MB)": f["l2_bytes"] / 1e6 if f.get("l2_bytes") else float("nan"),
+                     "blocks 03": HQ * chunks_for("03", n), "blocks 04": HKV * chunks_for("04", n),
+                     "SMs": f.get("sms"), "time(03) / time(04)": m.value,
+                     "04 is": "within noise" if within_noise(m) else "faster" if m.value > 1 else "slower"})
+    out = pd.DataFrame(rows)
+    if len(out) and d is not None and len(d):
+        out["device"] = d["device"].iloc[0]
+    return out
+
+
+def gqa_vs_split_text(df) -> str:
+    """What the record says of step 04 against step 03, for df's first device: at which lengths it
+    is slower, within noise and faster, the cache's bytes there against that GPU's L2, and the
+    blocks each launches at 4096 keys (all from gqa_vs_split)."""
+    from .core.results import source
+    g = gqa_vs_split(df)
+    if g.empty:
+        return "`04_gqa` against `03_split`: not measured here and not recorded yet."
+
+    def at(verdict):
+        x = g[g["04 is"] == verdict]
+        if x.empty:
+            return f"{verdict} at none"
+        keys = ", ".join(str(n) for n in x["KV length"])
+        lo, hi = x["cache (MB)"].min(), x["cache (MB)"].max()
+        mb = f"{lo:.2f} MB" if lo == hi else f"{lo:.2f}–{hi:.1f} MB"
+        return f"{verdict} at {len(x)} (KV length {keys}; cache {mb})"
+    s = (f"On the {g['device'].iloc[0]}, over {len(g)} KV lengths `04_gqa` is " +
+         "; ".join(at(v) for v in ("slower", "within noise", "faster")) + " than `03_split`")
+    l2 = g["L2 (MB)"].iloc[0]
+    if l2 == l2:
+        s += f". That GPU's L2 holds {l2:.1f} MB"
+    r = g[g["KV length"] == 4096]
+    if len(r):
+        r = r.iloc[0]
+        s += (f"; at 4096 keys step 03 launches {r['blocks 03']} blocks and step 04 {r['blocks 04']}"
+              + (f", on {r['SMs']} SMs" if r["SMs"] == r["SMs"] and r["SMs"] is not None else ""))
+    return s + f" ({source(df)})."
+
+
+def host_text(df) -> str:
+    """Host time, kept apart from GPU time, for df's first device: one eager `05_gqa_tile` call's
+    host_us over every length (split by whether it launches the merge too), its bare launches
+    (bare_host_us), its GPU time (median_us), and the graph replay's host_us."""
+    from .core.device import facts
+    from .core.results import one_source, select, source
+    d = one_source(df)
+    e, g = select(d, name="05_gqa_tile"), select(d, name=GRAPH_DEC)
+    if e is None or e.empty or "host_us" not in e or e["host_us"].isna().all():
+        return "Host time of step 05: not measured here and not recorded yet."
+    rng = lambda x: (f"{x.min():.1f}" if len(x) == 1 or x.min() == x.max()    # noqa: E731
+                     else f"{x.min():.1f}–{x.max():.1f}")
+    f = facts(d)
+    try:
+        per_sm = blocks_per_sm_on(f["arch"])
+        e = e.assign(chunks=[chunks_for("05", int(n), f["sms"], per_sm) for n in e["cols"]])
+    except Exception:                       # no arch known: no split by launches
+        e = e.assign(chunks=float("nan"))
+    n, over = len(e), e[e["host_us"] > e["median_us"]]
+    s = (f"Host time is not GPU time. Eager, one `05_gqa_tile` call costs **{rng(e['host_us'])} µs** of host "
+         f"time (`host_us`) over {n} KV lengths, against {rng(e['median_us'])} µs of GPU time (`median_us`); "
+         f"the host time is the larger at {len(over)} of {n} lengths")
+    one, two = e[e["chunks"] == 1], e[e["chunks"] > 1]
+    if len(one) and len(two):
+        s += (f". With one chunk (one launch: KV length {', '.join(str(int(x)) for x in one['cols'])}) "
+              f"it costs {rng(one['host_us'])} µs; with the merge launch too ({len(two)} lengths) "
+              f"{rng(two['host_us'])} µs, while the same launches as bare kernel calls (`bare_host_us`) cost "
+              f"{rng(two['bare_host_us'])} µs: the rest is the Python launcher")
+    if len(g) and not g["host_us"].isna().all():
+        s += f". The graph replay costs {rng(g['host_us'])} µs of host time"
+    return s + f" ({source(df)})."
+
+
+def noisy_rows(df, spread=1.5):
+    """Rows of df's first device whose p90/p10 exceeds `spread` (a wide band: too few or disturbed
+    repetitions), to be named beside the table rather than read as a result."""
+    from .core.results import one_source
+    d = one_source(df)
+    if d is None or d.empty:
+        return d
+    return d[d["p90_us"] / d["p10_us"] > spread]
+
+
+def noisy_text(df, spread=1.5) -> str:
+    """A note on the rows of noisy_rows, or '' when there are none."""
+    from .core.results import source
+    n = noisy_rows(df, spread)
+    if n is None or n.empty:
+        return ""
+    rows = "; ".join(f"`{r['name']}` at `{r['case']}`: median {r['median_us']:.1f} µs, p10–p90 "
+                     f"{r['p10_us']:.1f}–{r['p90_us']:.1f} µs" + (f" over {int(r['reps'])} repetitions"
+                                                                   if r.get("reps") == r.get("reps") else "")
+                     for _, r in n.iterrows())
+    return (f"A noisy record, not a result: {rows} (p90/p10 above {spread:g}: a disturbed or cold start; "
+            f"a ratio against it means little; re-record it with `make bench`) ({source(df)}).")
 
 
 DECODE = Family(
@@ -710,15 +836,16 @@ def pf_vs_sdpa(N):
 
 
 def pf_vs_cublas(df, min_n=1024):
-    """Worst over N >= min_n of time(cuBLAS path) / time(best flash step, 11..15)."""
+    """Worst over N >= min_n of time(cuBLAS path) / time(best flash step, 11..15), with its band."""
+    from .core.results import ratio_band
     d = _rows(df, "variant")
     if d is None or len(d) == 0:
-        return float("nan")
+        return _worst([])
     out = []
     for case in d[d["cols"] >= min_n]["case"].unique():
         g = d[(d["case"] == case) & (d["name"] != "01_cublas")]
         if len(g):
-            out.append(_t(df, "01_cublas", case) / float(g["median_us"].min()))
+            out.append(ratio_band(df, str(g.loc[g["median_us"].idxmin(), "name"]), "01_cublas", case))
     return _worst(out)
 
 
@@ -787,6 +914,44 @@ def decode_limits_text(lim, long=32768, short=1024) -> str:
             f"latency, with {v('grid size', '05_gqa_tile', short):.0f} and {v('grid size', SDPA_DEC, short):.0f} blocks.")
 
 
+def limits_list(lim_dec, lim_pf, long=32768, n=4096) -> str:
+    """The counter-based entries of "What limits each step" (decode 05 at a long cache, prefill 14
+    and 15 at N = n), each read from the recorded Nsight Compute readings (results.limiters)."""
+    tp, sm, occ, iss, dr = ("tensor pipe busy (%)", "shared memory busy (%)", "achieved occupancy (%)",
+                            "issue slots busy (%)", "DRAM throughput (% of peak)")
+    out = []
+    d5 = f"05_gqa_tile @ {HQ}x{long}:float16"
+    if lim_dec is not None and d5 in getattr(lim_dec, "columns", ()):
+        v = lambda row: float(lim_dec.loc[row, d5])               # noqa: E731
+        stall, per = _stall(lim_dec, d5)
+        out.append(f"* **Decode 04–05**, at KV length {long}: DRAM {v(dr):.0f}% busy, issue slots {v(iss):.0f}%, "
+                   f"at {v(occ):.0f}% occupancy ({v('registers per thread'):.0f} registers a thread); its top stall "
+                   f"is *{stall}* ({per:.2f} cycles per instruction). No unit is above "
+                   f"{max(v(dr), v(iss)):.0f}% busy: read as too few warps to hide the loads' latency while each "
+                   f"key costs CUDA-core instructions (dot products, shuffles, rescales). Tensor cores for the "
+                   f"4-head GQA group (as FlashInfer does) are the next step to try, not measured here.")
+    else:
+        out.append("* **Decode 04–05**: " + NO_COUNTERS)
+    c = f"{PF_HEADS}x{n}:float16"
+    a, b = f"14_padded @ {c}", f"15_two_tiles @ {c}"
+    if lim_pf is not None and {a, b} <= set(getattr(lim_pf, "columns", ())):
+        v = lambda row, col: float(lim_pf.loc[row, col])          # noqa: E731
+        why = ("shared memory is the busier unit: the `ldmatrix` fragment reads, not the `mma.sync` issue, "
+               "set the pace" if v(sm, a) > v(tp, a) else "the tensor pipe is the busier unit: `mma.sync` issue "
+               "sets the pace")
+        stall, per = _stall(lim_pf, b)
+        out.append(f"* **Prefill 13–14**, read at step 14, N = {n}: shared memory {v(sm, a):.0f}% busy against "
+                   f"the tensor pipe's {v(tp, a):.0f}%: {why}.")
+        out.append(f"* **Prefill 15**: no unit above {max(v(sm, b), v(tp, b), v(iss, b)):.0f}% busy, "
+                   f"{v(occ, b):.0f}% occupancy ({v('registers per thread', b):.0f} registers a thread), "
+                   f"top stall *{stall}*: latency, one warp's mma → softmax → mma chain with too "
+                   f"few warps beside it.")
+    else:
+        out.append("* **Prefill 13–15**: " + NO_COUNTERS)
+    src = lim_pf if lim_pf is not None else lim_dec
+    return "\n".join(out) + ("\n\n(Nsight Compute readings of one GPU: the tables above name it.)" if src is not None else "")
+
+
 # ---- lab 06's block, with its attention both ways ---------------------------------------------------
 
 BLOCK_NS = (1024, 4096)
@@ -838,8 +1003,9 @@ FAMILIES = [DECODE, PREFILL, BLOCK]
 
 # ---- an Orin on paper (a model, not a measurement) ------------------------------------------------
 
-ORIN_SMS = 16
-ORIN_GBPS = 204.8        # AGX Orin 64 GB, the datasheet's LPDDR5 peak
+ORIN_BOARD = "agx"                       # the AGX Orin of the seeds
+ORIN_SMS = _ORIN_SMS[ORIN_BOARD]         # the datasheet figures, kept in one place: kernellab.device
+ORIN_GBPS = ORIN_PEAK_GBPS[ORIN_BOARD]
 
 
 def blocks_per_sm_on(arch: str, threads: int = 128) -> int:

@@ -914,8 +914,10 @@ def ladder(df, names, cases=None):
     first), per case. A column isolates one change only where the pair makes one; the bundled
     pairs (ABLATION_PAIRS) are taken apart by the ablation family."""
     import pandas as pd
+    from .core.results import source
     if df is None or df.empty:
         return pd.DataFrame()
+    print(f"Speed-ups, time(before) / time(after): {source(df)}")
     cases = cases or list(dict.fromkeys(df["case"]))
     out = {}
     for a, b in zip(names, names[1:]):

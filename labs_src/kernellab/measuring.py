@@ -13,7 +13,7 @@ from .core import build
 from .core.bench import (LAUNCHES, _grid, _roof_elems, end_to_end_us, graph, host_us, resident_grid, roofs,
                          time_fn)
 from .core.device import info
-from .core.results import live_or_recorded
+from .core.results import devices, live_or_recorded
 from .core.family import Family
 
 
@@ -52,8 +52,29 @@ def fundamentals():
     launch costs (alone, back to back, from a graph, on the host), warm vs flushed L2, the
     CPU-timer pitfall, DRAM and L2 latency (pointer chase), the bytes-in-flight sweep
     (Little's law), and the compute ceilings (FMA, SFU ex2, instruction issue).
-    Compile-only: the recorded table."""
-    return live_or_recorded("measuring", "every row of this table", _fundamentals)
+    Compile-only: the recorded table. The bytes in flight for the read roof are derived here, per
+    device, from the table's own read roof and DRAM latency (a roof raised after the recording
+    would otherwise leave a row that no longer matches the roof it is stated for)."""
+    return derive_inflight(live_or_recorded("measuring", "every row of this table", _fundamentals))
+
+
+INFLIGHT_ALL = "bytes in flight for the read roof, all SMs"
+INFLIGHT_SM = "bytes in flight for the read roof, per SM"
+
+
+def derive_inflight(fund):
+    """fund with INFLIGHT_ALL and INFLIGHT_SM set, for each device, to read roof x DRAM latency
+    (Little's law; GB/s x ns = bytes, in KiB) and that over the SMs: one value on screen."""
+    if fund is None or fund.empty or "quantity" not in fund:
+        return fund
+    fund = fund.copy()
+    for part in devices(fund):
+        need = value(part, "read roof") * value(part, "DRAM latency (pointer chase)") / 2**10
+        for q, val in ((INFLIGHT_ALL, need), (INFLIGHT_SM, need / value(part, "SMs"))):
+            at = part.index[part["quantity"] == q]
+            if len(at) and not np.isnan(val):
+                fund.loc[at, "value"] = val
+    return fund
 
 
 # The roofs and launch costs, by the quantity that states each in lab 00's table; the recorded
@@ -126,8 +147,7 @@ def _fundamentals():
     l2_ns = _chase_ns(max((d["l2_bytes"] or (4 << 20)) // 4, 1 << 20), flush=False)
     need = r["read_gbps"] * dram_ns          # GB/s x ns = bytes in flight
     rows += [("DRAM latency (pointer chase)", dram_ns, "ns"), ("L2 latency (pointer chase)", l2_ns, "ns"),
-             ("bytes in flight for the read roof, all SMs", need / 2**10, "KiB"),
-             ("bytes in flight for the read roof, per SM", need / d["sms"] / 2**10, "KiB")]
+             (INFLIGHT_ALL, need / 2**10, "KiB"), (INFLIGHT_SM, need / d["sms"] / 2**10, "KiB")]
     part = cupy.empty(1, cupy.float32)
     threads_sm = []
     for b in INFLIGHT_BYTES:
@@ -195,10 +215,26 @@ def sweep_fraction(fund, bytes_per_thread) -> float:
 
 def inflight(fund):
     """The bytes-in-flight sweep of fundamentals() next to Little's law's prediction:
-    predicted GB/s = min(read roof, bytes in flight on all SMs / DRAM latency)."""
+    predicted GB/s = min(read roof, bytes in flight on all SMs / DRAM latency); one block of
+    rows per device of `fund` (each from that device's own roof, latency and SMs)."""
     import pandas as pd
     if fund is None or fund.empty:
         return pd.DataFrame()
+    if {"device", "source"} <= set(fund):
+        parts = [_inflight(p) for p in devices(fund)]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return _inflight(fund)
+
+
+def first_within(sweep, fraction: float = 0.9):
+    """The smallest bytes in flight per thread at which one device's sweep (inflight()) reaches
+    `fraction` of its read roof; None when no point does."""
+    reach = sweep[sweep["fraction of read roof"] >= fraction]
+    return None if reach.empty else float(reach["B in flight per thread"].iloc[0])
+
+
+def _inflight(fund):
+    import pandas as pd
     thr, roof = value(fund, "threads per SM in the sweep"), value(fund, "read roof")
     rows = []
     for b in INFLIGHT_BYTES:

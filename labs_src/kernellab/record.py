@@ -19,7 +19,7 @@ from .labs import LABS, families
 
 def derive(df, roofs: dict, roof="copy"):
     """gbps and the fraction of the one roof that applies (frac_copy or frac_read) of every row
-    with bytes and a time, from the given roofs; roof: "copy", "read", or one per row (row_roofs).
+    with bytes and a time (none for a compute-only row: it reads no weights), from the given roofs; roof: "copy", "read", or one per row (row_roofs).
     The other fraction is NaN: the copy roof is no ceiling for a kernel that writes ~nothing, nor
     the read roof for one that writes (near L2's size its writes can still sit in L2 when the end
     event fires)."""
@@ -28,8 +28,9 @@ def derive(df, roofs: dict, roof="copy"):
         roof = pd.Series(roof, index=df.index) if isinstance(roof, str) else roof
         gbps = df["bytes"] / df["median_us"] / 1e3
         df["gbps"] = gbps
-        df["frac_copy"] = (gbps / roofs["copy_gbps"]).where(roof == "copy")
-        df["frac_read"] = (gbps / roofs["read_gbps"]).where(roof == "read")
+        moves = ~df["name"].astype(str).str.contains("compute only")   # weights from registers: no bytes read
+        df["frac_copy"] = (gbps / roofs["copy_gbps"]).where((roof == "copy") & moves)
+        df["frac_read"] = (gbps / roofs["read_gbps"]).where((roof == "read") & moves)
     return df
 
 

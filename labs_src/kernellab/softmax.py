@@ -237,8 +237,8 @@ def rows_per_warp_geometry(C: int, dtype: str) -> tuple | None:
     vecs = -(-C // width)
     lpr = min(32, 1 << max(0, vecs - 1).bit_length())
     nv = -(-vecs // lpr)
-    # fp16 rows of two or more loads a lane: step 07 (it loads the next row during this one) measured
-    # faster than a warp per row here on an H100 (512 and 1024 halves), so the table sends them there
+    # fp16 rows of two or more loads a lane: step 07 (it loads the next row during this one) was
+    # chosen from the recorded sweep (softmax.csv, 512 and 1024 halves), so the table sends them there
     return (lpr, nv) if nv <= (1 if dtype == "float16" else RPW_REGS) else None
 
 
@@ -286,7 +286,7 @@ def cluster_geometry(C: int, dtype: str = "float32") -> tuple | None:
     """Step 10's cluster for a row of C elements: (blocks per row, threads per block, elements per
     block), the smallest cluster (2, 4 or 8) whose blocks hold their chunk in registers with at most
     the preferred threads (smaller blocks: more of them an SM, so one block's reduction overlaps
-    another's loads; measured on an H100: 512 for fp32, 256 for fp16), else with the most the kernel
+    another's loads; chosen from the recorded sweep, softmax.csv: 512 for fp32, 256 for fp16), else with the most the kernel
     takes; None past 8 such blocks."""
     for cap in CLUSTER_THREADS[dtype]:
         for cs in (2, 4, 8):
@@ -522,15 +522,49 @@ def worst_vs_torch(df):
     return min(r, key=lambda m: m.value) if r else NAN
 
 
+def kernel_run(step: str, case: str) -> str:
+    """The step whose kernel the launcher of `step` actually runs at `case` ('RxC:dtype'): step 10
+    hands rows shorter than CLUSTER_FROM (or too long for its cluster) to step 09's dispatch, and
+    step 09 hands rows too long for a warp to step 05 (fp32) or step 07 (fp16). Two launchers that
+    map to the same step time the same kernel: a "fastest" between them is a pick within noise."""
+    shape, dt = case.split(":")
+    C = int(shape.split("x")[-1])
+    if step == "10_cluster":
+        if C >= CLUSTER_FROM and cluster_geometry(C, dt) is not None:
+            return step
+        step = "09_dispatch"
+    if step == "09_dispatch" and rows_per_warp_geometry(C, dt) is None:
+        return "07_fp16_pipelined" if dt == "float16" else "05_online_vec4"
+    return step
+
+
+def ran_text(step: str, case: str) -> str:
+    """'`step`', or '`step` (which runs `other`'s kernel here)' where the launcher hands the case on."""
+    k = kernel_run(step, case)
+    return f"`{step}`" if k == step else f"`{step}` (which runs `{k}`'s kernel here)"
+
+
 def best_per_length(df):
-    """The sweep's fastest step per row length and dtype, its fraction of the copy roof, and
-    time(torch.softmax) / its time (> 1: faster than torch)."""
-    from .core.results import ratio
-    b = _sweep_best(df, 32, 2 ** 18)
-    out = b.reset_index()[["case", "name", "median_us", "frac_copy"]] if len(b) else b
-    if len(b):
-        out["torch / best"] = [ratio(df, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])]
-    return out.round(3)
+    """The sweep's fastest step per row length and dtype, the step whose kernel that launcher ran
+    (kernel_run: step 10 below 16385 columns is step 09's dispatch, step 09 past a warp's row is
+    step 05 or 07, so a win between them is a pick within noise between the same kernel), its
+    fraction of the copy roof, and time(torch.softmax) / its time (> 1: faster than torch); one
+    block of rows per recorded device."""
+    import pandas as pd
+    from .core.results import devices, ratio
+    parts = []
+    for part in devices(df):
+        b = _sweep_best(part, 32, 2 ** 18)
+        if not len(b):
+            continue
+        out = b.reset_index()[["case", "name"]]
+        out["kernel that ran"] = [kernel_run(n, c) for c, n in zip(b.index, b["name"])]
+        out[["median_us", "frac_copy"]] = b[["median_us", "frac_copy"]].values
+        out["torch / best"] = [ratio(part, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])]
+        if "device" in part:
+            out["device"] = part["device"].iloc[0]
+        parts.append(out)
+    return pd.concat(parts, ignore_index=True).round(3) if parts else pd.DataFrame()
 
 
 TARGETS = (Target("best step / torch.softmax, worst over 32..262144 columns (fp32, fp16)", worst_vs_torch, 1.0),

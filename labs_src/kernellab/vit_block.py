@@ -20,7 +20,7 @@ from .core.launch import require
 from .core.cublas import bgemm, gemm
 from .core.device import ORIN_PEAK_GBPS, is_live, need_gpu
 from .core.device import torch as _torch
-from .core.results import live_or_recorded, one_source, select, unless_missing
+from .core.results import NAN, Measured, devices, live_or_recorded, one_source, select
 from .core.results import ratio as _ratio, ratio_band
 
 NAME = "vit_block"
@@ -772,9 +772,6 @@ def ratio(df, fast, slow, n):
     return _ratio(df, fast, slow, f"N={n}:float16")
 
 
-sentence = unless_missing       # the name lab 06 used before results.unless_missing
-
-
 def check_graph_replay(grid_h=8, grid_w=8, seed=0) -> float:
     """Replaying the captured block gives the eager block's output (relative difference)."""
     import cupy
@@ -830,83 +827,100 @@ def orin_model(ns=(1024, 4096), board="agx"):
     return pd.DataFrame(rows)
 
 
-def tokens_per_s(graph_df):
-    """Tokens/s of the tower from the graph section: N / wall time of one forward, eager and replay."""
+def tokens_per_s(gt):
+    """Tokens/s of the tower from graph_table(gr, bd): N / wall time of one forward, eager and replay."""
     import pandas as pd
-    if graph_df is None or graph_df.empty:
-        return pd.DataFrame(columns=["N", "launch", "ms per forward", "tokens/s", "device", "source"])
-    d = graph_df[graph_df["name"].str.startswith("tower") & ~graph_df["name"].str.endswith("(GPU time)")]
-    rows = [{"N": int(r.N), "launch": r.name.split(": ")[1], "ms per forward": r.median_us / 1e3,
-             "tokens/s": r.N / (r.median_us * 1e-6), "merged tokens/s": r.N / 4 / (r.median_us * 1e-6),
-             "device": r.device, "source": r.source} for r in d.itertuples()]
-    return pd.DataFrame(rows)
+    d = gt[gt["what"].str.startswith("tower")] if gt is not None and len(gt) else pd.DataFrame(columns=["what", "N"])
+    return pd.DataFrame([{"N": int(r["N"]), "launch": nm, "ms per forward": r[c] / 1e3, "tokens/s": r["N"] / (r[c] * 1e-6),
+                          "merged tokens/s": r["N"] / 4 / (r[c] * 1e-6), "device": r["device"], "source": r["source"]}
+                         for _, r in d.iterrows() for nm, c in (("eager", "eager wall us"), ("graph replay", "graph wall us"))])
 
 
-def shares(bd, gr=None):
-    """From the breakdown: per (N, what) the GPU µs in cuBLAS GEMMs, in the lab's kernels, the launch
-    gaps (eager wall - the sequence's GPU time, >= 0) and the wall time. gr (graphs()): that GPU time
-    is the graph replay's (one launch, surely hidden by a spacer; thousands of eager ones may not be)."""
+def _band(g, **eq):             # (median, p10, p90, host µs) of the one row of g matching eq, or None
+    for k, v in eq.items():
+        g = g[g[k] == v]
+    return tuple(float(g[c].iloc[0]) for c in ("median_us", "p10_us", "p90_us", "host_us")) if len(g) else None
+
+
+def shares(bd):
+    """From ONE breakdown run, per (N, what): the GPU time (graph replay behind a spacer) split into cuBLAS GEMMs
+    and lab kernels by the per-op events' shares (scaled to it: the events also catch host gaps), the launch gaps
+    (eager wall - GPU time, never clamped), the eager wall, the host µs to issue it; `disagree`: GPU band above the wall's."""
     import pandas as pd
-    replay = {} if gr is None or gr.empty else {
-        (r.device, r.source, int(r.N), r.name.split(": ")[0]): r.median_us
-        for r in gr.itertuples() if r.name.endswith("graph replay (GPU time)")}
-    rows = []
     if bd is None or bd.empty:
-        return pd.DataFrame(columns=["N", "what", "gemm_us", "kernel_us", "gap_us", "wall_us", "host_us", "device"])
+        return pd.DataFrame(columns=["N", "what", "gemm_us", "kernel_us", "gpu_us", "gap_us", "wall_us", "host_us", "device"])
+    rows = []
     for (n, what, dev, src), g in bd.groupby(["N", "unit", "device", "source"], sort=False):
-        gem = g[g["kind"] == "gemm"]["median_us"].sum()
-        ker = g[g["kind"] == "kernel"]["median_us"].sum()
-        wall = g[g["kind"] == "wall"]["median_us"].sum()
-        gpu = replay.get((dev, src, int(n), what)) or g[g["kind"] == "gpu"]["median_us"].sum() or gem + ker
-        if gem + ker > gpu > 0:    # per-op events also caught host gaps: keep their shares, at the sequence's time
-            gem, ker = gem * gpu / (gem + ker), ker * gpu / (gem + ker)
-        rows.append({"N": int(n), "what": what, "gemm_us": gem, "kernel_us": ker,
-                     "gap_us": max(wall - gpu, 0.0), "wall_us": wall,
-                     "host_us": g[g["kind"] == "wall"]["host_us"].sum(),   # issuing it all, no events between
+        gem, ker = (g[g["kind"] == k]["median_us"].sum() for k in ("gemm", "kernel"))
+        w, t, ev = _band(g, kind="wall"), _band(g, kind="gpu"), gem + ker
+        gpu = t[0] if t else ev
+        f = gpu / ev if ev > gpu > 0 else 1.0
+        rows.append({"N": int(n), "what": what, "gemm_us": gem * f, "kernel_us": ker * f, "gpu_us": gpu, "events_us": ev,
+                     "gap_us": w[0] - gpu, "wall_us": w[0], "host_us": w[3], "disagree": bool(t and t[1] > w[2]),
                      "device": dev, "source": src, "date": g["date"].iloc[0]})
     return pd.DataFrame(rows)
 
 
-def plot_breakdown(bd, gr=None, name="06_vit_breakdown"):
-    """Stacked bars, one per (what, N): cuBLAS GEMMs, the lab's kernels and launch gaps as % of
-    the eager wall time, the absolute ms written on each bar (shares(bd, gr))."""
+def plot_breakdown(bd, name="06_vit_breakdown"):
+    """Stacked bars per (what, N): GEMMs, lab kernels and launch gaps as % of the eager wall (they sum to it), the
+    times written on each bar; where the GPU time reads above the wall, the gap bar is 0 and the note says so."""
     from .core import plot
-    s = shares(bd, gr)
+    s = shares(bd)
+    s = s.assign(gap_bar=s["gap_us"].clip(lower=0)) if len(s) else s
     return plot.stacked_shares(
         s, {"gemm_us": ("cuBLAS GEMMs (GPU time)", "#3a78b5"), "kernel_us": ("lab kernels (GPU time)", "#e3873a"),
-            "gap_us": ("launch gaps (eager wall - GPU time)", "#bbbbbb")},
+            "gap_bar": ("launch gaps (eager wall - GPU time)", "#bbbbbb")},
         [f"{r.what}, N={r.N}" for r in s.itertuples()],
-        [f"{r.wall_us / 1e3:.2f} ms eager, host {r.host_us / 1e3:.2f} ms" for r in s.itertuples()],
-        "% of the eager launch's wall time", "Where a ViT block's and the tower's time goes", name)
+        [f"eager wall {r.wall_us / 1e3:.2f} ms, GPU {r.gpu_us / 1e3:.2f} ms, host {r.host_us / 1e3:.2f} ms"
+         + (" (GPU above wall: timings disagree, gap drawn as 0)" if r.gap_us < 0 else "") for r in s.itertuples()],
+        "% of the eager launch's wall time (GPU time + launch gaps)", "Where a ViT block's and the tower's time goes", name)
 
 
-def graph_table(gr):
-    """Eager vs graph replay, wall time from idle (launches included) and GPU time, per (what, N)."""
+def graph_table(gr, bd=None):
+    """Per device and (what, N), ONE reading of each quantity: eager wall from idle, host µs to issue it and GPU time
+    (graph replay behind a spacer) from the breakdown run bd, replay wall from the graph run, speed-up with its
+    p10-p90 band; then the graph run's second readings and why they differ where they lie outside the bands."""
     import pandas as pd
-    d = pick(gr)
-    if d is None or d.empty:
-        return pd.DataFrame()
     rows = []
-    for n in sorted(set(d["N"])):
-        for what in dict.fromkeys(nm.split(": ")[0] for nm in d["name"]):
-            t = dict(zip(d[d["N"] == n]["name"], d[d["N"] == n]["median_us"]))
-            e, g = t.get(f"{what}: eager"), t.get(f"{what}: graph replay")
-            eg, gg = t.get(f"{what}: eager (GPU time)"), t.get(f"{what}: graph replay (GPU time)")
-            if e and g:
-                rows.append({"what": what, "N": int(n), "eager wall us": e, "graph wall us": g,
-                             "graph speedup (wall)": e / g, "eager GPU us": eg, "graph GPU us": gg,
-                             "launch-bound?": "yes" if gg and e > 1.2 * gg else "no",   # against the replay's GPU time
-                             "source": f"{d['source'].iloc[0]} on {d['device'].iloc[0]}, {d['date'].iloc[0]}"})
+    for d in (p for p in devices(gr) if p is not None and len(p)):
+        dev, src = d["device"].iloc[0], d["source"].iloc[0]
+        b = bd[(bd["device"] == dev) & (bd["source"] == src)] if bd is not None and len(bd) else d.iloc[:0]
+        for n in sorted(set(d["N"])):
+            for what in dict.fromkeys(nm.split(": ")[0] for nm in d["name"]):
+                e2, g, ev, g2 = (_band(d, N=n, name=f"{what}: {k}") for k in
+                                 ("eager", "graph replay", "eager (GPU time)", "graph replay (GPU time)"))
+                e, gpu = _band(b, N=n, unit=what, kind="wall") or e2, _band(b, N=n, unit=what, kind="gpu") or g2
+                if not (e and g):
+                    continue
+                apart, why = lambda a, c: a[1] > c[2] or c[1] > a[2], []   # p10-p90 bands that do not overlap
+                if e2 and e2 is not e and apart(e, e2):
+                    why.append(f"the graph run's eager wall {e2[0]:.0f} µs lies outside this one's band: its host issued the "
+                               f"launches in {e2[3]:.0f} µs, against {e[3]:.0f} (a wall from idle follows the host's pace)")
+                if g2 and g2 is not gpu and apart(gpu, g2):
+                    wide = (g2[2] - g2[1]) / max(gpu[2] - gpu[1], 1e-9)
+                    why.append(f"the graph run's replay GPU time {g2[0]:.0f} µs is {100 * (g2[0] / gpu[0] - 1):+.1f}% off, outside both "
+                               "bands: the same method on another run" + (f" (its band {wide:.0f}× as wide)" if wide >= 3 else ""))
+                if ev and e2 and ev[2] >= e2[3] > gpu[0]:
+                    why.append(f"the eager launches timed behind a spacer read {ev[0]:.0f} µs, about the host's {e2[3]:.0f} µs "
+                               f"to issue them: the spacer did not hide them, so that reading is host time, not GPU time")
+                elif ev and ev[1] > gpu[2]:
+                    why.append(f"the eager launches timed behind a spacer read {ev[0]:.0f} µs: GPU time + the gaps between eager kernels")
+                rows.append({"what": what, "N": int(n), "eager wall us": e[0], "host us to issue": e[3], "GPU us (replay)": gpu[0],
+                             "graph wall us": g[0], "graph speedup (wall)": e[0] / g[0], "speedup p10": e[1] / g[2],
+                             "speedup p90": e[2] / g[1], "launch-bound?": "yes" if e[0] > 1.2 * gpu[0] else "no",
+                             "eager wall us (graph run)": e2 and e2[0], "eager behind spacer us (graph run)": ev and ev[0],
+                             "replay GPU us (graph run)": g2 and g2[0], "why they differ": "; ".join(why) or "-",
+                             "device": dev, "source": src, "date": d["date"].iloc[0]})
     return pd.DataFrame(rows)
 
 
 REPORT_PATCHES = 500_000 // (16 * 16)     # the reports' image: --max-pixel 500000, 16 x 16 patches
 
 
-def _graph_speedup(gr, what="block", n=256):
-    gt = graph_table(gr)
-    sel = gt[(gt["what"] == what) & (gt["N"] == n)] if not gt.empty else gt
-    return float(sel["graph speedup (wall)"].iloc[0]) if len(sel) else float("nan")
+def _graph_speedup(df, what="block", n=256):
+    gt = graph_table(df[df["section"] == "graph"], df[df["section"] == "breakdown"]) if len(df) else df
+    sel = gt[(gt["what"] == what) & (gt["N"] == n)] if len(gt) else gt
+    return Measured(*(float(sel[c].iloc[0]) for c in ("graph speedup (wall)", "speedup p10", "speedup p90"))) if len(sel) else NAN
 
 
 TARGETS = (

@@ -180,12 +180,15 @@ def devices(df) -> list:
     return [g for _, g in df.groupby(["device", "source"], sort=False)]
 
 
-def each_device(df, sentence) -> None:
-    """Say sentence(part) for each device's rows of a frame (a recorded frame may hold several): the
-    one way a lab states a measured sentence for every record on screen, so a verdict that differs
-    between GPUs shows as two lines, not one. sentence: frame -> Markdown (its provenance included)."""
+def each_device(df, sentence, *others) -> None:
+    """Say sentence(part, *others_part) for each device's rows of a frame (a recorded frame may hold
+    several), the other frames cut to the same device: the one way a lab states a measured sentence
+    for every record on screen, so a verdict that differs between GPUs shows as two lines, not one.
+    sentence: frames -> Markdown (its provenance included, e.g. via source(part))."""
     for part in devices(df):
-        say(sentence(part))
+        dev = part["device"].iloc[0] if part is not None and len(part) and "device" in part else None
+        say(sentence(part, *[o if dev is None or o is None or "device" not in o else o[o["device"] == dev]
+                             for o in others]))
 
 
 def targets(targets, df):
@@ -564,7 +567,7 @@ def claims_summary(table) -> str:
     counts = ", ".join(f"{o} **{int((judged == o).sum())}**" for o in OUTCOMES if (judged == o).any())
     e2e = int(v.str.startswith("not measured here (end to end)").sum())
     return (f"{len(table)} claims of the seed for this lab: **{len(judged)}** judged here ({counts or 'none yet'})"
-            + (f"; {e2e} end-to-end claims wait for an end-to-end measurement" if e2e else "")
+            + (f"; {e2e} end-to-end claim{'s wait' if e2e > 1 else ' waits'} for an end-to-end measurement" if e2e else "")
             + f"; {len(table) - len(judged) - e2e} carry a stated reason (an Orin, the whole engine, a slip in the seed).")
 
 
