@@ -209,7 +209,7 @@ extern "C" __global__ void measure_07_issue(float* __restrict__ out, int iters, 
 // Why: a read roof must be a ceiling for every reader in the course, including lab 04's
 // GEMV, which asks for 16 loads of 16 bytes per lane through the read-only path before it
 // uses any. This reader keeps the same 256 bytes in flight per thread (16 independent float4
-// loads through ld.global.nc), so no GEMV can out-read the roof it is judged against.
+// loads through ld.global.nc); step 10 below reads in a GEMV's order.
 extern "C" __global__ void measure_08_read_256B(const float4* __restrict__ s, float* __restrict__ p, long long n) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
@@ -223,6 +223,30 @@ extern "C" __global__ void measure_08_read_256B(const float4* __restrict__ s, fl
         for (int k = 0; k < 16; ++k) acc += hsum(v[k]);
     }
     for (; i < n; i += stride) acc += hsum(__ldg(s + i));
+    if (acc == 12345.0f) p[blockIdx.x] = acc;
+}
+
+// === measure_10_read_rows ===
+// Why: the readers above walk the whole buffer with a grid-wide stride from a resident grid: at any
+// moment the GPU's requests are spread over the entire array. Lab 04's GEMVs read in the other order:
+// each warp asks for one contiguous piece (a row: 16 loads of 16 bytes per lane, lane-adjacent, 8 KiB
+// per warp) and exits, and the grid covers the data once. DRAM can serve the two orders at different
+// speeds, so the read roof and the GEMV's read-only floor take the faster of both.
+extern "C" __global__ void measure_10_read_rows(const float4* __restrict__ s, float* __restrict__ p, long long n) {
+    const long long w0 = ((blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5) * 512;   // 512 float4 per warp
+    const int lane = threadIdx.x & 31;
+    float acc = 0.0f;
+    if (w0 + 512 <= n) {
+        float4 v[16];
+#pragma unroll
+        for (int k = 0; k < 16; ++k)
+            asm("ld.global.nc.L1::no_allocate.v4.f32 {%0,%1,%2,%3}, [%4];"
+                : "=f"(v[k].x), "=f"(v[k].y), "=f"(v[k].z), "=f"(v[k].w) : "l"(s + w0 + lane + 32 * k));
+#pragma unroll
+        for (int k = 0; k < 16; ++k) acc += hsum(v[k]);
+    } else {
+        for (long long i = w0 + lane; i < n; i += 32) acc += hsum(__ldg(s + i));   // the last, partial piece
+    }
     if (acc == 12345.0f) p[blockIdx.x] = acc;
 }
 

@@ -56,12 +56,15 @@ build.show("measure", "01_copy")
 # load at a time measured *less* than the copy roof, so it was no ceiling at all). Like the
 # copy roof, the read roof is the best of several readers, each reading as many bytes as the copy
 # moves: this sum, the widest readers of section 4's sweep (32–128 B in flight per thread), and a
-# reader with 256 B in flight per thread, as many as lab 04's fastest GEMV asks for (a roof must
-# be a ceiling for every reader the course judges against it).
+# reader with 256 B in flight per thread, as many as lab 04's fastest GEMV asks for, and one that
+# reads in a GEMV's order (a warp per contiguous 8 KiB piece, the grid covering the data once,
+# where the others stride over the whole buffer from a resident grid). A roof must be a ceiling for
+# every reader the course judges against it.
 
 # %%
 build.show("measure", "02_read")
 build.show("measure", "08_read_256B")
+build.show("measure", "10_read_rows")
 
 # %% [markdown]
 # The compute ceiling for the roofline: independent chains of fused multiply-adds, in registers.

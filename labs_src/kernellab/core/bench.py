@@ -156,22 +156,28 @@ def end_to_end_us(fn, calls: int = 100) -> float:
     return (time.perf_counter() - t0) / calls * 1e6
 
 
-FLOOR_READERS = ("measure_05_inflight_64B", "measure_05_inflight_128B", "measure_08_read_256B")
+FLOOR_READERS = ("measure_05_inflight_64B", "measure_05_inflight_128B", "measure_08_read_256B", "measure_10_read_rows")
+ROWS_READER = "measure_10_read_rows"      # a warp per 8 KiB piece, the grid covering the data once (a GEMV's order)
+
+
+def _reader_call(name, buf, n16):
+    """One of lab 00's readers over n16 float4 of buf: the grid-stride readers on a resident grid,
+    the row-order reader on one 256-thread block per 8 warps x 8 KiB."""
+    import cupy
+    k = build.kernel("measure", name)
+    grid = -(-n16 // (8 * 512)) if name == ROWS_READER else resident_grid(k)
+    part = cupy.empty(grid, cupy.float32)
+    return lambda: k((grid,), (256,), (buf, part, np.int64(n16)))
 
 
 def read_floor(buf):
     """A call that only reads the device array `buf` (16-byte aligned): the fastest for this size of
-    lab 00's readers (64, 128, 256 B in flight per thread, one resident wave). It pays the same launch
-    and ramp costs as any kernel: none that must read these bytes finishes sooner. None if empty."""
-    import cupy
-    n16, calls = buf.nbytes // 16, []
+    lab 00's readers (64, 128, 256 B in flight per thread on one resident wave, and the row-order
+    reader, a GEMV's order). It pays the same launch and ramp costs as any kernel. None if empty."""
+    n16 = buf.nbytes // 16
     if not n16:
         return None
-    for name in FLOOR_READERS:
-        k = build.kernel("measure", name)
-        grid = resident_grid(k)
-        part = cupy.empty(grid, cupy.float32)
-        calls.append(lambda k=k, grid=grid, part=part: k((grid,), (256,), (buf, part, np.int64(n16))))
+    calls = [_reader_call(name, buf, n16) for name in FLOOR_READERS]
     return min(calls, key=lambda c: time_fn(c, reps=5).median_us)
 
 
@@ -307,8 +313,8 @@ def roofs() -> dict:
     tenth of its repetitions (p10 time; a kernel's median then sits below it by the run-to-run noise):
     copy roof (read + write bytes; the best of a copy kernel, cudaMemcpy and a 2-reads-1-write
     stream, far past L2 and near its size: near_l2), read roof
-    (the best of a streaming sum and the widest bytes-in-flight readers, over as many bytes as
-    the copy moves), and what an empty launch costs: alone
+    (the best of a streaming sum, the widest bytes-in-flight readers and the row-order reader, over
+    as many bytes as the copy moves), and what an empty launch costs: alone
     between two events (launch_us), per launch when LAUNCHES run back to back in one event
     pair (launch_b2b_us), per launch replayed from a CUDA graph (launch_graph_us), and on the
     host per call (host_launch_us, host_graph_us for one graph of LAUNCHES kernels)."""
@@ -337,11 +343,9 @@ def roofs() -> dict:
     rsrc = cupy.ones(2 * n, cupy.float32)
     rn4 = np.int64(2 * n // 4)
     reads = {}
-    for name in ("measure_02_read", *(f"measure_05_inflight_{b}B" for b in (32, 64, 128)), "measure_08_read_256B"):
-        k = build.kernel("measure", name)
-        gr = resident_grid(k)
-        part = cupy.empty(gr, cupy.float32)
-        t = time_fn(lambda k=k, gr=gr, part=part: k((gr,), (256,), (rsrc, part, rn4)))
+    for name in ("measure_02_read", *(f"measure_05_inflight_{b}B" for b in (32, 64, 128)), "measure_08_read_256B",
+                 ROWS_READER):
+        t = time_fn(_reader_call(name, rsrc, int(rn4)))
         reads[name] = rsrc.nbytes / t.p10_us / 1e3
     del rsrc
     one = lambda: empty_k((1,), (32,), ())      # noqa: E731
