@@ -2,8 +2,8 @@
 # # Lab 08: a Qwen3 decoder, end to end, from the course's kernels
 #
 # Every seed report ends the same way: with the engine's **tokens per second**. Qwen3-8B decodes
-# at about 10 tokens/s in fp16 on the Orin, and its AWQ build at about the same speed, and each
-# report's optimisations move that figure by a percent or two. So the question the seeds answer,
+# at about 10 tokens/s in fp16 on the Orin, its AWQ build at about the same speed, and each
+# report's optimisations move that figure by a few percent. So the question the seeds answer,
 # and this lab asks again, is: **how fast can this chip decode, and which kernel matters?**
 #
 # A decode step at batch 1 is a chain of matrix-vector products: every weight of the model is

@@ -1491,4 +1491,4 @@ def tokens_text(df, context: int = 512) -> str:
     return (f"Graph-replayed, a token takes **{g['median_us'] / 1e3:.2f} ms** at context {context} "
             f"({1e6 / g['median_us']:.1f} tokens/s, **{g['frac_read']:.2f}** of the read roof, {int(g['layers run'])} layers); "
             f"eager it takes {e['median_us'] / 1e3:.2f} ms ({e['median_us'] / g['median_us']:.2f}× the graph), and the host "
-            f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay. {source(df)}")
+            f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay ({source(df)}).")

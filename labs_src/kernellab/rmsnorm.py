@@ -37,7 +37,7 @@ SHAPES = {
 }
 # Rows of the seed's per-batch table, at hidden 4096.
 BATCHES = [1, 4, 16, 64, 512, 8192]
-# Every hidden size at prefill (8192 rows): one step must hold the roof from 1024 to 16384 (issue 21).
+# Every hidden size at prefill (8192 rows): one step must hold the roof from 1024 to 16384.
 HIDDEN_SWEEP = [((8192, c), p) for p in ("float16", "float32") for c in (1024, 2048, 4096, 8192, 16384)]
 RECORD_CASES = list(dict.fromkeys([((b, 4096), p) for p in PATHS for b in BATCHES] + HIDDEN_SWEEP +
                                   [(SHAPES["prefill_512x3584"], "float16"), (SHAPES["width1152_4096x1152"], "float16")]))

@@ -1250,7 +1250,7 @@ REPLACE = _op(
 )
 
 # ================================================================================================
-# Ablations (issue 17): the bundled pairs of this lab, one change at a time. Each ablation kernel is
+# Ablations: the bundled pairs of this lab, one change at a time. Each ablation kernel is
 # the "after" step with ONE change undone (same launcher, same inputs, same run): time(ablation) /
 # time(after) is what that change is worth given the others. One input signature per Family (the
 # harness runs every variant of a family on every case), so the ablations are three families that
