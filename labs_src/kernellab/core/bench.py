@@ -156,8 +156,8 @@ def end_to_end_us(fn, calls: int = 100) -> float:
     return (time.perf_counter() - t0) / calls * 1e6
 
 
-FLOOR_READERS = ("measure_05_inflight_64B", "measure_05_inflight_128B", "measure_08_read_256B", "measure_10_read_rows")
 ROWS_READER = "measure_10_read_rows"      # a warp per 8 KiB piece, the grid covering the data once (a GEMV's order)
+FLOOR_READERS = ("measure_05_inflight_64B", "measure_05_inflight_128B", "measure_08_read_256B", ROWS_READER)
 
 
 def _reader_call(name, buf, n16):
@@ -171,14 +171,11 @@ def _reader_call(name, buf, n16):
 
 
 def read_floor(buf):
-    """A call that only reads the device array `buf` (16-byte aligned): the fastest for this size of
-    lab 00's readers (64, 128, 256 B in flight per thread on one resident wave, and the row-order
-    reader, a GEMV's order). It pays the same launch and ramp costs as any kernel. None if empty."""
+    """A call that only reads the device array `buf` (16-byte aligned): the fastest of FLOOR_READERS
+    for its size, paying the same launch and ramp costs as any kernel. None if empty."""
     n16 = buf.nbytes // 16
-    if not n16:
-        return None
-    calls = [_reader_call(name, buf, n16) for name in FLOOR_READERS]
-    return min(calls, key=lambda c: time_fn(c, reps=5).median_us)
+    return min((_reader_call(name, buf, n16) for name in FLOOR_READERS),
+               key=lambda c: time_fn(c, reps=5).median_us) if n16 else None
 
 
 def wall(fn, reps: int = 20, flush: bool = True, before=None) -> dict:
@@ -337,8 +334,7 @@ def roofs() -> dict:
     t_mix = time_fn(lambda: mix_k((_grid(n // 8),), (256,), (src, dst, out, h4)))
     mix_gbps = 3 * out.nbytes / t_mix.p10_us / 1e3
     del out
-    # The read roof reads as many bytes as the copy moves (so launch and tail costs weigh the
-    # same), and is the best of the streaming sum and the sweep's widest readers.
+    # the read roof reads as many bytes as the copy moves (launch and tail costs weigh the same)
     del dst
     rsrc = cupy.ones(2 * n, cupy.float32)
     rn4 = np.int64(2 * n // 4)
