@@ -820,8 +820,8 @@ extern "C" __global__ void gemv_26_int4_awq(const unsigned char* __restrict__ W,
 // Why: beyond the report, the fp16 GEMV at the read floor. Step 10 keeps 4 loads in flight per
 // lane and then waits; here a warp asks for (nearly) its whole row at once: U = 16 independent
 // 16-byte loads per lane (a 4096-wide fp16 row is 512 loads = 16 per lane), then the arithmetic.
-// The loads skip L1 (nothing in a weight row is read twice). With K >= a few thousand rows every
-// SM gets ~30 warps, all issuing at t = 0, so the DRAM queue fills at once. Tall matrices take
+// The loads skip L1 (nothing in a weight row is read twice). Against step 22 it also goes back to
+// a warp per row; the ablations below (27_ablate_u4, _l1, _one_row) time each change alone. Tall matrices take
 // R = 2 rows per warp with U = 8 (the same 16 loads in flight, half the warps, each x load serving
 // two rows). Short matrices (K = 512) cannot fill the SMs with a warp per row: the launcher runs
 // step 22's split rows there.

@@ -572,19 +572,26 @@ if len(abl):
 if len(abl):
     undo = {"05_no_vec_loads": "16-byte loads", "05_no_reg_cache": "the row in registers",
             "05_no_ex2": "`ex2.approx`", "05_block_256": "the block sized to the row"}
-    for case in softmax.ABLATION.RECORD_CASES:
-        key = softmax.case_key(*case)
-        worth = {lbl: results.ratio_band(abl, "05_online_vec4", n, key) for n, lbl in undo.items()}
-        worth = {k: v for k, v in worth.items() if v.ok}
-        if not worth:
-            continue
-        order = sorted(worth.items(), key=lambda kv: -kv[1].value)
-        kl.say(f"At {key}: " + ", ".join(f"{lbl} is worth {results.times(abl, '05_online_vec4', n, key)}"
-                                         for n, lbl in undo.items() if lbl in worth)
-               + (f"; most of step 05's gain is {order[0][0]}" if not results.within_noise(order[0][1]) else
-                  "; no change is worth anything beyond the noise")
-               + f". The one-exp update makes step 04 {_fmt(results.ratio(abl, '04_online', '04_two_exp', key))}× its two-exp first version.")
-    kl.say(f"({kl.provenance(abl)}.) A ratio within noise of 1 means that change did nothing on the GPU of the table, given the "
+
+    def worth_text(a):      # one device's ablation rows
+        lines = []
+        for case in softmax.ABLATION.RECORD_CASES:
+            key = softmax.case_key(*case)
+            worth = {lbl: results.ratio_band(a, "05_online_vec4", n, key) for n, lbl in undo.items()}
+            worth = {k: v for k, v in worth.items() if v.ok}
+            if not worth:
+                continue
+            order = sorted(worth.items(), key=lambda kv: -kv[1].value)
+            lines.append(f"At {key}: " + ", ".join(f"{lbl} is worth {results.times(a, '05_online_vec4', n, key)}"
+                                                   for n, lbl in undo.items() if lbl in worth)
+                         + (f"; most of step 05's gain is {order[0][0]}" if not results.within_noise(order[0][1])
+                            else "; no change is worth anything beyond the noise")
+                         + f". The one-exp update makes step 04 "
+                         f"{_fmt(results.ratio(a, '04_online', '04_two_exp', key))}× its two-exp first version.")
+        return " ".join(lines) + f" ({results.source(a)})."
+
+    results.each_device(abl, worth_text)
+    kl.say("A ratio within noise of 1 means that change did nothing on the GPU of that line, given the "
            "other three: with the row read once and 16 bytes per load, a cheaper `exp` may not show, "
            "and on a slower-clocked GPU the balance can differ. Only this table, not the 04 → 05 ratio, "
            "says which change to credit.")

@@ -379,19 +379,20 @@ kl.say("Not measured or recorded yet." if rs != rs else
 gemv.warm_vs_flushed("22_fp16_fast", [(gemv.KV, "float16"), (gemv.QO, "float16"), (gemv.UP, "float16")])
 
 # %% [markdown]
-# ## Step 27: the whole row in flight, and the floor
-# Step 22 fills the SMs with warps; each thread still asks for 4 loads and then waits for them
-# before asking for more. Step 27 goes back to a warp per row (step 10's layout) but has each lane
-# ask for **16 loads of 16 bytes before doing any arithmetic**: a 4096-wide fp16 row is 512 such
-# loads, so the warp requests its whole row at once, and with a few dozen rows per SM (the table
-# above) every SM has asked for everything it will read almost at once. The loads skip L1
+# ## Step 27: a warp per row with the whole row asked for, and the floor
+# Step 22 fills the SMs with warps by splitting rows; each thread asks for 4 loads and then waits
+# for them before asking for more. Step 27 goes back to a warp per row (step 10's layout) and has
+# each lane ask for **16 loads of 16 bytes before doing any arithmetic**: a 4096-wide fp16 row is
+# 512 such loads, so the warp requests its whole row at once. The loads skip L1
 # (`ld.global.nc.L1::no_allocate`: no weight byte is read twice). Tall matrices give a warp 2 rows
 # (8 loads each). Where the rows are too few to give every SM 16 warps (the kv projection), the
-# launcher runs step 22's kernel.
+# launcher runs step 22's kernel. That is four changes; the ablation section below times each
+# alone, and only its lines say which one pays.
 #
 # How fast *can* it be? The last row of the next table is a **floor**: the fastest of lab 00's
-# readers (64, 128 or 256 bytes in flight per thread) reading the weight's own bytes and doing
-# nothing else, timed like every kernel here (flushed L2, the same fixed launch cost). A GEMV
+# readers (64, 128 or 256 bytes in flight per thread over the whole buffer, or a warp per 8 KiB
+# piece as a GEMV reads) reading the weight's own bytes and doing nothing else, timed like every
+# kernel here (flushed L2, the same fixed launch cost). A GEMV
 # that finished sooner, beyond the noise, would prove the floor wrong; the sentence under the
 # table checks that on the results on screen.
 
@@ -445,7 +446,9 @@ plot.progress(f16, "04_gemv_progress", case=gemv.case_key(gemv.UP, "float16"), r
 # {1024 + q0, 1024 + q4}, and one `HSUB2` of 1024 + z leaves q − z exactly. The pairs come out in
 # the order {q0, q4}, {q1, q5}, …; a dot product may add in any order, so x is permuted the same
 # way (byte permutes shared by 16 rows). Each group of 128 columns runs into a fresh accumulator
-# and is scaled in fp32.
+# and is scaled in fp32. Step 28 also changes the layout (16-row tiles, several warps per tile):
+# the ablation section below times the tensor cores and the warps per tile apart, so the lab
+# credits each only as far as its own line says.
 
 # %%
 build.show("gemv", "26_int4_awq")

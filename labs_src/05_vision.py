@@ -284,7 +284,10 @@ results.table(pi)
 
 # %% jupyter={"source_hidden": true}
 kl.say(results.summary(pi, "15_pos_interp_fma", "14_pos_interp_mul_add")
-       + " The PTX table above compares their instructions.")
+       + " The PTX table above compares their instructions. These times include the launcher's range check "
+       "of the index table (its minimum and maximum copied to the host on every call, so a bad index is a "
+       "ValueError and never an out-of-bounds read): a device-to-host round trip inside each timing, which "
+       "is why the bands are wide and the fractions of the roof low. The two steps pay it alike.")
 
 # %% [markdown]
 # ## Spatial merge: steps 16 → 17 → 26
