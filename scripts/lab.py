@@ -27,8 +27,8 @@ def server_options() -> list[str]:
     opts = ["--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0",
             "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             f"--LabApp.app_settings_dir={SETTINGS}"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        opts.append("--allow-root")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:    # root (a container): no browser to open, say so by not trying
+        opts += ["--allow-root", "--ServerApp.open_browser=False"]
     return opts
 
 

@@ -188,17 +188,38 @@ def _link_repo(dest: Path, root: Path) -> None:
         cfg.write_text('# a learner\'s own notebooks: plain .ipynb, not paired with labs_src/\nformats = "ipynb"\n')
 
 
+def _lab_stamp(nb) -> str:
+    """A fingerprint of a lab as handed out: its cells' sources (not outputs, ids or metadata)."""
+    import hashlib
+    return hashlib.sha256("\0".join(c.source for c in nb.cells).encode()).hexdigest()[:16]
+
+
+def _changed_since(out: Path, nb) -> bool:
+    """Whether the lab handed out now differs from the one the learner's copy was made from (copies
+    made before the stamp existed: unknown, so False)."""
+    try:
+        had = nbformat.read(out, as_version=4).metadata.get("kernellab", {}).get("lab_stamp")
+    except Exception:
+        return False
+    return bool(had) and had != _lab_stamp(nb)
+
+
 def learner(dest: Path, root: Path = ROOT, force=False, only=None, links=True) -> list[str]:
-    """Write the solution-free set into dest; never overwrite an existing notebook unless force."""
+    """Write the solution-free set into dest; never overwrite an existing notebook unless force. A kept
+    copy whose lab has changed since it was handed out gets a line saying so (and how to get the new one)."""
     dest.mkdir(parents=True, exist_ok=True)
     done = []
     for src in _sources(root, only):
         out = dest / src.name
+        nb = strip_solutions(nbformat.read(src, as_version=4))
         if out.exists() and not force:
             done.append(f"kept    {out} (yours: never overwritten; `make reset LAB={src.name[:2]}` restores a fresh one)"
                         if links else f"kept    {out} (exists; FORCE=1 overwrites)")
+            if _changed_since(out, nb):
+                done.append(f"        lab {src.name[:2]} has changed since your copy was made: your copy keeps running, and "
+                            f"`make reset LAB={src.name[:2]}` moves it to {dest.name}/{OLD}/ and gives you the new lab")
             continue
-        nb = strip_solutions(nbformat.read(src, as_version=4))
+        nb.metadata["kernellab"] = {"lab_stamp": _lab_stamp(nb)}
         out.write_text(nbformat.writes(nb) + "\n")
         done.append(f"wrote   {out} ({sum(1 for c in nb.cells if 'exercise' in c.metadata.get('tags', []))} exercise(s), solutions removed)")
     if links:

@@ -56,7 +56,7 @@ def test_unfinished_stub_says_not_yet_and_does_not_raise(capsys):
 
 
 def test_unfinished_stub_raises_when_strict():
-    with pytest.raises(check.CheckError, match="shfl.sync.bfly"):
+    with pytest.raises(check.CheckError, match="shfl.sync.bfly|TODO"):   # compile-only: the TODO says it
         check.grade_exercise(STUB, "row_max32", strict=True, **GRADE)
 
 
@@ -494,3 +494,34 @@ def test_cloud_setup_picks_the_cupy_for_the_driver(tmp_path):
     if "keeping the cupy" in p.stdout:
         pytest.skip("a working CuPy is installed here: the set-up keeps it")
     assert "cupy-cuda13x" in p.stdout and f"-e '{ROOT}[gpu13]'" in p.stdout, p.stdout
+
+
+def test_make_lab_says_when_a_kept_copy_is_of_an_older_lab(tmp_path, capsys):
+    """A learner's copy is never overwritten; when the lab it was made from has changed since,
+    `make lab` says so and names `make reset`."""
+    import nbformat
+    dest = tmp_path / "my-labs"
+    nbtool.learner(dest, only="01")
+    mine = dest / next(p.name for p in dest.glob("01_*.ipynb"))
+    nb = nbformat.read(mine, as_version=4)
+    nb.metadata["kernellab"]["lab_stamp"] = "an older lab"
+    nb.cells.append(nbformat.v4.new_markdown_cell("MY NOTES"))
+    nbformat.write(nb, mine)
+    capsys.readouterr()
+    nbtool.learner(dest, only="01")
+    out = capsys.readouterr().out
+    assert "has changed since your copy" in out and "make reset LAB=01" in out
+    assert "MY NOTES" in mine.read_text()
+
+
+def test_names_saved_notebooks_use_stay_importable():
+    """Names earlier versions of the labs called (found by scanning every committed version of the
+    notebooks) resolve in the current package."""
+    import kernellab as kl
+    from kernellab import attention, decoder, softmax, vision, vit_block
+    for mod, name in ((kl.bench, "ncu"), (kl.bench, "NCU_METRICS"), (kl.bench, "TABLE_COLUMNS"),
+                      (kl.bench, "fundamentals"), (softmax, "device_facts"), (vision, "frac"),
+                      (vision, "ptx_claims"), (decoder, "quantised_limits"), (attention, "check_variants"),
+                      (vit_block, "sentence"), (vit_block, "shares"), (vit_block, "plot_breakdown")):
+        assert callable(getattr(mod, name)) or isinstance(getattr(mod, name), (list, dict)), (mod.__name__, name)
+    assert list(vit_block.shares(None, None).columns)[:2] == ["N", "what"]     # lab 06 once passed the graph run too

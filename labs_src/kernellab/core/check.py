@@ -179,6 +179,9 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
     from .build import ARCHS, compile_source, nvrtc_compile
     from .launch import kernel_args
     needles = (ptx_must_contain,) if isinstance(ptx_must_contain, str) else tuple(ptx_must_contain)
+    if not is_live() and "TODO" in src:      # without a GPU the answer is not checked: an untouched stub
+        raise CheckError("the stub still has its TODO: finish the kernel (without a GPU only its "   # must not pass
+                         "compile and its PTX are checked, so the TODO is what says it is unfinished)")
     ptxs = {arch: nvrtc_compile(src, arch, f"{kernel_name}.cu")[0] for arch in ARCHS}
     if f".entry {kernel_name}(" not in ptxs[ARCHS[0]]:
         raise CheckError(f"no kernel named {kernel_name} in the source (is it extern \"C\" __global__?)")
