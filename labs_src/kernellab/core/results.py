@@ -332,21 +332,32 @@ def claims(lab: str, df, families=(), measured=None):
     ptx:<text> / ptxas:registers, the count in the compiled kernels of the lab's `families` (after /
     before); e2e, an end-to-end measurement from `measured` ({claim id: Measured or float}), never a
     kernel ratio; otherwise the row's stated reason. df: a frame, or a list of frames (one per
-    timing run): a ratio takes both its times from the first run that has both."""
+    timing run): a ratio takes both its times from the first run that has both. Where the frames hold
+    several devices (recorded), a ratio row also gets a column per other device, "measured: verdict",
+    so a verdict that differs between GPUs shows in the table."""
     import pandas as pd
     runs = [f for f in (df if isinstance(df, (list, tuple)) else [df]) if f is not None and len(f)]
     df = pd.concat(runs, ignore_index=True) if runs else None
+    devs = list(dict.fromkeys(one_source(f)["device"].iloc[0] for f in runs)) if runs and "device" in df else []
+    others = [d for d in dict.fromkeys(df["device"]) if d not in devs[:1]] if devs else []
+
+    def ratio_on(rs, r, claimed):       # (Measured, verdict) of a ratio row from the first run with both times
+        both = [f for f in rs if all(pick(f, n, "median_us", case=r.case) == pick(f, n, "median_us", case=r.case)
+                                     for n in (r.fast, r.slow))]
+        m = ratio_band(both[0] if both else (rs[0] if rs else df), r.fast, r.slow, r.case)
+        return m, verdict(m, claimed, r.kind)
     kernels = {f.name: f.kernels for f in families}
     rows = []
     cf = claims_file()
     for r in (cf[cf["lab"] == lab].itertuples() if not cf.empty else []):
         claimed = float(r.claimed) if r.claimed not in ("", ">", "<", "0") else None
         shown = None
+        extra = {}
         if r.how == "ratio":
-            both = [f for f in runs if all(pick(f, n, "median_us", case=r.case) == pick(f, n, "median_us", case=r.case)
-                                          for n in (r.fast, r.slow))]
-            m = ratio_band(both[0] if both else df, r.fast, r.slow, r.case)
-            v = verdict(m, claimed, r.kind)
+            m, v = ratio_on(runs, r, claimed)
+            for d in others:
+                md, vd = ratio_on([f[f["device"] == d] for f in runs if (f["device"] == d).any()], r, claimed)
+                extra[f"on {d}"] = f"{md.value:.2f}: {vd}" if md.ok else "-"
         elif r.how.startswith(("ptx:", "ptxas:")) and r.family in kernels:
             m, v, shown = _counted(r, kernels[r.family])
         elif r.how.startswith("ncu:"):
@@ -361,8 +372,11 @@ def claims(lab: str, df, families=(), measured=None):
             v = r.reason
         rows.append({"id": r.id, "claim": r.claim, "seed says": f"{claimed:g}" if claimed else "-",
                      "measured": shown or (f"{m.value:.2f}" if m.ok else "-"), "verdict": v,
-                     "how": f"{r.fast} vs {r.slow} at {r.case}" if r.how == "ratio" else (r.how or "-")})
+                     "how": f"{r.fast} vs {r.slow} at {r.case}" if r.how == "ratio" else (r.how or "-"), **extra})
     out = pd.DataFrame(rows)
+    for d in others:                  # a count or a reason is the same on every device
+        if f"on {d}" in out:
+            out[f"on {d}"] = out[f"on {d}"].fillna("(as above)")
     if len(out):                      # the judged rows first: a long table shows them in its head
         out = out.iloc[(~out["verdict"].isin(OUTCOMES)).argsort(kind="stable")].reset_index(drop=True)
         print(f"Seed claims of {lab} ({len(out)}): " + (source(df) if df is not None and len(df) else
