@@ -290,33 +290,36 @@ def f16(b, c=4096):
     return rmsnorm.case_key((b, c), "float16")
 
 
-def _t(step, path="float16"):
-    return float(rt[(rt.step == step) & (rt.path == path)]["median_us"].iloc[0])
-
-
 def _n(step, path="float16"):
     return int(rt[(rt.step == step) & (rt.path == path)]["round trips (first pass)"].iloc[0])
 
 
-t05, t06 = _t("05_fp16_half2_cub"), _t("06_fp16_uint4")
-per_rt = (t05 - t06) / (_n("05_fp16_half2_cub") - _n("06_fp16_uint4"))
-dram = measuring.recorded_value("DRAM latency (pointer chase)", res)
-kl.say(f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips per pass and step 06 "
-       f"{_n('06_fp16_uint4')}; measured, {t05:.1f} µs against {t06:.1f} µs ({t05 / t06:.2f}×), or "
-       f"{per_rt:.2f} µs per extra round trip ({results.source(res)}), "
-       + (f"{per_rt * 1e3 / dram:.1f}× lab 00's DRAM latency of {dram:.0f} ns on the same device: each round trip "
-          "of a pass costs a latency, and the kernel makes two passes with a block reduction after each. "
-          if dram == dram else "(lab 00 has no recorded latency for this device to set it against). ") +
-       "Neither kernel is near any bandwidth limit, and both pay one launch; in the model the difference "
-       "is how many bytes each thread keeps in flight. But steps 05 and 06 differ in five things, and the "
-       "model covers two of them (the width and the unrolled loop): the ablations, timed alone, say how "
-       "much each buys at this row. " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_half2", f16(1))
-       + " (the width alone); " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_runtime_stride", f16(1))
-       + " (the loop alone); " + results.compare_text(abl, "06_fp16_uint4", "06_ablate_cub", f16(1))
-       + f" (the reduction alone) ({results.source(abl)}). In fp32, steps 01 and 02 differ in loads in "
-       f"flight (1 vs 4 per thread) and three other changes: {_t('01_f32_cub', 'float32'):.1f} against "
-       f"{_t('02_f32_shfl', 'float32'):.1f} µs; the ablation section splits them too." if t05 == t05 and t06 == t06
-       else "Not recorded yet: on a GPU the times go beside the round trips.")
+def round_trips_said(r, a):     # one device's timings (r) and ablations (a)
+    def _t(step, path="float16"):
+        return results.pick(r, step, "median_us", case=rmsnorm.case_key((1, 4096), path))
+    t05, t06 = _t("05_fp16_half2_cub"), _t("06_fp16_uint4")
+    if not (t05 == t05 and t06 == t06):
+        return "Not recorded yet: on a GPU the times go beside the round trips."
+    per_rt = (t05 - t06) / (_n("05_fp16_half2_cub") - _n("06_fp16_uint4"))
+    dram = measuring.recorded_value("DRAM latency (pointer chase)", r)
+    return (f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips per pass and step 06 "
+            f"{_n('06_fp16_uint4')}; measured, {t05:.1f} µs against {t06:.1f} µs ({t05 / t06:.2f}×), or "
+            f"{per_rt:.2f} µs per extra round trip ({results.source(r)}), "
+            + (f"{per_rt * 1e3 / dram:.1f}× lab 00's DRAM latency of {dram:.0f} ns on the same device: each round "
+               "trip of a pass costs a latency, and the kernel makes two passes with a block reduction after each. "
+               if dram == dram else "(lab 00 has no recorded latency for this device to set it against). ") +
+            "Neither kernel is near any bandwidth limit, and both pay one launch; in the model the difference "
+            "is how many bytes each thread keeps in flight. But steps 05 and 06 differ in five things, and the "
+            "model covers two of them (the width and the unrolled loop): the ablations, timed alone, say how "
+            "much each buys at this row. " + results.compare_text(a, "06_fp16_uint4", "06_ablate_half2", f16(1))
+            + " (the width alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_runtime_stride", f16(1))
+            + " (the loop alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_cub", f16(1))
+            + f" (the reduction alone). In fp32, steps 01 and 02 differ in loads in flight (1 vs 4 per thread) "
+            f"and three other changes: {_t('01_f32_cub', 'float32'):.1f} against {_t('02_f32_shfl', 'float32'):.1f} "
+            "µs; the ablation section splits them too.")
+
+
+results.each_device(res, round_trips_said, abl)
 
 # %% [markdown]
 # ## The targets
