@@ -175,7 +175,7 @@ results.table(results.select(gl, case=vision.GELU.case_key((N_BIG, 4304))))
 # %% jupyter={"source_hidden": true}
 cg, cb = vision.GELU.case_key((N_BIG, 4304)), vision.BIAS_GELU.case_key((N_BIG, 4304))
 results.each_device(gl, lambda g: (
-    results.summary(g, "05_gelu_vec8", "04_gelu_half2", prov=False) + " (the report: 4×; "
+    results.summary(g, "05_gelu_vec8", "04_gelu_half2", prov=False).rstrip(".") + " (the report: 4×; "
     + ("the width alone: `__fmaf_rn` compiles to the same arithmetic.) " if not FMAF["05_gelu_vec8"] else
        "the width and `__fmaf_rn` together.) ")
     + results.summary(g, "06_gelu_vec8_exp", "05_gelu_vec8", prov=False) + " "
@@ -197,9 +197,9 @@ results.table(results.select(bg, case=cb))
 
 # %% jupyter={"source_hidden": true}
 results.each_device(bg, lambda g, a: (
-    results.summary(g, "08_bias_gelu_vec8", "07_bias_gelu_half2", prov=False) + " (the report: 4×; the width: "
+    results.summary(g, "08_bias_gelu_vec8", "07_bias_gelu_half2", prov=False).rstrip(".") + " (the report: 4×; the width: "
     "step 08's `__fmaf_rn` form adds no arithmetic, as for GELU above.) "
-    + results.summary(g, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", prov=False) + " (two changes); "
+    + results.summary(g, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", prov=False).rstrip(".") + " (two changes); "
     + "the second vector in flight alone (the ablation): "
     + results.times(a, "25_bias_gelu_vec8_x2", "25_ablate_one_vector", vision.ABLATION_BIAS_GELU.case_key((N_BIG, 4304)))
     + ". " + results.roof_text(g, results.fastest(g, cb), cb, target=0.9) + "; "
@@ -233,8 +233,8 @@ results.table(results.select(br, case=vision.BIAS_RESIDUAL.case_key((N_BIG, 1152
 # %% jupyter={"source_hidden": true}
 cr, cq = vision.BIAS_RESIDUAL.case_key((N_BIG, 1152)), vision.QKV_BIAS.case_key((N_BIG, 3456))
 results.each_device(br, lambda g, q: (
-    "With the residual: " + results.summary(g, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False)
-    + " (two changes: the width, and the null test hoisted out of the loop; not separated here) "
+    "With the residual: " + results.summary(g, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False).rstrip(".")
+    + " (two changes: the width, and the null test hoisted out of the loop; not separated here). "
     + results.roof_text(g, "11_bias_residual_vec8", cr, target=0.9) + ". QKV bias (no residual): "
     + results.summary(q, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False) + " "
     + results.roof_text(q, "11_bias_residual_vec8", cq, target=0.9) + ". Against torch: "
@@ -309,7 +309,7 @@ results.table(results.select(sm, case=cs))
 
 # %% jupyter={"source_hidden": true}
 results.each_device(sm, lambda g: (
-    results.summary(g, "17_spatial_merge_vec8", "16_spatial_merge_scalar", prov=False) + " (the report: 4×) "
+    results.summary(g, "17_spatial_merge_vec8", "16_spatial_merge_scalar", prov=False).rstrip(".") + " (the report: 4×). "
     + results.compare_text(g, "26_spatial_merge_stream", "17_spatial_merge_vec8", cs) + "; "
     + results.compare_text(g, "26_spatial_merge_stream", "ablate_26_resident_grid", cs) + " (the grid alone); "
     + results.roof_text(g, results.fastest(g, cs), cs, target=0.9) + "; "
@@ -384,8 +384,8 @@ results.each_device(sr, lambda g: (
     + results.compare_text(g, "ablate_18_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
     + results.compare_text(g, "19_split_rope_fma", "ablate_19_scalar_v", csr) + " (the float4 V copy alone). "
     + results.summary(g, "20_split_rope_vec", "19_split_rope_fma", prov=False) + " "
-    + results.summary(g, "27_split_rope_tile", "20_split_rope_vec", prov=False) + " (four changes: the ablation "
-    "section credits each.) "
+    + results.summary(g, "27_split_rope_tile", "20_split_rope_vec", prov=False).rstrip(".") + " (four changes, each "
+    "timed alone in the ablation section). "
     + results.roof_text(g, results.fastest(g, csr), csr, target=0.8) + "; "
     + results.compare_text(g, results.fastest(g, csr), "torch eager (split, rope, transpose)", csr)
     + f" ({results.source(g)})."))
@@ -421,7 +421,7 @@ results.table(results.select(tr, case=ct))
 # %% jupyter={"source_hidden": true}
 ct4 = vision.TRANSPOSE.case_key((16, vision.TOKENS[0], 72))
 results.each_device(tr, lambda g: (
-    results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False) + " (the report: 4×) "
+    results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False).rstrip(".") + " (the report: 4×). "
     + results.summary(g, "28_transpose_tile", "22_transpose_vec8", prov=False) + " The default "
     f"(`vision.TRANSPOSE.BEST`) is `{vision.TRANSPOSE.BEST['float16']}`; the fastest step is "
     f"`{results.fastest(g, ct)}` at `{ct}` and `{results.fastest(g, ct4)}` at `{ct4}`"
@@ -592,6 +592,7 @@ kl.check.grade_exercise(SOLUTION, "bias_residual_vec8", strict=True, **GRADE)
 #   instructions; the time of a memory-bound kernel moves by what the old version left unused.
 # - When a report changes several things in one step, an ablation (one change at a time, same run)
 #   says which one paid.
-# - Layout is an optimisation too: in merge-window order the 2 × 2 merge is free, and a kernel that
-#   walks its output in order writes whole sectors.
+# - Layout is an optimisation too: in merge-window order the 2 × 2 merge is a view (no kernel at
+#   all), and a kernel that walks its output in order writes whole sectors; what a tiled transpose
+#   buys is measured per GPU above, and it is not always a gain.
 # - Lab 06 assembles these kernels, with cuBLAS for the GEMMs, into the ViT block and the merger.

@@ -266,11 +266,12 @@ tps = D.measure_tokens_per_s(cfg=cfg, paths=D.PATHS, contexts=(1, 512), swaps=D.
 results.table(tps, ["case", "name", "layers run", "median_us", "p10_us", "p90_us", "host_us", "tokens/s", "frac_read"])
 
 # %% jupyter={"source_hidden": true}
-kl.say(D.tokens_text(tps, 512))
-kl.say(results.compare_text(tps, D.step_name("int4", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
-kl.say(results.compare_text(tps, D.step_name("w8a16", "graph"), D.step_name("float16", "graph"), D.ctx_case(512)))
-kl.say(D.gemv_limits(tps))
-kl.say(D.launch_share(tps))
+results.each_device(tps, lambda d: D.tokens_text(d, 512))
+results.each_device(tps, lambda d: "; ".join(
+    results.compare_text(d, D.step_name(p, "graph"), D.step_name("float16", "graph"), D.ctx_case(512))
+    for p in ("int4", "w8a16")) + f" ({results.source(d)}).")
+results.each_device(tps, D.gemv_limits)
+results.each_device(tps, D.launch_share)
 
 # %% [markdown]
 # Now the two torch decoders, on the same fp16 weights, timed in one run beside our graph-replayed step:
@@ -280,12 +281,18 @@ tb = T.measure_baselines(cfg=cfg, contexts=(1, 512))
 results.table(tb, ["case", "name", "median_us", "p10_us", "p90_us", "host_us", "tokens/s", "frac_read"])
 
 # %% jupyter={"source_hidden": true}
-for base in (T.TORCH_COMPILED, T.TRANSFORMERS):
-    kl.say(results.compare_text(tb, T.OURS, base, D.ctx_case(512)))
-cap = T.BASELINES.targets[1].floor(tb)
-kl.say(results.unless_missing(cap, f"Even at the read roof (every byte of a token at full bandwidth) a decoder "
-       f"would be only **{cap:.1f}×** faster than transformers ({results.source(tb)}): how far a target over "
-       f"transformers can go is set by transformers' own speed on that GPU and host (the 'at the floor' column below)."))
+def vs_torch(d):            # one device's rows
+    cap = T.BASELINES.targets[1].floor(d)
+    cap = getattr(cap, "value", cap)
+    return ("; ".join(results.compare_text(d, T.OURS, base, D.ctx_case(512)) for base in (T.TORCH_COMPILED, T.TRANSFORMERS))
+            + ". " + results.unless_missing(cap, f"Even at the read roof (every byte of a token at full bandwidth) a "
+                                                 f"decoder would be only **{cap:.1f}×** faster than transformers")
+            + f" ({results.source(d)}).")
+
+
+results.each_device(tb, vs_torch)
+kl.say("How far a target over transformers can go is set by transformers' own speed on that GPU and host "
+       "(the 'at the floor' column below).")
 
 # %% [markdown]
 # The issue's targets for the token step, judged by the one rule from the results above. The

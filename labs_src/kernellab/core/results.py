@@ -358,6 +358,8 @@ def claims(lab: str, df, families=(), measured=None):
             for d in others:
                 md, vd = ratio_on([f[f["device"] == d] for f in runs if (f["device"] == d).any()], r, claimed)
                 extra[f"on {d}"] = f"{md.value:.2f}: {vd}" if md.ok else "-"
+        elif r.how.startswith("ncu:"):
+            extra = {f"on {d}": "(Nsight Compute ran on one device: the reading above)" for d in others}
         elif r.how.startswith(("ptx:", "ptxas:")) and r.family in kernels:
             m, v, shown = _counted(r, kernels[r.family])
         elif r.how.startswith("ncu:"):
@@ -374,7 +376,7 @@ def claims(lab: str, df, families=(), measured=None):
                      "measured": shown or (f"{m.value:.2f}" if m.ok else "-"), "verdict": v,
                      "how": f"{r.fast} vs {r.slow} at {r.case}" if r.how == "ratio" else (r.how or "-"), **extra})
     out = pd.DataFrame(rows)
-    for d in others:                  # a count or a reason is the same on every device
+    for d in others:                  # a PTX count or a stated reason is the same on every device
         if f"on {d}" in out:
             out[f"on {d}"] = out[f"on {d}"].fillna("(as above)")
     if len(out):                      # the judged rows first: a long table shows them in its head
@@ -425,11 +427,14 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
     vals = [m.value for _, m in got]
     lose = [c for c, m in got if m.value < 1 and not within_noise(m)]
     noise = [c for c, m in got if within_noise(m)]
-    rng = f"{min(vals):.2f}×" if len(vals) == 1 else f"{min(vals):.2f}–{max(vals):.2f}×"
+    lo, hi = f"{min(vals):.2f}", f"{max(vals):.2f}"
+    rng = f"{lo}×" if lo == hi else f"{lo}–{hi}×"
     s = f"`{step}` against `{against}`: {rng} (time of `{against}` / time of `{step}`) over {len(got)} case(s)"
     if lose:
         s += f"; slower at {', '.join(f'`{c}`' for c in lose)}"
-    if noise:
+    if noise and len(noise) == len(got) and len(got) > 1:
+        s += "; within noise at every case"
+    elif noise:
         s += f"; within noise at {', '.join(f'`{c}`' for c in noise)}"
     if not lose and not noise:
         s += "; faster at every case"
@@ -438,25 +443,29 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
 
 def ablation(df, pairs, about=None) -> None:
     """The ablation of bundled steps, from one frame. pairs: (title, dtype, before, after, changes),
-    changes a list of (the change, the kernel with it, the kernel without it). For each: a table of
-    every kernel's time over the after step's, per case (below 1: faster without that change), then
-    one sentence per change over every case (`summary`). `about`: name -> what the kernel is."""
+    changes a list of (the change, the kernel with it, the kernel without it). For each pair: one table
+    per device on screen of every kernel's time over the after step's, per case (below 1: faster
+    without that change), then one sentence per change over every case (`summary`), per device.
+    `about`: name -> what the kernel is (kernels it does not describe are left as named)."""
     from IPython.display import display
     for title, dtype, before, after, changes in pairs:
         names = list(dict.fromkeys(n for n in [before, after] + [k for _, w, wo in changes for k in (w, wo)] if n))
-        a = one_source(select(df, name=names, **({"dtype": dtype} if dtype else {})))
-        if a is None or a.empty or after not in set(a["name"]):
+        sel = select(df, name=names, **({"dtype": dtype} if dtype else {}))
+        parts = [a for a in devices(sel) if a is not None and len(a) and after in set(a["name"])]
+        if not parts:
             print(f"{title}: not recorded yet; the ablation is timed live on a GPU (make bench records it).")
-            continue
-        at = a.pivot_table(index="name", columns="case", values="median_us")
-        at = at.loc[[n for n in names if n in at.index]] / at.loc[after]
-        if about:
-            at.insert(0, "what it is", [about.get(n, n) for n in at.index])
-        display(at.round(2).rename_axis(f"{title}: time / {after}'s"))
-        head = (f"**{title}**, every change together: " + summary(a, after, before, prov=False)) if before \
-            else f"**{title}**."
-        say(head + f" Each change alone ({source(a)}):\n"
-            + "".join(f"\n- {what}: " + summary(a, w, wo, prov=False) for what, w, wo in changes))
+        for a in parts:
+            at = a.pivot_table(index="name", columns="case", values="median_us")
+            at = at.loc[[n for n in names if n in at.index]] / at.loc[after]
+            if about:
+                at.insert(0, "what it is", [about.get(n, "") for n in at.index])
+            display(at.round(2).rename_axis(f"{title}: time / {after}'s ({source(a)})"))
+            alone = [(what, w, wo) for what, w, wo in changes if (w, wo) != (after, before)]
+            head = (f"**{title}**, every change together: " + summary(a, after, before, prov=False)) if before \
+                else f"**{title}**."
+            say(head + (f" Each change alone ({source(a)}):\n" + "".join(f"\n- {what}: " + summary(a, w, wo, prov=False)
+                                                                          for what, w, wo in alone) if alone else
+                        f" Its one change is {changes[0][0]} ({source(a)})."))
 
 
 def times(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> str:
@@ -483,7 +492,10 @@ def compare_text(df, fast: str, slow: str, case: str) -> str:
 def say(md: str) -> None:
     """Show a sentence computed from the results on screen (Markdown in a notebook, text
     elsewhere). Every sentence in a lab that quotes a number or gives a verdict goes through
-    here, built from the measured or recorded frame, never typed for one device."""
+    here, built from the measured or recorded frame, never typed for one device. A provenance that
+    follows a finished clause joins it ("… case. (recorded on X)" reads "… case (recorded on X).")."""
+    import re
+    md = re.sub(r"\.\s+\(((?:recorded|live) on [^()]*)\)\.?", r" (\1).", md)
     try:
         from IPython import get_ipython
         from IPython.display import Markdown, display
@@ -580,9 +592,15 @@ def claims_summary(table) -> str:
     judged = v[v.isin(OUTCOMES)]
     counts = ", ".join(f"{o} **{int((judged == o).sum())}**" for o in OUTCOMES if (judged == o).any())
     e2e = int(v.str.startswith("not measured here (end to end)").sum())
+    differ = []
+    for col in (c for c in table.columns if c.startswith("on ")):   # the other recorded devices
+        other = table[col].astype(str).str.split(": ", n=1).str[-1]
+        n = int(((other != v) & other.isin(OUTCOMES) & v.isin(OUTCOMES)).sum())
+        differ.append(f"{col[3:]} gives another verdict for **{n}** of them (the column '{col}')")
     return (f"{len(table)} claims of the seed for this lab: **{len(judged)}** judged here ({counts or 'none yet'})"
             + (f"; {e2e} end-to-end claim{'s wait' if e2e > 1 else ' waits'} for an end-to-end measurement" if e2e else "")
-            + f"; {len(table) - len(judged) - e2e} carry a stated reason (an Orin, the whole engine, a slip in the seed).")
+            + f"; {len(table) - len(judged) - e2e} carry a stated reason (an Orin, the whole engine, a slip in the seed)"
+            + "".join(f"; {d}" for d in differ) + ".")
 
 
 def roof_text(df, name: str, case: str, target: float | None = None, roof: str = "copy") -> str:
