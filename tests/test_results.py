@@ -163,3 +163,19 @@ def test_each_device_says_one_line_per_recorded_device(capsys):
     R.each_device(df, lambda d: f"{d['device'].iloc[0]}: {d['median_us'].iloc[0]:g}")
     out = capsys.readouterr().out
     assert "GPU A: 1" in out and "GPU B: 2" in out
+
+
+def test_claims_tables_judge_a_ratio_on_every_recorded_device():
+    """A claims table over a frame with two devices: every ratio row carries the other device's
+    'measured: verdict', and every row of every kind is judged (an ncu or PTX row included)."""
+    import pandas as pd
+    from kernellab import add
+    from kernellab.core.device import load_recorded
+    rec, brec = load_recorded("add"), load_recorded("bias_add")
+    if rec.empty or rec["device"].nunique() < 2:
+        pytest.skip("needs two recorded devices")
+    t = R.claims("03_add", [rec, brec], add.FAMILIES)
+    col = next(c for c in t.columns if c.startswith("on "))
+    ratios = t[t["how"].str.contains(" vs ")]
+    assert len(ratios) and ratios[col].str.contains(": ").all()
+    assert t["verdict"].notna().all() and len(t) == len(R.claims_file().query("lab == '03_add'"))

@@ -358,12 +358,11 @@ def claims(lab: str, df, families=(), measured=None):
             for d in others:
                 md, vd = ratio_on([f[f["device"] == d] for f in runs if (f["device"] == d).any()], r, claimed)
                 extra[f"on {d}"] = f"{md.value:.2f}: {vd}" if md.ok else "-"
-        elif r.how.startswith("ncu:"):
-            extra = {f"on {d}": "(Nsight Compute ran on one device: the reading above)" for d in others}
         elif r.how.startswith(("ptx:", "ptxas:")) and r.family in kernels:
             m, v, shown = _counted(r, kernels[r.family])
         elif r.how.startswith("ncu:"):
             m, v, shown = _ncu_reading(r, claimed, df)
+            extra = {f"on {d}": "(Nsight Compute ran on one device: the reading above)" for d in others}
         elif measured and r.id in measured:
             m = measured[r.id] if isinstance(measured[r.id], Measured) else Measured(float(measured[r.id]), *[NAN.lo] * 2)
             v = verdict(m, claimed, r.kind, "end-to-end" if r.how == "e2e" else "kernel")
