@@ -844,7 +844,8 @@ extern "C" __global__ void vision_25_ablate_signed_index(const __half* __restric
 // === vision_26_spatial_merge_stream ===
 // Why: (beyond the seed) in merge-window order the merge's remap is the identity (step 16), so
 // the merge is a flat copy of N * C halves, and step 17's per-thread `j / C`, `j % C` and its
-// one vector per thread are overhead. Here each thread issues SM_U independent 16-byte loads
+// one vector per thread need not be there (whether dropping them pays is the lab's measured
+// sentence, per GPU). Here each thread issues SM_U independent 16-byte loads
 // (gridDim x blockDim vectors apart, so a warp's accesses stay contiguous) before its first
 // store. The launcher gives it N * C / (8 x 256 x SM_U) blocks, so every thread makes exactly one
 // pass; the loop is grid-stride, so the ablation `ablate_26_resident_grid` runs the same kernel
