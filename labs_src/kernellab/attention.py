@@ -545,8 +545,9 @@ def gqa_vs_split_text(df) -> str:
         if x.empty:
             return f"{verdict} at none"
         keys = ", ".join(str(n) for n in x["KV length"])
+        size = lambda mb: f"{mb * 1e3:.0f} kB" if mb < 1 else f"{mb:.1f} MB"   # noqa: E731
         lo, hi = x["cache (MB)"].min(), x["cache (MB)"].max()
-        mb = f"{lo:.2f} MB" if lo == hi else f"{lo:.2f}–{hi:.1f} MB"
+        mb = size(lo) if lo == hi else f"{size(lo)}–{size(hi)}"
         return f"{verdict} at {len(x)} (KV length {keys}; cache {mb})"
     s = (f"On the {g['device'].iloc[0]}, over {len(g)} KV lengths `04_gqa` is " +
          "; ".join(at(v) for v in ("slower", "within noise", "faster")) + " than `03_split`")
