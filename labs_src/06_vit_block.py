@@ -318,14 +318,20 @@ def differ_sentence(p):
     off = [f"{r['what'].split(' (')[0]} N = {r['N']} ({100 * (r['replay GPU us (graph run)'] / r['GPU us (replay)'] - 1):+.1f}%)"
            for _, r in p.iterrows() if "replay GPU time" in r["why they differ"]]
     k = bt[(bt["device"] == p["device"].iloc[0]) & (bt["N"] == 256) & (bt["name"] == "block (lab kernels + cuBLAS)")]
-    return ("The graph run's second readings differ from these for known reasons: its eager wall lies outside the "
-            f"breakdown run's band at {', '.join(at('eager wall')) or 'no N'} (a wall from idle follows the host's pace, "
-            "and the host issued the launches at another pace: see the host µs); its replay GPU time, the same method on "
-            f"another run, lies outside the band at {', '.join(off) or 'no N'}; its eager launches timed behind a spacer "
-            f"read the host's issue time, not GPU time, at {', '.join(at('host time')) or 'no N'} (the spacer cannot "
-            "hide hundreds of launches), and elsewhere the GPU time plus the gaps between eager kernels"
-            + (f", as does the block section's {k['median_us'].iloc[0]:.0f} µs at N = 256" if len(k) else "")
-            + f"; the per-op events sum higher still, since they also catch host gaps ({kl.provenance(p)}).")
+    parts = []
+    if at("eager wall"):
+        parts.append(f"Its eager wall lies outside the breakdown run's band at {', '.join(at('eager wall'))}: a wall "
+                     "from idle follows the host's pace, and the host issued the launches at another pace (the host µs).")
+    if off:
+        parts.append(f"Its replay GPU time, the same method on another run, lies outside the band at {', '.join(off)}.")
+    if at("host time"):
+        parts.append(f"Its eager launches timed behind a spacer read the host's issue time, not GPU time, at "
+                     f"{', '.join(at('host time'))}: the spacer cannot hide hundreds of launches.")
+    parts.append(("Elsewhere the" if at("host time") else "The") + " eager launches timed behind a spacer read the GPU "
+                 "time plus the gaps between eager kernels"
+                 + (f", as is the block section's {k['median_us'].iloc[0]:.0f} µs at N = 256" if len(k) else "")
+                 + "; the per-op events sum higher still, since they also catch host gaps.")
+    return "The graph run measured some of these again. " + " ".join(parts) + f" ({kl.provenance(p)})."
 
 
 if not gt.empty:
