@@ -1345,15 +1345,8 @@ def f32_ops(step, arch="sm_90", extra=()) -> dict:
     """{opcode: count} of the f32 arithmetic instructions in a step's PTX (fma, mul, add, sub, neg,
     ...; rounding and .ftz suffixes dropped), as built (extra: more NVRTC options, e.g. a -D)."""
     from .core import build
-    if extra:
-        text = build.nvrtc_compile(build.source(FAMILY), arch, "vision_variant.cu", tuple(extra))[0]
-        name = step if step.startswith("vision_") else f"vision_{step}"
-        m = re.search(rf"\.entry {name}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
-        lines = [ln.strip() for ln in m.group(0).splitlines()]
-    else:
-        lines = build.ptx(FAMILY, step, arch)
     out: dict = {}
-    for ln in lines:
+    for ln in build.ptx(FAMILY, step, arch, extra=tuple(extra)):
         if m := _F32_OP.match(ln):
             out[m.group(1)] = out.get(m.group(1), 0) + 1
     return dict(sorted(out.items()))

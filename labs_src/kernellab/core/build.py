@@ -134,8 +134,10 @@ def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu", extra=()) -> tup
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(family: str, arch: str) -> tuple[str, str]:
-    return nvrtc_compile(source(family), arch, f"{family}.cu")
+def compiled(family: str, arch: str, extra: tuple = ()) -> tuple[str, str]:
+    """(ptx, log) of kernels/<family>.cu for `arch`, compiled once per process (extra: more NVRTC
+    options, e.g. a -D that builds a variant of the file)."""
+    return nvrtc_compile(source(family), arch, f"{family}.cu", tuple(extra))
 
 
 def compile_all(family: str) -> None:
@@ -174,10 +176,11 @@ def ptxas_info(family: str, archs=ARCHS):
     return pd.DataFrame(rows)
 
 
-def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None) -> list[str]:
-    """The PTX lines of one kernel (its .entry body), optionally only those matching `grep`."""
+def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None, extra: tuple = ()) -> list[str]:
+    """The PTX lines of one kernel (its .entry body), optionally only those matching `grep`; extra:
+    NVRTC options of a variant build (compiled(family, arch, extra))."""
     name = step if step.startswith(family + "_") else f"{family}_{step}"
-    text = compiled(family, arch)[0]
+    text = compiled(family, arch, tuple(extra))[0]
     # the body ends at a closing brace alone on its line that is not an inline-asm block's
     m = re.search(rf"\.entry {name}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
     if not m:
@@ -190,14 +193,9 @@ def define_changes_ptx(family: str, step: str, define: str, arch: str = "sm_90")
     """Whether building kernels/<family>.cu with -D<define> changes the instructions of one step's
     kernel: its PTX against the plain build, ignoring line info and `.pragma "nounroll"` hints (the
     marks the compiler leaves on remainder loops). E.g. whether a `#pragma unroll` changes anything."""
-    name = step if step.startswith(family + "_") else f"{family}_{step}"
-
-    def body(text):
-        m = re.search(rf"\.entry {name}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
-        return [ln.strip() for ln in m.group(0).splitlines()
-                if ln.strip() and not ln.strip().startswith((".loc", '.pragma "nounroll"'))]
-    other = nvrtc_compile(source(family), arch, f"{family}_{define.lower()}.cu", (f"-D{define}",))[0]
-    return body(compiled(family, arch)[0]) != body(other)
+    def body(extra):
+        return [ln for ln in ptx(family, step, arch, extra=extra) if ln and not ln.startswith((".loc", '.pragma "nounroll"'))]
+    return body(()) != body((f"-D{define}",))
 
 
 def show(family: str, step: str):
