@@ -330,8 +330,8 @@ else:
 pred = "Little's law predicts GB/s"
 
 
-def sweep_said(part):
-    roof = measuring.value(fund[fund["device"] == part["device"].iloc[0]], "read roof")
+def sweep_said(part, f):      # one device's sweep rows and lab 00 record
+    roof = measuring.value(f, "read roof")
     first, last, at = part.iloc[0], part.iloc[-1], measuring.first_within(part, 0.9)
     return (f"With {first['B in flight per thread']:.0f} B in flight per thread the read reaches "
             f"{first['fraction of read roof']:.2f} of the roof (Little's law predicted "
@@ -344,7 +344,7 @@ def sweep_said(part):
 
 
 if not sweep.empty:
-    each(sweep, sweep_said)
+    each(sweep, sweep_said, fund)
     if sweep["measured / predicted"].min() < 0.95:
         kl.say("Below the roof the measurement falls short of the model: the chase measured the latency of an "
                "idle memory system, and under load requests queue, so the latency a streaming kernel sees is "

@@ -611,8 +611,7 @@ kl.say(results.claims_summary(claims))
 claims
 
 # %% jupyter={"source_hidden": true}
-def seed_claims_said(part):
-    swp = sw[sw["device"] == part["device"].iloc[0]] if "device" in sw else sw   # the same device's sweep
+def seed_claims_said(part, swp):      # one device's rows and its sweep
     return (f"Online softmax at the seed's shapes: {results.compare_text(part, '04_online', '03_warp_shuffle', sq)}, "
             f"and {results.compare_text(part, '04_online', '03_warp_shuffle', lg)}; the pass it saves is worth "
             f"something only where step 03's re-read would have crossed DRAM (the passes table above). Bank conflicts: "
@@ -621,7 +620,7 @@ def seed_claims_said(part):
             + f" ({results.source(part)}).")
 
 
-results.each_device(res, seed_claims_said)
+results.each_device(res, seed_claims_said, sw)
 
 # %% [markdown]
 # ## Accuracy: error against float64

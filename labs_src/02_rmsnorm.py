@@ -424,13 +424,7 @@ kl.say(results.claims_summary(claims))
 claims
 
 # %% jupyter={"source_hidden": true}
-def same_device(df, part):
-    """The rows of df recorded on part's device (or live, like part)."""
-    return df[df["device"] == part["device"].iloc[0]] if len(df) and "device" in df else df
-
-
-def width_said(part):
-    ab = same_device(abl, part)
+def width_said(part, ab):      # one device's timings and ablations
     return ("Steps 05 → 06 (five changes; the seed measured 2.13× for one row and credits the load width): "
             + results.summary(part, "06_fp16_uint4", "05_fp16_half2_cub", prov=False) + " The width alone "
             "(`06_ablate_half2`, step 06 with half2 accesses): "
@@ -455,7 +449,7 @@ def ldg_said(part):
             + f" ({results.source(part)}).")
 
 
-results.each_device(res, width_said)
+results.each_device(res, width_said, abl)
 results.each_device(res, ldg_said)
 
 # %% [markdown]

@@ -210,8 +210,7 @@ f16 = inflight[inflight.dtype == "float16"]
 fund = kl.device.load_recorded("measuring")   # lab 00's records: the bytes-in-flight sweep and the DRAM latency
 
 
-def inflight_said(part):
-    fd = fund[fund["device"] == part["device"].iloc[0]] if "device" in fund else fund   # lab 00 on this device
+def inflight_said(part, fd):      # one device's add rows and its lab 00 record
     if fd.empty:
         return f"Lab 00 has no record for {part['device'].iloc[0]}: no sweep to set these fractions against."
     roof = measuring.value(fd, "read roof")
@@ -237,7 +236,7 @@ def inflight_said(part):
 
 
 if f16["fraction of copy roof at 64M"].notna().all():
-    results.each_device(big, inflight_said)
+    results.each_device(big, inflight_said, fund)
     kl.say("Same bytes" + (", same number of threads per SM" if f16["threads per SM"].nunique() == 1 else "")
            + ": what differs is how many bytes each thread has asked for when it waits (and, with it, the load "
            "instructions per byte).")

@@ -313,11 +313,11 @@ def graph_sentence(p):
             f"{top['graph speedup (wall)']:.2f}× ({kl.provenance(p)}).")
 
 
-def differ_sentence(p):
+def differ_sentence(p, b):      # one device's graph table and block times
     at = lambda key: [f"{r['what'].split(' (')[0]} N = {r['N']}" for _, r in p.iterrows() if key in r["why they differ"]]  # noqa: E731
     off = [f"{r['what'].split(' (')[0]} N = {r['N']} ({100 * (r['replay GPU us (graph run)'] / r['GPU us (replay)'] - 1):+.1f}%)"
            for _, r in p.iterrows() if "replay GPU time" in r["why they differ"]]
-    k = bt[(bt["device"] == p["device"].iloc[0]) & (bt["N"] == 256) & (bt["name"] == "block (lab kernels + cuBLAS)")]
+    k = b[(b["N"] == 256) & (b["name"] == "block (lab kernels + cuBLAS)")]
     parts = []
     if at("eager wall"):
         parts.append(f"Its eager wall lies outside the breakdown run's band at {', '.join(at('eager wall'))}: a wall "
@@ -336,7 +336,7 @@ def differ_sentence(p):
 
 if not gt.empty:
     results.each_device(gt, graph_sentence)
-    results.each_device(gt, differ_sentence)
+    results.each_device(gt, differ_sentence, bt)
 
 # %% [markdown]
 # ## Tokens per second
