@@ -974,7 +974,8 @@ __device__ __forceinline__ void tile_store(float (*part)[16], int s, int g, int 
         y[row0 + threadIdx.x] = v;
     }
 }
-template <bool TC>
+struct I4Group { uint4 a, b; float sa, sb; unsigned za, zb; };    // one group's DRAM loads, one lane
+template <bool TC, bool PIPE = false>
 __device__ __forceinline__ void int4_mma_body(const unsigned char* __restrict__ W,
         const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
         float* __restrict__ y, int K, int M, int split) {
@@ -987,35 +988,49 @@ __device__ __forceinline__ void int4_mma_body(const unsigned char* __restrict__ 
     const uint4* x8 = reinterpret_cast<const uint4*>(x) + 4 * t;              // group gg: + 16 * gg
     const int per = (G + split - 1) / split, g0 = s * per, g1 = min(G, g0 + per);
     const unsigned inv16 = 0x2C002C00u;                                       // {1/16, 1/16}
+    auto load = [&](I4Group& b, int gg) {              // weights, scales and zeros of group gg (x: at use, from L2)
+        b.a = W_LOAD(wa + 4 * gg, gg * 64 + lane);
+        b.b = W_LOAD(wb + 4 * gg, gg * 64 + 32 + lane);
+        b.sa = __half2float(__ldg(scales + ra * G + gg));
+        b.sb = __half2float(__ldg(scales + rb * G + gg));
+        b.za = __ldg(zeros + ra * G + gg);
+        b.zb = __ldg(zeros + rb * G + gg);
+    };
     float acc_a = 0.0f, acc_b = 0.0f;
-    for (int gg = g0; gg < g1; ++gg) {
-        const uint4 va = W_LOAD(wa + 4 * gg, gg * 64 + lane), vb = W_LOAD(wb + 4 * gg, gg * 64 + 32 + lane);         // issued with the group's
-        const float sa = __half2float(__ldg(scales + ra * G + gg));           // scales and zeros
-        const float sb = __half2float(__ldg(scales + rb * G + gg));
-        const unsigned za = __ldg(zeros + ra * G + gg), zb = __ldg(zeros + rb * G + gg);
-        const unsigned za1 = (0x6400u + za) * 0x10001u, zb1 = (0x6400u + zb) * 0x10001u;               // 1024 + z
-        const unsigned za2 = (0xD400u + (za << 4)) * 0x10001u, zb2 = (0xD400u + (zb << 4)) * 0x10001u;  // -(64 + z)
-        const unsigned wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
-        float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    I4Group buf[2];
+    if (PIPE && g0 < g1) load(buf[0], g0);
+    for (int q0 = g0; q0 < g1; q0 += 2) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {          // word j: columns 32t + 8j .. 32t + 8j + 7 of the group
-            Half8 xv;
-            xv.u = __ldg(x8 + 16 * gg + j);
-            const unsigned* xw = reinterpret_cast<const unsigned*>(&xv.u);
-            const unsigned b0 = __byte_perm(xw[0], xw[2], 0x5410), b1 = __byte_perm(xw[0], xw[2], 0x7632);  // {x0,x4} {x1,x5}
-            const unsigned b2 = __byte_perm(xw[1], xw[3], 0x5410), b3 = __byte_perm(xw[1], xw[3], 0x7632);  // {x2,x6} {x3,x7}
-            const unsigned a = wa4[j], b = wb4[j], a8 = a >> 8, b8 = b >> 8;
-            mac_16816<TC>(c0, hsub2_u(lop3_and_or(a, 0x000f000fu, 0x64006400u), za1),     // {q0, q4} - z, row g
-                          hsub2_u(lop3_and_or(b, 0x000f000fu, 0x64006400u), zb1),     // row g + 8
-                          hfma2_u(lop3_and_or(a, 0x00f000f0u, 0x64006400u), inv16, za2),  // {q1, q5} - z
-                          hfma2_u(lop3_and_or(b, 0x00f000f0u, 0x64006400u), inv16, zb2), b0, b1);
-            mac_16816<TC>(c1, hsub2_u(lop3_and_or(a8, 0x000f000fu, 0x64006400u), za1),    // {q2, q6} - z
-                          hsub2_u(lop3_and_or(b8, 0x000f000fu, 0x64006400u), zb1),
-                          hfma2_u(lop3_and_or(a8, 0x00f000f0u, 0x64006400u), inv16, za2), // {q3, q7} - z
-                          hfma2_u(lop3_and_or(b8, 0x00f000f0u, 0x64006400u), inv16, zb2), b2, b3);
+        for (int u = 0; u < 2; ++u) {                   // compute buf[u] (group gg) while gg + 1 loads
+            const int gg = q0 + u;
+            if (gg >= g1) break;
+            if (!PIPE) load(buf[u], gg);                // step 28: load, then wait for it
+            else if (gg + 1 < g1) load(buf[u ^ 1], gg + 1);
+            const I4Group& c = buf[u];
+            const unsigned za1 = (0x6400u + c.za) * 0x10001u, zb1 = (0x6400u + c.zb) * 0x10001u;               // 1024 + z
+            const unsigned za2 = (0xD400u + (c.za << 4)) * 0x10001u, zb2 = (0xD400u + (c.zb << 4)) * 0x10001u;  // -(64 + z)
+            const unsigned wa4[4] = {c.a.x, c.a.y, c.a.z, c.a.w}, wb4[4] = {c.b.x, c.b.y, c.b.z, c.b.w};
+            float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {          // word j: columns 32t + 8j .. 32t + 8j + 7 of the group
+                Half8 xv;
+                xv.u = __ldg(x8 + 16 * gg + j);
+                const unsigned* xw = reinterpret_cast<const unsigned*>(&xv.u);
+                const unsigned b0 = __byte_perm(xw[0], xw[2], 0x5410), b1 = __byte_perm(xw[0], xw[2], 0x7632);  // {x0,x4} {x1,x5}
+                const unsigned b2 = __byte_perm(xw[1], xw[3], 0x5410), b3 = __byte_perm(xw[1], xw[3], 0x7632);  // {x2,x6} {x3,x7}
+                const unsigned a = wa4[j], b = wb4[j], a8 = a >> 8, b8 = b >> 8;
+                mac_16816<TC>(c0, hsub2_u(lop3_and_or(a, 0x000f000fu, 0x64006400u), za1),     // {q0, q4} - z, row g
+                              hsub2_u(lop3_and_or(b, 0x000f000fu, 0x64006400u), zb1),     // row g + 8
+                              hfma2_u(lop3_and_or(a, 0x00f000f0u, 0x64006400u), inv16, za2),  // {q1, q5} - z
+                              hfma2_u(lop3_and_or(b, 0x00f000f0u, 0x64006400u), inv16, zb2), b0, b1);
+                mac_16816<TC>(c1, hsub2_u(lop3_and_or(a8, 0x000f000fu, 0x64006400u), za1),    // {q2, q6} - z
+                              hsub2_u(lop3_and_or(b8, 0x000f000fu, 0x64006400u), zb1),
+                              hfma2_u(lop3_and_or(a8, 0x00f000f0u, 0x64006400u), inv16, za2), // {q3, q7} - z
+                              hfma2_u(lop3_and_or(b8, 0x00f000f0u, 0x64006400u), inv16, zb2), b2, b3);
+            }
+            acc_a = fmaf(c.sa, c0[0] + c1[0], acc_a);     // every column of the n = 8 tile holds the same dot
+            acc_b = fmaf(c.sb, c0[2] + c1[2], acc_b);     // product (x is in all 8): column 2t, rows g, g + 8
         }
-        acc_a = fmaf(sa, c0[0] + c1[0], acc_a);     // every column of the n = 8 tile holds the same dot
-        acc_b = fmaf(sb, c0[2] + c1[2], acc_b);     // product (x is in all 8): column 2t, rows g, g + 8
     }
     tile_store(part, s, g, t, quad_sum<TC>(acc_a), quad_sum<TC>(acc_b), split, y, row0, K);
 }
@@ -1029,6 +1044,14 @@ extern "C" __global__ void gemv_28_int4_mma(GEMV28_ARGS) { int4_mma_body<true>(W
 // step 28 with only the first undone: the same tiles, loads and LOP3 dequantisation, the
 // multiply-add in fp32 FMAs on the CUDA cores (4 per weight pair), the quad's shares added at the end.
 extern "C" __global__ void gemv_28_ablate_cuda_cores(GEMV28_ARGS) { int4_mma_body<false>(W, scales, zeros, x, y, K, M, split); }
+
+// === gemv_35_int4_pipelined ===
+// Why: step 28 issues a group's loads (16 bytes of each of its two rows, the scales, zeros and x) and
+// waits for them before its dequantisation and mma: one memory round trip per group with nothing
+// in flight while it computes. Here, as in step 29, each warp issues the NEXT group's loads before it
+// computes this one (two register buffers, the loop unrolled by 2 so each keeps its registers); all
+// else is step 28's. Step 28 is this step's ablation: the pipeline is the one change.
+extern "C" __global__ void gemv_35_int4_pipelined(GEMV28_ARGS) { int4_mma_body<true, true>(W, scales, zeros, x, y, K, M, split); }
 
 // === gemv_29_int8_w8a16 ===
 // Why: beyond the report: int8 weights with fp16 activations (W8A16, what most engines run), on

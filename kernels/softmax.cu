@@ -853,6 +853,176 @@ extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_10_clust
 }
 
 
+// === softmax_11_cluster_pipelined_2 ===
+// Why: step 10 launches one cluster per row; each block loads its chunk (a DRAM round trip with
+// nothing else to do), reduces, exchanges (m, d) with the cluster, stores, and exits. With a few
+// blocks an SM, all of them are in the same phase: while they reduce, exchange and store, no loads
+// are in flight (Nsight Compute, lab 01: no unit saturated, DRAM idle between phases). Step 07 fixed
+// the same thing for one block per row; here the same two changes go to the cluster: the grid holds
+// only the clusters that fit on the GPU at once, each walking rows with a stride, and every block
+// issues the loads of its chunk of the NEXT row (into raw registers) before this row's reduction,
+// exchange and store. The ablation without the prefetch (11_ablate_no_prefetch) separates the two.
+// 16-byte aligned rows only (the launcher hands the rest to step 10). The prefetch doubles the
+// registers a thread holds, so a thread keeps 4 16-byte words of a row (16 floats or 32 halves, half of
+// step 10's) and a block takes up to 1024 threads: rows up to 8 x 1024 x 16 floats or x 32 halves.
+#define CL11_REGS 4
+template <int CS, bool PREFETCH>
+__device__ __forceinline__ void cluster_rows(const float* __restrict__ x, float* __restrict__ y, int R, int C, int chunk) {
+    const int c0 = (int)cluster_rank() * chunk, len = max(0, min(C, c0 + chunk) - c0);
+    const int stride = gridDim.x / CS;
+    long long row = blockIdx.x / CS;
+    float4 next[CL11_REGS];
+    auto load = [&](float4 (&v)[CL11_REGS], long long r) {
+#pragma unroll
+        for (int k = 0; k < CL11_REGS; ++k) v[k] = load4(x + r * C + c0, threadIdx.x + k * blockDim.x, len, 1);
+    };
+    if (PREFETCH && row < R) load(next, row);
+#pragma unroll 1
+    for (; row < R; row += stride) {
+        float4 v[CL11_REGS];
+        if (PREFETCH) {
+#pragma unroll
+            for (int k = 0; k < CL11_REGS; ++k) v[k] = next[k];
+            if (row + stride < R) load(next, row + stride);       // in flight during this row's work
+        } else {
+            load(v, row);                                          // the ablation: load, then wait
+        }
+        float m = -KL_INF, d = 0.0f;
+#pragma unroll
+        for (int k = 0; k < CL11_REGS; ++k) m = fmaxf(m, max4(v[k]));
+#pragma unroll
+        for (int k = 0; k < CL11_REGS; ++k) d += exp4_inplace<true>(v[k], m);
+        const float k_out = out_scale<true>(m, cluster_row_md<CS>(MD{m, d}));
+        float* yr = y + row * C + c0;
+#pragma unroll
+        for (int k = 0; k < CL11_REGS; ++k) store4(yr, threadIdx.x + k * blockDim.x, len, 1, scale4(v[k], k_out));
+    }
+}
+
+template <int N> __device__ __forceinline__ float max_h8(const uint4 (&raw)[N]) {
+    __half2 mh = __halves2half2(__ushort_as_half(0xFC00), __ushort_as_half(0xFC00));     // -inf
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        Half8 h;
+        h.u = raw[k];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mh = __hmax2(mh, h.h2[j]);                 // NaN-ignoring, as fmaxf
+    }
+    return fmaxf(__low2float(mh), __high2float(mh));
+}
+template <int CS, bool PREFETCH>
+__device__ __forceinline__ void cluster_rows_h(const __half* __restrict__ x, __half* __restrict__ y, int R, int C,
+                                               int chunk) {
+    const int c0 = (int)cluster_rank() * chunk, len = max(0, min(C, c0 + chunk) - c0);
+    const int stride = gridDim.x / CS;
+    long long row = blockIdx.x / CS;
+    uint4 next[CL11_REGS];
+    auto load = [&](uint4 (&v)[CL11_REGS], long long r) {
+#pragma unroll
+        for (int k = 0; k < CL11_REGS; ++k) v[k] = ld_raw8(x + r * C + c0, threadIdx.x + k * blockDim.x, len);
+    };
+    if (PREFETCH && row < R) load(next, row);
+#pragma unroll 1
+    for (; row < R; row += stride) {
+        uint4 raw[CL11_REGS];
+        if (PREFETCH) {
+#pragma unroll
+            for (int k = 0; k < CL11_REGS; ++k) raw[k] = next[k];
+            if (row + stride < R) load(next, row + stride);
+        } else {
+            load(raw, row);
+        }
+        float4 lo, hi;
+        float d = 0.0f;
+        const float m = max_h8(raw);      // in fp16 (exact): no fp32 copy of the chunk stays live
+#pragma unroll
+        for (int k = 0; k < CL11_REGS; ++k) { unpack8(raw[k], lo, hi); d += exp4_inplace<true>(lo, m) + exp4_inplace<true>(hi, m); }
+        const MD row_md = cluster_row_md<CS>(MD{m, d});
+        const float inv = 1.0f / row_md.d;
+        __half* yr = y + row * C + c0;
+#pragma unroll
+        for (int k = 0; k < CL11_REGS; ++k) {
+            unpack8(raw[k], lo, hi);
+            exp4_inplace<true>(lo, row_md.m);
+            exp4_inplace<true>(hi, row_md.m);
+            store8(yr, threadIdx.x + k * blockDim.x, len, 1, scale4(lo, inv), scale4(hi, inv));
+        }
+    }
+}
+#define CL11_ARGS(T) const T* __restrict__ x, T* __restrict__ y, int R, int C, int chunk
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_11_cluster_pipelined_2(CL11_ARGS(float)) {
+    cluster_rows<2, true>(x, y, R, C, chunk);
+}
+
+// === softmax_11_cluster_pipelined_4 ===
+// Why: the same, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_11_cluster_pipelined_4(CL11_ARGS(float)) {
+    cluster_rows<4, true>(x, y, R, C, chunk);
+}
+
+// === softmax_11_cluster_pipelined_8 ===
+// Why: the same, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_cluster_pipelined_8(CL11_ARGS(float)) {
+    cluster_rows<8, true>(x, y, R, C, chunk);
+}
+
+// === softmax_11_cluster_pipelined_fp16_2 ===
+// Why: the same for fp16 (raw halves, as step 10), a cluster of 2 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_11_cluster_pipelined_fp16_2(CL11_ARGS(__half)) {
+    cluster_rows_h<2, true>(x, y, R, C, chunk);
+}
+
+// === softmax_11_cluster_pipelined_fp16_4 ===
+// Why: the same for fp16, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_11_cluster_pipelined_fp16_4(CL11_ARGS(__half)) {
+    cluster_rows_h<4, true>(x, y, R, C, chunk);
+}
+
+// === softmax_11_cluster_pipelined_fp16_8 ===
+// Why: the same for fp16, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_cluster_pipelined_fp16_8(CL11_ARGS(__half)) {
+    cluster_rows_h<8, true>(x, y, R, C, chunk);
+}
+
+// === softmax_11_ablate_no_prefetch_2 ===
+// Why: step 10 -> 11 makes two changes: a grid of only the resident clusters, each walking rows, and
+// the next row's loads issued before this row's work. This is step 11 without the second: 10 -> this
+// is the resident grid alone, this -> 11 the prefetch alone (one kernel per cluster size, each dtype).
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_11_ablate_no_prefetch_2(CL11_ARGS(float)) {
+    cluster_rows<2, false>(x, y, R, C, chunk);
+}
+
+// === softmax_11_ablate_no_prefetch_4 ===
+// Why: the same ablation, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_11_ablate_no_prefetch_4(CL11_ARGS(float)) {
+    cluster_rows<4, false>(x, y, R, C, chunk);
+}
+
+// === softmax_11_ablate_no_prefetch_8 ===
+// Why: the same ablation, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_ablate_no_prefetch_8(CL11_ARGS(float)) {
+    cluster_rows<8, false>(x, y, R, C, chunk);
+}
+
+// === softmax_11_ablate_no_prefetch_fp16_2 ===
+// Why: the same ablation for fp16, a cluster of 2 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_11_ablate_no_prefetch_fp16_2(CL11_ARGS(__half)) {
+    cluster_rows_h<2, false>(x, y, R, C, chunk);
+}
+
+// === softmax_11_ablate_no_prefetch_fp16_4 ===
+// Why: the same ablation for fp16, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_11_ablate_no_prefetch_fp16_4(CL11_ARGS(__half)) {
+    cluster_rows_h<4, false>(x, y, R, C, chunk);
+}
+
+// === softmax_11_ablate_no_prefetch_fp16_8 ===
+// Why: the same ablation for fp16, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_ablate_no_prefetch_fp16_8(CL11_ARGS(__half)) {
+    cluster_rows_h<8, false>(x, y, R, C, chunk);
+}
+
+
 // === softmax_08_safe_v1 ===
 // Why: the tutorial's softmax_safe_v1_kernel as it means it, fixed so it compiles: the printed code
 // declares `__shared__ float s_data;` (one float) and indexes it, and reads the result as `s_data`;

@@ -316,6 +316,31 @@ pd.DataFrame([{"row length": c, **{f"{dt}: blocks per row, threads per block, el
               for c in (16385, 32768, 65536, 151936, 262144)])
 
 # %% [markdown]
+# ## Step 11: step 07's lesson, given to the cluster
+# Step 10 launches one cluster per row; each block loads its chunk (a DRAM round trip with nothing
+# else to do), reduces, exchanges `(m, d)` through the cluster, stores and exits, and the few blocks
+# on an SM all do so in step. Step 07 cured the same thing for a block per row, and step 11 does
+# the same for the cluster: the grid holds only the clusters the GPU can run at once (the driver's
+# `cuOccupancyMaxActiveClusters`, which knows that a cluster's blocks share one GPC), each walks
+# rows with a stride, and each block issues its loads for the **next** row before this row's
+# reduction, exchange and store. Holding two rows' words doubles the registers a thread needs, so a
+# thread of step 11 keeps half of step 10's share (16 floats or 32 halves) and a block takes up to
+# 1024 threads. Rows of fp32 longer than 8 × 1024 × 16 = 131072 elements still go to step 10.
+# Two changes are bundled here: the resident clusters (with the smaller share a thread), and the
+# prefetch. The ablation without the prefetch splits them, and the table shows both dtypes,
+# including where step 11 loses.
+
+# %%
+build.show("softmax", "11_cluster_pipelined_2")
+check_variants(softmax, ["11_cluster_pipelined", "11_ablate_no_prefetch"])
+
+# %%
+cl = bench.compare(softmax, [(s, dt) for dt in ("float32", "float16") for s in softmax.SWEEP
+                             if s[1] >= softmax.CLUSTER_FROM],
+                   names=["10_cluster", "11_ablate_no_prefetch", "11_cluster_pipelined"], baselines=[])
+results.ablation(cl, softmax.CLUSTER_PAIRS, softmax.CLUSTER_STEPS)
+
+# %% [markdown]
 # ## What the compiler made of each step
 # Registers, spills and shared memory per kernel, for Orin (sm_87) and Hopper (sm_90).
 # Steps 05–07 hold the row in registers (the most registers per thread): no spills, but at 1024
@@ -462,15 +487,16 @@ if len(nv):
 # ### Every row length at speed: the best step per length, and the targets
 # The fastest step at each row length of the sweep (fp32 and fp16; live, this times both dtypes'
 # last steps, torch and a memcpy), its fraction of the copy roof, and torch's time over its time.
-# Steps 09 and 10 exist for the two ends of this table. The `kernel that ran` column names the step whose
-# kernel the fastest launcher ran (`softmax.kernel_run`): step 10 hands rows under 16385 to step 09, and
+# Steps 09, 10 and 11 exist for the two ends of this table. The `kernel that ran` column names the step whose
+# kernel the fastest launcher ran (`softmax.kernel_run`): step 11 hands the rows it cannot hold to step 10,
+# step 10 hands rows under 16385 to step 09, and
 # step 09 hands rows too long for a warp to step 05 or 07, so a "fastest" 09 or 10 there is a pick
 # within noise between launches of the same kernel. The targets' "at the floor" column is the
 # memcpy of the same bytes: where it misses a target, so must every kernel.
 
 # %%
 swb = bench.compare(softmax, [(s, dt) for dt in ("float32", "float16") for s in softmax.SWEEP],
-                    names=["05_online_vec4", "07_fp16_pipelined", "09_dispatch", "10_cluster"],
+                    names=["05_online_vec4", "07_fp16_pipelined", "09_dispatch", "10_cluster", "11_cluster_pipelined"],
                     baselines=["torch.softmax", "memcpy x -> y (floor)"])
 softmax.best_per_length(swb)
 

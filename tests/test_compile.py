@@ -17,7 +17,11 @@ LEARNER_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
 # instruction is compiled out behind `#if __CUDA_ARCH__ >= ...` and the kernel traps (never a
 # silent wrong answer); the lab skips the step loudly before any launch.
 #   mma.sync.m16n8k16 with fp16 inputs: sm_80. createpolicy / ld ... .L2::cache_hint: sm_80.
-MIN_ARCH = {"gemv_28_int4_mma": "sm_80", "gemv_29_int8_w8a16": "sm_80"}
+MIN_ARCH = {"gemv_28_int4_mma": "sm_80", "gemv_29_int8_w8a16": "sm_80", "gemv_35_int4_pipelined": "sm_80"}
+# Kernels of thread-block clusters: their launchers never run them before sm_90 (no trap needed).
+CLUSTER_MIN_ARCH = {**{f"softmax_11_{k}_{cs}": "sm_90" for k in ("cluster_pipelined", "cluster_pipelined_fp16",
+                                                          "ablate_no_prefetch", "ablate_no_prefetch_fp16")
+               for cs in (2, 4, 8)}}
 # Kernels whose default path runs everywhere but one option needs sm_80 (stream = 1: the L2
 # evict-first weight loads of variant 22_fp16_fast_stream).
 OPTION_MIN_ARCH = {k: "sm_80" for k in ("gemv_22_fp16_fast", "gemv_23_fp16_f32out_fast", "gemv_24_f32_fast",
@@ -37,7 +41,8 @@ def test_compiles_for_every_learner_gpu(family, arch):
     info = build.ptxas_info(family, archs=(arch,))
     kernels = set(KERNEL_RE.findall(build.source(family)))
     assert kernels <= set(info.kernel), f"{arch}: no ptxas info for {kernels - set(info.kernel)}"
-    runs_here = info[[_arch_num(arch) >= _arch_num(MIN_ARCH.get(k, "sm_75")) for k in info.kernel]]
+    need = {**MIN_ARCH, **CLUSTER_MIN_ARCH}
+    runs_here = info[[_arch_num(arch) >= _arch_num(need.get(k, "sm_75")) for k in info.kernel]]
     spills = runs_here[(runs_here.spill_stores > 0) | (runs_here.spill_loads > 0)]
     assert spills.empty, f"{arch} spills:\n{spills[['kernel', 'registers', 'spill_stores', 'spill_loads']].to_string()}"
 

@@ -8,7 +8,7 @@ from kernellab import check, softmax
 
 pytestmark = gpu
 SHAPES = [(1, c) for c in (1, 31, 33, 1023, 4097, 65537)] + [(3, c) for c in (1, 31, 33, 1023, 4097, 65537)] \
-    + [(5, 1024), (7, 32768), (2, 40000)]
+    + [(5, 1024), (7, 32768), (2, 40000), (5, 262144), (777, 16400)]   # last: more rows than step 11's clusters
 
 
 # every step of the lab, every row of the step-05 ablation table, and the short-row family (step 08)

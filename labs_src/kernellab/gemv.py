@@ -399,10 +399,10 @@ def tile_split(name, K, M) -> int:
     return S
 
 
-def _int4_mma(name, split=None):
+def _int4_mma(name, split=None, tiles="28_int4_mma"):
     """Step 28: tensor cores, 16 rows per block, tile_split warps per tile; needs M % 128 == 0 and
     16-byte aligned bases, otherwise it runs step 26 (same inputs, same result to rounding).
-    Ablations keep step 28's tile_split, or a fixed `split`."""
+    Ablations keep step 28's tile_split, or a fixed `split`; step 35 takes its own (`tiles`)."""
     cores = _fast("26_int4_awq")
 
     def run(*args, out=None):
@@ -411,7 +411,7 @@ def _int4_mma(name, split=None):
         if M % GROUP or not (aligned(16, W) and aligned(16, x)):
             return cores(*args, out=out)
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["int4"][2])
-        S = split or tile_split("28_int4_mma", K, M)
+        S = split or tile_split(tiles, K, M)
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (-(-K // 16),), (S * 32,),
                                                   (*args, out_, K, M, S)))
     run.__name__ = name
@@ -457,6 +457,7 @@ VARIANTS = {
     "27_fp16_rows": _rows("27_fp16_rows"),
     "28_int4_mma": _int4_mma("28_int4_mma"),
     "29_int8_w8a16": _w8a16("29_int8_w8a16"),
+    "35_int4_pipelined": _int4_mma("35_int4_pipelined", tiles="35_int4_pipelined"),
 }
 BEST = {"float32": "24_f32_fast", "int8": "25_int8_fast", "f32_fp16w": "08_f32_fp16w_block",
         "float16": "27_fp16_rows", "int4": "28_int4_mma",
@@ -556,8 +557,8 @@ CASES = {
     "int8": [(s, "int8") for s in (QO, KV, UP, DOWN, Q25, UP25, DOWN25)],
     "f32_fp16w": [((4096, m), "f32_fp16w") for m in (256, 512, 1024, 2048, 4096, 8192, 16384)],
     "float16": [(s, "float16") for s in (QO, UP, DOWN, UP25, VOCAB, KV, DOWN25)],
-    "int4": [(s, "int4") for s in (QO, UP, DOWN, UP25)],
-    "w8a16": [(s, "w8a16") for s in (QO, UP, DOWN, UP25)],
+    "int4": [(s, "int4") for s in (QO, UP, DOWN, UP25, VOCAB)],
+    "w8a16": [(s, "w8a16") for s in (QO, UP, DOWN, UP25, VOCAB)],
 }
 RECORD_CASES = [c for cs in CASES.values() for c in cs]
 
@@ -1020,6 +1021,8 @@ ABLATION_PAIRS = [
         ("the tensor cores", "28_int4_mma", "28_ablate_cuda_cores"),
         ("several warps per 16-row tile", "28_int4_mma", "28_ablate_split1"),
         ("16-row tiles with LOP3 dequantisation, both on CUDA cores", "28_ablate_cuda_cores", "26_int4_awq")]),
+    ("28 → 35", "int4", "28_int4_mma", "35_int4_pipelined", [
+        ("the software pipeline", "35_int4_pipelined", "28_int4_mma")]),
     ("25 → 29 (W8A16: fp16 activations, a path of its own)", "w8a16", None, "29_int8_w8a16", [
         ("the tensor cores", "29_int8_w8a16", "29_ablate_cuda_cores"),
         ("the software pipeline", "29_int8_w8a16", "29_ablate_no_pipeline"),

@@ -282,16 +282,16 @@ CLUSTER_ELEMS = {"float32": 32, "float16": 64}   # elements a thread of step 10 
 CLUSTER_THREADS = {"float32": (512, 1024), "float16": (256, 512)}   # preferred, then the most the kernel takes
 
 
-def cluster_geometry(C: int, dtype: str = "float32") -> tuple | None:
+def cluster_geometry(C: int, dtype: str = "float32", elems=CLUSTER_ELEMS, caps=CLUSTER_THREADS) -> tuple | None:
     """Step 10's cluster for a row of C elements: (blocks per row, threads per block, elements per
     block), the smallest cluster (2, 4 or 8) whose blocks hold their chunk in registers with at most
     the preferred threads (smaller blocks: more of them an SM, so one block's reduction overlaps
     another's loads; chosen from the recorded sweep, softmax.csv: 512 for fp32, 256 for fp16), else with the most the kernel
     takes; None past 8 such blocks."""
-    for cap in CLUSTER_THREADS[dtype]:
+    for cap in caps[dtype]:
         for cs in (2, 4, 8):
             chunk = -(-(-(-C // cs)) // 8) * 8                   # a multiple of 8: 16-byte aligned chunks
-            threads = -(-chunk // CLUSTER_ELEMS[dtype])
+            threads = -(-chunk // elems[dtype])
             if threads <= cap:
                 return cs, max(32, -(-threads // 32) * 32), chunk
     return None
@@ -311,6 +311,59 @@ def cluster(x, out=None):
            (x, out_, C, _vec_ok(x, out_, 8 if dt == "float16" else 4), chunk))
     return out_
 
+
+
+CLUSTER11_ELEMS = {"float32": 16, "float16": 32}   # elements a thread of step 11 holds (CL11_REGS x 16 bytes)
+CLUSTER11_THREADS = {"float32": (512, 1024), "float16": (512, 1024)}   # preferred, then the most it takes
+
+
+def cluster11_geometry(C: int, dtype: str = "float32") -> tuple | None:
+    """Step 11's cluster for a row of C elements, as cluster_geometry with its smaller share a thread."""
+    return cluster_geometry(C, dtype, CLUSTER11_ELEMS, CLUSTER11_THREADS)
+
+
+@functools.lru_cache(maxsize=None)
+def resident_clusters(name, threads, cs) -> int:
+    """Step 11's grid: the clusters of kernel `name` the GPU holds at once (build.resident_clusters)."""
+    from .core.build import kernel, resident_clusters as held
+    return held(kernel(FAMILY, name), threads, cs)
+
+
+def _cluster_rows(prefix, x, out):
+    """Step 11's launch (and its ablation's): as many clusters as the GPU holds at once
+    (build.resident_clusters), each walking rows; rows under CLUSTER_FROM, rows too long for 8 blocks
+    and rows that are not 16-byte aligned go to step 10."""
+    dt = "float16" if x.dtype == np.float16 else "float32"
+    out_, R, C = _prep(x, out, dt)
+    g = cluster11_geometry(C, dt) if R and C >= CLUSTER_FROM else None
+    if g is None or not _vec_ok(x, out_, 8 if dt == "float16" else 4):
+        return cluster(x, out=out_)
+    cs, threads, chunk = g
+    name = f"softmax_{prefix}{'_fp16' if dt == 'float16' else ''}_{cs}"
+    grid = min(R, resident_clusters(name, threads, cs))
+    launch(FAMILY, name, (grid * cs,), (threads,), (x, out_, R, C, chunk))
+    return out_
+
+
+@variant(dtypes=("float32", "float16"), min_arch=90)
+def cluster_pipelined(x, out=None):
+    """Step 11: step 10 with only the resident clusters, each walking rows and loading its chunk of
+    the next row before this row's reduction, exchange and store."""
+    return _cluster_rows("11_cluster_pipelined", x, out)
+
+
+@variant(dtypes=("float32", "float16"), min_arch=90)
+def ablate_11_no_prefetch(x, out=None):
+    """Step 11 without the prefetch (the resident clusters alone): the ablation that splits 10 -> 11."""
+    return _cluster_rows("11_ablate_no_prefetch", x, out)
+
+
+# Step 10 -> 11, taken apart (results.ablation): per dtype, the prefetch alone, and the rest of the step.
+CLUSTER_PAIRS = [(f"10 → 11 ({dt})", dt, "10_cluster", "11_cluster_pipelined", [
+    ("the next row's loads issued early (the prefetch)", "11_cluster_pipelined", "11_ablate_no_prefetch"),
+    ("the resident clusters walking rows, with half the row's share a thread (bundled)", "11_ablate_no_prefetch",
+     "10_cluster")]) for dt in ("float32", "float16")]
+CLUSTER_STEPS = {"11_ablate_no_prefetch": "step 11 without the prefetch: the resident clusters alone"}
 
 SAFE_V1_MAX_BLOCK = 1024   # step 08 holds one element per thread (SAFE_V1_MAX_BLOCK in softmax.cu)
 
@@ -353,6 +406,8 @@ VARIANTS = {
     "ablate_07_no_prefetch": ablate_no_prefetch,
     "09_dispatch": dispatch,
     "10_cluster": cluster,
+    "11_cluster_pipelined": cluster_pipelined,
+    "11_ablate_no_prefetch": ablate_11_no_prefetch,
 }
 BEST = {"float32": "05_online_vec4", "float16": "07_fp16_pipelined"}
 
@@ -523,12 +578,17 @@ def worst_vs_torch(df):
 
 
 def kernel_run(step: str, case: str) -> str:
-    """The step whose kernel the launcher of `step` actually runs at `case` ('RxC:dtype'): step 10
+    """The step whose kernel the launcher of `step` actually runs at `case` ('RxC:dtype'): step 11
+    hands rows it cannot hold (under CLUSTER_FROM, or past 8 blocks of 1024 threads) to step 10, step 10
     hands rows shorter than CLUSTER_FROM (or too long for its cluster) to step 09's dispatch, and
     step 09 hands rows too long for a warp to step 05 (fp32) or step 07 (fp16). Two launchers that
     map to the same step time the same kernel: a "fastest" between them is a pick within noise."""
     shape, dt = case.split(":")
     C = int(shape.split("x")[-1])
+    if step in ("11_cluster_pipelined", "11_ablate_no_prefetch"):
+        if C >= CLUSTER_FROM and cluster11_geometry(C, dt) is not None:
+            return step
+        step = "10_cluster"
     if step == "10_cluster":
         if C >= CLUSTER_FROM and cluster_geometry(C, dt) is not None:
             return step

@@ -295,6 +295,26 @@ def resident_grid(fn, threads: int = 256) -> int:
     return max(1, blocks_per_sm(fn, threads)) * info()["sms"]
 
 
+
+def resident_clusters(fn, threads: int, cs: int) -> int:
+    """Clusters of `cs` blocks of kernel `fn` (compiled with __cluster_dims__(cs)) that the GPU holds
+    at once: the driver's cuOccupancyMaxActiveClusters, which knows that a cluster's blocks must share
+    one GPC; where the call is unavailable, blocks per SM x SMs / cs (an upper bound)."""
+    import ctypes
+    guess = max(1, blocks_per_sm(fn, threads) * info()["sms"] // cs)
+    u, p = ctypes.c_uint, ctypes.c_void_p
+
+    class Config(ctypes.Structure):     # CUlaunchConfig
+        _fields_ = [("grid", u * 3), ("block", u * 3), ("smem", u), ("stream", p), ("attrs", p), ("nattrs", u)]
+    try:
+        n = ctypes.c_int(0)
+        cfg = Config((u * 3)(cs * guess, 1, 1), (u * 3)(threads, 1, 1), 0, None, None, 0)
+        rc = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters(ctypes.byref(n), p(fn.kernel.ptr),
+                                                                       ctypes.byref(cfg))
+    except (OSError, AttributeError):
+        return guess
+    return n.value if rc == 0 and n.value > 0 else guess
+
 def waves(blocks: int, sms: int, blocks_per_sm: int) -> dict:
     """How a grid of `blocks` fills the GPU: blocks per wave (all SMs full), waves, and how full
     the last wave is (the tail effect)."""
