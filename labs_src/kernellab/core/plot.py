@@ -20,8 +20,7 @@ DPI = 100
 WIDTH = 7.0          # inches of axes + labels; a legend outside adds <= 2.5 in: <= ~1000 px
 STYLE = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 9,
          "xtick.labelsize": 9, "ytick.labelsize": 9, "figure.dpi": DPI, "savefig.dpi": DPI}
-_VARIANT_STYLES = [("-", "o"), ("-", "s"), ("-", "^"), ("-", "v"), ("-", "D"), ("-", "P"),
-                   ("-", "X"), ("-", "<"), ("-", ">"), ("-", "h")]
+_VARIANT_STYLES = [(ls, mk) for ls in ("-", (0, (3, 1))) for mk in "os^vDPX<>h"]   # 20 before a repeat
 _BASELINE_STYLES = [("--", "x"), (":", "+"), ("-.", "*"), ((0, (5, 1, 1, 1)), "1"), ((0, (1, 3)), "2")]
 
 
