@@ -10,6 +10,7 @@ nothing here is imported by the labs unless they ask for this baseline."""
 from __future__ import annotations
 
 from .core.family import Family, Target
+from .core.results import print_once
 from .decoder import LAYER_KEYS, QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, lm_head, lw, step_name
 
 
@@ -267,7 +268,7 @@ def gpu_check(cfg: Config = WIDE, seeds=(1, 2), length: int = 64, prompt: int = 
         dec = Decoder(cfg, None, "float16", capacity=length + n_new, seed=seed)
         m = transformers_on_gpu(cfg, weights_of(dec))
         if m is None:
-            print("SKIPPED: transformers is not installed (KERNELLAB_EXTRAS=peers)")
+            print_once("SKIPPED: transformers is not installed (KERNELLAB_EXTRAS=peers)")
             return None
         tokens = [int(t) for t in np.random.default_rng(seed).integers(0, cfg.vocab, length)]
         ours = []
@@ -349,7 +350,7 @@ def baseline_rows(cfg: Config = QWEN3_8B, contexts=(1, 512), layers: int | None 
         torch.cuda.empty_cache()
     m = transformers_on_gpu(cfg, W)
     if m is None:
-        print("SKIPPED: transformers is not installed (KERNELLAB_EXTRAS=peers)")
+        print_once("SKIPPED: transformers is not installed (KERNELLAB_EXTRAS=peers)")
     for n in contexts if m is not None else ():
         try:
             call, reset = transformers_step(m, n)

@@ -211,7 +211,7 @@ def targets(targets, df):
                 row["device"] = part["device"].iloc[0]
             rows.append(row)
     if len(rows):
-        print(f"Targets: {provenance(df)}")
+        print_once(f"Targets: {provenance(df)}")
     return pd.DataFrame(rows)
 
 
@@ -535,6 +535,28 @@ def claim_rows(df, rows):
     return pd.DataFrame(out)
 
 
+
+_SAID: dict = {}      # the cell being run (IPython's execution count) -> the lines it has printed
+
+
+def print_once(line: str) -> None:
+    """Print a provenance or skip line once per notebook cell: a cell that reads two frames of the
+    same record says where they come from once. Outside IPython (tests, scripts) it always prints."""
+    try:
+        from IPython import get_ipython
+        ip = get_ipython()
+    except ImportError:
+        ip = None
+    if ip is not None:
+        said = _SAID.setdefault(ip.execution_count, set())
+        if len(_SAID) > 1:                   # a new cell: forget the others
+            for k in [k for k in _SAID if k != ip.execution_count]:
+                del _SAID[k]
+        if line in said:
+            return
+        said.add(line)
+    print(line)
+
 # ---- the live / recorded switch: written once -------------------------------------------------------
 
 def recorded(lab: str, what: str, **eq):
@@ -545,10 +567,10 @@ def recorded(lab: str, what: str, **eq):
     from .device import load_recorded
     rec = select(load_recorded(lab), **eq) if eq else load_recorded(lab)
     if rec is None or rec.empty:
-        print(f"SKIPPED (compile-only): nothing recorded for {lab} yet (`make bench` on a GPU records it); "
-              f"on a GPU this measures {what} live.")
+        print_once(f"SKIPPED (compile-only): nothing recorded for {lab} yet (`make bench` on a GPU records it); "
+                   f"on a GPU this measures {what} live.")
         return pd.DataFrame()
-    print(f"RECORDED results (not measured now): {provenance(rec)}")
+    print_once(f"RECORDED results (not measured now): {provenance(rec)}")
     return rec.reset_index(drop=True)
 
 
