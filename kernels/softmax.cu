@@ -910,7 +910,7 @@ template <int N> __device__ __forceinline__ float max_h8(const uint4 (&raw)[N]) 
     }
     return fmaxf(__low2float(mh), __high2float(mh));
 }
-template <int CS, bool PREFETCH>
+template <int CS, bool PREFETCH, bool ONE_EXP = false>
 __device__ __forceinline__ void cluster_rows_h(const __half* __restrict__ x, __half* __restrict__ y, int R, int C,
                                                int chunk) {
     const int c0 = (int)cluster_rank() * chunk, len = max(0, min(C, c0 + chunk) - c0);
@@ -936,16 +936,28 @@ __device__ __forceinline__ void cluster_rows_h(const __half* __restrict__ x, __h
         float d = 0.0f;
         const float m = max_h8(raw);      // in fp16 (exact): no fp32 copy of the chunk stays live
 #pragma unroll
-        for (int k = 0; k < CL11_REGS; ++k) { unpack8(raw[k], lo, hi); d += exp4_inplace<true>(lo, m) + exp4_inplace<true>(hi, m); }
+        for (int k = 0; k < CL11_REGS; ++k) {
+            unpack8(raw[k], lo, hi);
+            d += exp4_inplace<true>(lo, m) + exp4_inplace<true>(hi, m);
+            if (ONE_EXP) {                      // keep exp(x - m) as halves where x was (in [0, 1])
+                Half8 h;
+                h.h2[0] = __floats2half2_rn(lo.x, lo.y); h.h2[1] = __floats2half2_rn(lo.z, lo.w);
+                h.h2[2] = __floats2half2_rn(hi.x, hi.y); h.h2[3] = __floats2half2_rn(hi.z, hi.w);
+                raw[k] = h.u;
+            }
+        }
         const MD row_md = cluster_row_md<CS>(MD{m, d});
         const float inv = 1.0f / row_md.d;
+        const float k_out = ONE_EXP ? out_scale<true>(m, row_md) : inv;   // e^(m - M) / D
         __half* yr = y + row * C + c0;
 #pragma unroll
         for (int k = 0; k < CL11_REGS; ++k) {
             unpack8(raw[k], lo, hi);
-            exp4_inplace<true>(lo, row_md.m);
-            exp4_inplace<true>(hi, row_md.m);
-            store8(yr, threadIdx.x + k * blockDim.x, len, 1, scale4(lo, inv), scale4(hi, inv));
+            if (!ONE_EXP) {
+                exp4_inplace<true>(lo, row_md.m);
+                exp4_inplace<true>(hi, row_md.m);
+            }
+            store8(yr, threadIdx.x + k * blockDim.x, len, 1, scale4(lo, k_out), scale4(hi, k_out));
         }
     }
 }
@@ -1022,6 +1034,29 @@ extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_abla
     cluster_rows_h<8, false>(x, y, R, C, chunk);
 }
 
+
+// === softmax_12_cluster_one_exp_fp16_2 ===
+// Why: steps 10 and 11 keep an fp16 row's raw halves and compute each exponential twice (once for
+// the sum, once for the output), where fp32 computes it once and keeps it: fp16 rows spend twice
+// fp32's exp2 per element (Nsight Compute: the XU pipe twice as busy). Here, as the sum pass
+// computes e = exp(x - m) in fp32, it also packs e back into the halves where x was (e is in [0, 1],
+// so fp16 keeps it to 2^-11 relative); the output pass scales them by e^(m - M) / D: one exp2 per
+// element, the same registers. Everything else is step 11 (its ablation). fp16 only.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_12_cluster_one_exp_fp16_2(CL11_ARGS(__half)) {
+    cluster_rows_h<2, true, true>(x, y, R, C, chunk);
+}
+
+// === softmax_12_cluster_one_exp_fp16_4 ===
+// Why: the same, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_12_cluster_one_exp_fp16_4(CL11_ARGS(__half)) {
+    cluster_rows_h<4, true, true>(x, y, R, C, chunk);
+}
+
+// === softmax_12_cluster_one_exp_fp16_8 ===
+// Why: the same, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_12_cluster_one_exp_fp16_8(CL11_ARGS(__half)) {
+    cluster_rows_h<8, true, true>(x, y, R, C, chunk);
+}
 
 // === softmax_08_safe_v1 ===
 // Why: the tutorial's softmax_safe_v1_kernel as it means it, fixed so it compiles: the printed code

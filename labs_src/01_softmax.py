@@ -329,15 +329,25 @@ pd.DataFrame([{"row length": c, **{f"{dt}: blocks per row, threads per block, el
 # Two changes are bundled here: the resident clusters (with the smaller share a thread), and the
 # prefetch. The ablation without the prefetch splits them, and the table shows both dtypes,
 # including where step 11 loses.
+#
+# **Step 12 (fp16 only)** tests a second suspect. Steps 10 and 11 keep an fp16 row as raw halves
+# and compute every exponential twice (for the sum, then for the output), where fp32 keeps its
+# exponentials and computes each once: twice fp32's `ex2` per element, on the XU pipe (Nsight Compute
+# reads how busy it is, below). Step 12 packs each `exp(x − m)` back into the halves where x was (a value
+# in [0, 1]: fp16 keeps it to 2⁻¹¹ relative, within fp16's own output rounding) and scales them in
+# the output pass: one `ex2` per element. Step 11 is its ablation. If a step were the cure, its line
+# below would be large; where it is small, that suspect was not what held the long rows back.
 
 # %%
 build.show("softmax", "11_cluster_pipelined_2")
-check_variants(softmax, ["11_cluster_pipelined", "11_ablate_no_prefetch"])
+build.show("softmax", "12_cluster_one_exp_fp16_2")
+check_variants(softmax, ["11_cluster_pipelined", "11_ablate_no_prefetch", "12_cluster_one_exp"])
 
 # %%
 cl = bench.compare(softmax, [(s, dt) for dt in ("float32", "float16") for s in softmax.SWEEP
                              if s[1] >= softmax.CLUSTER_FROM],
-                   names=["10_cluster", "11_ablate_no_prefetch", "11_cluster_pipelined"], baselines=[])
+                   names=["10_cluster", "11_ablate_no_prefetch", "11_cluster_pipelined", "12_cluster_one_exp"],
+                   baselines=[])
 results.ablation(cl, softmax.CLUSTER_PAIRS, softmax.CLUSTER_STEPS)
 
 # %% [markdown]
@@ -487,8 +497,8 @@ if len(nv):
 # ### Every row length at speed: the best step per length, and the targets
 # The fastest step at each row length of the sweep (fp32 and fp16; live, this times both dtypes'
 # last steps, torch and a memcpy), its fraction of the copy roof, and torch's time over its time.
-# Steps 09, 10 and 11 exist for the two ends of this table. The `kernel that ran` column names the step whose
-# kernel the fastest launcher ran (`softmax.kernel_run`): step 11 hands the rows it cannot hold to step 10,
+# Steps 09 to 12 exist for the two ends of this table. The `kernel that ran` column names the step whose
+# kernel the fastest launcher ran (`softmax.kernel_run`): steps 11 and 12 hand the rows they cannot hold to step 10,
 # step 10 hands rows under 16385 to step 09, and
 # step 09 hands rows too long for a warp to step 05 or 07, so a "fastest" 09 or 10 there is a pick
 # within noise between launches of the same kernel. The targets' "at the floor" column is the
@@ -496,7 +506,8 @@ if len(nv):
 
 # %%
 swb = bench.compare(softmax, [(s, dt) for dt in ("float32", "float16") for s in softmax.SWEEP],
-                    names=["05_online_vec4", "07_fp16_pipelined", "09_dispatch", "10_cluster", "11_cluster_pipelined"],
+                    names=["05_online_vec4", "07_fp16_pipelined", "09_dispatch", "10_cluster", "11_cluster_pipelined",
+                           "12_cluster_one_exp"],
                     baselines=["torch.softmax", "memcpy x -> y (floor)"])
 softmax.best_per_length(swb)
 

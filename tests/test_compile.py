@@ -21,7 +21,7 @@ MIN_ARCH = {"gemv_28_int4_mma": "sm_80", "gemv_29_int8_w8a16": "sm_80", "gemv_35
 # Kernels of thread-block clusters: their launchers never run them before sm_90 (no trap needed).
 CLUSTER_MIN_ARCH = {**{f"softmax_11_{k}_{cs}": "sm_90" for k in ("cluster_pipelined", "cluster_pipelined_fp16",
                                                           "ablate_no_prefetch", "ablate_no_prefetch_fp16")
-               for cs in (2, 4, 8)}}
+               for cs in (2, 4, 8)}, **{f"softmax_12_cluster_one_exp_fp16_{cs}": "sm_90" for cs in (2, 4, 8)}}
 # Kernels whose default path runs everywhere but one option needs sm_80 (stream = 1: the L2
 # evict-first weight loads of variant 22_fp16_fast_stream).
 OPTION_MIN_ARCH = {k: "sm_80" for k in ("gemv_22_fp16_fast", "gemv_23_fp16_f32out_fast", "gemv_24_f32_fast",

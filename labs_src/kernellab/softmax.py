@@ -352,6 +352,13 @@ def cluster_pipelined(x, out=None):
     return _cluster_rows("11_cluster_pipelined", x, out)
 
 
+@variant(dtypes=("float16",), min_arch=90)
+def cluster_one_exp(x, out=None):
+    """Step 12 (fp16): step 11 with one exp per element, kept as halves where x was."""
+    require(x, "x", dtype="float16", ndim=2)
+    return _cluster_rows("12_cluster_one_exp", x, out)
+
+
 @variant(dtypes=("float32", "float16"), min_arch=90)
 def ablate_11_no_prefetch(x, out=None):
     """Step 11 without the prefetch (the resident clusters alone): the ablation that splits 10 -> 11."""
@@ -362,8 +369,11 @@ def ablate_11_no_prefetch(x, out=None):
 CLUSTER_PAIRS = [(f"10 → 11 ({dt})", dt, "10_cluster", "11_cluster_pipelined", [
     ("the next row's loads issued early (the prefetch)", "11_cluster_pipelined", "11_ablate_no_prefetch"),
     ("the resident clusters walking rows, with half the row's share a thread (bundled)", "11_ablate_no_prefetch",
-     "10_cluster")]) for dt in ("float32", "float16")]
-CLUSTER_STEPS = {"11_ablate_no_prefetch": "step 11 without the prefetch: the resident clusters alone"}
+     "10_cluster")]) for dt in ("float32", "float16")] + [
+    ("11 → 12 (float16)", "float16", "11_cluster_pipelined", "12_cluster_one_exp", [
+        ("one exp per element, kept as halves where x was", "12_cluster_one_exp", "11_cluster_pipelined")])]
+CLUSTER_STEPS = {"11_ablate_no_prefetch": "step 11 without the prefetch: the resident clusters alone",
+                 "12_cluster_one_exp": "step 11 (fp16) with one exp per element, kept as halves"}
 
 SAFE_V1_MAX_BLOCK = 1024   # step 08 holds one element per thread (SAFE_V1_MAX_BLOCK in softmax.cu)
 
@@ -408,6 +418,7 @@ VARIANTS = {
     "10_cluster": cluster,
     "11_cluster_pipelined": cluster_pipelined,
     "11_ablate_no_prefetch": ablate_11_no_prefetch,
+    "12_cluster_one_exp": cluster_one_exp,
 }
 BEST = {"float32": "05_online_vec4", "float16": "07_fp16_pipelined"}
 
@@ -585,7 +596,7 @@ def kernel_run(step: str, case: str) -> str:
     map to the same step time the same kernel: a "fastest" between them is a pick within noise."""
     shape, dt = case.split(":")
     C = int(shape.split("x")[-1])
-    if step in ("11_cluster_pipelined", "11_ablate_no_prefetch"):
+    if step in ("11_cluster_pipelined", "11_ablate_no_prefetch", "12_cluster_one_exp"):
         if C >= CLUSTER_FROM and cluster11_geometry(C, dt) is not None:
             return step
         step = "10_cluster"

@@ -122,7 +122,7 @@ def best(df, kind: str = "variant", names=None):
     and the fraction columns."""
     d = one_source(select(df, kind=kind))
     if d is not None and len(d):
-        d = d[~d["name"].str.startswith("ablate")]      # an ablation row is not a step of the ladder
+        d = d[~d["name"].str.contains(r"(?:^|_)ablate_")]   # an ablation row is not a step of the ladder
     if names is not None:
         d = select(d, name=list(names))
     if d is None or d.empty:
