@@ -792,6 +792,20 @@ __device__ __forceinline__ void cluster_body_h(const __half* __restrict__ x, __h
     }
 }
 
+// A block's chunk of one row, in registers: its (m, d), the row's through the cluster, the scaled store.
+template <int CS, int N>
+__device__ __forceinline__ void cluster_chunk_out(float4 (&v)[N], float* __restrict__ y, long long at, int len, int vec_ok) {
+    float m = -KL_INF, d = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) m = fmaxf(m, max4(v[k]));
+#pragma unroll
+    for (int k = 0; k < N; ++k) d += exp4_inplace<true>(v[k], m);
+    const float k_out = out_scale<true>(m, cluster_row_md<CS>(MD{m, d}));
+    float* yr = y + at;
+#pragma unroll
+    for (int k = 0; k < N; ++k) store4(yr, threadIdx.x + k * blockDim.x, len, vec_ok, scale4(v[k], k_out));
+}
+
 template <int CS>
 __device__ __forceinline__ void cluster_body(const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok,
                                              int chunk) {
@@ -801,15 +815,7 @@ __device__ __forceinline__ void cluster_body(const float* __restrict__ x, float*
     float4 v[CL_REGS];
 #pragma unroll
     for (int k = 0; k < CL_REGS; ++k) v[k] = load4(xr, threadIdx.x + k * blockDim.x, len, vec_ok);
-    float m = -KL_INF, d = 0.0f;
-#pragma unroll
-    for (int k = 0; k < CL_REGS; ++k) m = fmaxf(m, max4(v[k]));
-#pragma unroll
-    for (int k = 0; k < CL_REGS; ++k) d += exp4_inplace<true>(v[k], m);
-    const float k_out = out_scale<true>(m, cluster_row_md<CS>(MD{m, d}));
-    float* yr = y + row * C + c0;
-#pragma unroll
-    for (int k = 0; k < CL_REGS; ++k) store4(yr, threadIdx.x + k * blockDim.x, len, vec_ok, scale4(v[k], k_out));
+    cluster_chunk_out<CS>(v, y, row * C + c0, len, vec_ok);
 }
 
 extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_10_cluster_2(
@@ -887,15 +893,7 @@ __device__ __forceinline__ void cluster_rows(const float* __restrict__ x, float*
         } else {
             load(v, row);                                          // the ablation: load, then wait
         }
-        float m = -KL_INF, d = 0.0f;
-#pragma unroll
-        for (int k = 0; k < CL11_REGS; ++k) m = fmaxf(m, max4(v[k]));
-#pragma unroll
-        for (int k = 0; k < CL11_REGS; ++k) d += exp4_inplace<true>(v[k], m);
-        const float k_out = out_scale<true>(m, cluster_row_md<CS>(MD{m, d}));
-        float* yr = y + row * C + c0;
-#pragma unroll
-        for (int k = 0; k < CL11_REGS; ++k) store4(yr, threadIdx.x + k * blockDim.x, len, 1, scale4(v[k], k_out));
+        cluster_chunk_out<CS>(v, y, row * C + c0, len, 1);     // step 10's reduction and store
     }
 }
 
