@@ -859,19 +859,17 @@ extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_10_clust
 }
 
 
-// === softmax_11_cluster_pipelined_2 ===
+// === softmax_11_cluster_resident_2 ===
 // Why: step 10 launches one cluster per row; each block loads its chunk (a DRAM round trip with
-// nothing else to do), reduces, exchanges (m, d) with the cluster, stores, and exits. With a few
-// blocks an SM, all of them are in the same phase: while they reduce, exchange and store, no loads
-// are in flight (Nsight Compute, lab 01: no unit saturated, DRAM idle between phases). Step 07 fixed
-// the same thing for one block per row; here the same two changes go to the cluster: the grid holds
-// only the clusters that fit on the GPU at once, each walking rows with a stride, and every block
-// issues the loads of its chunk of the NEXT row (into raw registers) before this row's reduction,
-// exchange and store. The ablation without the prefetch (11_ablate_no_prefetch) separates the two.
-// 16-byte aligned rows only (the launcher hands the rest to step 10). The prefetch doubles the
-// registers a thread holds, so a thread keeps 4 16-byte words of a row (16 floats or 32 halves, half of
-// step 10's) and a block takes up to 1024 threads: rows up to 8 x 1024 x 16 floats or x 32 halves.
-#define CL11_REGS 4
+// nothing else to do), reduces, exchanges (m, d) with the cluster, stores and exits, and the few
+// blocks on an SM do so in step. Step 07's first change, given to the cluster: the grid holds only
+// the clusters the GPU runs at once (the launcher asks the driver), each walking rows with a stride,
+// so a cluster's next row starts while others still reduce. fp16 also takes its max in fp16 (__hmax2
+// on the raw halves, exact): step 10's fp32 max let the compiler keep an fp32 copy of the chunk
+// live, 128 registers a thread, two blocks an SM; ablation 11_ablate_fp32_max times that change alone.
+// Same chunk a thread as step 10 (8 16-byte words) and at most 512 threads a block: fp32 rows over
+// 8 x 512 x 32 elements, and rows that are not 16-byte aligned, go to step 10.
+#define CL11_REGS 8
 template <int CS, bool PREFETCH>
 __device__ __forceinline__ void cluster_rows(const float* __restrict__ x, float* __restrict__ y, int R, int C, int chunk) {
     const int c0 = (int)cluster_rank() * chunk, len = max(0, min(C, c0 + chunk) - c0);
@@ -908,7 +906,7 @@ template <int N> __device__ __forceinline__ float max_h8(const uint4 (&raw)[N]) 
     }
     return fmaxf(__low2float(mh), __high2float(mh));
 }
-template <int CS, bool PREFETCH, bool ONE_EXP = false>
+template <int CS, bool PREFETCH, bool ONE_EXP = false, bool H_MAX = true>
 __device__ __forceinline__ void cluster_rows_h(const __half* __restrict__ x, __half* __restrict__ y, int R, int C,
                                                int chunk) {
     const int c0 = (int)cluster_rank() * chunk, len = max(0, min(C, c0 + chunk) - c0);
@@ -931,8 +929,13 @@ __device__ __forceinline__ void cluster_rows_h(const __half* __restrict__ x, __h
             load(raw, row);
         }
         float4 lo, hi;
-        float d = 0.0f;
-        const float m = max_h8(raw);      // in fp16 (exact): no fp32 copy of the chunk stays live
+        float d = 0.0f, m = -KL_INF;
+        if (H_MAX) {
+            m = max_h8(raw);                  // in fp16 (exact): no fp32 copy of the chunk stays live
+        } else {                              // the ablation: step 10's max over unpacked floats
+#pragma unroll
+            for (int k = 0; k < CL11_REGS; ++k) { unpack8(raw[k], lo, hi); m = fmaxf(m, fmaxf(max4(lo), max4(hi))); }
+        }
 #pragma unroll
         for (int k = 0; k < CL11_REGS; ++k) {
             unpack8(raw[k], lo, hi);
@@ -960,100 +963,117 @@ __device__ __forceinline__ void cluster_rows_h(const __half* __restrict__ x, __h
     }
 }
 #define CL11_ARGS(T) const T* __restrict__ x, T* __restrict__ y, int R, int C, int chunk
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_11_cluster_pipelined_2(CL11_ARGS(float)) {
-    cluster_rows<2, true>(x, y, R, C, chunk);
-}
-
-// === softmax_11_cluster_pipelined_4 ===
-// Why: the same, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_11_cluster_pipelined_4(CL11_ARGS(float)) {
-    cluster_rows<4, true>(x, y, R, C, chunk);
-}
-
-// === softmax_11_cluster_pipelined_8 ===
-// Why: the same, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_cluster_pipelined_8(CL11_ARGS(float)) {
-    cluster_rows<8, true>(x, y, R, C, chunk);
-}
-
-// === softmax_11_cluster_pipelined_fp16_2 ===
-// Why: the same for fp16 (raw halves, as step 10), a cluster of 2 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_11_cluster_pipelined_fp16_2(CL11_ARGS(__half)) {
-    cluster_rows_h<2, true>(x, y, R, C, chunk);
-}
-
-// === softmax_11_cluster_pipelined_fp16_4 ===
-// Why: the same for fp16, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_11_cluster_pipelined_fp16_4(CL11_ARGS(__half)) {
-    cluster_rows_h<4, true>(x, y, R, C, chunk);
-}
-
-// === softmax_11_cluster_pipelined_fp16_8 ===
-// Why: the same for fp16, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_cluster_pipelined_fp16_8(CL11_ARGS(__half)) {
-    cluster_rows_h<8, true>(x, y, R, C, chunk);
-}
-
-// === softmax_11_ablate_no_prefetch_2 ===
-// Why: step 10 -> 11 makes two changes: a grid of only the resident clusters, each walking rows, and
-// the next row's loads issued before this row's work. This is step 11 without the second: 10 -> this
-// is the resident grid alone, this -> 11 the prefetch alone (one kernel per cluster size, each dtype).
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_11_ablate_no_prefetch_2(CL11_ARGS(float)) {
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_11_cluster_resident_2(CL11_ARGS(float)) {
     cluster_rows<2, false>(x, y, R, C, chunk);
 }
 
-// === softmax_11_ablate_no_prefetch_4 ===
-// Why: the same ablation, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_11_ablate_no_prefetch_4(CL11_ARGS(float)) {
+// === softmax_11_cluster_resident_4 ===
+// Why: the same, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_11_cluster_resident_4(CL11_ARGS(float)) {
     cluster_rows<4, false>(x, y, R, C, chunk);
 }
 
-// === softmax_11_ablate_no_prefetch_8 ===
-// Why: the same ablation, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_ablate_no_prefetch_8(CL11_ARGS(float)) {
+// === softmax_11_cluster_resident_8 ===
+// Why: the same, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_11_cluster_resident_8(CL11_ARGS(float)) {
     cluster_rows<8, false>(x, y, R, C, chunk);
 }
 
-// === softmax_11_ablate_no_prefetch_fp16_2 ===
-// Why: the same ablation for fp16, a cluster of 2 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_11_ablate_no_prefetch_fp16_2(CL11_ARGS(__half)) {
+// === softmax_11_cluster_resident_fp16_2 ===
+// Why: the same for fp16 (the max in fp16), a cluster of 2 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_11_cluster_resident_fp16_2(CL11_ARGS(__half)) {
     cluster_rows_h<2, false>(x, y, R, C, chunk);
 }
 
-// === softmax_11_ablate_no_prefetch_fp16_4 ===
-// Why: the same ablation for fp16, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_11_ablate_no_prefetch_fp16_4(CL11_ARGS(__half)) {
+// === softmax_11_cluster_resident_fp16_4 ===
+// Why: the same for fp16 (the max in fp16), a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_11_cluster_resident_fp16_4(CL11_ARGS(__half)) {
     cluster_rows_h<4, false>(x, y, R, C, chunk);
 }
 
-// === softmax_11_ablate_no_prefetch_fp16_8 ===
-// Why: the same ablation for fp16, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_11_ablate_no_prefetch_fp16_8(CL11_ARGS(__half)) {
+// === softmax_11_cluster_resident_fp16_8 ===
+// Why: the same for fp16 (the max in fp16), a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_11_cluster_resident_fp16_8(CL11_ARGS(__half)) {
     cluster_rows_h<8, false>(x, y, R, C, chunk);
 }
 
-
-// === softmax_12_cluster_one_exp_fp16_2 ===
-// Why: steps 10 and 11 keep an fp16 row's raw halves and compute each exponential twice (once for
-// the sum, once for the output), where fp32 computes it once and keeps it: fp16 rows spend twice
-// fp32's exp2 per element (Nsight Compute: the XU pipe twice as busy). Here, as the sum pass
-// computes e = exp(x - m) in fp32, it also packs e back into the halves where x was (e is in [0, 1],
-// so fp16 keeps it to 2^-11 relative); the output pass scales them by e^(m - M) / D: one exp2 per
-// element, the same registers. Everything else is step 11 (its ablation). fp16 only.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_12_cluster_one_exp_fp16_2(CL11_ARGS(__half)) {
-    cluster_rows_h<2, true, true>(x, y, R, C, chunk);
+// === softmax_11_ablate_fp32_max_fp16_2 ===
+// Why: step 11 (fp16) with step 10's max over unpacked floats: the resident clusters alone. 10 -> this is the resident grid, this -> 11 the fp16 max (registers).
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_11_ablate_fp32_max_fp16_2(CL11_ARGS(__half)) {
+    cluster_rows_h<2, false, false, false>(x, y, R, C, chunk);
 }
 
-// === softmax_12_cluster_one_exp_fp16_4 ===
+// === softmax_11_ablate_fp32_max_fp16_4 ===
+// Why: the same ablation, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_11_ablate_fp32_max_fp16_4(CL11_ARGS(__half)) {
+    cluster_rows_h<4, false, false, false>(x, y, R, C, chunk);
+}
+
+// === softmax_11_ablate_fp32_max_fp16_8 ===
+// Why: the same ablation, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_11_ablate_fp32_max_fp16_8(CL11_ARGS(__half)) {
+    cluster_rows_h<8, false, false, false>(x, y, R, C, chunk);
+}
+
+// === softmax_12_cluster_prefetch_2 ===
+// Why: step 07's second change, given to step 11: every block issues the loads of its chunk of the NEXT
+// row (into raw registers) before this row's reduction, exchange and store, so DRAM has work while
+// the cluster synchronises. The price: two rows' words live at once, twice the registers, half the
+// blocks an SM. Step 11 is its ablation; lab 01 measures which side wins.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_12_cluster_prefetch_2(CL11_ARGS(float)) {
+    cluster_rows<2, true>(x, y, R, C, chunk);
+}
+
+// === softmax_12_cluster_prefetch_4 ===
 // Why: the same, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_12_cluster_one_exp_fp16_4(CL11_ARGS(__half)) {
-    cluster_rows_h<4, true, true>(x, y, R, C, chunk);
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_12_cluster_prefetch_4(CL11_ARGS(float)) {
+    cluster_rows<4, true>(x, y, R, C, chunk);
 }
 
-// === softmax_12_cluster_one_exp_fp16_8 ===
+// === softmax_12_cluster_prefetch_8 ===
 // Why: the same, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_12_cluster_one_exp_fp16_8(CL11_ARGS(__half)) {
-    cluster_rows_h<8, true, true>(x, y, R, C, chunk);
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_12_cluster_prefetch_8(CL11_ARGS(float)) {
+    cluster_rows<8, true>(x, y, R, C, chunk);
+}
+
+// === softmax_12_cluster_prefetch_fp16_2 ===
+// Why: the same for fp16, a cluster of 2 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_12_cluster_prefetch_fp16_2(CL11_ARGS(__half)) {
+    cluster_rows_h<2, true>(x, y, R, C, chunk);
+}
+
+// === softmax_12_cluster_prefetch_fp16_4 ===
+// Why: the same for fp16, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_12_cluster_prefetch_fp16_4(CL11_ARGS(__half)) {
+    cluster_rows_h<4, true>(x, y, R, C, chunk);
+}
+
+// === softmax_12_cluster_prefetch_fp16_8 ===
+// Why: the same for fp16, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_12_cluster_prefetch_fp16_8(CL11_ARGS(__half)) {
+    cluster_rows_h<8, true>(x, y, R, C, chunk);
+}
+
+// === softmax_13_cluster_one_exp_fp16_2 ===
+// Why: steps 10 to 12 keep an fp16 row as raw halves and compute each exponential twice (once for the
+// sum, once for the output), where fp32 keeps its exponentials: twice fp32's ex2 per element, on the
+// XU pipe. Here the sum pass packs e = exp(x - m), in [0, 1], back into the halves where x was (fp16
+// keeps it to 2^-11 relative) and the output pass scales them by e^(m - M) / D: one ex2 per element,
+// the same registers. All else is step 11 (its ablation). fp16 only.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_13_cluster_one_exp_fp16_2(CL11_ARGS(__half)) {
+    cluster_rows_h<2, false, true>(x, y, R, C, chunk);
+}
+
+// === softmax_13_cluster_one_exp_fp16_4 ===
+// Why: the same, a cluster of 4 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_13_cluster_one_exp_fp16_4(CL11_ARGS(__half)) {
+    cluster_rows_h<4, false, true>(x, y, R, C, chunk);
+}
+
+// === softmax_13_cluster_one_exp_fp16_8 ===
+// Why: the same, a cluster of 8 blocks.
+extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_13_cluster_one_exp_fp16_8(CL11_ARGS(__half)) {
+    cluster_rows_h<8, false, true>(x, y, R, C, chunk);
 }
 
 // === softmax_08_safe_v1 ===

@@ -316,38 +316,43 @@ pd.DataFrame([{"row length": c, **{f"{dt}: blocks per row, threads per block, el
               for c in (16385, 32768, 65536, 151936, 262144)])
 
 # %% [markdown]
-# ## Step 11: step 07's lesson, given to the cluster
+# ## Steps 11–13: step 07's lessons, given to the cluster, and one suspect each
 # Step 10 launches one cluster per row; each block loads its chunk (a DRAM round trip with nothing
 # else to do), reduces, exchanges `(m, d)` through the cluster, stores and exits, and the few blocks
-# on an SM all do so in step. Step 07 cured the same thing for a block per row, and step 11 does
-# the same for the cluster: the grid holds only the clusters the GPU can run at once (the driver's
-# `cuOccupancyMaxActiveClusters`, which knows that a cluster's blocks share one GPC), each walks
-# rows with a stride, and each block issues its loads for the **next** row before this row's
-# reduction, exchange and store. Holding two rows' words doubles the registers a thread needs, so a
-# thread of step 11 keeps half of step 10's share (16 floats or 32 halves) and a block takes up to
-# 1024 threads. Rows of fp32 longer than 8 × 1024 × 16 = 131072 elements still go to step 10.
-# Two changes are bundled here: the resident clusters (with the smaller share a thread), and the
-# prefetch. The ablation without the prefetch splits them, and the table shows both dtypes,
-# including where step 11 loses.
+# on an SM do so in step. Step 07 cured the same thing for a block per row with two changes; here
+# each gets a step of its own, plus one fp16 suspect.
 #
-# **Step 12 (fp16 only)** tests a second suspect. Steps 10 and 11 keep an fp16 row as raw halves
-# and compute every exponential twice (for the sum, then for the output), where fp32 keeps its
-# exponentials and computes each once: twice fp32's `ex2` per element, on the XU pipe (Nsight Compute
-# reads how busy it is, below). Step 12 packs each `exp(x − m)` back into the halves where x was (a value
-# in [0, 1]: fp16 keeps it to 2⁻¹¹ relative, within fp16's own output rounding) and scales them in
-# the output pass: one `ex2` per element. Step 11 is its ablation. If a step were the cure, its line
-# below would be large; where it is small, that suspect was not what held the long rows back.
+# - **Step 11, the resident clusters.** The grid holds only the clusters the GPU can run at once
+#   (the driver's `cuOccupancyMaxActiveClusters`, which knows that a cluster's blocks share one
+#   GPC), each walking rows with a stride. In fp16 it also takes the row's max in fp16 (`__hmax2` on
+#   the raw halves, exact): step 10's max over unpacked floats let the compiler keep an fp32 copy
+#   of the chunk live (the register table below shows what each kernel holds). The ablation
+#   `11_ablate_fp32_max` keeps step 10's max, so each of the two changes has its own line.
+# - **Step 12, the prefetch.** Every block issues its loads for the **next** row before this row's
+#   reduction, exchange and store. Two rows' words then live at once: twice the registers.
+# - **Step 13 (fp16), one exponential per element.** Steps 10–12 keep an fp16 row as raw halves and
+#   compute every exponential twice (for the sum, then for the output), where fp32 keeps its
+#   exponentials: twice fp32's `ex2` per element, on the XU pipe (Nsight Compute reads how busy it
+#   is, below). Step 13 packs each `exp(x − m)` back into the halves where x was (a value in
+#   [0, 1]: fp16 keeps it to 2⁻¹¹ relative, within fp16's own output rounding) and scales them in
+#   the output pass.
+#
+# Each step keeps step 10's chunk a thread; fp32 rows longer than 8 × 512 × 32 elements still go to
+# step 10. Where a line below is large, that change was the cure; where it is small or below 1, that
+# suspect was not what held the long rows back, on that GPU. The tables show every long row, both
+# dtypes, including where a step loses.
 
 # %%
-build.show("softmax", "11_cluster_pipelined_2")
-build.show("softmax", "12_cluster_one_exp_fp16_2")
-check_variants(softmax, ["11_cluster_pipelined", "11_ablate_no_prefetch", "12_cluster_one_exp"])
+build.show("softmax", "11_cluster_resident_2")
+build.show("softmax", "12_cluster_prefetch_2")
+build.show("softmax", "13_cluster_one_exp_fp16_2")
+check_variants(softmax, ["11_cluster_resident", "11_ablate_fp32_max", "12_cluster_prefetch", "13_cluster_one_exp"])
 
 # %%
 cl = bench.compare(softmax, [(s, dt) for dt in ("float32", "float16") for s in softmax.SWEEP
                              if s[1] >= softmax.CLUSTER_FROM],
-                   names=["10_cluster", "11_ablate_no_prefetch", "11_cluster_pipelined", "12_cluster_one_exp"],
-                   baselines=[])
+                   names=["10_cluster", "11_ablate_fp32_max", "11_cluster_resident", "12_cluster_prefetch",
+                          "13_cluster_one_exp"], baselines=[])
 results.ablation(cl, softmax.CLUSTER_PAIRS, softmax.CLUSTER_STEPS)
 
 # %% [markdown]
@@ -497,8 +502,8 @@ if len(nv):
 # ### Every row length at speed: the best step per length, and the targets
 # The fastest step at each row length of the sweep (fp32 and fp16; live, this times both dtypes'
 # last steps, torch and a memcpy), its fraction of the copy roof, and torch's time over its time.
-# Steps 09 to 12 exist for the two ends of this table. The `kernel that ran` column names the step whose
-# kernel the fastest launcher ran (`softmax.kernel_run`): steps 11 and 12 hand the rows they cannot hold to step 10,
+# Steps 09 to 13 exist for the two ends of this table. The `kernel that ran` column names the step whose
+# kernel the fastest launcher ran (`softmax.kernel_run`): steps 11–13 hand the rows they cannot hold to step 10,
 # step 10 hands rows under 16385 to step 09, and
 # step 09 hands rows too long for a warp to step 05 or 07, so a "fastest" 09 or 10 there is a pick
 # within noise between launches of the same kernel. The targets' "at the floor" column is the
@@ -506,8 +511,8 @@ if len(nv):
 
 # %%
 swb = bench.compare(softmax, [(s, dt) for dt in ("float32", "float16") for s in softmax.SWEEP],
-                    names=["05_online_vec4", "07_fp16_pipelined", "09_dispatch", "10_cluster", "11_cluster_pipelined",
-                           "12_cluster_one_exp"],
+                    names=["05_online_vec4", "07_fp16_pipelined", "09_dispatch", "10_cluster", "11_cluster_resident",
+                           "12_cluster_prefetch", "13_cluster_one_exp"],
                     baselines=["torch.softmax", "memcpy x -> y (floor)"])
 softmax.best_per_length(swb)
 

@@ -19,9 +19,7 @@ LEARNER_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
 #   mma.sync.m16n8k16 with fp16 inputs: sm_80. createpolicy / ld ... .L2::cache_hint: sm_80.
 MIN_ARCH = {"gemv_28_int4_mma": "sm_80", "gemv_29_int8_w8a16": "sm_80", "gemv_35_int4_pipelined": "sm_80"}
 # Kernels of thread-block clusters: their launchers never run them before sm_90 (no trap needed).
-CLUSTER_MIN_ARCH = {**{f"softmax_11_{k}_{cs}": "sm_90" for k in ("cluster_pipelined", "cluster_pipelined_fp16",
-                                                          "ablate_no_prefetch", "ablate_no_prefetch_fp16")
-               for cs in (2, 4, 8)}, **{f"softmax_12_cluster_one_exp_fp16_{cs}": "sm_90" for cs in (2, 4, 8)}}
+CLUSTER_MIN_ARCH = {k: "sm_90" for k in KERNEL_RE.findall(build.source("softmax")) if re.match(r"softmax_1[1-3]_", k)}
 # Kernels whose default path runs everywhere but one option needs sm_80 (stream = 1: the L2
 # evict-first weight loads of variant 22_fp16_fast_stream).
 OPTION_MIN_ARCH = {k: "sm_80" for k in ("gemv_22_fp16_fast", "gemv_23_fp16_f32out_fast", "gemv_24_f32_fast",

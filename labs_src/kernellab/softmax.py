@@ -313,8 +313,8 @@ def cluster(x, out=None):
 
 
 
-CLUSTER11_ELEMS = {"float32": 16, "float16": 32}   # elements a thread of step 11 holds (CL11_REGS x 16 bytes)
-CLUSTER11_THREADS = {"float32": (512, 1024), "float16": (512, 1024)}   # preferred, then the most it takes
+CLUSTER11_ELEMS = CLUSTER_ELEMS                     # step 11 keeps step 10's share a thread (CL11_REGS = CL_REGS)
+CLUSTER11_THREADS = {"float32": (512,), "float16": (256, 512)}   # preferred, then the most it takes (512)
 
 
 def cluster11_geometry(C: int, dtype: str = "float32") -> tuple | None:
@@ -346,34 +346,44 @@ def _cluster_rows(prefix, x, out):
 
 
 @variant(dtypes=("float32", "float16"), min_arch=90)
-def cluster_pipelined(x, out=None):
-    """Step 11: step 10 with only the resident clusters, each walking rows and loading its chunk of
-    the next row before this row's reduction, exchange and store."""
-    return _cluster_rows("11_cluster_pipelined", x, out)
+def cluster_resident(x, out=None):
+    """Step 11: step 10 with only the clusters the GPU holds at once, each walking rows (and, in
+    fp16, the max taken in fp16)."""
+    return _cluster_rows("11_cluster_resident", x, out)
+
+
+@variant(dtypes=("float16",), min_arch=90)
+def ablate_11_fp32_max(x, out=None):
+    """Step 11 (fp16) with step 10's fp32 max: the ablation that splits 10 -> 11 in fp16."""
+    require(x, "x", dtype="float16", ndim=2)
+    return _cluster_rows("11_ablate_fp32_max", x, out)
+
+
+@variant(dtypes=("float32", "float16"), min_arch=90)
+def cluster_prefetch(x, out=None):
+    """Step 12: step 11, every block loading its chunk of the next row before this row's work."""
+    return _cluster_rows("12_cluster_prefetch", x, out)
 
 
 @variant(dtypes=("float16",), min_arch=90)
 def cluster_one_exp(x, out=None):
-    """Step 12 (fp16): step 11 with one exp per element, kept as halves where x was."""
+    """Step 13 (fp16): step 11 with one exp per element, kept as halves where x was."""
     require(x, "x", dtype="float16", ndim=2)
-    return _cluster_rows("12_cluster_one_exp", x, out)
+    return _cluster_rows("13_cluster_one_exp", x, out)
 
-
-@variant(dtypes=("float32", "float16"), min_arch=90)
-def ablate_11_no_prefetch(x, out=None):
-    """Step 11 without the prefetch (the resident clusters alone): the ablation that splits 10 -> 11."""
-    return _cluster_rows("11_ablate_no_prefetch", x, out)
-
-
-# Step 10 -> 11, taken apart (results.ablation): per dtype, the prefetch alone, and the rest of the step.
-CLUSTER_PAIRS = [(f"10 → 11 ({dt})", dt, "10_cluster", "11_cluster_pipelined", [
-    ("the next row's loads issued early (the prefetch)", "11_cluster_pipelined", "11_ablate_no_prefetch"),
-    ("the resident clusters walking rows, with half the row's share a thread (bundled)", "11_ablate_no_prefetch",
-     "10_cluster")]) for dt in ("float32", "float16")] + [
-    ("11 → 12 (float16)", "float16", "11_cluster_pipelined", "12_cluster_one_exp", [
-        ("one exp per element, kept as halves where x was", "12_cluster_one_exp", "11_cluster_pipelined")])]
-CLUSTER_STEPS = {"11_ablate_no_prefetch": "step 11 without the prefetch: the resident clusters alone",
-                 "12_cluster_one_exp": "step 11 (fp16) with one exp per element, kept as halves"}
+# Steps 10 -> 11 -> 12 and 11 -> 13, taken apart (results.ablation), per dtype.
+_PREFETCH = "the next row's loads issued early (the prefetch)"
+CLUSTER_PAIRS = [
+    ("10 → 11 (float32)", "float32", "10_cluster", "11_cluster_resident", [
+        ("the resident clusters walking rows", "11_cluster_resident", "10_cluster")]),
+    ("10 → 11 (float16)", "float16", "10_cluster", "11_cluster_resident", [
+        ("the max in fp16 (registers)", "11_cluster_resident", "11_ablate_fp32_max"),
+        ("the resident clusters walking rows", "11_ablate_fp32_max", "10_cluster")]),
+    *((f"11 → 12 ({dt})", dt, "11_cluster_resident", "12_cluster_prefetch", [
+        (_PREFETCH, "12_cluster_prefetch", "11_cluster_resident")]) for dt in ("float32", "float16")),
+    ("11 → 13 (float16)", "float16", "11_cluster_resident", "13_cluster_one_exp", [
+        ("one exp per element, kept as halves where x was", "13_cluster_one_exp", "11_cluster_resident")])]
+CLUSTER_STEPS = {"11_ablate_fp32_max": "step 11 (fp16) with step 10's fp32 max: the resident clusters alone"}
 
 SAFE_V1_MAX_BLOCK = 1024   # step 08 holds one element per thread (SAFE_V1_MAX_BLOCK in softmax.cu)
 
@@ -416,9 +426,10 @@ VARIANTS = {
     "ablate_07_no_prefetch": ablate_no_prefetch,
     "09_dispatch": dispatch,
     "10_cluster": cluster,
-    "11_cluster_pipelined": cluster_pipelined,
-    "11_ablate_no_prefetch": ablate_11_no_prefetch,
-    "12_cluster_one_exp": cluster_one_exp,
+    "11_cluster_resident": cluster_resident,
+    "11_ablate_fp32_max": ablate_11_fp32_max,
+    "12_cluster_prefetch": cluster_prefetch,
+    "13_cluster_one_exp": cluster_one_exp,
 }
 BEST = {"float32": "05_online_vec4", "float16": "07_fp16_pipelined"}
 
@@ -589,14 +600,14 @@ def worst_vs_torch(df):
 
 
 def kernel_run(step: str, case: str) -> str:
-    """The step whose kernel the launcher of `step` actually runs at `case` ('RxC:dtype'): step 11
-    hands rows it cannot hold (under CLUSTER_FROM, or past 8 blocks of 1024 threads) to step 10, step 10
+    """The step whose kernel the launcher of `step` actually runs at `case` ('RxC:dtype'): steps 11-13
+    hand rows they cannot hold (under CLUSTER_FROM, or fp32 past 8 blocks of 512 threads) to step 10, step 10
     hands rows shorter than CLUSTER_FROM (or too long for its cluster) to step 09's dispatch, and
     step 09 hands rows too long for a warp to step 05 (fp32) or step 07 (fp16). Two launchers that
     map to the same step time the same kernel: a "fastest" between them is a pick within noise."""
     shape, dt = case.split(":")
     C = int(shape.split("x")[-1])
-    if step in ("11_cluster_pipelined", "11_ablate_no_prefetch", "12_cluster_one_exp"):
+    if step in ("11_cluster_resident", "11_ablate_fp32_max", "12_cluster_prefetch", "13_cluster_one_exp"):
         if C >= CLUSTER_FROM and cluster11_geometry(C, dt) is not None:
             return step
         step = "10_cluster"
