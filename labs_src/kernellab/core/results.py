@@ -422,7 +422,10 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
         if m.ok:
             got.append((c, m))
     if not got:
-        return f"`{step}` vs `{against}`: not measured here and not recorded yet."
+        dev = df["device"].iloc[0] if df is not None and len(df) and "device" in df else None
+        live = "source" in df and (df["source"] == "live").any() if df is not None else False
+        return (f"`{step}` vs `{against}`: not recorded on {dev} yet." if dev and not live else
+                f"`{step}` vs `{against}`: not measured here and not recorded yet.")
     vals = [m.value for _, m in got]
     lose = [c for c, m in got if m.value < 1 and not within_noise(m)]
     noise = [c for c, m in got if within_noise(m)]
