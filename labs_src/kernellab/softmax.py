@@ -682,8 +682,9 @@ def long_limits_text(lim) -> str:
     dram_bytes = lambda c: v(dr, c) * v("duration (ns)", c)                   # noqa: E731  DRAM busy x time
     return (f"At {LIMIT_LONG[0]} × {LIMIT_LONG[1]}, fp16 `10_cluster` keeps DRAM **{v(dr, a):.0f}%** busy over "
             f"{v('duration (ns)', a) / 1e3:.1f} µs; the same kernel on fp32 rows **{v(dr, b):.0f}%**. In fp16 {held}. "
-            f"It runs at **{v(occ, a):.0f}%** occupancy ({v('registers per thread', a):.0f} registers a thread, "
-            f"to hold its chunk of the row; fp32: {v(occ, b):.0f}%, {v('registers per thread', b):.0f} registers), "
+            f"It runs at **{v(occ, a):.0f}%** occupancy ({v('registers per thread', a):.0f} registers a thread; "
+            f"fp32: {v(occ, b):.0f}%, {v('registers per thread', b):.0f} registers; the register table above shows "
+            f"step 11's fp16 kernels, the same chunk with the max taken in fp16, at about half), "
             f"issues in {v(iss, a):.0f}% of the cycles, and its warps wait most on *{top[7:]}* ({v(top, a):.2f} "
             f"cycles per issued instruction), then on *{second[7:]}* ({v(second, a):.2f}): few "
             f"warps, each loading its chunk, reducing, exchanging (m, d) with the cluster and storing in turn, leave "
