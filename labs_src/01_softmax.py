@@ -844,3 +844,7 @@ kl.check.grade_exercise(SOLUTION, "softmax_warp_rows", strict=True, **GRADE)
 #   and size the grid to what stays resident (step 07: its ablation credits the resident grid,
 #   not the prefetch).
 # * One block per row stops scaling when there are fewer rows than SMs (the logits row).
+# * Registers are what the compiler keeps live, not what you declared: step 10's fp16 max over
+#   unpacked floats kept an fp32 copy of the chunk, and taking the max in fp16 (step 11) halved
+#   the kernel's registers (the register table). Test each suspect with its own step or ablation
+#   (steps 11–13): the tables say which one held step 10 back on each GPU measured.
