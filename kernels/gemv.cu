@@ -1046,11 +1046,12 @@ extern "C" __global__ void gemv_28_int4_mma(GEMV28_ARGS) { int4_mma_body<true>(W
 extern "C" __global__ void gemv_28_ablate_cuda_cores(GEMV28_ARGS) { int4_mma_body<false>(W, scales, zeros, x, y, K, M, split); }
 
 // === gemv_35_int4_pipelined ===
-// Why: step 28 issues a group's loads (16 bytes of each of its two rows, the scales, zeros and x) and
-// waits for them before its dequantisation and mma: one memory round trip per group with nothing
-// in flight while it computes. Here, as in step 29, each warp issues the NEXT group's loads before it
-// computes this one (two register buffers, the loop unrolled by 2 so each keeps its registers); all
-// else is step 28's. Step 28 is this step's ablation: the pipeline is the one change.
+// Why: step 28 issues a group's DRAM loads (16 bytes of each of its two rows, their scales and zero
+// points) and waits for them before its dequantisation and mma (x, small and L2-resident, is read at
+// use): one memory round trip per group with nothing in flight while it computes. Here, as in step
+// 29, each warp issues the NEXT group's loads before it computes this one (two register buffers, the
+// loop unrolled by 2 in both steps so each buffer keeps its registers); all else is step 28's. Step 28
+// is this step's ablation: the pipeline is the one change. Its price is registers, so fewer warps.
 extern "C" __global__ void gemv_35_int4_pipelined(GEMV28_ARGS) { int4_mma_body<true, true>(W, scales, zeros, x, y, K, M, split); }
 
 // === gemv_29_int8_w8a16 ===
