@@ -282,7 +282,7 @@ CLUSTER_ELEMS = {"float32": 32, "float16": 64}   # elements a thread of step 10 
 CLUSTER_THREADS = {"float32": (512, 1024), "float16": (256, 512)}   # preferred, then the most the kernel takes
 
 
-def cluster_geometry(C: int, dtype: str = "float32", elems=CLUSTER_ELEMS, caps=CLUSTER_THREADS) -> tuple | None:
+def cluster_geometry(C: int, dtype: str = "float32", caps=CLUSTER_THREADS) -> tuple | None:
     """Step 10's cluster for a row of C elements: (blocks per row, threads per block, elements per
     block), the smallest cluster (2, 4 or 8) whose blocks hold their chunk in registers with at most
     the preferred threads (smaller blocks: more of them an SM, so one block's reduction overlaps
@@ -291,7 +291,7 @@ def cluster_geometry(C: int, dtype: str = "float32", elems=CLUSTER_ELEMS, caps=C
     for cap in caps[dtype]:
         for cs in (2, 4, 8):
             chunk = -(-(-(-C // cs)) // 8) * 8                   # a multiple of 8: 16-byte aligned chunks
-            threads = -(-chunk // elems[dtype])
+            threads = -(-chunk // CLUSTER_ELEMS[dtype])
             if threads <= cap:
                 return cs, max(32, -(-threads // 32) * 32), chunk
     return None
@@ -313,13 +313,13 @@ def cluster(x, out=None):
 
 
 
-CLUSTER11_ELEMS = CLUSTER_ELEMS                     # step 11 keeps step 10's share a thread (CL11_REGS = CL_REGS)
 CLUSTER11_THREADS = {"float32": (512,), "float16": (256, 512)}   # preferred, then the most it takes (512)
 
 
 def cluster11_geometry(C: int, dtype: str = "float32") -> tuple | None:
-    """Step 11's cluster for a row of C elements, as cluster_geometry with its smaller share a thread."""
-    return cluster_geometry(C, dtype, CLUSTER11_ELEMS, CLUSTER11_THREADS)
+    """Steps 11-13's cluster for a row of C elements: step 10's chunk a thread (CL11_REGS = CL_REGS),
+    blocks of at most 512 threads (their kernels' __launch_bounds__)."""
+    return cluster_geometry(C, dtype, CLUSTER11_THREADS)
 
 
 @functools.lru_cache(maxsize=None)

@@ -539,7 +539,7 @@ def claim_rows(df, rows):
 
 
 
-_SAID: dict = {}      # the cell being run (IPython's execution count) -> the lines it has printed
+_SAID: list = [None, set()]      # the cell being run (IPython's execution count), the lines it printed
 
 
 def print_once(line: str) -> None:
@@ -551,13 +551,11 @@ def print_once(line: str) -> None:
     except ImportError:
         ip = None
     if ip is not None:
-        said = _SAID.setdefault(ip.execution_count, set())
-        if len(_SAID) > 1:                   # a new cell: forget the others
-            for k in [k for k in _SAID if k != ip.execution_count]:
-                del _SAID[k]
-        if line in said:
+        if _SAID[0] != ip.execution_count:           # a new cell
+            _SAID[:] = [ip.execution_count, set()]
+        if line in _SAID[1]:
             return
-        said.add(line)
+        _SAID[1].add(line)
     print(line)
 
 # ---- the live / recorded switch: written once -------------------------------------------------------
