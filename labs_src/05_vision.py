@@ -19,7 +19,7 @@
 # | 14 → 15 | `pos_embed_interpolate_fp16_kernel` | 4 mul + 3 add → 3 FMA + 1 mul |
 # | 16 → 17 → 26 | `spatial_merge_fp16_kernel` | 1 half → 8 halves → (beyond) a flat copy, 4 loads in flight per thread |
 # | 18 → 19 → 20 → 27 | `fused_split_rope_transpose_kernel` | 64 threads, scalar → 128 threads, FMA, float4 V → (beyond) 16 bytes per thread → (beyond) token tiles, 32-bit indices, 3 items in flight |
-# | 21 → 22 → 28 | `transpose_head_token_kernel` | `half2` → 8 halves (`half2` fallback) → (beyond) token tiles staged in shared memory |
+# | 21 → 22 → 28 → 30 | `transpose_head_token_kernel` | `half2` → 8 halves (`half2` fallback) → (beyond) token tiles staged in shared memory → (beyond) 8-token tiles |
 # | 23 | `vision_softmax_fp16_kernel` | kept by the report; set against lab 01's fp16 step |
 # | 24 | `replace_image_tokens_kernel` | the merger's rows into the text embedding |
 
@@ -394,7 +394,7 @@ results.each_device(sr, lambda g: (
 plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + transpose, 16384 tokens")
 
 # %% [markdown]
-# ## Transpose back: steps 21 → 22 → 28
+# ## Transpose back: steps 21 → 22 → 28 → 30
 # Attention's output [16, N, 72] goes back to [N, 1152] for the out-projection. **Before**: 4 bytes
 # per thread (grid N × 16 × 36); **after**: 16 bytes (grid N × 16 × 9, 72 = 9 × 8), with the
 # report's fallback `vec = (head_dim & 7) == 0 ? 8 : 2` (and 1 for odd head_dim). Both walk the
@@ -405,12 +405,14 @@ plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + tran
 # alone in the ablation section (`28_ablate_no_smem`, `28_ablate_tile8`, `28_ablate_index64`,
 # `28_ablate_one_in_flight`). Its grid is N / 16 blocks: at 4096 tokens that is 256
 # blocks, which on a GPU with more block slots than that is less than one wave, so look at both
-# token counts.
+# token counts. Step 30 takes back the one change of step 28 that its ablation table found costing
+# on the recorded GPUs: 8 tokens a block instead of 16 (the same kernel as `28_ablate_tile8`).
 
 # %%
 build.show("vision", "22_transpose_vec8")
 build.show("vision", "29_transpose_input_order")   # the report's walk: reads in input order, writes jump
 build.show("vision", "28_transpose_tile")
+build.show("vision", "30_transpose_tile8")
 check_variants(vision.TRANSPOSE)
 
 # %%
@@ -422,7 +424,8 @@ results.table(results.select(tr, case=ct))
 ct4 = vision.TRANSPOSE.case_key((16, vision.TOKENS[0], 72))
 results.each_device(tr, lambda g: (
     results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False).rstrip(".") + " (the report: 4×). "
-    + results.summary(g, "28_transpose_tile", "22_transpose_vec8", prov=False) + " The default "
+    + results.summary(g, "28_transpose_tile", "22_transpose_vec8", prov=False) + " "
+    + results.summary(g, "30_transpose_tile8", "28_transpose_tile", prov=False) + " The default "
     f"(`vision.TRANSPOSE.BEST`) is `{vision.TRANSPOSE.BEST['float16']}`; the fastest step is "
     f"`{results.fastest(g, ct)}` at `{ct}` and `{results.fastest(g, ct4)}` at `{ct4}`"
     + ("" if results.fastest(g, ct) == vision.TRANSPOSE.BEST["float16"] else
@@ -509,18 +512,22 @@ claims
 # SMs / latency). On a narrow LPDDR5 bus the scalar version may leave less unused than on HBM.
 #
 # ## Progress: the best step of each kernel against the copy roof
-# The targets of this lab are stated at 16384 tokens: the element-wise kernels at ≥ 0.90 of the
-# copy roof, the fused split + RoPE + transpose at ≥ 0.80, LayerNorm at ≥ 2× torch.
+# The targets of this lab are stated at 16384 tokens: LayerNorm and the element-wise kernels at
+# ≥ 0.90 of the copy roof, the fused split + RoPE + transpose at ≥ 0.80, LayerNorm at ≥ 2× torch.
+# LayerNorm, the merge and the transpose each read and write 16384 × 1152 halves, the bytes of the
+# merge's plain copy (`torch copy_ (view)`); that copy's fraction is their floor ("at the floor"):
+# a target the copy itself misses is out of reach at this size on that GPU.
 
 # %%
 from kernellab.family import Target
 
 frac = lambda c: lambda df: results.frac_band(df, results.fastest(df, c), c)   # noqa: E731
-goals = [(vision.GELU, cg, 0.9), (vision.BIAS_GELU, cb, 0.9), (vision.BIAS_RESIDUAL, cr, 0.9),
-         (vision.QKV_BIAS, cq, 0.9), (vision.SPATIAL_MERGE, cs, 0.9), (vision.TRANSPOSE, ct, 0.9),
-         (vision.SPLIT_ROPE, csr, 0.8)]
-targets = [Target(f"{f.op}: the fastest step at {c.split(':')[1]}, fraction of the copy roof", frac(c), t)
-           for f, c, t in goals]
+copy = lambda df: results.frac_band(df, "torch copy_ (view)", cs)              # noqa: E731
+goals = [(vision.LAYERNORM, c16, 0.9, copy), (vision.GELU, cg, 0.9, None), (vision.BIAS_GELU, cb, 0.9, None),
+         (vision.BIAS_RESIDUAL, cr, 0.9, None), (vision.QKV_BIAS, cq, 0.9, None),
+         (vision.SPATIAL_MERGE, cs, 0.9, copy), (vision.TRANSPOSE, ct, 0.9, copy), (vision.SPLIT_ROPE, csr, 0.8, None)]
+targets = [Target(f"{f.op}: the fastest step at {c.split(':')[1]}, fraction of the copy roof", frac(c), t, floor=fl)
+           for f, c, t, fl in goals]
 targets += [Target(f"LayerNorm: the fastest step vs torch F.layer_norm at {c.split(':')[1]}",
                    lambda df, c=c: results.ratio_band(df, results.fastest(df, c), "torch F.layer_norm", c), 2.0)
             for c in (c4, c16)]

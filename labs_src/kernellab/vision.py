@@ -1091,6 +1091,7 @@ def _tr_tile(name, tile=TR_TILE, stage=True, doc=None):
 
 
 tr_tile = _tr_tile("28_transpose_tile", doc="Step 28: token tiles staged in shared memory, 3 loads in flight.")
+tr_tile8 = _tr_tile("30_transpose_tile8", tile=8, doc="Step 30: step 28 with 8-token tiles.")
 
 
 def _tr_cupy(o):
@@ -1115,7 +1116,8 @@ TRANSPOSE = _op(
     make_input=lambda shape, dtype="float16", values="randn", seed=0: (_act(shape, values, np.random.default_rng(seed)),),
     reference=_cast(ref_transpose_head_token), bytes_moved=lambda o, *_: 2 * o.nbytes,
     variants={"21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8,
-              "29_transpose_input_order": tr_input_order, "28_transpose_tile": tr_tile},
+              "29_transpose_input_order": tr_input_order, "28_transpose_tile": tr_tile,
+              "30_transpose_tile8": tr_tile8},
     default={"float16": "28_transpose_tile"},
     baselines={"cupy copyto (transposed view)": _tr_cupy, "torch copy_ (transpose)": _tr_torch},
     shapes={f"vit_16x{n}x72": (HEADS, n, HEAD_DIM) for n in TOKENS},

@@ -197,16 +197,16 @@ def targets(targets, df):
     import pandas as pd
     rows = []
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
-    parts = devices(df)
+    parts, floors = devices(df), any(t.floor is not None for t in targets)
     for part in parts:
         for t in targets:
             m = as_m(t.measure(part))
             row = {"target": t.what, "measured": f"{m.value:.2f}" if m.ok else "-",
                    "threshold": "-" if t.threshold is None else f"{'<=' if t.below else '>='} {t.threshold:g}",
                    "outcome": target_outcome(m, t.threshold, t.below)}
-            if t.floor is not None:          # the same figure with the read-only floor in place of our step
-                fl = as_m(t.floor(part))
-                row["at the floor"] = f"{fl.value:.2f}" if fl.ok else "-"
+            if floors:                       # the same figure with the floor in place of our step
+                fl = as_m(t.floor(part)) if t.floor is not None else None
+                row["at the floor"] = f"{fl.value:.2f}" if fl is not None and fl.ok else "-"
             if len(parts) > 1:
                 row["device"] = part["device"].iloc[0]
             rows.append(row)
