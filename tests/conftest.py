@@ -25,3 +25,13 @@ def pytest_configure(config):
     # assertion compares timings and would not hold while other workers load the machine.
     config.addinivalue_line("markers", "serial: a timing assertion that runs alone, after the parallel pass "
                                        "(make test, scripts/test.py)")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _hand_back_gpu_memory():
+    """After each test module, the memory pools' cached blocks go back to the driver: the parallel
+    workers and the notebooks nbval runs beside them share one GPU."""
+    yield
+    if "cupy" in sys.modules and kl.is_live():
+        from kernellab.core.device import release_cached
+        release_cached()

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import build
 from .build import _grid, blocks_per_sm, resident_grid, waves  # noqa: F401  (bench.waves etc. stay importable)
-from .device import info, is_live, need_gpu, now
+from .device import info, is_live, need_gpu, now, release_cached
 from .family import of
 
 
@@ -437,11 +437,10 @@ def _wants_warm(shape, nbytes) -> bool:
 
 
 def compare(family, cases, names=None, baselines=True, reps=None, host=True):
-    """Time variants (and baselines) of a family on cases = [(shape, dtype), ...].
-
-    Live: measured now, in this process, on identical inputs. Compile-only: the recorded
-    rows for the same cases, from figures/reference/<device>/<lab>.csv, marked 'recorded'.
-    Returns a pandas DataFrame with one row per (case, name):
+    """Time variants (and baselines) of a family on cases = [(shape, dtype), ...]. Live: measured
+    now, in this process, on identical inputs (the pools' cached blocks handed back after:
+    device.release_cached). Compile-only: the recorded rows for the same cases, from
+    figures/reference/<device>/<lab>.csv, marked 'recorded'. One row per (case, name):
       median_us, p10_us, p90_us   GPU time with L2 flushed before every repetition (events + spacer)
       gbps, frac_copy, frac_read  unique bytes per second, and as fractions of the two roofs
       warm_us                     GPU time without the flush (inputs L2-resident, as in a decoder),
@@ -486,6 +485,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
             rows.append({"lab": family.name, "case": key, "name": nm, "kind": "baseline" if is_base else "variant",
                          "dtype": dt, "rows": shape[0] if len(shape) > 1 else 1, "cols": shape[-1], **res})
         del args, out
+    release_cached()
     df = pd.DataFrame(rows, columns=[c for c in RESULT_COLUMNS if c not in ("device", "date", "source")])
     print(f"LIVE: measured now on {info()['name']}, {now()}")
     df["device"], df["date"], df["source"] = info()["name"], now(), "live"

@@ -213,6 +213,16 @@ def torch():
         return None
 
 
+def release_cached() -> None:
+    """Hand the blocks that CuPy's and torch's memory pools keep cached back to the driver, so that
+    another process on the GPU (a second notebook, a parallel test worker) can have them."""
+    import sys
+    import cupy
+    cupy.get_default_memory_pool().free_all_blocks()
+    t = sys.modules.get("torch")
+    if t is not None and t.cuda.is_initialized():
+        t.cuda.empty_cache()
+
 
 # ---- Jetson: power mode and clocks (a cold clock can fake a 4.5x slowdown) ---------------------
 
