@@ -405,8 +405,9 @@ plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + tran
 # alone in the ablation section (`28_ablate_no_smem`, `28_ablate_tile8`, `28_ablate_index64`,
 # `28_ablate_one_in_flight`). Its grid is N / 16 blocks: at 4096 tokens that is 256
 # blocks, which on a GPU with more block slots than that is less than one wave, so look at both
-# token counts. Step 30 takes back the one change of step 28 that its ablation table found costing
-# on the recorded GPUs: 8 tokens a block instead of 16 (the same kernel as `28_ablate_tile8`).
+# token counts. Step 30 makes one change to step 28, the one its ablation table below points at:
+# 8 tokens a block instead of 16 (the same kernel as `28_ablate_tile8`). The sentence below says
+# what it is worth on each GPU.
 
 # %%
 build.show("vision", "22_transpose_vec8")
