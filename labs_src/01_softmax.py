@@ -521,8 +521,8 @@ results.targets(softmax.SOFTMAX.targets, swb)
 
 # %% [markdown]
 # **What holds the long fp16 rows back.** Nsight Compute reads the counters of one launch of step 10
-# on long rows, in fp16 and fp32, and of torch's kernel (`make ncu` records them): DRAM and issue
-# utilisation, occupancy, and what the warps wait on.
+# on long rows, in fp16 and fp32, of step 13 (fp16: steps 11–13's changes together) and of torch's
+# kernel (`make ncu` records them): DRAM and issue utilisation, occupancy, and what the warps wait on.
 
 # %%
 lim = results.limiters(softmax.SOFTMAX)

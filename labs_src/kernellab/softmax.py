@@ -661,11 +661,12 @@ TORCH_SOFTMAX_KERNELS = "SoftMax|softmax"          # torch's softmax kernels (cu
 LIMIT_LONG = (256, 131072)                         # the 64K..256K band's middle: 2^25 elements, as the sweep
 LIMITERS = (("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_fp16", "float16"),
             ("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_\d", "float32"),
+            ("13_cluster_one_exp", LIMIT_LONG, r"^softmax_13_", "float16"),
             ("torch.softmax", LIMIT_LONG, TORCH_SOFTMAX_KERNELS, "float16"))
 
 
 def long_limits_text(lim) -> str:
-    """What holds step 10 back on long fp16 rows, beside fp32 and torch, from results.limiters(SOFTMAX)."""
+    """What holds step 10 back on long fp16 rows, beside fp32, torch and step 13, from results.limiters(SOFTMAX)."""
     col = lambda name, dt: f"{name} @ {case_key(LIMIT_LONG, dt)}"             # noqa: E731
     a, b, t = col("10_cluster", "float16"), col("10_cluster", "float32"), col("torch.softmax", "float16")
     if lim is None or not {a, b, t} <= set(lim.columns):
@@ -675,6 +676,8 @@ def long_limits_text(lim) -> str:
                         "XU pipe (exp2) busy (%)")
     stalls = [i for i in lim.index if i.startswith("stall:")]
     top, second = lim.loc[stalls, a].sort_values(ascending=False).index[:2]
+    s13 = col("13_cluster_one_exp", "float16")
+    top13 = lim.loc[stalls, s13].idxmax() if s13 in lim.columns else None
     units = {dr: "DRAM", iss: "the issue slots", xu: "the XU pipe (exp2)"}
     busiest = max(units, key=lambda r: v(r, a))
     held = (f"no unit is saturated (the busiest, {units[busiest]}, at {v(busiest, a):.0f}%): it is held by latency"
@@ -690,7 +693,14 @@ def long_limits_text(lim) -> str:
             f"warps, each loading its chunk, reducing, exchanging (m, d) with the cluster and storing in turn, leave "
             f"DRAM idle between phases. torch's fp16 kernel keeps DRAM {v(dr, t):.0f}% busy over "
             f"{v('duration (ns)', t) / 1e3:.1f} µs: busier, yet {dram_bytes(t) / dram_bytes(a):.1f}× our DRAM bytes "
-            f"(busy × time), since a row this long does not stay on chip between its passes.")
+            f"(busy × time), since a row this long does not stay on chip between its passes."
+            + ("" if s13 not in lim.columns else
+               f" Step 13, with steps 11–13's changes, keeps DRAM **{v(dr, s13):.0f}%** busy over "
+               f"{v('duration (ns)', s13) / 1e3:.1f} µs at {v(occ, s13):.0f}% occupancy "
+               f"({v('registers per thread', s13):.0f} registers a thread) and issues in {v(iss, s13):.0f}% of the "
+               f"cycles; its warps wait most on *{top13[7:]}* ({v(top13, s13):.2f}): "
+               + ("still no unit saturated, still latency." if max(v(r, s13) for r in units) < 80 else
+                  f"{units[max(units, key=lambda r: v(r, s13))]} is now saturated.")))
 
 
 SOFTMAX = Family(
