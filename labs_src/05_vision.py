@@ -283,11 +283,18 @@ pi = bench.compare(vision.POS_INTERP, vision.POS_INTERP.RECORD_CASES)
 results.table(pi)
 
 # %% jupyter={"source_hidden": true}
-kl.say(results.summary(pi, "15_pos_interp_fma", "14_pos_interp_mul_add")
-       + " The PTX table above compares their instructions. These times include the launcher's range check "
-       "of the index table (its minimum and maximum copied to the host on every call, so a bad index is a "
-       "ValueError and never an out-of-bounds read): a device-to-host round trip inside each timing, which "
-       "is why the bands are wide and the fractions of the roof low. The two steps pay it alike.")
+def pi_host(part):
+    case = results.cases(part, "15_pos_interp_fma")[-1:] or [None]
+    gpu, host = (results.pick(part, "15_pos_interp_fma", c, case=case[0]) for c in ("median_us", "host_us"))
+    return (results.summary(part, "15_pos_interp_fma", "14_pos_interp_mul_add")
+            + " The PTX table above compares their instructions. The launcher checks the index table's range "
+            "on every call (its minimum and maximum copied to the host, so a bad index is a ValueError and never "
+            "an out-of-bounds read): that round trip is host time, not GPU time, so the GPU times are the "
+            f"kernel's launches alone (bench.bare). At {case[0]}, step 15 takes {gpu:,.1f} µs on the GPU and "
+            f"{host:,.1f} µs of host time per call, check included.")
+
+
+results.each_device(pi, pi_host)
 
 # %% [markdown]
 # ## Spatial merge: steps 16 → 17 → 26

@@ -749,7 +749,7 @@ def _pi_step(name):
             launch(FAMILY, f"vision_{name}", (-(-C // 256), N), (256,), (table, idx, wts, out_, N, C))
         return out_
     run.__name__ = name
-    return variant(dtypes=FP16, alloc_out=_pi_alloc, plan=False)(run)    # idx is checked on every call
+    return variant(dtypes=FP16, alloc_out=_pi_alloc, plan=False, reads_back=True)(run)   # idx checked every call
 
 
 def _pi_input(shape, dtype="float16", values="randn", seed=0):

@@ -45,8 +45,7 @@ def flush_l2() -> None:
     """Evict L2 by READING a buffer of twice its size: the previous call's dirty lines are written
     back during the flush and L2 is left clean (writing the buffer would leave dirty lines whose
     write-back the next timed call pays for: µs, a visible share of a small kernel)."""
-    k, grid, block, args = _flush_launch()
-    k(grid, block, args)
+    _flush_launch()[0](*_flush_launch()[1:])
 
 
 def _keep_busy(us: float = 20.0) -> None:
@@ -441,13 +440,13 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
     now, in this process, on identical inputs (the pools' cached blocks handed back after:
     device.release_cached). Compile-only: the recorded rows for the same cases, from
     figures/reference/<device>/<lab>.csv, marked 'recorded'. One row per (case, name):
-      median_us, p10_us, p90_us   GPU time with L2 flushed before every repetition (events + spacer)
+      median_us, p10_us, p90_us   GPU time with L2 flushed before every repetition (events + spacer;
+                                  a reads_back variant: its launches alone, bench.bare)
       gbps, frac_copy, frac_read  unique bytes per second, and as fractions of the two roofs
       warm_us                     GPU time without the flush (inputs L2-resident, as in a decoder),
                                   for shapes of <= WARM_ROWS rows whose bytes fit in L2; else NaN
-      host_us                     host (CPU) µs to queue one call (bench.host_us)
-      bare_host_us                the same for bare RawKernel calls making the same launches
-                                  (variants only; host_us / bare_host_us is the launcher's overhead)"""
+      host_us, bare_host_us       host µs to queue one call (bench.host_us), and for bare RawKernel calls
+                                  making the same launches (variants: host_us / bare_host_us is the overhead)"""
     import pandas as pd
     family = of(family)
     names = list(family.variants) if names is None else list(names)
@@ -476,9 +475,10 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
                     continue
                 out = v.alloc_out(*args)
                 fn = functools.partial(v, *args, out=out)
-            res = measure(fn, nbytes, reps=reps)
+            gpu = (bare(fn) if not is_base and v.reads_back else None) or fn
+            res = measure(gpu, nbytes, reps=reps)
             res["frac_copy" if family.roof == "read" else "frac_read"] = float("nan")   # one roof applies
-            res["warm_us"] = time_fn(fn, reps=reps, flush=False).median_us if warm else float("nan")
+            res["warm_us"] = time_fn(gpu, reps=reps, flush=False).median_us if warm else float("nan")
             res["host_us"] = host_us(fn) if host else float("nan")
             b = None if (is_base or not host) else bare(fn)
             res["bare_host_us"] = host_us(b) if b is not None else float("nan")
