@@ -974,6 +974,37 @@ __device__ __forceinline__ void tile_store(float (*part)[16], int s, int g, int 
         y[row0 + threadIdx.x] = v;
     }
 }
+// One group of 128 columns of a 16-row tile, one lane: va, vb are its 16 bytes (32 weights) of rows
+// g and g + 8, za/zb and sa/sb their zero points and scales, xg the group's x (lane t's 32 halves).
+// LOP3 + HSUB2/HFMA2 make 2 fp16 weights per instruction, two m16n8k16 mma per 8 columns of x.
+template <bool TC>
+__device__ __forceinline__ void int4_group(uint4 va, uint4 vb, unsigned za, unsigned zb, float sa, float sb,
+                                           const uint4* __restrict__ xg, float& acc_a, float& acc_b) {
+    const unsigned inv16 = 0x2C002C00u;                                       // {1/16, 1/16}
+    const unsigned za1 = (0x6400u + za) * 0x10001u, zb1 = (0x6400u + zb) * 0x10001u;               // 1024 + z
+    const unsigned za2 = (0xD400u + (za << 4)) * 0x10001u, zb2 = (0xD400u + (zb << 4)) * 0x10001u;  // -(64 + z)
+    const unsigned wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+    float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {          // word j: columns 32t + 8j .. 32t + 8j + 7 of the group
+        Half8 xv;
+        xv.u = __ldg(xg + j);
+        const unsigned* xw = reinterpret_cast<const unsigned*>(&xv.u);
+        const unsigned b0 = __byte_perm(xw[0], xw[2], 0x5410), b1 = __byte_perm(xw[0], xw[2], 0x7632);  // {x0,x4} {x1,x5}
+        const unsigned b2 = __byte_perm(xw[1], xw[3], 0x5410), b3 = __byte_perm(xw[1], xw[3], 0x7632);  // {x2,x6} {x3,x7}
+        const unsigned a = wa4[j], b = wb4[j], a8 = a >> 8, b8 = b >> 8;
+        mac_16816<TC>(c0, hsub2_u(lop3_and_or(a, 0x000f000fu, 0x64006400u), za1),     // {q0, q4} - z, row g
+                      hsub2_u(lop3_and_or(b, 0x000f000fu, 0x64006400u), zb1),     // row g + 8
+                      hfma2_u(lop3_and_or(a, 0x00f000f0u, 0x64006400u), inv16, za2),  // {q1, q5} - z
+                      hfma2_u(lop3_and_or(b, 0x00f000f0u, 0x64006400u), inv16, zb2), b0, b1);
+        mac_16816<TC>(c1, hsub2_u(lop3_and_or(a8, 0x000f000fu, 0x64006400u), za1),    // {q2, q6} - z
+                      hsub2_u(lop3_and_or(b8, 0x000f000fu, 0x64006400u), zb1),
+                      hfma2_u(lop3_and_or(a8, 0x00f000f0u, 0x64006400u), inv16, za2), // {q3, q7} - z
+                      hfma2_u(lop3_and_or(b8, 0x00f000f0u, 0x64006400u), inv16, zb2), b2, b3);
+    }
+    acc_a = fmaf(sa, c0[0] + c1[0], acc_a);     // every column of the n = 8 tile holds the same dot
+    acc_b = fmaf(sb, c0[2] + c1[2], acc_b);     // product (x is in all 8): column 2t, rows g, g + 8
+}
 struct I4Group { uint4 a, b; float sa, sb; unsigned za, zb; };    // one group's DRAM loads, one lane
 template <bool TC, bool PIPE = false>
 __device__ __forceinline__ void int4_mma_body(const unsigned char* __restrict__ W,
@@ -987,7 +1018,6 @@ __device__ __forceinline__ void int4_mma_body(const unsigned char* __restrict__ 
     const uint4* wb = reinterpret_cast<const uint4*>(W + rb * (M / 2)) + t;
     const uint4* x8 = reinterpret_cast<const uint4*>(x) + 4 * t;              // group gg: + 16 * gg
     const int per = (G + split - 1) / split, g0 = s * per, g1 = min(G, g0 + per);
-    const unsigned inv16 = 0x2C002C00u;                                       // {1/16, 1/16}
     auto load = [&](I4Group& b, int gg) {              // weights, scales and zeros of group gg (x: at use, from L2)
         b.a = W_LOAD(wa + 4 * gg, gg * 64 + lane);
         b.b = W_LOAD(wb + 4 * gg, gg * 64 + 32 + lane);
@@ -1007,29 +1037,7 @@ __device__ __forceinline__ void int4_mma_body(const unsigned char* __restrict__ 
             if (!PIPE) load(buf[u], gg);                // step 28: load, then wait for it
             else if (gg + 1 < g1) load(buf[u ^ 1], gg + 1);
             const I4Group& c = buf[u];
-            const unsigned za1 = (0x6400u + c.za) * 0x10001u, zb1 = (0x6400u + c.zb) * 0x10001u;               // 1024 + z
-            const unsigned za2 = (0xD400u + (c.za << 4)) * 0x10001u, zb2 = (0xD400u + (c.zb << 4)) * 0x10001u;  // -(64 + z)
-            const unsigned wa4[4] = {c.a.x, c.a.y, c.a.z, c.a.w}, wb4[4] = {c.b.x, c.b.y, c.b.z, c.b.w};
-            float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {          // word j: columns 32t + 8j .. 32t + 8j + 7 of the group
-                Half8 xv;
-                xv.u = __ldg(x8 + 16 * gg + j);
-                const unsigned* xw = reinterpret_cast<const unsigned*>(&xv.u);
-                const unsigned b0 = __byte_perm(xw[0], xw[2], 0x5410), b1 = __byte_perm(xw[0], xw[2], 0x7632);  // {x0,x4} {x1,x5}
-                const unsigned b2 = __byte_perm(xw[1], xw[3], 0x5410), b3 = __byte_perm(xw[1], xw[3], 0x7632);  // {x2,x6} {x3,x7}
-                const unsigned a = wa4[j], b = wb4[j], a8 = a >> 8, b8 = b >> 8;
-                mac_16816<TC>(c0, hsub2_u(lop3_and_or(a, 0x000f000fu, 0x64006400u), za1),     // {q0, q4} - z, row g
-                              hsub2_u(lop3_and_or(b, 0x000f000fu, 0x64006400u), zb1),     // row g + 8
-                              hfma2_u(lop3_and_or(a, 0x00f000f0u, 0x64006400u), inv16, za2),  // {q1, q5} - z
-                              hfma2_u(lop3_and_or(b, 0x00f000f0u, 0x64006400u), inv16, zb2), b0, b1);
-                mac_16816<TC>(c1, hsub2_u(lop3_and_or(a8, 0x000f000fu, 0x64006400u), za1),    // {q2, q6} - z
-                              hsub2_u(lop3_and_or(b8, 0x000f000fu, 0x64006400u), zb1),
-                              hfma2_u(lop3_and_or(a8, 0x00f000f0u, 0x64006400u), inv16, za2), // {q3, q7} - z
-                              hfma2_u(lop3_and_or(b8, 0x00f000f0u, 0x64006400u), inv16, zb2), b2, b3);
-            }
-            acc_a = fmaf(c.sa, c0[0] + c1[0], acc_a);     // every column of the n = 8 tile holds the same dot
-            acc_b = fmaf(c.sb, c0[2] + c1[2], acc_b);     // product (x is in all 8): column 2t, rows g, g + 8
+            int4_group<TC>(c.a, c.b, c.za, c.zb, c.sa, c.sb, x8 + 16 * gg, acc_a, acc_b);
         }
     }
     tile_store(part, s, g, t, quad_sum<TC>(acc_a), quad_sum<TC>(acc_b), split, y, row0, K);
@@ -1053,6 +1061,54 @@ extern "C" __global__ void gemv_28_ablate_cuda_cores(GEMV28_ARGS) { int4_mma_bod
 // loop unrolled by 2 in both steps so each buffer keeps its registers); all else is step 28's. Step 28
 // is this step's ablation: the pipeline is the one change. Its price is registers, so fewer warps.
 extern "C" __global__ void gemv_35_int4_pipelined(GEMV28_ARGS) { int4_mma_body<true, true>(W, scales, zeros, x, y, K, M, split); }
+
+// === gemv_36_int4_tiles ===
+// Why: step 28 reads a group of a 16-row tile as 16 scattered 64-byte pieces (lane (g, t) takes
+// bytes 16t.. of rows g and g + 8), and each lane makes 4 more small loads for the rows' scales and
+// zero points. Here the weights are repacked once, offline (engines repack at load time, as
+// Marlin does): for each tile and group, the 1 KiB the warp reads lies in the order its lanes read
+// it, so each load instruction is one contiguous 512-byte run, and a tile's groups follow each
+// other. The scales and zero points of rows g and g + 8 are packed into 8 bytes beside them (fp16,
+// fp16, u8, u8, 2 bytes of padding): one 8-byte load per lane. The arithmetic is step 28's
+// (int4_group): the layout is the one change. Layout: gemv.interleave_int4. Its ablation
+// 36_ablate_meta keeps the scales and zero points in their [K, G] arrays (4 loads, as step 28).
+template <bool PACKED_META>
+__device__ __forceinline__ void int4_tiles_body(const uint4* __restrict__ Wi, const uint2* __restrict__ Mi,
+        const __half* __restrict__ scales, const unsigned char* __restrict__ zeros, const __half* __restrict__ x,
+        float* __restrict__ y, int K, int M, int split) {
+    __shared__ float part[INT4_SPLIT_MAX][16];
+    const int lane = threadIdx.x & 31, s = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int G = M / INT8_GROUP, row0 = blockIdx.x * 16;
+    const size_t ra = min(row0 + g, K - 1), rb = min(row0 + g + 8, K - 1);   // the ablation's [K, G] rows
+    const uint4* wt = Wi + (size_t)blockIdx.x * G * 64 + lane;     // group gg: + 64 gg (row g), + 32 (row g + 8)
+    const uint2* mt = Mi + (size_t)blockIdx.x * G * 8 + g;          // group gg: + 8 gg
+    const uint4* x8 = reinterpret_cast<const uint4*>(x) + 4 * t;
+    const int per = (G + split - 1) / split, g0 = s * per, g1 = min(G, g0 + per);
+    float acc_a = 0.0f, acc_b = 0.0f;
+    for (int gg = g0; gg < g1; ++gg) {
+        const uint4 va = W_LOAD(wt + 64 * gg, gg * 64 + lane), vb = W_LOAD(wt + 64 * gg + 32, gg * 64 + 32 + lane);
+        float sa, sb;
+        unsigned za, zb;
+        if (PACKED_META) {
+            const uint2 m = __ldg(mt + 8 * gg);
+            const float2 sc = __half22float2(*reinterpret_cast<const __half2*>(&m.x));
+            sa = sc.x, sb = sc.y, za = m.y & 0xffu, zb = (m.y >> 8) & 0xffu;
+        } else {
+            sa = __half2float(__ldg(scales + ra * G + gg)), sb = __half2float(__ldg(scales + rb * G + gg));
+            za = __ldg(zeros + ra * G + gg), zb = __ldg(zeros + rb * G + gg);
+        }
+        int4_group<true>(va, vb, za, zb, sa, sb, x8 + 16 * gg, acc_a, acc_b);
+    }
+    tile_store(part, s, g, t, acc_a, acc_b, split, y, row0, K);
+}
+#define GEMV36_ARGS const uint4* __restrict__ Wi, const uint2* __restrict__ Mi, const __half* __restrict__ scales, \
+    const unsigned char* __restrict__ zeros, const __half* __restrict__ x, float* __restrict__ y, int K, int M, int split
+extern "C" __global__ void gemv_36_int4_tiles(GEMV36_ARGS) { int4_tiles_body<true>(Wi, Mi, scales, zeros, x, y, K, M, split); }
+
+// === gemv_36_ablate_meta ===
+// Why: step 36 with the scales and zero points read from their [K, G] arrays (4 small loads per
+// lane and group, as step 28): the contiguous weight runs alone.
+extern "C" __global__ void gemv_36_ablate_meta(GEMV36_ARGS) { int4_tiles_body<false>(Wi, Mi, scales, zeros, x, y, K, M, split); }
 
 // === gemv_29_int8_w8a16 ===
 // Why: beyond the report: int8 weights with fp16 activations (W8A16, what most engines run), on

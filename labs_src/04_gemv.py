@@ -455,11 +455,25 @@ plot.progress(f16, "04_gemv_progress", case=gemv.case_key(gemv.UP, "float16"), r
 # (step 29's software pipeline). The price is registers: two groups' loads live at once, so fewer
 # warps fit on an SM, and `gemv.tile_split` gives each tile fewer warps. Step 28 is its ablation; the
 # table below says at which shapes the overlap is worth more than the warps it costs.
+#
+# Step 36 changes where the bytes lie, not what is done with them. In step 28 a warp's load of one
+# group of a tile touches 16 rows: lane (g, t) takes bytes 16t… of rows g and g + 8, so one load
+# instruction gathers 16 pieces of 32 bytes from 16 places in memory, and each lane makes 4 more small
+# loads for its two rows' scales and zero points. Engines repack quantised weights once, at load time
+# (Marlin does), into the order the kernel reads them: `gemv.interleave_int4` (below) lays each tile's
+# groups out as the 1 KiB the warp reads, in lane order, so every 16-byte load of the warp is one
+# contiguous 512-byte run and a tile's groups follow each other; the scales and zero points of rows g
+# and g + 8 sit in 8 bytes of their own, one load per lane. The kernel's arithmetic is step 28's, line
+# for line (the shared `int4_group`). Called with step 28's arguments, step 36 repacks first (correct,
+# slow: what the checks call); `prepare` is that repack alone, and the timings run the step on its
+# result. The ablation `36_ablate_meta` keeps the scales and zero points where step 28 has them.
 
 # %%
 build.show("gemv", "26_int4_awq")
 build.show("gemv", "28_int4_mma")
 build.show("gemv", "35_int4_pipelined")
+build.show("gemv", "36_int4_tiles")
+build.show_python(gemv.interleave_int4)
 
 # %%
 li = pd.DataFrame([gemv.loop_instructions(s) for s in ("24_f32_fast", "22_fp16_fast", "25_int8_fast", "26_int4_awq")])
@@ -498,29 +512,29 @@ ncu(gemv, "28_int4_mma", gemv.UP, "int4",
                    "smsp__warps_eligible.avg.per_cycle_active": "eligible warps per scheduler per cycle"})
 
 # %%
-gemv.check_variants(names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined"])
+gemv.check_variants(names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined", "36_int4_tiles"])
 
 # %%
-i4 = bench.compare(gemv, gemv.CASES["int4"], names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined"])
+i4 = bench.compare(gemv, gemv.CASES["int4"], names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined", "36_int4_tiles"])
 dec = pd.concat([f32, i8, f16, i4])
-b8, b4 = gemv.BEST["int8"], gemv.BEST["int4"]
+b8 = gemv.BEST["int8"]
 fastest16 = lambda k, m: gemv.time_us(f16, results.fastest(f16, gemv.case_key((k, m), "float16")),   # noqa: E731
                                       gemv.case_key((k, m), "float16"))   # our fastest fp16 step there, from the data
-rows = []
+rows, INT4_MMA = [], ("28_int4_mma", "35_int4_pipelined", "36_int4_tiles")
 for (k, m), _ in gemv.CASES["int4"]:
     t16 = fastest16(k, m)
     c8, c4 = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "int4")
     rows.append({"shape": f"{k}x{m}",
                  f"int8 ({b8[:2]}) vs fastest fp16": t16 / gemv.time_us(i8, b8, c8),
                  "int4 (26) vs fastest fp16": t16 / gemv.time_us(i4, "26_int4_awq", c4),
-                 **{f"int4 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(i4, s_, c4) for s_ in (b4, "35_int4_pipelined")},
+                 **{f"int4 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(i4, s_, c4) for s_ in INT4_MMA},
                  "int4 floor vs fastest fp16": t16 / gemv.time_us(i4, gemv.FLOOR, c4),
-                 **{f"int4 ({s_[:2]}) fraction of its floor": results.ratio(i4, s_, gemv.FLOOR, c4)
-                    for s_ in (b4, "35_int4_pipelined")}})
+                 **{f"int4 ({s_[:2]}) fraction of its floor": results.ratio(i4, s_, gemv.FLOOR, c4) for s_ in INT4_MMA}})
 pd.DataFrame(rows).round(2)
 
 # %% jupyter={"source_hidden": true}
-results.each_device(i4, lambda part: results.summary(part, "35_int4_pipelined", "28_int4_mma"))
+results.each_device(i4, lambda part: results.summary(part, "35_int4_pipelined", "28_int4_mma")
+                    + " " + results.summary(part, "36_int4_tiles", "28_int4_mma", prov=False))
 
 # %% [markdown]
 # ## Step 29: int8 weights, fp16 activations, on the tensor cores (W8A16)

@@ -57,6 +57,27 @@ def test_int4_quantiser_packs_two_per_byte_with_zero_points():
         assert (err <= step * 0.5 + 1e-3 * step + 1e-6).all()
 
 
+def test_interleave_int4_puts_each_warps_kilobyte_in_lane_order():
+    """Step 36's layout: Wi[T, q, h, 4g + t] is the 16 bytes lane (g, t) reads of row 16T + g + 8h in
+    group q; Mi[T, q, g] packs both rows' scales (fp16) and zero points (u8); rows past K are zero."""
+    for K, M in ((999, 4096), (16, 128), (3, 256)):
+        W, s, z, _ = gemv.make_input((K, M), "int4", seed=K)
+        Wi, Mi = gemv.interleave_int4(W, s, z)
+        T, G = -(-K // 16), M // 128
+        assert Wi.shape == (T, G, 2, 32, 16) and Mi.shape == (T, G, 8, 8) and Wi.dtype == Mi.dtype == np.uint8
+        Wp = np.zeros((16 * T, M // 2), np.uint8)
+        Wp[:K] = W
+        for T_, q, lane, h in ((0, 0, 0, 0), (T - 1, G - 1, 31, 1), (T // 2, G // 2, 13, 1)):
+            g, t, r = lane >> 2, lane & 3, 16 * T_ + (lane >> 2) + 8 * h
+            assert (Wi[T_, q, h, lane] == Wp[r, 64 * q + 16 * t:64 * q + 16 * t + 16]).all()
+            if r < K:
+                assert Mi[T_, q, g, 2 * h:2 * h + 2].view(np.float16)[0] == s.reshape(K, G)[r, q]
+                assert Mi[T_, q, g, 4 + h] == z.reshape(K, G)[r, q]
+        if K % 16:                      # the last tile's rows past K: zero bytes, never stored by the kernel
+            r = 16 * (T - 1) + 15
+            assert not Wi[T - 1, :, 1, 4 * 7:].any() and (r >= K)
+
+
 def test_quantisation_error_against_fp32_is_small_and_ordered():
     """int8 is about 16x closer to the fp32 result than int4 (127 vs 7.5 steps per half range)."""
     host = gemv.make_input((256, 4096), "float32", seed=2)

@@ -118,7 +118,7 @@ def test_every_tile_split_is_correct():
     """Steps 28 and 29 take any number of warps per 16-row tile (the launcher picks one per shape):
     every count from 1 to 16 must be right, with group counts that do not divide evenly."""
     try:
-        for name, path in (("28_int4_mma", "int4"), ("29_int8_w8a16", "w8a16")):
+        for name, path in (("28_int4_mma", "int4"), ("29_int8_w8a16", "w8a16"), ("36_int4_tiles", "int4")):
             for shape in ((33, 4096), (19, 1408), (16, 128)):
                 for values in ("randn", "hostile"):
                     host = gemv.make_input(shape, path, values, seed=shape[1])
@@ -127,6 +127,25 @@ def test_every_tile_split_is_correct():
                         _check(gemv, gemv.VARIANTS[name](*_gpu(host)), host, f"{name} split={S} {shape} {values}")
     finally:
         gemv.TILE_SPLIT.clear()
+
+
+def test_int4_tiles_on_prepared_weights_and_bad_prepared_input():
+    """Step 36 called on prepare()'s repacked arrays (what bench times) matches the reference; arrays
+    that do not match x, or an 8-byte-misaligned Mi, are a ValueError before any launch."""
+    import cupy
+    v = gemv.VARIANTS["36_int4_tiles"]
+    for shape in ((33, 4096), (4097, 4096), (19, 1408), (16, 128)):
+        for values in ("randn", "hostile"):
+            host = gemv.make_input(shape, "int4", values, seed=shape[0])
+            args = v.prepare(*_gpu(host))
+            assert len(args) == 5
+            _check(gemv, v(*args), host, f"36 prepared {shape} {values}")
+    Wi, Mi, s, z, x = v.prepare(*_gpu(gemv.make_input((33, 256), "int4")))
+    for bad, what in (((Wi[:1], Mi, s, z, x), "do not match"), ((Wi, Mi, s, z, x[:128]), "do not match"),
+                      ((Wi, cupy.zeros(Mi.size + 1, cupy.uint8)[1:].reshape(Mi.shape), s, z, x), "boundaries"),
+                      ((Wi, Mi, s, x), "")):
+        with pytest.raises(ValueError, match=what):
+            v(*bad)
 
 
 def test_empty_shapes():

@@ -418,6 +418,69 @@ def _int4_mma(name, split=None, tiles="28_int4_mma"):
     return variant(dtypes=("int4",), alloc_out=_alloc("int4"), min_arch=80)(run)
 
 
+def interleave_int4(W, scales, zeros):
+    """Step 36's offline layout (done once, as engines repack weights at load time; NumPy or CuPy in,
+    the same out). W [K, M/2] packed int4, scales [K, G] fp16, zeros [K, G] uint8, M % 128 == 0 ->
+      Wi [T, G, 2, 32, 16] uint8, T = ceil(K/16) tiles: Wi[T, q, h, 4g + t] = W[16T + g + 8h, 64q + 16t:][:16],
+         the 1 KiB a warp reads for tile T and group q, in the order its 32 lanes read it (h = 0: rows
+         g of the tile, h = 1: rows g + 8), so each 16-byte load of a warp is one contiguous 512-byte run;
+      Mi [T, G, 8, 8] uint8: for rows g and g + 8 of tile T, group q: scale, scale (fp16), zero, zero
+         (u8), 2 bytes of padding: one 8-byte load per lane. Rows past K are zero (never stored)."""
+    xp = np if isinstance(W, np.ndarray) else __import__("cupy")
+    K, G = W.shape[0], W.shape[1] * 2 // GROUP
+    T = -(-K // 16)
+    pad = lambda a, dt: xp.concatenate([xp.asarray(a, dt).reshape(K, -1), xp.zeros((T * 16 - K, a.size // K if K else 0), dt)])  # noqa: E731
+    Wi = xp.ascontiguousarray(pad(W, xp.uint8).reshape(T, 2, 8, G, 4, 16).transpose(0, 3, 1, 2, 4, 5)).reshape(T, G, 2, 32, 16)
+    tile = lambda a: pad(a, a.dtype).reshape(T, 2, 8, G).transpose(0, 3, 2, 1)      # noqa: E731   [T, G, g, h]
+    Mi = xp.zeros((T, G, 8, 8), xp.uint8)
+    Mi[..., 0:4] = xp.ascontiguousarray(tile(xp.asarray(scales, xp.float16))).view(xp.uint8).reshape(T, G, 8, 4)
+    Mi[..., 4:6] = tile(xp.asarray(zeros, xp.uint8))
+    return Wi, Mi
+
+
+def _int4_tiles(name):
+    """Step 36 (and its ablation): step 28's tiles and arithmetic over interleave_int4's layout.
+    Called like step 28, (W, scales, zeros, x), it repacks first, on every call: correct, not fast
+    (what checks and the bad-input sweeps call). prepare() is that repack alone, and the step
+    called on its result, (Wi, Mi, scales, zeros, x), runs the kernel only: bench times it so.
+    Where step 28 would fall back (M % 128, unaligned bases), prepare returns the arguments as
+    they are, and the step runs step 28 (which then runs step 26)."""
+    tiles28 = _int4_mma("28_int4_mma")
+
+    def prepare(*args):
+        K, M = validate(args, "int4")
+        W, x = args[0], args[-1]
+        if M % GROUP or not K or not (aligned(16, W) and aligned(16, x)):
+            return args
+        return (*interleave_int4(W, args[1], args[2]), *args[1:])
+
+    def run(*args, out=None):
+        if len(args) == 4:
+            args = prepare(*args)
+            if len(args) == 4:
+                return tiles28(*args, out=out)
+        if len(args) != 5:
+            raise ValueError(f"step {name}: expected (W, scales, zeros, x) or prepare()'s (Wi, Mi, scales, zeros, x), "
+                             f"got {len(args)} arrays")
+        Wi, Mi, sc, z, x = args
+        require(x, "x", dtype="float16", ndim=1)
+        K, M = sc.shape[0] if sc.ndim == 2 else sc.size // max(1, -(-x.shape[0] // GROUP)), x.shape[0]
+        T, G = -(-K // 16), M // GROUP
+        require(Wi, "Wi", dtype="uint8", ndim=5)
+        require(Mi, "Mi", dtype="uint8", ndim=4)
+        if M % GROUP or Wi.shape != (T, G, 2, 32, 16) or Mi.shape != (T, G, 8, 8) or sc.size != K * G or z.size != K * G:
+            raise ValueError(f"step {name}: Wi {tuple(Wi.shape)}, Mi {tuple(Mi.shape)} do not match x (M = {M}) and "
+                             f"scales ({K} rows): make them with gemv.interleave_int4(W, scales, zeros)")
+        if not (aligned(16, Wi) and aligned(16, x) and aligned(8, Mi)):
+            raise ValueError(f"step {name}: Wi and x must start on 16-byte boundaries, Mi on 8")
+        out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["int4"][2])
+        S = tile_split("36_int4_tiles", K, M)             # the ablation keeps step 36's split
+        return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (T,), (S * 32,),
+                                                  (Wi, Mi, sc, z, x, out_, K, M, S)))
+    run.__name__ = name
+    return variant(dtypes=("int4",), alloc_out=_alloc("int4"), min_arch=80, prepare=prepare)(run)
+
+
 def _w8a16(name, split=None):
     """Step 29: int8 weights, fp16 x, on the tensor cores; 16 rows per block, tile_split warps per
     tile. M % 128 != 0 or a misaligned base: the kernel's plain loop (vec_ok = 0). Ablations keep
@@ -458,6 +521,7 @@ VARIANTS = {
     "28_int4_mma": _int4_mma("28_int4_mma"),
     "29_int8_w8a16": _w8a16("29_int8_w8a16"),
     "35_int4_pipelined": _int4_mma("35_int4_pipelined", tiles="35_int4_pipelined"),
+    "36_int4_tiles": _int4_tiles("36_int4_tiles"),
 }
 BEST = {"float32": "24_f32_fast", "int8": "25_int8_fast", "f32_fp16w": "08_f32_fp16w_block",
         "float16": "27_fp16_rows", "int4": "28_int4_mma",
@@ -897,6 +961,11 @@ def _targets():
                    floor=_vs(k(s, "float16"), k(s, path), floor=True))
             for path, need in (("int8", 1.6), ("w8a16", 1.6), ("int4", 2.5))
             for s, _ in CASES[path] if (s, "float16") in CASES["float16"]]
+    out += [Target(f"fastest {path}, fraction of its read-only floor, {s[0]}x{s[1]}", _vs(k(s, path), slow=FLOOR), need)
+            for path, need, shapes in (("int4", 0.9, (UP, DOWN, UP25)), ("w8a16", 0.95, [s for s, _ in CASES["w8a16"]]))
+            for s in shapes]
+    out.append(Target("fastest int4 vs our fastest fp16, 151936x4096 (the logits head)",
+                      _vs(k(VOCAB, "float16"), k(VOCAB, "int4")), 3.0, floor=_vs(k(VOCAB, "float16"), k(VOCAB, "int4"), floor=True)))
     c = k((4096, 4096), "float32")
     out.append(Target("fp32 GEMV vs cuBLAS sgemv, 4096x4096", _vs(c, slow=cub), 1.0, floor=_vs(c, slow=cub, floor=True)))
     return tuple(out)
@@ -1023,6 +1092,9 @@ ABLATION_PAIRS = [
         ("16-row tiles with LOP3 dequantisation, both on CUDA cores", "28_ablate_cuda_cores", "26_int4_awq")]),
     ("28 → 35", "int4", "28_int4_mma", "35_int4_pipelined", [
         ("the software pipeline", "35_int4_pipelined", "28_int4_mma")]),
+    ("28 → 36", "int4", "28_int4_mma", "36_int4_tiles", [
+        ("the packed scales and zero points (1 load, not 4)", "36_int4_tiles", "36_ablate_meta"),
+        ("the weights in load order (contiguous 512-byte runs)", "36_ablate_meta", "28_int4_mma")]),
     ("25 → 29 (W8A16: fp16 activations, a path of its own)", "w8a16", None, "29_int8_w8a16", [
         ("the tensor cores", "29_int8_w8a16", "29_ablate_cuda_cores"),
         ("the software pipeline", "29_int8_w8a16", "29_ablate_no_pipeline"),
@@ -1045,6 +1117,7 @@ ABLATION_STEPS = {   # name -> what it is, for the lab's tables (the steps thems
     "27_ablate_one_row": "step 27 with one row per warp everywhere",
     "28_ablate_cuda_cores": "step 28 with the multiply-add on CUDA cores (fp32 FMA)",
     "28_ablate_split1": "step 28 with one warp per 16-row tile",
+    "36_ablate_meta": "step 36 with the scales and zero points read from their [K, G] arrays",
     "29_ablate_cuda_cores": "step 29 with the multiply-add on CUDA cores (fp32 FMA)",
     "29_ablate_no_pipeline": "step 29 without the software pipeline",
     "29_ablate_split1": "step 29 with one warp per 16-row tile",
@@ -1061,6 +1134,7 @@ _ABLATION_VARIANTS = {
     "27_ablate_one_row": _rows("27_fp16_rows", two_rows=False),
     "28_ablate_cuda_cores": _int4_mma("28_ablate_cuda_cores"),
     "28_ablate_split1": _int4_mma("28_int4_mma", split=1),
+    "36_ablate_meta": _int4_tiles("36_ablate_meta"),
     "29_ablate_cuda_cores": _w8a16("29_ablate_cuda_cores"),
     "29_ablate_no_pipeline": _w8a16("29_ablate_no_pipeline"),
     "29_ablate_split1": _w8a16("29_int8_w8a16", split=1),

@@ -474,7 +474,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
                 if dt not in v.dtypes or not v.runs_here():
                     continue
                 out = v.alloc_out(*args)
-                fn = functools.partial(v, *args, out=out)
+                fn = functools.partial(v, *(v.prepare(*args) if v.prepare else args), out=out)
             gpu = (bare(fn) if not is_base and v.reads_back else None) or fn
             res = measure(gpu, nbytes, reps=reps)
             res["frac_copy" if family.roof == "read" else "frac_read"] = float("nan")   # one roof applies

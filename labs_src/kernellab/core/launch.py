@@ -277,15 +277,17 @@ class Variant:
     launch() (a CuPy op, cuBLAS, a memset) on every call must say plan=False; after changing a
     module-level knob a launcher reads, call build.clear_plans(). reads_back=True: the launcher
     copies values to the host on every call (an index range check): bench times its launches
-    alone for GPU time (bench.bare) and the whole call, check included, for host time."""
+    alone for GPU time (bench.bare) and the whole call, check included, for host time.
+    prepare: an offline step (a weight repack, done once at load time): the step accepts the
+    family's arguments, and also prepare(*arguments), which bench times (prepared once, untimed)."""
 
     def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None, inplace=False,
-                 plan=True, min_arch=None, reads_back=False):
+                 plan=True, min_arch=None, reads_back=False, prepare=None):
         self.fn, self.dtypes, self.overflow_safe = fn, tuple(dtypes), overflow_safe
         self.min_arch = min_arch        # e.g. 80: mma.sync and cp.async; the harness skips it below
         self._alloc = alloc_out
         self.inplace = inplace
-        self.plan, self.reads_back = plan, reads_back
+        self.plan, self.reads_back, self.prepare = plan, reads_back, prepare
         self._plans: dict = {}
         self._last = None       # (what the previous call passed, its plan): the fast path
         global _VARIANTS
