@@ -1138,7 +1138,7 @@ __device__ __forceinline__ void w8_half(uint4 va, uint4 vb, uint4 x0, uint4 x1, 
                   xw[2 * j], xw[2 * j + 1]);                     // {x0, x1}, {x2, x3}
     }
 }
-template <bool TC, bool PIPE>
+template <bool TC, bool PIPE, int TILES = 0>   // TILES 1: step 37's layout (W, scales: gemv.interleave_w8a16's); 2: its ablation
 __device__ __forceinline__ void w8a16_body(const signed char* __restrict__ W, const float* __restrict__ scales,
         const __half* __restrict__ x, float* __restrict__ y, int K, int M, int split, int vec_ok) {
     __shared__ float part[INT4_SPLIT_MAX][16];
@@ -1160,12 +1160,24 @@ __device__ __forceinline__ void w8a16_body(const signed char* __restrict__ W, co
     const size_t ra = min(row0 + g, K - 1), rb = min(row0 + g + 8, K - 1);   // clamped: loads stay in bounds
     const uint4* wa = reinterpret_cast<const uint4*>(W + ra * M) + t;         // group q: + 8 * q (+ 4)
     const uint4* wb = reinterpret_cast<const uint4*>(W + rb * M) + t;
+    const uint4* wt = reinterpret_cast<const uint4*>(W) + (size_t)blockIdx.x * G * 128 + lane;   // TILES: + 128 q
+    const float2* mt = reinterpret_cast<const float2*>(scales) + (size_t)blockIdx.x * G * 8 + g;  // TILES 1: + 8 q
     const uint4* x8 = reinterpret_cast<const uint4*>(x) + 2 * t;              // group q: + 16 * q (+ 8)
     const int per = (G + split - 1) / split, g0 = s * per, g1 = min(G, g0 + per);
     auto load = [&](W8Group& b, int q) {
-        b.a[0] = W_LOAD(wa + 8 * q, q * 128 + lane); b.b[0] = W_LOAD(wb + 8 * q, q * 128 + 32 + lane);
-        b.a[1] = W_LOAD(wa + 8 * q + 4, q * 128 + 64 + lane); b.b[1] = W_LOAD(wb + 8 * q + 4, q * 128 + 96 + lane);
-        b.sa = __ldg(scales + ra * G + q); b.sb = __ldg(scales + rb * G + q);
+        if (TILES) {                                    // the 2 KiB of tile and group q: 4 runs of 512 contiguous bytes
+            b.a[0] = W_LOAD(wt + 128 * q, q * 128 + lane); b.b[0] = W_LOAD(wt + 128 * q + 32, q * 128 + 32 + lane);
+            b.a[1] = W_LOAD(wt + 128 * q + 64, q * 128 + 64 + lane); b.b[1] = W_LOAD(wt + 128 * q + 96, q * 128 + 96 + lane);
+        } else {
+            b.a[0] = W_LOAD(wa + 8 * q, q * 128 + lane); b.b[0] = W_LOAD(wb + 8 * q, q * 128 + 32 + lane);
+            b.a[1] = W_LOAD(wa + 8 * q + 4, q * 128 + 64 + lane); b.b[1] = W_LOAD(wb + 8 * q + 4, q * 128 + 96 + lane);
+        }
+        if (TILES == 1) {
+            const float2 sc = __ldg(mt + 8 * q);
+            b.sa = sc.x; b.sb = sc.y;
+        } else {
+            b.sa = __ldg(scales + ra * G + q); b.sb = __ldg(scales + rb * G + q);
+        }
         b.x[0] = __ldg(x8 + 16 * q); b.x[1] = __ldg(x8 + 16 * q + 1);
         b.x[2] = __ldg(x8 + 16 * q + 8); b.x[3] = __ldg(x8 + 16 * q + 9);
     };
@@ -1204,6 +1216,19 @@ extern "C" __global__ void gemv_29_ablate_cuda_cores(GEMV29_ARGS) { w8a16_body<f
 // Why: step 29 without its software pipeline: each group's loads are issued just before its compute
 // and waited for, instead of one group ahead.
 extern "C" __global__ void gemv_29_ablate_no_pipeline(GEMV29_ARGS) { w8a16_body<true, false>(W, scales, x, y, K, M, split, vec_ok); }
+
+// === gemv_37_w8a16_tiles ===
+// Why: step 36's layout for W8A16: step 29 reads a group of a 16-row tile as 4 loads per lane, each
+// gathering 16 pieces of 32 bytes from 16 rows, and 2 more loads for the rows' fp32 scales. Repacked
+// once, offline (gemv.interleave_w8a16), the 2 KiB a warp reads for a tile and group lie in lane
+// order: each load is one contiguous 512-byte run; the scales of rows g and g + 8 sit in 8 bytes, one
+// load per lane. Everything else is step 29's (the same body, TILES = 1): the layout is the one change.
+// Its ablation 37_ablate_meta keeps the scales in their [K, G] array.
+extern "C" __global__ void gemv_37_w8a16_tiles(GEMV29_ARGS) { w8a16_body<true, true, 1>(W, scales, x, y, K, M, split, vec_ok); }
+
+// === gemv_37_ablate_meta ===
+// Why: step 37 with the scales read from their [K, G] array (2 loads per lane and group, as step 29).
+extern "C" __global__ void gemv_37_ablate_meta(GEMV29_ARGS) { w8a16_body<true, true, 2>(W, scales, x, y, K, M, split, vec_ok); }
 
 // === gemv_30_f32_sdata_float4 ===
 // Why: the report's "before" of matmul_kernel_cu_fp32<128,1> as the report describes it (seed

@@ -466,7 +466,8 @@ plot.progress(f16, "04_gemv_progress", case=gemv.case_key(gemv.UP, "float16"), r
 # and g + 8 sit in 8 bytes of their own, one load per lane. The kernel's arithmetic is step 28's, line
 # for line (the shared `int4_group`). Called with step 28's arguments, step 36 repacks first (correct,
 # slow: what the checks call); `prepare` is that repack alone, and the timings run the step on its
-# result. The ablation `36_ablate_meta` keeps the scales and zero points where step 28 has them.
+# result. The ablation `36_ablate_meta` keeps the scales and zero points where step 28 has them, so the
+# ablation section times the two halves of the layout apart.
 
 # %%
 build.show("gemv", "26_int4_awq")
@@ -552,12 +553,18 @@ results.each_device(i4, lambda part: results.summary(part, "35_int4_pipelined", 
 # 16-row tile as many warps (up to 16) as still let every tile's block be resident at once, by
 # the occupancy API; with one more, the last blocks would run as a second wave on a mostly idle
 # GPU. Step 28 uses the same rule. The table shows the choice for each shape on the GPU at hand.
+#
+# Step 37 is step 36's change made to step 29: the same body reads `gemv.interleave_w8a16`'s layout,
+# where the 2 KiB a warp reads for a tile and group lie in lane order (4 contiguous 512-byte runs) and
+# the fp32 scales of rows g and g + 8 sit in 8 bytes (one load per lane, not two). Its ablation
+# `37_ablate_meta` keeps the scales in their [K, G] array.
 
 # %%
 build.show("gemv", "29_int8_w8a16")
+build.show("gemv", "37_w8a16_tiles")
 
 # %%
-gemv.check_variants(names=["29_int8_w8a16"])
+gemv.check_variants(names=["29_int8_w8a16", "37_w8a16_tiles"])
 
 # %%
 def waves(step, k, m):
@@ -572,17 +579,19 @@ kl.device.live_only("shows the warps per tile each shape gets and its waves (the
                                            **waves("29_int8_w8a16", k, m)} for (k, m), _ in gemv.CASES["w8a16"]]))
 
 # %%
-w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16"])
+w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16", "37_w8a16_tiles"])
 dec = pd.concat([dec, w8])
 b29 = gemv.BEST["w8a16"]
 rows = []
 for (k, m), _ in gemv.CASES["w8a16"]:
     c8, cw = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "w8a16")
     t16 = fastest16(k, m)
-    rows.append({"shape": f"{k}x{m}", f"W8A16 ({b29[:2]}) vs fastest fp16": t16 / gemv.time_us(w8, b29, cw),
+    rows.append({"shape": f"{k}x{m}",
+                 **{f"W8A16 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(w8, s_, cw) for s_ in ("29_int8_w8a16", "37_w8a16_tiles")},
                  f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})": gemv.time_us(i8, b8, c8) / gemv.time_us(w8, b29, cw),
                  "int8 floor vs fastest fp16": t16 / gemv.time_us(w8, gemv.FLOOR, cw),
-                 f"W8A16 fraction of its floor": results.ratio(w8, b29, gemv.FLOOR, cw)})
+                 **{f"W8A16 ({s_[:2]}) fraction of its floor": results.ratio(w8, s_, gemv.FLOOR, cw)
+                    for s_ in ("29_int8_w8a16", "37_w8a16_tiles")}})
 w8t = pd.DataFrame(rows).round(2)
 w8t
 
@@ -593,6 +602,7 @@ kl.say("Not measured or recorded yet." if w8t.empty or w8t[col].isna().all() els
        f"GEMV over these shapes, against {w8t[f'W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})'].min():.2f}–"
        f"{w8t[f'W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})'].max():.2f}× the fp32-x int8 step "
        f"({kl.provenance(w8)}).")
+results.each_device(w8, lambda part: results.summary(part, "37_w8a16_tiles", "29_int8_w8a16"))
 
 # %% [markdown]
 # ### What limits the quantised steps: bytes, or instructions?

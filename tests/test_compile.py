@@ -18,7 +18,7 @@ LEARNER_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
 # silent wrong answer); the lab skips the step loudly before any launch.
 #   mma.sync.m16n8k16 with fp16 inputs: sm_80. createpolicy / ld ... .L2::cache_hint: sm_80.
 MIN_ARCH = {"gemv_28_int4_mma": "sm_80", "gemv_29_int8_w8a16": "sm_80", "gemv_35_int4_pipelined": "sm_80",
-            "gemv_36_int4_tiles": "sm_80"}
+            "gemv_36_int4_tiles": "sm_80", "gemv_37_w8a16_tiles": "sm_80"}
 # Kernels of thread-block clusters: their launchers never run them before sm_90 (no trap needed).
 CLUSTER_MIN_ARCH = {k: "sm_90" for k in KERNEL_RE.findall(build.source("softmax")) if re.match(r"softmax_1[1-3]_", k)}
 # Kernels whose default path runs everywhere but one option needs sm_80 (stream = 1: the L2

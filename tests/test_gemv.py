@@ -76,6 +76,14 @@ def test_interleave_int4_puts_each_warps_kilobyte_in_lane_order():
         if K % 16:                      # the last tile's rows past K: zero bytes, never stored by the kernel
             r = 16 * (T - 1) + 15
             assert not Wi[T - 1, :, 1, 4 * 7:].any() and (r >= K)
+    W, s, x = gemv.make_input((33, 256), "w8a16")
+    Wi, Mi = gemv.interleave_w8a16(W, s)        # step 37: two 64-column halves per group, fp32 scales
+    assert Wi.shape == (3, 2, 4, 32, 16) and Mi.shape == (3, 2, 8, 2) and Mi.dtype == np.float32
+    for T_, q, c, h, lane in ((0, 0, 0, 0, 0), (1, 1, 1, 1, 31), (2, 0, 1, 0, 6)):
+        g, t, r = lane >> 2, lane & 3, 16 * T_ + (lane >> 2) + 8 * h
+        want = W[r].view(np.uint8)[128 * q + 64 * c + 16 * t:][:16] if r < 33 else np.zeros(16, np.uint8)
+        assert (Wi[T_, q, 2 * c + h, lane] == want).all()
+        assert r >= 33 or Mi[T_, q, g, h] == s.reshape(33, 2)[r, q]
 
 
 def test_quantisation_error_against_fp32_is_small_and_ordered():

@@ -118,7 +118,8 @@ def test_every_tile_split_is_correct():
     """Steps 28 and 29 take any number of warps per 16-row tile (the launcher picks one per shape):
     every count from 1 to 16 must be right, with group counts that do not divide evenly."""
     try:
-        for name, path in (("28_int4_mma", "int4"), ("29_int8_w8a16", "w8a16"), ("36_int4_tiles", "int4")):
+        for name, path in (("28_int4_mma", "int4"), ("29_int8_w8a16", "w8a16"), ("36_int4_tiles", "int4"),
+                           ("37_w8a16_tiles", "w8a16")):
             for shape in ((33, 4096), (19, 1408), (16, 128)):
                 for values in ("randn", "hostile"):
                     host = gemv.make_input(shape, path, values, seed=shape[1])
@@ -129,21 +130,22 @@ def test_every_tile_split_is_correct():
         gemv.TILE_SPLIT.clear()
 
 
-def test_int4_tiles_on_prepared_weights_and_bad_prepared_input():
-    """Step 36 called on prepare()'s repacked arrays (what bench times) matches the reference; arrays
-    that do not match x, or an 8-byte-misaligned Mi, are a ValueError before any launch."""
+@pytest.mark.parametrize("name,path", [("36_int4_tiles", "int4"), ("37_w8a16_tiles", "w8a16")])
+def test_tiles_on_prepared_weights_and_bad_prepared_input(name, path):
+    """Steps 36 and 37 called on prepare()'s repacked arrays (what bench times) match the reference;
+    arrays that do not match x, or an 8-byte-misaligned Mi, are a ValueError before any launch."""
     import cupy
-    v = gemv.VARIANTS["36_int4_tiles"]
+    v = gemv.VARIANTS[name]
     for shape in ((33, 4096), (4097, 4096), (19, 1408), (16, 128)):
         for values in ("randn", "hostile"):
-            host = gemv.make_input(shape, "int4", values, seed=shape[0])
+            host = gemv.make_input(shape, path, values, seed=shape[0])
             args = v.prepare(*_gpu(host))
-            assert len(args) == 5
-            _check(gemv, v(*args), host, f"36 prepared {shape} {values}")
-    Wi, Mi, s, z, x = v.prepare(*_gpu(gemv.make_input((33, 256), "int4")))
-    for bad, what in (((Wi[:1], Mi, s, z, x), "do not match"), ((Wi, Mi, s, z, x[:128]), "do not match"),
-                      ((Wi, cupy.zeros(Mi.size + 1, cupy.uint8)[1:].reshape(Mi.shape), s, z, x), "boundaries"),
-                      ((Wi, Mi, s, x), "")):
+            assert len(args) == len(host) + 1
+            _check(gemv, v(*args), host, f"{name} prepared {shape} {values}")
+    Wi, Mi, *rest = v.prepare(*_gpu(gemv.make_input((33, 256), path)))
+    skew = cupy.zeros(Mi.nbytes + 4, cupy.uint8)[4:].view(Mi.dtype).reshape(Mi.shape)
+    for bad, what in (((Wi[:1], Mi, *rest), "do not match"), ((Wi, Mi, *rest[:-1], rest[-1][:128]), "do not match"),
+                      ((Wi, skew, *rest), "boundaries"), ((Wi, Mi, *rest[:-2], rest[-1]), "")):
         with pytest.raises(ValueError, match=what):
             v(*bad)
 

@@ -418,67 +418,84 @@ def _int4_mma(name, split=None, tiles="28_int4_mma"):
     return variant(dtypes=("int4",), alloc_out=_alloc("int4"), min_arch=80)(run)
 
 
-def interleave_int4(W, scales, zeros):
-    """Step 36's offline layout (done once, as engines repack weights at load time; NumPy or CuPy in,
-    the same out). W [K, M/2] packed int4, scales [K, G] fp16, zeros [K, G] uint8, M % 128 == 0 ->
-      Wi [T, G, 2, 32, 16] uint8, T = ceil(K/16) tiles: Wi[T, q, h, 4g + t] = W[16T + g + 8h, 64q + 16t:][:16],
-         the 1 KiB a warp reads for tile T and group q, in the order its 32 lanes read it (h = 0: rows
-         g of the tile, h = 1: rows g + 8), so each 16-byte load of a warp is one contiguous 512-byte run;
-      Mi [T, G, 8, 8] uint8: for rows g and g + 8 of tile T, group q: scale, scale (fp16), zero, zero
-         (u8), 2 bytes of padding: one 8-byte load per lane. Rows past K are zero (never stored)."""
+def _tile_major(W, scales, zeros=None):
+    """The offline layout of steps 36 and 37 (done once, as engines repack weights at load time;
+    NumPy or CuPy in, the same out). W [K, G * B] bytes (B = 64: int4, 128: int8), M % 128 == 0 ->
+      Wi [T, G, 2B/64, 32, 16] uint8, T = ceil(K/16) tiles: Wi[T, q, 2c + h, 4g + t] = the 16 bytes at
+         64c + 16t of row 16T + g + 8h's group q: the bytes a warp reads for tile T and group q, in
+         the order its 32 lanes read them, so each 16-byte load of a warp is one contiguous 512-byte run;
+      Mi [T, G, 8, 2 x]: for rows g and g + 8 of tile T, group q, their scales (and for int4 their zero
+         points after them, then 2 bytes of padding): one 8-byte load per lane. Rows past K are zero."""
     xp = np if isinstance(W, np.ndarray) else __import__("cupy")
-    K, G = W.shape[0], W.shape[1] * 2 // GROUP
-    T = -(-K // 16)
-    pad = lambda a, dt: xp.concatenate([xp.asarray(a, dt).reshape(K, -1), xp.zeros((T * 16 - K, a.size // K if K else 0), dt)])  # noqa: E731
-    Wi = xp.ascontiguousarray(pad(W, xp.uint8).reshape(T, 2, 8, G, 4, 16).transpose(0, 3, 1, 2, 4, 5)).reshape(T, G, 2, 32, 16)
+    K, G = W.shape[0], scales.size // max(W.shape[0], 1)
+    T, C = -(-K // 16), W.shape[1] // (64 * G)
+    pad = lambda a, dt: xp.concatenate([xp.asarray(a, dt).reshape(K, -1), xp.zeros((T * 16 - K, a.size // K), dt)])  # noqa: E731
     tile = lambda a: pad(a, a.dtype).reshape(T, 2, 8, G).transpose(0, 3, 2, 1)      # noqa: E731   [T, G, g, h]
+    Wi = xp.ascontiguousarray(pad(W.view(xp.uint8), xp.uint8).reshape(T, 2, 8, G, C, 4, 16)
+                              .transpose(0, 3, 4, 1, 2, 5, 6)).reshape(T, G, 2 * C, 32, 16)
+    if zeros is None:                                                  # W8A16: fp32 scales, [T, G, 8, 2]
+        return Wi, xp.ascontiguousarray(tile(xp.asarray(scales, xp.float32)))
     Mi = xp.zeros((T, G, 8, 8), xp.uint8)
     Mi[..., 0:4] = xp.ascontiguousarray(tile(xp.asarray(scales, xp.float16))).view(xp.uint8).reshape(T, G, 8, 4)
     Mi[..., 4:6] = tile(xp.asarray(zeros, xp.uint8))
     return Wi, Mi
 
 
-def _int4_tiles(name):
-    """Step 36 (and its ablation): step 28's tiles and arithmetic over interleave_int4's layout.
-    Called like step 28, (W, scales, zeros, x), it repacks first, on every call: correct, not fast
-    (what checks and the bad-input sweeps call). prepare() is that repack alone, and the step
-    called on its result, (Wi, Mi, scales, zeros, x), runs the kernel only: bench times it so.
-    Where step 28 would fall back (M % 128, unaligned bases), prepare returns the arguments as
-    they are, and the step runs step 28 (which then runs step 26)."""
-    tiles28 = _int4_mma("28_int4_mma")
+def interleave_int4(W, scales, zeros):
+    """Step 36's layout of int4 weights (packed W [K, M/2], scales and zeros [K, G]): _tile_major."""
+    return _tile_major(W, scales, zeros)
+
+
+def interleave_w8a16(W, scales):
+    """Step 37's layout of int8 weights (W [K, M], fp32 scales [K, G]): _tile_major."""
+    return _tile_major(W, scales)
+
+
+def _tiles(name, path):
+    """Steps 36 (int4) and 37 (W8A16), and their ablations: steps 28 and 29 over _tile_major's layout.
+    Called like steps 28 / 29 (the path's arrays), the step repacks first, on every call: correct,
+    not fast (what checks and the bad-input sweeps call). prepare() is that repack alone, and the
+    step called on its result, (Wi, Mi, *the path's arrays but W), runs the kernel only: bench times
+    it so. Where step 28 / 29 would take their fallback (M % 128, unaligned bases), prepare returns
+    the arguments as they are, and the step runs step 28 / 29."""
+    base, step = (_int4_mma("28_int4_mma"), "36_int4_tiles") if path == "int4" else (_w8a16("29_int8_w8a16"), "37_w8a16_tiles")
+    raw = 4 if path == "int4" else 3
 
     def prepare(*args):
-        K, M = validate(args, "int4")
+        K, M = validate(args, path)
         W, x = args[0], args[-1]
         if M % GROUP or not K or not (aligned(16, W) and aligned(16, x)):
             return args
-        return (*interleave_int4(W, args[1], args[2]), *args[1:])
+        return (*_tile_major(*args[:-1]), *args[1:])
 
     def run(*args, out=None):
-        if len(args) == 4:
+        if len(args) == raw:
             args = prepare(*args)
-            if len(args) == 4:
-                return tiles28(*args, out=out)
-        if len(args) != 5:
-            raise ValueError(f"step {name}: expected (W, scales, zeros, x) or prepare()'s (Wi, Mi, scales, zeros, x), "
-                             f"got {len(args)} arrays")
-        Wi, Mi, sc, z, x = args
+            if len(args) == raw:
+                return base(*args, out=out)
+        if len(args) != raw + 1:
+            raise ValueError(f"step {name}: expected the {path} arrays or prepare()'s (Wi, Mi, ...), got {len(args)} arrays")
+        Wi, Mi, sc, x = args[0], args[1], args[2], args[-1]
         require(x, "x", dtype="float16", ndim=1)
-        K, M = sc.shape[0] if sc.ndim == 2 else sc.size // max(1, -(-x.shape[0] // GROUP)), x.shape[0]
-        T, G = -(-K // 16), M // GROUP
+        M = x.shape[0]
+        G = M // GROUP
+        K = sc.size // max(G, 1)
+        T = -(-K // 16)
         require(Wi, "Wi", dtype="uint8", ndim=5)
-        require(Mi, "Mi", dtype="uint8", ndim=4)
-        if M % GROUP or Wi.shape != (T, G, 2, 32, 16) or Mi.shape != (T, G, 8, 8) or sc.size != K * G or z.size != K * G:
+        require(Mi, "Mi", dtype="uint8" if path == "int4" else "float32", ndim=4)
+        want = ((T, G, 2 if path == "int4" else 4, 32, 16), (T, G, 8, 8 if path == "int4" else 2))
+        if M % GROUP or (Wi.shape, Mi.shape) != want or any(a.size != K * G for a in args[2:-1]):
             raise ValueError(f"step {name}: Wi {tuple(Wi.shape)}, Mi {tuple(Mi.shape)} do not match x (M = {M}) and "
-                             f"scales ({K} rows): make them with gemv.interleave_int4(W, scales, zeros)")
+                             f"scales ({K} rows): make them with gemv.interleave_{path}")
         if not (aligned(16, Wi) and aligned(16, x) and aligned(8, Mi)):
             raise ValueError(f"step {name}: Wi and x must start on 16-byte boundaries, Mi on 8")
-        out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS["int4"][2])
-        S = tile_split("36_int4_tiles", K, M)             # the ablation keeps step 36's split
-        return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (T,), (S * 32,),
-                                                  (Wi, Mi, sc, z, x, out_, K, M, S)))
+        out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS[path][2])
+        S = tile_split(step, K, M)                           # an ablation keeps its step's split
+        kargs = (Wi, Mi, *args[2:], out_, K, M, S) if path == "int4" else \
+            (Wi, sc if name.endswith("ablate_meta") else Mi, x, out_, K, M, S, 1)
+        return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (T,), (S * 32,), kargs))
     run.__name__ = name
-    return variant(dtypes=("int4",), alloc_out=_alloc("int4"), min_arch=80, prepare=prepare)(run)
+    return variant(dtypes=(path,), alloc_out=_alloc(path), min_arch=80, prepare=prepare)(run)
 
 
 def _w8a16(name, split=None):
@@ -521,7 +538,8 @@ VARIANTS = {
     "28_int4_mma": _int4_mma("28_int4_mma"),
     "29_int8_w8a16": _w8a16("29_int8_w8a16"),
     "35_int4_pipelined": _int4_mma("35_int4_pipelined", tiles="35_int4_pipelined"),
-    "36_int4_tiles": _int4_tiles("36_int4_tiles"),
+    "36_int4_tiles": _tiles("36_int4_tiles", "int4"),
+    "37_w8a16_tiles": _tiles("37_w8a16_tiles", "w8a16"),
 }
 BEST = {"float32": "24_f32_fast", "int8": "25_int8_fast", "f32_fp16w": "08_f32_fp16w_block",
         "float16": "27_fp16_rows", "int4": "36_int4_tiles",
@@ -1101,6 +1119,9 @@ ABLATION_PAIRS = [
         ("the tensor cores", "29_int8_w8a16", "29_ablate_cuda_cores"),
         ("the software pipeline", "29_int8_w8a16", "29_ablate_no_pipeline"),
         ("several warps per 16-row tile", "29_int8_w8a16", "29_ablate_split1")]),
+    ("29 → 37", "w8a16", "29_int8_w8a16", "37_w8a16_tiles", [
+        ("the packed scales (1 load, not 2)", "37_w8a16_tiles", "37_ablate_meta"),
+        ("the weights in load order (contiguous 512-byte runs)", "37_ablate_meta", "29_int8_w8a16")]),
 ]
 ABLATION_STEPS = {   # name -> what it is, for the lab's tables (the steps themselves: their own names)
     "04_ablate_no_fmaf": "step 04 with a*b + c*d + ... added to the sum (no fmaf chain)",
@@ -1120,6 +1141,7 @@ ABLATION_STEPS = {   # name -> what it is, for the lab's tables (the steps thems
     "28_ablate_cuda_cores": "step 28 with the multiply-add on CUDA cores (fp32 FMA)",
     "28_ablate_split1": "step 28 with one warp per 16-row tile",
     "36_ablate_meta": "step 36 with the scales and zero points read from their [K, G] arrays",
+    "37_ablate_meta": "step 37 with the scales read from their [K, G] array",
     "29_ablate_cuda_cores": "step 29 with the multiply-add on CUDA cores (fp32 FMA)",
     "29_ablate_no_pipeline": "step 29 without the software pipeline",
     "29_ablate_split1": "step 29 with one warp per 16-row tile",
@@ -1136,7 +1158,8 @@ _ABLATION_VARIANTS = {
     "27_ablate_one_row": _rows("27_fp16_rows", two_rows=False),
     "28_ablate_cuda_cores": _int4_mma("28_ablate_cuda_cores"),
     "28_ablate_split1": _int4_mma("28_int4_mma", split=1),
-    "36_ablate_meta": _int4_tiles("36_ablate_meta"),
+    "36_ablate_meta": _tiles("36_ablate_meta", "int4"),
+    "37_ablate_meta": _tiles("37_ablate_meta", "w8a16"),
     "29_ablate_cuda_cores": _w8a16("29_ablate_cuda_cores"),
     "29_ablate_no_pipeline": _w8a16("29_ablate_no_pipeline"),
     "29_ablate_split1": _w8a16("29_int8_w8a16", split=1),
