@@ -145,7 +145,7 @@ def test_tiles_on_prepared_weights_and_bad_prepared_input(name, path):
     Wi, Mi, *rest = v.prepare(*_gpu(gemv.make_input((33, 256), path)))
     skew = cupy.zeros(Mi.nbytes + 4, cupy.uint8)[4:].view(Mi.dtype).reshape(Mi.shape)
     for bad, what in (((Wi[:1], Mi, *rest), "do not match"), ((Wi, Mi, *rest[:-1], rest[-1][:128]), "do not match"),
-                      ((Wi, skew, *rest), "boundaries"), ((Wi, Mi, *rest[:-2], rest[-1]), "")):
+                      ((Wi, skew, *rest), "boundaries"), ((Wi, Mi, *rest[:-2], rest[-1]), None)):
         with pytest.raises(ValueError, match=what):
             v(*bad)
 

@@ -464,7 +464,7 @@ def _tiles(name, path):
     def prepare(*args):
         K, M = validate(args, path)
         W, x = args[0], args[-1]
-        if M % GROUP or not K or not (aligned(16, W) and aligned(16, x)):
+        if M % GROUP or not K or not M or not (aligned(16, W) and aligned(16, x)):
             return args
         return (*_tile_major(*args[:-1]), *args[1:])
 
@@ -543,7 +543,7 @@ VARIANTS = {
 }
 BEST = {"float32": "24_f32_fast", "int8": "25_int8_fast", "f32_fp16w": "08_f32_fp16w_block",
         "float16": "27_fp16_rows", "int4": "36_int4_tiles",
-        "w8a16": "29_int8_w8a16"}
+        "w8a16": "37_w8a16_tiles"}
 
 DISPATCH_M = 2048           # the report's threshold between steps 07 and 08
 
@@ -603,7 +603,7 @@ COMPUTE_ONLY = "same kernel, weights from registers (compute only)"
 
 
 def _compute_only(*args):
-    """The best quantised step (int8 25, int4 36, W8A16 29) built with -DGEMV_COMPUTE_ONLY: its
+    """The best quantised step (int8 25, int4 36, W8A16 37) built with -DGEMV_COMPUTE_ONLY: its
     weight words come from registers, not memory; scales, zeros and x are still read and every
     instruction still runs (the answer is meaningless). Its time is what the instructions alone
     cost; FLOOR is what the bytes alone cost; a kernel nears the larger only by overlapping them.
