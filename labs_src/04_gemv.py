@@ -643,6 +643,7 @@ def limits(d):
     return ("; ".join(f"step {st[:2]} ({nm}): the instructions alone take **{span(d, 'compute only / floor', st)}×** "
                       f"the time of the bytes alone, so {bound(d, st)}, and the kernel takes "
                       f"{span(d, 'kernel / max(both)', st)}× the larger of the two"
+                      if span(d, "kernel / max(both)", st) != "n/a" else f"step {st[:2]} ({nm}): not recorded on this GPU yet"
                       for st, nm in ((b8, "int8, fp32 x"), (gemv.BEST["int4"], "int4"), (b29, "W8A16")))
             + f" ({d['device'].iloc[0]}).")
 
