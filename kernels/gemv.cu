@@ -1064,7 +1064,7 @@ extern "C" __global__ void gemv_35_int4_pipelined(GEMV28_ARGS) { int4_mma_body<t
 
 // === gemv_36_int4_tiles ===
 // Why: step 28 reads a group of a 16-row tile as 16 scattered 64-byte pieces (lane (g, t) takes
-// bytes 16t.. of rows g and g + 8), and each lane makes 4 more small loads for the rows' scales and
+// bytes 16t.. of rows g and g + 8: each load touches 8 rows), and each lane makes 4 more small loads for the rows' scales and
 // zero points. Here the weights are repacked once, offline (engines repack at load time, as
 // Marlin does): for each tile and group, the 1 KiB the warp reads lies in the order its lanes read
 // it, so each load instruction is one contiguous 512-byte run, and a tile's groups follow each
@@ -1218,8 +1218,8 @@ extern "C" __global__ void gemv_29_ablate_cuda_cores(GEMV29_ARGS) { w8a16_body<f
 extern "C" __global__ void gemv_29_ablate_no_pipeline(GEMV29_ARGS) { w8a16_body<true, false>(W, scales, x, y, K, M, split, vec_ok); }
 
 // === gemv_37_w8a16_tiles ===
-// Why: step 36's layout for W8A16: step 29 reads a group of a 16-row tile as 4 loads per lane, each
-// gathering 16 pieces of 32 bytes from 16 rows, and 2 more loads for the rows' fp32 scales. Repacked
+// Why: step 36's layout for W8A16: step 29 reads a group of a 16-row tile with 4 loads, each touching
+// 8 rows, 64 bytes in each, and each lane makes 2 more loads for its rows' fp32 scales. Repacked
 // once, offline (gemv.interleave_w8a16), the 2 KiB a warp reads for a tile and group lie in lane
 // order: each load is one contiguous 512-byte run; the scales of rows g and g + 8 sit in 8 bytes, one
 // load per lane. Everything else is step 29's (the same body, TILES = 1): the layout is the one change.

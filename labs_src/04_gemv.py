@@ -29,8 +29,8 @@
 # | — | conversions | `fp32_to_fp16_kernel`, `fp16_to_fp32_kernel` | 18 → 19, 20 → 21 |
 # | beyond | fp16 × fp16, every SM busy | (not in the report) | 22, 23 (logits), 24 (fp32) |
 # | beyond | fp32 × int8 at 16 bytes per load | (not in the report) | 25 |
-# | beyond | fp16 × int4 (AWQ style) | (not in the report) | 26, 28 (tensor cores) |
-# | beyond | fp16 × int8 (W8A16), tensor cores | (not in the report) | 29 |
+# | beyond | fp16 × int4 (AWQ style) | (not in the report) | 26, 28 (tensor cores), 35 (pipelined), 36 (offline tile layout) |
+# | beyond | fp16 × int8 (W8A16), tensor cores | (not in the report) | 29, 37 (offline tile layout) |
 # | beyond | fp16 × fp16, a warp per row asking for its whole row | (not in the report) | 27 (K ≥ 16 × the SMs; else 22) |
 
 # %% [markdown]
@@ -456,9 +456,9 @@ plot.progress(f16, "04_gemv_progress", case=gemv.case_key(gemv.UP, "float16"), r
 # warps fit on an SM, and `gemv.tile_split` gives each tile fewer warps. Step 28 is its ablation; the
 # table below says at which shapes the overlap is worth more than the warps it costs.
 #
-# Step 36 changes where the bytes lie, not what is done with them. In step 28 a warp's load of one
-# group of a tile touches 16 rows: lane (g, t) takes bytes 16t… of rows g and g + 8, so one load
-# instruction gathers 16 pieces of 32 bytes from 16 places in memory, and each lane makes 4 more small
+# Step 36 changes where the bytes lie, not what is done with them. In step 28 a warp reads one group
+# of a tile with two loads: in the first, lane (g, t) takes bytes 16t… of row g, so the load touches
+# 8 rows, 64 bytes in each (the second does the same for rows g + 8), and each lane makes 4 more small
 # loads for its two rows' scales and zero points. Engines repack quantised weights once, at load time
 # (Marlin does), into the order the kernel reads them: `gemv.interleave_int4` (below) lays each tile's
 # groups out as the 1 KiB the warp reads, in lane order, so every 16-byte load of the warp is one
@@ -519,18 +519,22 @@ gemv.check_variants(names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined", "3
 i4 = bench.compare(gemv, gemv.CASES["int4"], names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined", "36_int4_tiles"])
 dec = pd.concat([f32, i8, f16, i4])
 b8 = gemv.BEST["int8"]
-fastest16 = lambda k, m: gemv.time_us(f16, results.fastest(f16, gemv.case_key((k, m), "float16")),   # noqa: E731
-                                      gemv.case_key((k, m), "float16"))   # our fastest fp16 step there, from the data
+fastest16 = lambda f, k, m: gemv.time_us(f, results.fastest(f, gemv.case_key((k, m), "float16")),   # noqa: E731
+                                         gemv.case_key((k, m), "float16"))   # our fastest fp16 step there, from the data
+on_device = lambda part: ((lambda d_, dv=part["device"].iloc[0]: results.select(d_, device=dv))   # noqa: E731
+                          if "device" in part else (lambda d_: d_))          # another frame cut to part's device
 rows, INT4_MMA = [], ("28_int4_mma", "35_int4_pipelined", "36_int4_tiles")
-for (k, m), _ in gemv.CASES["int4"]:
-    t16 = fastest16(k, m)
-    c8, c4 = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "int4")
-    rows.append({"shape": f"{k}x{m}",
-                 f"int8 ({b8[:2]}) vs fastest fp16": t16 / gemv.time_us(i8, b8, c8),
-                 "int4 (26) vs fastest fp16": t16 / gemv.time_us(i4, "26_int4_awq", c4),
-                 **{f"int4 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(i4, s_, c4) for s_ in INT4_MMA},
-                 "int4 floor vs fastest fp16": t16 / gemv.time_us(i4, gemv.FLOOR, c4),
-                 **{f"int4 ({s_[:2]}) fraction of its floor": results.ratio(i4, s_, gemv.FLOOR, c4) for s_ in INT4_MMA}})
+for part in results.devices(i4):
+    on = on_device(part)
+    for (k, m), _ in gemv.CASES["int4"]:
+        t16 = fastest16(on(f16), k, m)
+        c8, c4 = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "int4")
+        rows.append({"device": results.source(part), "shape": f"{k}x{m}",
+                     f"int8 ({b8[:2]}) vs fastest fp16": t16 / gemv.time_us(on(i8), b8, c8),
+                     "int4 (26) vs fastest fp16": t16 / gemv.time_us(part, "26_int4_awq", c4),
+                     **{f"int4 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(part, s_, c4) for s_ in INT4_MMA},
+                     "int4 floor vs fastest fp16": t16 / gemv.time_us(part, gemv.FLOOR, c4),
+                     **{f"int4 ({s_[:2]}) fraction of its floor": results.ratio(part, s_, gemv.FLOOR, c4) for s_ in INT4_MMA}})
 pd.DataFrame(rows).round(2)
 
 # %% jupyter={"source_hidden": true}
@@ -583,25 +587,28 @@ w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16", "37_w8a16_
 dec = pd.concat([dec, w8])
 b29 = gemv.BEST["w8a16"]
 rows = []
-for (k, m), _ in gemv.CASES["w8a16"]:
-    c8, cw = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "w8a16")
-    t16 = fastest16(k, m)
-    rows.append({"shape": f"{k}x{m}",
-                 **{f"W8A16 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(w8, s_, cw) for s_ in ("29_int8_w8a16", "37_w8a16_tiles")},
-                 f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})": gemv.time_us(i8, b8, c8) / gemv.time_us(w8, b29, cw),
-                 "int8 floor vs fastest fp16": t16 / gemv.time_us(w8, gemv.FLOOR, cw),
-                 **{f"W8A16 ({s_[:2]}) fraction of its floor": results.ratio(w8, s_, gemv.FLOOR, cw)
-                    for s_ in ("29_int8_w8a16", "37_w8a16_tiles")}})
+for part in results.devices(w8):
+    on = on_device(part)
+    for (k, m), _ in gemv.CASES["w8a16"]:
+        c8, cw = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "w8a16")
+        t16 = fastest16(on(f16), k, m)
+        rows.append({"device": results.source(part), "shape": f"{k}x{m}",
+                     **{f"W8A16 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(part, s_, cw) for s_ in ("29_int8_w8a16", "37_w8a16_tiles")},
+                     f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})": gemv.time_us(on(i8), b8, c8) / gemv.time_us(part, b29, cw),
+                     "int8 floor vs fastest fp16": t16 / gemv.time_us(part, gemv.FLOOR, cw),
+                     **{f"W8A16 ({s_[:2]}) fraction of its floor": results.ratio(part, s_, gemv.FLOOR, cw)
+                        for s_ in ("29_int8_w8a16", "37_w8a16_tiles")}})
 w8t = pd.DataFrame(rows).round(2)
 w8t
 
 # %% jupyter={"source_hidden": true}
-col = f"W8A16 ({b29[:2]}) vs fastest fp16"
-kl.say("Not measured or recorded yet." if w8t.empty or w8t[col].isna().all() else
-       f"With fp16 activations the int8 GEMV runs at **{w8t[col].min():.2f}–{w8t[col].max():.2f}×** our fastest fp16 "
-       f"GEMV over these shapes, against {w8t[f'W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})'].min():.2f}–"
-       f"{w8t[f'W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})'].max():.2f}× the fp32-x int8 step "
-       f"({kl.provenance(w8)}).")
+col, vs8 = f"W8A16 ({b29[:2]}) vs fastest fp16", f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})"
+if w8t.empty:
+    kl.say("Not measured or recorded yet.")
+for dev, d in w8t.groupby("device", sort=False):
+    kl.say(f"Step {b29[:2]}: not recorded yet ({dev})." if d[col].isna().all() else
+           f"With fp16 activations, the int8 GEMV (step {b29[:2]}) runs at **{d[col].min():.2f}–{d[col].max():.2f}×** our "
+           f"fastest fp16 GEMV over these shapes, against {d[vs8].min():.2f}–{d[vs8].max():.2f}× the fp32-x int8 step ({dev}).")
 results.each_device(w8, lambda part: results.summary(part, "37_w8a16_tiles", "29_int8_w8a16"))
 
 # %% [markdown]
@@ -622,9 +629,11 @@ for dev in results.devices(w8):
             c = gemv.case_key((k, m), path)
             t, fl, co = (gemv.time_us(on(df_), n, c) for n in (step, gemv.FLOOR, gemv.COMPUTE_ONLY))
             co = co if t == t else float("nan")     # a record older than the step: its compute-only build is another's
+            cf = results.ratio_band(on(df_), gemv.FLOOR, gemv.COMPUTE_ONLY, c)   # time(compute only) / time(floor)
             lim.append({"device": results.source(on(w8)), "step": step, "shape": f"{k}x{m}", "kernel µs": t,
                         "floor µs (bytes only)": fl, "compute only µs": co, "compute only / floor": co / fl,
-                        "kernel / max(both)": t / max(fl, co)})
+                        "instructions vs bytes": "n/a" if co != co else "within noise" if results.within_noise(cf)
+                        else "longer" if cf.value > 1 else "shorter", "kernel / max(both)": t / max(fl, co)})
 lim = pd.DataFrame(lim).round(2)
 lim
 
@@ -635,8 +644,9 @@ def span(d, col, step):     # d: one device's rows of `lim`
 
 
 def bound(d, step):
-    v = d.loc[d["step"] == step, "compute only / floor"].dropna()
-    return "n/a" if v.empty else f"its instructions take longer than its bytes at {int((v > 1).sum())} of {len(v)} shapes"
+    v = d.loc[(d["step"] == step) & (d["instructions vs bytes"] != "n/a"), "instructions vs bytes"]
+    return "n/a" if v.empty else (f"its instructions take longer than its bytes beyond noise at {int((v == 'longer').sum())} "
+                                  f"of {len(v)} shapes (within noise at {int((v == 'within noise').sum())})")
 
 
 def limits(d):
@@ -654,7 +664,7 @@ for _, d in lim.groupby("device", sort=False):
     kl.say(limits(d))
 kl.say("Whatever exceeds 1.00× in the last figure is what the kernel fails to hide of one cost behind the "
        "other: the overlap of memory and compute, its occupancy, or the loads of scales and x that both builds "
-       "make (Nsight Compute's issue and DRAM figures above tell which).")
+       "make (Nsight Compute's issue and DRAM figures above, for step 28, show how to tell).")
 
 # %% [markdown]
 # ## Prefill: the batched kernels, the conversions, and where cuBLAS takes over
@@ -713,8 +723,9 @@ kl.say("Not measured or recorded yet." if xw.empty else
 # seed's `#pragma unroll 4`), 05 → 06 (the same four plus the `char4`/`float4` width and one scale
 # per 4 elements), 09 → 10 (load width and loads in flight), 10 → 22 (threads per row and the
 # template's loop), 22 → 27 (loads in flight, the L1 policy, rows per warp), 26 → 28 (tensor cores,
-# LOP3 dequantisation, 16-row tiles with several warps each) and 25 → 29 (fp16 activations, tensor
-# cores, a software pipeline, the tiles). Each ablation kernel is the "after" step with **one**
+# LOP3 dequantisation, 16-row tiles with several warps each), 25 → 29 (fp16 activations, tensor
+# cores, a software pipeline, the tiles), and the layouts of 28 → 36 and 29 → 37 (the weights in load
+# order, the packed scales). Each ablation kernel is the "after" step with **one**
 # change undone, same launcher, same inputs, same run (`gemv.ABLATION`). In each table a value
 # below 1 means the step is faster *without* that change. Some changes need no timing: the PTX
 # says whether they change any instruction at all.
@@ -860,9 +871,10 @@ kl.check.grade_exercise(SOLUTION, "logits_ilp", strict=True, **GRADE)
 #   (computed below), is a visible share of a GEMV of a few tens of µs (the table above), and the floor pays it too;
 # * **how the rows fill the SMs**: the short kv projection (512 rows) leaves the SMs underfed
 #   whatever each warp asks for (step 27's ablation: 16 loads in flight per lane buy nothing over 4);
-# * **instructions per byte** for int8 and int4: the loop-instruction table and Nsight Compute's
-#   issue-slot figure above, and for steps 25, 28 and 29 the compute-only build against the floor
-#   (the instructions alone against the bytes alone). The int8/int4 ratios also include that fixed
+# * **instructions per byte** for int8 and int4, and how well a kernel overlaps them with its bytes:
+#   the loop-instruction table and Nsight Compute's issue-slot figure above, and for the best int8,
+#   int4 and W8A16 steps the compute-only build against the floor (the instructions alone against the
+#   bytes alone, with the noise verdict of each shape). The int8/int4 ratios also include that fixed
 #   cost, paid once per kernel whatever the bytes.
 
 # %%

@@ -159,6 +159,10 @@ def recorded_meta() -> dict:
     return out
 
 
+TIMING_RULES = 2    # the bench rules a lab's record was timed under, written beside it in meta.json:
+#                     2: a reads_back launcher's GPU time is its launches alone (its check is host time)
+
+
 def save_recorded(lab: str, df, extra_meta: dict | None = None) -> Path:
     """Write the live results of one lab for this device, with its meta.json."""
     need_gpu("save_recorded")
@@ -173,7 +177,7 @@ def save_recorded(lab: str, df, extra_meta: dict | None = None) -> Path:
                  "jetson": d["jetson"], "sm_clock_mhz": d["sm_clock_mhz"], **versions()})
     if d["jetson"]:                     # power mode and clocks: a Jetson's numbers mean little without them
         meta["jetson_clocks"] = jetson_clocks()
-    meta.setdefault("labs", {})[lab] = {"date": now(), "rows": len(df)}
+    meta.setdefault("labs", {})[lab] = {"date": now(), "rows": len(df), "timing": TIMING_RULES}
     meta.update(extra_meta or {})
     meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return path

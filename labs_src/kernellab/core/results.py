@@ -180,6 +180,16 @@ def devices(df) -> list:
     return [g for _, g in df.groupby(["device", "source"], sort=False)]
 
 
+def timing_rules(df, lab: str) -> int:
+    """The bench rules (device.TIMING_RULES) a frame was timed under: live, the current ones; a
+    record, those written beside it (1: older than the field)."""
+    from .device import TIMING_RULES, recorded_meta
+    if df is None or df.empty or "source" not in df or df["source"].iloc[0] == "live":
+        return TIMING_RULES
+    meta = next((m for m in recorded_meta().values() if m.get("device") == df["device"].iloc[0]), {})
+    return int(meta.get("labs", {}).get(lab, {}).get("timing", 1))
+
+
 def each_device(df, sentence, *others) -> None:
     """Say sentence(part, *others_part) for each device's rows of a frame (a recorded frame may hold
     several), the other frames cut to the same device: the one way a lab states a measured sentence
@@ -456,6 +466,9 @@ def ablation(df, pairs, about=None) -> None:
         parts = [a for a in devices(sel) if a is not None and len(a) and after in set(a["name"])]
         if not parts:
             print(f"{title}: not recorded yet; the ablation is timed live on a GPU (make bench records it).")
+        for a in devices(select(df, **({"dtype": dtype} if dtype else {}))):
+            if a is not None and len(a) and "device" in a and after not in set(a["name"]) and parts:
+                print(f"{title}: not recorded on {a['device'].iloc[0]} yet.")
         for a in parts:
             at = a.pivot_table(index="name", columns="case", values="median_us")
             at = at.loc[[n for n in names if n in at.index]] / at.loc[after]
