@@ -458,7 +458,7 @@ def _tiles(name, path):
     step called on its result, (Wi, Mi, *the path's arrays but W), runs the kernel only: bench times
     it so. Where step 28 / 29 would take their fallback (M % 128, unaligned bases), prepare returns
     the arguments as they are, and the step runs step 28 / 29."""
-    base, step = (_int4_mma("28_int4_mma"), "36_int4_tiles") if path == "int4" else (_w8a16("29_int8_w8a16"), "37_w8a16_tiles")
+    before, step = ("28_int4_mma", "36_int4_tiles") if path == "int4" else ("29_int8_w8a16", "37_w8a16_tiles")
     raw = 4 if path == "int4" else 3
 
     def prepare(*args):
@@ -471,8 +471,8 @@ def _tiles(name, path):
     def run(*args, out=None):
         if len(args) == raw:
             args = prepare(*args)
-            if len(args) == raw:
-                return base(*args, out=out)
+            if len(args) == raw:                             # the fallback: step 28 / 29 itself
+                return VARIANTS[before](*args, out=out)
         if len(args) != raw + 1:
             raise ValueError(f"step {name}: expected the {path} arrays or prepare()'s (Wi, Mi, ...), got {len(args)} arrays")
         Wi, Mi, sc, x = args[0], args[1], args[2], args[-1]

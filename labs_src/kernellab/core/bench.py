@@ -38,14 +38,14 @@ def _flush_launch():
     read = build.kernel("measure", "measure_02_read")
     buf = _flush_buffer()
     grid = resident_grid(read)
-    return read, (grid,), (256,), (buf, cupy.empty(grid, cupy.float32), np.int64(buf.size // 4))
+    return functools.partial(read, (grid,), (256,), (buf, cupy.empty(grid, cupy.float32), np.int64(buf.size // 4)))
 
 
 def flush_l2() -> None:
     """Evict L2 by READING a buffer of twice its size: the previous call's dirty lines are written
     back during the flush and L2 is left clean (writing the buffer would leave dirty lines whose
     write-back the next timed call pays for: µs, a visible share of a small kernel)."""
-    _flush_launch()[0](*_flush_launch()[1:])
+    _flush_launch()()
 
 
 def _keep_busy(us: float = 20.0) -> None:
