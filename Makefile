@@ -11,7 +11,7 @@ WITHPY = PY=$$(scripts/env.sh $(1)) && export PATH="$$(dirname "$$(command -v $$
 JUPYTER = $$PY scripts/lab.py
 
 .PHONY: lab author test test-browser notebooks clean-notebooks student solutions reset bench ncu \
-        headline wheelhouse sanitize check-gpu clean
+        headline drift wheelhouse sanitize check-gpu clean
 
 ## make lab: (set up once) copy the labs without their solutions into my-labs/ (never overwriting
 ## your copies; new labs are added) and open JupyterLab there (localhost, token on); when one is
@@ -62,6 +62,12 @@ notebooks clean-notebooks:
 ## make bench: on a GPU, record figures/reference/<device>/*.csv + meta.json (the recorded results)
 bench:
 	@$(call WITHPY,test) $$PY -m kernellab.record $(LABS_TO_RECORD)
+
+## make drift [LABS_TO_CHECK="gemv decoder"]: on a GPU with a record, time what a user calls today (each
+## family's default step at one recorded case, lab 08's token step per path, lab 06's block and tower)
+## against the record, with noise bands; fails when a live time is beyond 1.25x its record
+drift:
+	@$(call WITHPY,test) $$PY -m kernellab.drift $(LABS_TO_CHECK)
 
 ## make ncu: on a GPU with Nsight Compute, record the seeds' counter readings (the claims measured by
 ## ncu) into figures/reference/<device>/ncu.csv, which the claims tables read

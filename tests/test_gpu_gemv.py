@@ -131,18 +131,31 @@ def test_every_tile_split_is_correct():
 
 
 @pytest.mark.parametrize("name,path", [("36_int4_tiles", "int4"), ("37_w8a16_tiles", "w8a16")])
-def test_tiles_on_prepared_weights_and_bad_prepared_input(name, path):
-    """Steps 36 and 37 called on prepare()'s repacked arrays (what bench times) match the reference;
-    arrays that do not match x, or an 8-byte-misaligned Mi, are a ValueError before any launch."""
+def test_tiles_on_packed_weights_cache_and_bad_packed_input(name, path):
+    """Steps 36 and 37 called on gemv.pack's arrays (what an engine keeps) and on the quantiser's
+    arrays (repacked once, then looked up by identity) match the reference; the second call with the
+    same arrays reuses the repack, a new array gets its own; unpack inverts pack; packed arrays that do
+    not match x, or an 8-byte-misaligned Mi, are a ValueError before any launch."""
     import cupy
     v = gemv.VARIANTS[name]
     for shape in ((33, 4096), (4097, 4096), (19, 1408), (16, 128)):
         for values in ("randn", "hostile"):
             host = gemv.make_input(shape, path, values, seed=shape[0])
-            args = v.prepare(*_gpu(host))
+            dev = _gpu(host)
+            args = (*gemv.pack(path, *dev[:-1]), dev[-1])
             assert len(args) == len(host) + 1
-            _check(gemv, v(*args), host, f"{name} prepared {shape} {values}")
-    Wi, Mi, *rest = v.prepare(*_gpu(gemv.make_input((33, 256), path)))
+            _check(gemv, v(*args), host, f"{name} packed {shape} {values}")
+            for a, b in zip(gemv.unpack(*args[:-1]), dev[:-1]):
+                assert a.dtype == b.dtype and bool((a == b).all()), f"unpack(pack(w)) != w at {shape}"
+            _check(gemv, v(*dev), host, f"{name} first call {shape} {values}")
+            first = gemv.tiles(*dev[:-1])
+            _check(gemv, v(*dev), host, f"{name} cached {shape} {values}")
+            assert gemv.tiles(*dev[:-1]) is first, "the repack is made once per weight array"
+            fresh = _gpu(host)
+            assert gemv.tiles(*fresh[:-1]) is not first
+    Wi, Mi, *rest = gemv.pack(path, *_gpu(gemv.make_input((33, 256), path))[:-1])
+    x = _gpu(gemv.make_input((33, 256), path))[-1]
+    rest = [*rest, x]
     skew = cupy.zeros(Mi.nbytes + 4, cupy.uint8)[4:].view(Mi.dtype).reshape(Mi.shape)
     for bad, what in (((Wi[:1], Mi, *rest), "do not match"), ((Wi, Mi, *rest[:-1], rest[-1][:128]), "do not match"),
                       ((Wi, skew, *rest), "boundaries"), ((Wi, Mi, *rest[:-2], rest[-1]), None)):

@@ -26,7 +26,7 @@ import numpy as np
 from .core.device import ORIN_PEAK_GBPS
 from .core.device import ORIN_SMS as _ORIN_SMS
 from .core.family import Family, Target
-from .core.launch import host_or_device_index, launch, require, variant
+from .core.launch import host_or_device_index, launch, require, variant, workspace
 
 FAMILY = "attention"
 HQ, HKV, D = 32, 8, 128          # Qwen3-8B: query heads, KV heads, head dim
@@ -114,6 +114,8 @@ def _scratch(what, shape, dtype=np.float32, only_one=False):
             for k in [k for k in _SCRATCH if k[0] == what]:
                 del _SCRATCH[k]
         buf = _SCRATCH[key] = cupy.empty(shape, dtype)
+        if not only_one:          # kept for good: a launch plan may replay launches that use it
+            workspace(buf)
     return buf
 
 

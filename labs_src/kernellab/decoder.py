@@ -836,6 +836,8 @@ class GpuOps:
     table): gemv (lab 04's steps), fused (lab 02's add + RMSNorm steps, or 'add + <RMSNorm step>':
     lab 03's add, then that RMSNorm step), decode (lab 07's decode steps)."""
 
+    OPS = ("gemv", "conv", "fused", "logits", "embed", "head_norm", "silu_mul", "argmax", "rope_append", "decode")
+
     def __init__(self, path, swap: dict | None = None):
         self.gemv = _gemv_step(path)
         self.conv = G.CONVERT.variants[G.CONVERT.default["f32_to_f16"]]
@@ -847,10 +849,26 @@ class GpuOps:
             setattr(self, op, _step_of(op, name))
 
 
+def _unpacked(step):
+    """A GEMV step that reads the quantiser's arrays, called with a decoder's packed weights (a swap of
+    the Amdahl table): the arrays it reads are unpacked once per weight (kept while the swap runs)."""
+    if step.__name__.endswith("_tiles"):
+        return step
+    raw: dict = {}
+
+    def run(*args, out=None):
+        w = raw.get(id(args[0]))
+        if w is None:
+            w = raw[id(args[0])] = G.unpack(*args[:-1])
+        return step(*w, args[-1], out=out)
+    run.__name__ = step.__name__
+    return run
+
+
 def _step_of(op: str, name: str):
     """The launcher of step `name` for one op of the token step (GpuOps' swap)."""
     if op == "gemv" and name in G.VARIANTS:
-        return G.VARIANTS[name]
+        return _unpacked(G.VARIANTS[name])
     if op == "decode" and name in A.DEC_VARIANTS:
         return A.DEC_VARIANTS[name]
     if op == "fused" and name in R.FUSED.variants:
@@ -880,6 +898,7 @@ class NumpyOps:
     def _w(self, w, M):
         key = id(w[0])
         if key not in self._dense:
+            w = G.unpack(*w)
             self._dense[key] = (np.asarray(w[0], np.float64) if len(w) == 1 else
                                 G.dequantize_int8(*w) if len(w) == 2 else G.dequantize_int4(*w, M))
         return self._dense[key]
@@ -1047,7 +1066,8 @@ class Decoder:
 
     def _linear(self, get, keys):
         """One GEMV's weight, the keys' matrices stacked by rows, on this path: (W,) fp16, or lab
-        04's (q int8, scales fp32) / (packed uint8, scales fp16, zeros uint8)."""
+        04's quantised arrays (q int8, scales fp32) / (packed uint8, scales fp16, zeros uint8) in the
+        layout the path's default step reads, made once here (gemv.pack: steps 36 / 37's tiles)."""
         shapes = [layer_shapes(self.cfg)[k] for k in keys]
         K, M = sum(s[0] for s in shapes), shapes[0][1]
         if get is not None:
@@ -1055,16 +1075,17 @@ class Decoder:
             if self.path == "float16":
                 return (self.xp.asarray(W),)
             q = G.quantize_int8(W.astype(np.float32)) if self.path == "w8a16" else G.quantize_int4(W.astype(np.float32))
-            return tuple(self.xp.asarray(a) for a in q)
+            return G.pack(self.path, *(self.xp.asarray(a) for a in q))
         import cupy
         if self.path == "float16":
             return (self._randn((K, M), 1 / math.sqrt(M)),)
         Gn = -(-M // G.GROUP)
         if self.path == "w8a16":          # random int8 weights: |w| up to 127 x scale
             q = self._rng.randint(-127, 128, (K, M)).astype(cupy.int8)
-            return q, cupy.full((K, Gn), 1 / (127 * math.sqrt(M / 3)), cupy.float32)
+            return G.pack(self.path, q, cupy.full((K, Gn), 1 / (127 * math.sqrt(M / 3)), cupy.float32))
         packed = self._rng.randint(0, 256, (K, -(-M // 2))).astype(cupy.uint8)
-        return packed, cupy.full((K, Gn), 2 / (15 * math.sqrt(M / 3)), cupy.float16), cupy.full((K, Gn), 8, cupy.uint8)
+        return G.pack(self.path, packed, cupy.full((K, Gn), 2 / (15 * math.sqrt(M / 3)), cupy.float16),
+                      cupy.full((K, Gn), 8, cupy.uint8))
 
     def _host(self, a):
         return np.asarray(a) if self.emulate else a.get()
@@ -1072,7 +1093,7 @@ class Decoder:
     def dense(self, i: int, key: str):
         """Layer i's GEMV weight (key: qkv, o, gu, down) as the float64 matrix the kernels multiply
         by: the fp16 matrix, or lab 04's dequantisation of the quantised one."""
-        w = [self._host(a) for a in self.layers[i][key]]
+        w = list(G.unpack(*(self._host(a) for a in self.layers[i][key])))
         if self.path == "float16":
             return w[0].astype(np.float64)
         if self.path == "w8a16":
@@ -1210,7 +1231,7 @@ def floor_rows(dec, context: int = 512, reps: int = 20) -> list:
     read those weights once can be faster here; the row's bytes are the step's (bytes_per_token),
     so its frac_read is the most the step's could be."""
     from .core.bench import graph, read_floor, roof_values, wall
-    arrays = [a for L in dec.layers for key in ("qkv", "o", "gu", "down") for a in L[key]] + [dec.lm]
+    arrays = [a for L in dec.layers for key in ("qkv", "o", "gu", "down") for a in G.read_by(L[key])] + [dec.lm]
     calls = [c for c in (read_floor(a) for a in arrays) if c is not None]
     g = graph(lambda: [c() for c in calls])
     t = wall(g, reps=reps, flush=False)
@@ -1337,13 +1358,30 @@ def _speedup(path, context, mode="graph", floor=False):
     return lambda df: ratio_band(df, name(path), name("float16"), ctx_case(context))
 
 
+def token_steps(name: str):
+    """What a decoder.csv row named `name` runs today (Family.steps): (engine, {op: launcher}) of a token
+    step on a path (with a swap's op run by its step), the read-only floor's code, or None."""
+    for path in PATHS:
+        if name in (step_name(path, "eager"), step_name(path, "graph")):
+            ops = GpuOps(path)
+        elif name == floor_name(path):
+            return [floor_rows], {}
+        elif name.startswith(f"{path} (graph), ") and " = " in name:
+            op, step = name[len(f"{path} (graph), "):].split(" = ", 1)
+            ops = GpuOps(path, {op: step})
+        else:
+            continue
+        return [Decoder, step_rows], {op: getattr(ops, op) for op in GpuOps.OPS}
+    return None
+
+
 def _host(df):
     from .core.results import pick
     return pick(df, step_name("float16", "graph"), "host_us", case=ctx_case(512))
 
 
 DECODER = Family(
-    name=DECODER_NAME, kernels=FAMILY, record=_record, roof="read",
+    name=DECODER_NAME, kernels=FAMILY, record=_record, roof="read", steps=token_steps,
     shapes={"Qwen3-8B, batch 1": (QWEN3_8B.hidden, QWEN3_8B.layers)},
     targets=(Target("fp16 token step (graph), fraction of the read roof at context 512", _frac("float16", 512), 0.75,
                     floor=_frac("float16", 512, floor=True)),

@@ -451,30 +451,87 @@ def interleave_w8a16(W, scales):
     return _tile_major(W, scales)
 
 
+def untile(Wi, K):
+    """The inverse of _tile_major's weight layout: Wi [T, G, 2C, 32, 16] -> the row-major bytes [K, G * 64C]
+    (uint8: view as int8 for W8A16). NumPy or CuPy, as given."""
+    xp = np if isinstance(Wi, np.ndarray) else __import__("cupy")
+    T, Gn, C2 = Wi.shape[:3]
+    return xp.ascontiguousarray(Wi.reshape(T, Gn, C2 // 2, 2, 8, 4, 16).transpose(0, 3, 4, 1, 2, 5, 6)
+                                .reshape(T * 16, -1)[:K])
+
+
+_TILED: dict = {}      # id(W) -> (weak references to the weight arrays, their _tile_major repack)
+
+
+def tiles(*weights):
+    """Steps 36 / 37's layout of one matrix's quantised weights (int4: packed, scales, zeros; W8A16:
+    q, scales): (Wi, Mi), repacked on the first call and kept while those arrays live, so the next
+    call with the same arrays (by identity, through weak references) costs a dictionary lookup.
+    An engine repacks once at load time (pack()) and keeps only the repacked arrays; this cache is
+    for the call a learner makes with the quantiser's arrays. Changing a weight array in place
+    leaves its old repack here: make a new array (or call forget(W))."""
+    import weakref
+    key = id(weights[0])
+    hit = _TILED.get(key)
+    if hit is not None and len(hit[0]) == len(weights) and all(r() is a for r, a in zip(hit[0], weights)):
+        return hit[1]
+    packed = _tile_major(*weights)
+    drop = lambda _, k=key: _TILED.pop(k, None)          # noqa: E731   any of them freed: the entry goes
+    _TILED[key] = (tuple(weakref.ref(a, drop) for a in weights), packed)
+    return packed
+
+
+def forget(W) -> None:
+    """Drop the cached repack of W (after changing W in place)."""
+    _TILED.pop(id(W), None)
+
+
+def pack(path, *weights):
+    """The arrays a path's default step (BEST) reads, made once: for int4 / W8A16 whose BEST reads the
+    tile-major layout, (Wi, Mi, scales[, zeros]) for M % 128 == 0 (else the quantiser's arrays, which
+    the step runs through its fallback); for every other path, the weights as they are."""
+    if path not in ("int4", "w8a16") or not BEST[path].endswith("_tiles"):
+        return weights
+    W, sc = weights[0], weights[1]
+    K, M = W.shape[0], (W.shape[1] * 2 if path == "int4" else W.shape[1])
+    if not K or M % GROUP or sc.shape != (K, M // GROUP):
+        return weights
+    return (*_tile_major(*weights), *weights[1:])
+
+
+def unpack(*weights):
+    """pack()'s inverse: the quantiser's arrays (or the weights as they are when they were not packed)."""
+    if weights and weights[0].ndim == 5:
+        return (untile(weights[0], weights[2].shape[0]).view(np.int8 if weights[1].dtype == np.float32 else np.uint8),
+                *weights[2:])
+    return weights
+
+
+def read_by(weights) -> tuple:
+    """The arrays of a path's weights that its default step reads: pack()'s Wi and Mi (the scales and
+    zeros beside them are for unpack), or every array."""
+    return tuple(weights[:2]) if weights and weights[0].ndim == 5 else tuple(weights)
+
+
 def _tiles(name, path):
     """Steps 36 (int4) and 37 (W8A16), and their ablations: steps 28 and 29 over _tile_major's layout.
-    Called like steps 28 / 29 (the path's arrays), the step repacks first, on every call: correct,
-    not fast (what checks and the bad-input sweeps call). prepare() is that repack alone, and the
-    step called on its result, (Wi, Mi, *the path's arrays but W), runs the kernel only: bench times
-    it so. Where step 28 / 29 would take their fallback (M % 128, unaligned bases), prepare returns
-    the arguments as they are, and the step runs step 28 / 29."""
+    Called like steps 28 / 29 (the quantiser's arrays), the step reads their repack from tiles(): made
+    on the first call with those arrays, a lookup after. Called with pack()'s arrays (Wi, Mi, *the
+    path's arrays but W, x), the step reads them as they are (what an engine does). Where step 28 / 29
+    would take their fallback (M % 128, unaligned bases), the step runs step 28 / 29."""
     before, step = ("28_int4_mma", "36_int4_tiles") if path == "int4" else ("29_int8_w8a16", "37_w8a16_tiles")
     raw = 4 if path == "int4" else 3
 
-    def prepare(*args):
-        K, M = validate(args, path)
-        W, x = args[0], args[-1]
-        if M % GROUP or not K or not M or not (aligned(16, W) and aligned(16, x)):
-            return args
-        return (*_tile_major(*args[:-1]), *args[1:])
-
     def run(*args, out=None):
         if len(args) == raw:
-            args = prepare(*args)
-            if len(args) == raw:                             # the fallback: step 28 / 29 itself
-                return VARIANTS[before](*args, out=out)
-        if len(args) != raw + 1:
-            raise ValueError(f"step {name}: expected the {path} arrays or prepare()'s (Wi, Mi, ...), got {len(args)} arrays")
+            K, M = validate(args, path)
+            W, x = args[0], args[-1]
+            if M % GROUP or not K or not M or not (aligned(16, W) and aligned(16, x)):
+                return VARIANTS[before](*args, out=out)          # the fallback: step 28 / 29 itself
+            args = (*tiles(*args[:-1]), *args[1:])
+        elif len(args) != raw + 1:
+            raise ValueError(f"step {name}: expected the {path} arrays or gemv.pack's (Wi, Mi, ...) and x, "
+                             f"got {len(args)} arrays")
         Wi, Mi, sc, x = args[0], args[1], args[2], args[-1]
         require(x, "x", dtype="float16", ndim=1)
         M = x.shape[0]
@@ -486,7 +543,7 @@ def _tiles(name, path):
         want = ((T, G, 2 if path == "int4" else 4, 32, 16), (T, G, 8, 8 if path == "int4" else 2))
         if M % GROUP or (Wi.shape, Mi.shape) != want or any(a.size != K * G for a in args[2:-1]):
             raise ValueError(f"step {name}: Wi {tuple(Wi.shape)}, Mi {tuple(Mi.shape)} do not match x (M = {M}) and "
-                             f"scales ({K} rows): make them with gemv.interleave_{path}")
+                             f"scales ({K} rows): make them with gemv.pack('{path}', ...)")
         if not (aligned(16, Wi) and aligned(16, x) and aligned(8, Mi)):
             raise ValueError(f"step {name}: Wi and x must start on 16-byte boundaries, Mi on 8")
         out_ = out_like(out, x, "out", shape=(K,), dtype=PATHS[path][2])
@@ -495,7 +552,7 @@ def _tiles(name, path):
             (Wi, sc if name.endswith("ablate_meta") else Mi, x, out_, K, M, S, 1)
         return _finish(K, M, out_, lambda: launch(FAMILY, f"gemv_{name}", (T,), (S * 32,), kargs))
     run.__name__ = name
-    return variant(dtypes=(path,), alloc_out=_alloc(path), min_arch=80, prepare=prepare)(run)
+    return variant(dtypes=(path,), alloc_out=_alloc(path), min_arch=80)(run)
 
 
 def _w8a16(name, split=None):
@@ -618,7 +675,7 @@ def _compute_only(*args):
         return None
     mod = module(FAMILY, ("-DGEMV_COMPUTE_ONLY",))
     v = VARIANTS[step]
-    args = v.prepare(*args) if v.prepare else args          # step 36: on its repacked arrays, as it is timed
+    args = (*pack(path, *args[:-1]), args[-1])          # steps 36 / 37: on the repacked arrays an engine keeps
     recs = record_launches(lambda: v(*args), keep_result=True)
     runs = [(mod.get_function(k.name), g, b, a, sm) for k, g, b, a, sm in recs]
     keep = recs.result, args    # the arrays the recorded arguments point to stay allocated

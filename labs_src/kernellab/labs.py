@@ -78,16 +78,28 @@ def headline_rows():
     return pd.DataFrame(rows)
 
 
+HEADLINE_DIGITS = 4
+
+
+def headline_table():
+    """What the headline figure draws, as the table `make headline` writes beside it
+    (figures/headline.csv; tests/test_records.py checks it against today's records)."""
+    return headline_rows().round(HEADLINE_DIGITS)
+
+
 def headline(name: str = "headline"):
     """The fastest step of each lab beside the fastest torch/cuBLAS baseline, as a fraction of the
     ceiling that applies to it, one panel per recorded device: drawn from figures/reference/
-    (recorded), never live."""
+    (recorded), never live; the table it draws is written beside it (figures/<name>.csv)."""
     import numpy as np
     from .core import plot
-    rows = headline_rows()
+    from .core.device import FIGURES
+    rows = headline_table()
     if rows.empty:
         print("(no recorded results under figures/reference/: run `make bench` on a GPU)")
         return None
+    FIGURES.mkdir(exist_ok=True)
+    rows.to_csv(FIGURES / f"{name}.csv", index=False)
     devs = list(dict.fromkeys(rows["device"]))
     groups = list(dict.fromkeys(zip(rows["family"], rows["case"])))
     fig, axes = plot.plt.subplots(1, len(devs), figsize=(3.9 * len(devs) + 1.6, 0.45 * len(groups) + 1.8),
@@ -119,7 +131,13 @@ def headline(name: str = "headline"):
     fig.suptitle("CUDA Kernel Labs: the fastest step of each lab vs the library (make bench, make headline)",
                  fontsize=10)
     fig.tight_layout()
-    return plot._save(fig, name)
+    return plot._save(fig, name, {"Description": f"table sha1 {table_sha1(rows)}"})
+
+
+def table_sha1(rows) -> str:
+    """The hash of a drawn table (its CSV text), written into the PNG that draws it."""
+    import hashlib
+    return hashlib.sha1(rows.to_csv(index=False).encode()).hexdigest()
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,8 @@
 """python -m kernellab.record [lab ...]: measure each lab's families on this GPU and write
 figures/reference/<device>/<name>.csv + meta.json, the device record. `make bench` runs this.
 
+Every row carries the fingerprint of the code it timed (core.store.stamp; composite rows also the
+steps they ran), so a test can tell when the code moved on and the record did not.
 The device record (meta.json) holds the roofs, the launch costs and the SM count, and every
 recorded fraction (frac_copy, frac_read) is derived from its roofs (settle, after every run):
   * the roofs are those the recorded roof table states (lab 00's, from the run that recorded
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .core import bench
+from .core import bench, progress, store
 from .core.device import REFERENCE, info, is_live, now, save_recorded
 from .labs import LABS, families
 
@@ -96,7 +98,8 @@ def settle(folder, base: dict | None = None) -> dict:
             if key in raised:
                 at = m.index[m["quantity"] == label]
                 row = pd.DataFrame([{"quantity": f"{label}: raised to {raised[key]}", "value": roofs[key],
-                                     "unit": "GB/s"}])
+                                     "unit": "GB/s", **({store.FP: m.loc[at[0], store.FP]}      # what timed its roof
+                                                        if len(at) and store.FP in m else {})}])
                 m = pd.concat([m.loc[:at[0]], row, m.loc[at[0] + 1:]] if len(at) else [m, row], ignore_index=True)
         m.to_csv(m_path, index=False, float_format="%.6g")
     for c, d in frames.items():
@@ -135,14 +138,21 @@ def main(labs) -> int:
     labs = labs or LABS
     meta_path = REFERENCE / info()["slug"] / "meta.json"
     saved = {}    # families sharing a name (vision's ops) are written into one CSV
-    for fam in families(labs):
-        df = fam.record() if fam.record is not None else bench.compare(fam, fam.record_cases)
-        df = df.drop(columns=["device", "date", "source"])
-        saved[fam.name] = pd.concat([saved[fam.name], df], ignore_index=True) if fam.name in saved else df
-        path = save_recorded(fam.name, saved[fam.name])
-        print(f"recorded {len(df)} rows -> {path}")
-        if fam.variants:
-            summary(fam, df)
+    for lab in labs:
+        fams = list(families([lab]))
+        items = sum(1 if f.record is not None else len(f.record_cases) * (len(f.variants) + len(f.baselines))
+                    for f in fams)
+        with progress.bar(f"make bench: {lab}", items) as bar:
+            for fam in fams:
+                if fam.record is not None:
+                    bar.step(f"{fam.name} (its own record)")
+                df = fam.record() if fam.record is not None else bench.compare(fam, fam.record_cases)
+                df = store.stamp(fam.name, df.drop(columns=["device", "date", "source"]))   # what each row timed
+                saved[fam.name] = pd.concat([saved[fam.name], df], ignore_index=True) if fam.name in saved else df
+                path = save_recorded(fam.name, saved[fam.name])
+                print(f"recorded {len(df)} rows -> {path}")
+                if fam.variants:
+                    summary(fam, df)
     raised = settle(meta_path.parent, dict(bench.roofs()))    # roofs, then every fraction, from one record
     print("".join(f"roof {k} raised to {v}\n" for k, v in raised.items()) + f"device: {info()['name']}, {now()}")
     return 0

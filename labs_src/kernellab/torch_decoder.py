@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .core.family import Family, Target
 from .core.results import print_once
-from .decoder import LAYER_KEYS, QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, lm_head, lw, step_name
+from .decoder import LAYER_KEYS, QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, lm_head, lw, step_name, token_steps
 
 
 class TorchQwen3:
@@ -388,6 +388,7 @@ def _vs(name, context=512, floor=False):
 
 BASELINES = Family(
     name=NAME, kernels="decoder", roof="read", record=lambda: measure_baselines(contexts=RECORD_CONTEXTS),
+    steps=token_steps,
     targets=(Target("fp16 token step (graph) vs the torch.compile decoder, tokens/s, context 512", _vs(TORCH_COMPILED), 1.0,
                     floor=_vs(TORCH_COMPILED, floor=True)),
              Target("fp16 token step (graph) vs transformers eager, tokens/s, context 512", _vs(TRANSFORMERS), 10.0,

@@ -457,13 +457,17 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
         rec = recorded(family.name, "every variant and baseline", case=keys, name=names + base)
         return rec if len(rec) else pd.DataFrame(columns=RESULT_COLUMNS)
     import cupy
+    from .progress import current
     rows = []
+    bar = current()            # make bench / make drift: a progress bar per lab (a notebook has none)
     for (shape, dt), key in zip(cases, keys):
         args = [cupy.asarray(a) for a in family.make_input(shape, dt, "randn")]
         nbytes = family.bytes_moved(*args)
         warm = _wants_warm(shape, nbytes)
         out = None
         for nm in names + base:
+            if bar is not None:
+                bar.step(f"{key} {nm}")
             is_base = nm in family.baselines
             if is_base:
                 fn = family.baselines[nm](*args)
@@ -474,7 +478,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
                 if dt not in v.dtypes or not v.runs_here():
                     continue
                 out = v.alloc_out(*args)
-                fn = functools.partial(v, *(v.prepare(*args) if v.prepare else args), out=out)
+                fn = functools.partial(v, *args, out=out)     # the call a user makes, as it is made
             gpu = (bare(fn) if not is_base and v.reads_back else None) or fn
             res = measure(gpu, nbytes, reps=reps)
             res["frac_copy" if family.roof == "read" else "frac_read"] = float("nan")   # one roof applies

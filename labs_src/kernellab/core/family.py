@@ -15,6 +15,9 @@ def case_key(shape, dtype) -> str:
     return f"{shape[0] if len(shape) > 1 else 1}x{shape[-1]}:{dtype}"
 
 
+REGISTRY: dict = {}     # record name -> the families built with it (core.store finds a row's step here)
+
+
 @dataclass(frozen=True)
 class Target:
     """A target of an issue or a lab: `what` is measured by `measure(frame) -> float or
@@ -64,7 +67,10 @@ class Family:
     limiters      [(step or baseline, shape, kernel regex or None[, dtype])]: launches `make ncu` profiles with
                   core.ncu.LIMITER_METRICS (tensor pipe, shared memory, issue, DRAM, occupancy,
                   stalls), so a lab can say from counters what limits a step and a baseline
-    about         one line for tables and listings"""
+    about         one line for tables and listings
+    steps         for a family whose rows run several steps (a decoder's token step): steps(row name) ->
+                  (engine, {op: launcher}) today, or None for a row that is not such a composite; what
+                  core.store fingerprints those rows by (the steps they ran, and the engine's code)"""
     name: str
     kernels: str
     variants: dict = field(default_factory=dict)
@@ -85,6 +91,10 @@ class Family:
     record: Callable | None = None
     limiters: tuple = ()
     about: str = ""
+    steps: Callable | None = None
+
+    def __post_init__(self):
+        REGISTRY.setdefault(self.name, []).append(self)
 
     def __repr__(self):
         return f"Family({self.name!r}: {len(self.variants)} steps, {len(self.baselines)} baselines)"

@@ -206,22 +206,36 @@ def _plan_key(args, out) -> tuple:
     return tuple(parts)
 
 
+_WORKSPACE: dict = {}    # address -> a launcher's long-lived workspace buffer (workspace()): plans may use it
+
+
+def workspace(buf):
+    """Declare `buf` a launcher's workspace: kept for later calls, and every launch that reads it reads
+    only what an earlier launch of the same call wrote (split-KV partials). A launch plan may then
+    replay launches that use it (the plan keeps it alive), so such a launcher's host cost is a replay."""
+    _WORKSPACE[buf.data.ptr] = buf
+    return buf
+
+
 def _plan(records, args, out):
     """The recorded launches as one zero-argument call, every array argument replaced by its
-    address (so the plan keeps no array alive); None when a launch used memory outside the
-    call's own arrays (a temporary the launcher allocated: a replay would write into freed
-    memory) or passed something that is neither an array nor a NumPy scalar."""
+    address (so the plan keeps none of the call's arrays alive); None when a launch used memory
+    outside the call's own arrays and the declared workspaces (a temporary the launcher allocated:
+    a replay would write into freed memory) or passed something that is neither an array nor a
+    NumPy scalar."""
     import numpy as np
     flat = (*args, *out) if type(out) is tuple else (*args, out)
     spans = [(a.data.ptr, a.data.ptr + a.nbytes) for a in flat if type(a) is _ND]
-    calls = []
+    calls, kept = [], []
     for k, g, b, packed, sm in records:
         new, where = [], []
         for x in packed:
             if type(x) is _ND:
                 p = x.data.ptr
                 if not any(lo <= p and p + x.nbytes <= hi for lo, hi in spans):
-                    return None
+                    if _WORKSPACE.get(p) is not x:
+                        return None
+                    kept.append(x)                # a workspace: the plan keeps it alive
                 where.append(next((i for i, a in enumerate(flat) if a is x), None))
                 x = np.uint64(p)
             elif not isinstance(x, np.generic):
@@ -232,6 +246,7 @@ def _plan(records, args, out):
         calls.append(functools.partial(k, g, b, tuple(new), shared_mem=sm) if sm else
                      functools.partial(k, g, b, tuple(new)))
     if len(calls) == 1:
+        calls[0].kept = kept
         if not sm:   # for Variant's fast path: the call's own arrays in place of their addresses
             n = len(flat)
             calls[0].with_arrays = (k, g, b, operator.itemgetter(*[i if i is not None else n + j
@@ -241,6 +256,7 @@ def _plan(records, args, out):
     def replay():
         for c in calls:
             c()
+    replay.kept = kept
     return replay
 
 
@@ -278,16 +294,16 @@ class Variant:
     module-level knob a launcher reads, call build.clear_plans(). reads_back=True: the launcher
     copies values to the host on every call (an index range check): bench times its launches
     alone for GPU time (bench.bare) and the whole call, check included, for host time.
-    prepare: an offline step (a weight repack, done once at load time): the step accepts the
-    family's arguments, and also prepare(*arguments), which bench times (prepared once, untimed)."""
+    A step that reads weights in a layout of its own (gemv steps 36, 37) makes it from the family's
+    arguments once and keeps it (gemv.tiles): bench times the call a user makes, as it is made."""
 
     def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None, inplace=False,
-                 plan=True, min_arch=None, reads_back=False, prepare=None):
+                 plan=True, min_arch=None, reads_back=False):
         self.fn, self.dtypes, self.overflow_safe = fn, tuple(dtypes), overflow_safe
         self.min_arch = min_arch        # e.g. 80: mma.sync and cp.async; the harness skips it below
         self._alloc = alloc_out
         self.inplace = inplace
-        self.plan, self.reads_back, self.prepare = plan, reads_back, prepare
+        self.plan, self.reads_back = plan, reads_back
         self._plans: dict = {}
         self._last = None       # (what the previous call passed, its plan): the fast path
         global _VARIANTS

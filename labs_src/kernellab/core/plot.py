@@ -50,11 +50,12 @@ def _legend_outside(ax, below=False, **kw):
                   fontsize=9, **kw)
 
 
-def _save(fig, name: str):
-    """Save figures/<name>.png; show it in a notebook (return None) or return the Figure."""
+def _save(fig, name: str, metadata: dict | None = None):
+    """Save figures/<name>.png (with PNG text `metadata`); show it in a notebook (return None) or return
+    the Figure."""
     FIGURES.mkdir(exist_ok=True)
     with plt.rc_context(STYLE):
-        fig.savefig(FIGURES / f"{name}.png", dpi=DPI, bbox_inches="tight")
+        fig.savefig(FIGURES / f"{name}.png", dpi=DPI, bbox_inches="tight", metadata=metadata)
     if _in_notebook():
         from IPython.display import display
         display(fig)

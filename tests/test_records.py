@@ -1,0 +1,107 @@
+"""Everywhere (no GPU): the records know what they timed, and what is drawn from them is current.
+
+* Every recorded row carries the fingerprint of the code it timed (core.store); a row whose step
+  (kernel slice and what it uses, compile options, launcher) has changed since is stale. A device
+  record may keep stale rows only with a reason in its meta.json (`stale_kept`).
+* Changing one character of one step's kernel changes that step's fingerprint and no other file's.
+* figures/headline.csv is the table `make headline` draws, and it equals what today's records give;
+  figures/headline.png was drawn from that very table (its PNG text holds the table's hash)."""
+import shutil
+
+import pandas as pd
+import pytest
+
+from kernellab import labs
+from kernellab.core import fingerprint as fp
+from kernellab.core import store
+from kernellab.core.device import FIGURES, REFERENCE
+
+FAMILIES = list(labs.families())          # every lab's families, registered for core.store
+
+
+def _lab_of(record: str) -> str:
+    for lab in labs.LABS:
+        if any(f.name == record for f in labs.families([lab])):
+            return lab
+    return record
+
+
+@pytest.mark.parametrize("slug", sorted(p.name for p in REFERENCE.iterdir() if (p / "meta.json").exists()))
+def test_every_recorded_row_was_timed_by_todays_code(slug):
+    rows = store.stale_rows(slug)
+    if not rows:
+        return
+    if store.kept_reason(slug):            # stated in meta.json: the reader marks these rows
+        return
+    by_record = {}
+    for _, record, name, case in rows:
+        by_record.setdefault(record, []).append(f"{name} @ {case}" if case else name)
+    lines = [f"  {rec}.csv: {len(v)} rows, e.g. {'; '.join(sorted(set(v))[:3])}" for rec, v in sorted(by_record.items())]
+    cmd = f"LABS_TO_RECORD='{' '.join(sorted({_lab_of(r) for r in by_record}))}' make bench"
+    pytest.fail(f"{slug}: {len(rows)} recorded rows were timed by code that has changed since (or carry no "
+                f"fingerprint):\n" + "\n".join(lines) + f"\nre-record them on that GPU: {cmd}\n(or, when no such "
+                "GPU is at hand, state why in its meta.json as \"stale_kept\": the labs then mark those rows)")
+
+
+def test_one_character_of_a_kernel_changes_its_steps_fingerprint(tmp_path, monkeypatch):
+    from kernellab import gemv, softmax
+    before = {n: store.expected("gemv", n)[0] for n in ("36_int4_tiles", "28_int4_mma", "27_fp16_rows")}
+    other = store.expected("softmax", "04_online")[0]
+    shutil.copytree(fp.KERNELS, tmp_path / "kernels")
+    src = (tmp_path / "kernels" / "gemv.cu").read_text()
+    body = src.index("// === gemv_36_int4_tiles ===")
+    i = src.index("int4_tiles_body<true>", body)
+    (tmp_path / "kernels" / "gemv.cu").write_text(src[:i] + "int4_tiles_body<1>" + src[i + len("int4_tiles_body<true>"):])
+    monkeypatch.setattr(fp, "KERNELS", tmp_path / "kernels")
+    for f in (fp._file, fp.markers, fp.kernel, store.expected):
+        f.cache_clear()
+    try:
+        after = {n: store.expected("gemv", n)[0] for n in before}
+        assert after["36_int4_tiles"] != before["36_int4_tiles"], "a changed kernel must change its step's fingerprint"
+        assert after["27_fp16_rows"] == before["27_fp16_rows"], "an unrelated step of the same file must not change"
+        assert store.expected("softmax", "04_online")[0] == other
+        df = pd.DataFrame({"name": ["36_int4_tiles", "27_fp16_rows"], "fingerprint": [before["36_int4_tiles"],
+                                                                                      before["27_fp16_rows"]]})
+        assert list(store.stale("gemv", df)) == [True, False]
+        assert store.note("gemv", df)[0] == "recorded with an earlier version of step 36_int4_tiles"
+    finally:
+        monkeypatch.undo()
+        for f in (fp._file, fp.markers, fp.kernel, store.expected):
+            f.cache_clear()
+    assert gemv.VARIANTS and softmax.VARIANTS
+
+
+def test_a_launcher_change_changes_the_fingerprint(monkeypatch):
+    """The launcher's code and the constants it names count: a different group size is another step."""
+    from kernellab import gemv
+    before = fp.of(gemv.VARIANTS["36_int4_tiles"], "gemv")
+    monkeypatch.setattr(gemv, "GROUP", 64)
+    assert fp.of(gemv.VARIANTS["36_int4_tiles"], "gemv") != before
+
+
+def test_composite_rows_name_the_steps_they_run():
+    """A decoder row's steps are what Decoder runs today (gemv.BEST of its path), so changing a default
+    makes its recorded rows stale."""
+    from kernellab import decoder as D
+    from kernellab import gemv
+    for path in D.PATHS:
+        got, steps = store.expected("decoder", D.step_name(path, "graph"))
+        assert f"gemv={gemv.BEST[path]}" in steps and "decode=" in steps and got
+
+
+def test_headline_table_matches_todays_records():
+    path = FIGURES / "headline.csv"
+    assert path.exists(), "figures/headline.csv is missing: run `make headline`"
+    today = labs.headline_table()
+    have = pd.read_csv(path)
+    assert today.to_csv(index=False) == have.round(labs.HEADLINE_DIGITS).to_csv(index=False), (
+        "figures/headline.csv differs from what today's records give: run `make headline` and commit "
+        "figures/headline.png and figures/headline.csv")
+
+
+def test_headline_png_was_drawn_from_that_table():
+    from PIL import Image
+    have = pd.read_csv(FIGURES / "headline.csv")
+    text = Image.open(FIGURES / "headline.png").text.get("Description", "")
+    assert text == f"table sha1 {labs.table_sha1(have)}", (
+        "figures/headline.png was not drawn from figures/headline.csv: run `make headline`")
