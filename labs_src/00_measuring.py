@@ -508,14 +508,14 @@ GRADE = dict(
     reference=lambda x: x.copy(),
     grid=lambda x: (4 * kl.device.info()["sms"],), block=(256,),
     scalars=lambda x: (np.int64(x.size),),                   # long long n
-    ptx_must_contain="ld.global.nc.v4.f32",
+    ptx_must_contain=["ld.global.nc.v4.f32", "st.global.v4.f32"],   # float4 loads and stores
     step=("the copy roof kernel measure_01_copy", roof_copy),
 )
 
 # %% tags=["exercise"]
 EXERCISE = r"""
 extern "C" __global__ void my_copy(const float* src, float* dst, long long n) {
-    // TODO: float4 loads and stores in a grid-stride loop, then a scalar tail for n % 4
+    TODO;   // float4 loads and stores in a grid-stride loop, then a scalar tail for n % 4
     const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) dst[i] = src[i];
 }

@@ -778,7 +778,7 @@ GRADE = dict(
 # %% tags=["exercise"]
 EXERCISE = r"""
 __device__ float warp_reduce_max(float v) {
-    // TODO: five butterfly rounds with __shfl_xor_sync (offsets 16, 8, 4, 2, 1), keeping the max
+    TODO;   // five butterfly rounds with __shfl_xor_sync (offsets 16, 8, 4, 2, 1), keeping the max
     return v;
 }
 __device__ float warp_sum_all(float v) {      // given: shuffle down to lane 0, then broadcast

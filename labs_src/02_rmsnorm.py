@@ -535,7 +535,7 @@ extern "C" __global__ void fused_add_rmsnorm(const float* x, const float* r, con
     __shared__ float scratch[33];
     const float* xr = x + (size_t)blockIdx.x * C;
     float* yr = y + (size_t)blockIdx.x * C;
-    // TODO: form h = x + r, store it to h, and normalise h instead of x
+    TODO;   // form h = x + r, store it to h, and normalise h instead of x
     float ss = 0.0f;
     for (int i = threadIdx.x; i < C; i += blockDim.x) ss += xr[i] * xr[i];
     const float inv = rsqrtf(block_reduce_sum(ss, scratch) / C + eps);

@@ -378,14 +378,15 @@ GRADE = dict(
     reference=add.reference,
     grid=lambda a, b: (-(-a.size // (256 * 4)),), block=(256,),      # one thread per 4 elements
     scalars=lambda a, b: (a.size,),
-    ptx_must_contain=".v4.f32",
+    ptx_must_contain=[("ld.global.nc.v4.f32", "ld.global.v4.f32"), "st.global.v4.f32"],   # float4 in and out
     step=("step 02_f32_float4", add.VARIANTS["02_f32_float4"]),
 )
 
 # %% tags=["exercise"]
 EXERCISE = r"""
 extern "C" __global__ void add_f32_vec4(const float* a, const float* b, float* out, int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;   // TODO: 4 elements per thread
+    TODO;   // 4 elements per thread: one float4 load per operand, one float4 store, a scalar tail
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = a[i] + b[i];
 }
 """

@@ -428,6 +428,7 @@ GRADE = dict(
     reference=A.merge_reference,
     grid=lambda po, pl: (po.shape[0],), block=(A.D,),
     scalars=lambda po, pl: (po.shape[1],),                       # C, the chunk count
+    ptx_must_contain=["ex2.approx", ("div.rn.", "div.full.", "div.approx.", "rcp.")],   # the weights, / sum w_c
     step=("step 03's merge kernel", A.merge),
     tolerance={"rtol": 1e-4, "atol": 1e-6},   # fp32: a value near 0 is judged on its absolute error
 )
@@ -437,8 +438,8 @@ EXERCISE = r"""
 extern "C" __global__ void merge_chunks(const float* part_o, const float* part_lse, float* o, int C) {
     const int h = blockIdx.x, d = threadIdx.x;
     const float* lse = part_lse + h * C;
-    // TODO: M = the largest lse of this head (an empty chunk's lse is -inf)
-    // TODO: w_c = exp2f(lse[c] - M); o = sum_c w_c * part_o[(h * C + c) * 128 + d] / sum_c w_c
+    TODO;   // M = the largest lse of this head (an empty chunk's lse is -inf)
+    TODO;   // w_c = exp2f(lse[c] - M); o = sum_c w_c * part_o[(h * C + c) * 128 + d] / sum_c w_c
     o[h * 128 + d] = 0.0f;
 }
 """

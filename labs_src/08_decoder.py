@@ -373,6 +373,8 @@ GRADE = dict(
     tolerance=D.silu_down_tolerance(*D.make_silu_down()),
     grid=lambda W, g, u: (W.shape[0],), block=(256,),
     scalars=lambda W, g, u: W.shape,                            # K, F
+    ptx_must_contain=["ex2.approx",                             # SiLU's expf
+                      "shfl.sync", "st.shared", ("bar.sync", "barrier.sync"), "ld.shared"],   # the reduction
     step=("SiLU x up, then lab 04's fp32-out GEMV", D.silu_down_step),
 )
 
@@ -383,9 +385,9 @@ extern "C" __global__ void silu_down(const __half* W, const __half* gate, const 
                                      int K, int F) {
     const int row = blockIdx.x;
     float s = 0.0f;
-    // TODO: for j = threadIdx.x, j < F, j += blockDim.x:
-    //       s += W[row * F + j] * SiLU(gate[j]) * up[j]      (SiLU(g) = g / (1 + expf(-g)), in fp32)
-    // TODO: reduce s over the block (warp shuffle, then one value per warp in shared memory)
+    TODO;   // for j = threadIdx.x, j < F, j += blockDim.x:
+            //     s += W[row * F + j] * SiLU(gate[j]) * up[j]      (SiLU(g) = g / (1 + expf(-g)), in fp32)
+    TODO;   // reduce s over the block (warp shuffle, then one value per warp in shared memory)
     if (threadIdx.x == 0) y[row] = s;
 }
 """

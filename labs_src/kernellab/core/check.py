@@ -1,6 +1,8 @@
 """Input validation before a launch, and comparison against a NumPy reference."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .device import is_live
@@ -57,6 +59,55 @@ def check(got, want, *, name: str = "result", rtol=None, atol=None, quiet=False)
         print(f"{name}: OK  max abs err {stats['max_abs']:.1e}, max rel err {stats['max_rel']:.1e} "
               f"({stats['n']} values, {got_np.dtype})")
     return stats
+
+
+# What a PTX needle of an exercise shows, in the learner's terms (for the NOT YET / NOT CHECKED lines).
+PTX_MEANS = {
+    "shfl.sync": "a warp shuffle: __shfl_xor_sync, __shfl_down_sync, ...",
+    "shfl.sync.bfly": "a butterfly warp shuffle: __shfl_xor_sync",
+    "st.shared": "a store to shared memory",
+    "ld.shared": "a load from shared memory",
+    "bar.sync": "a block barrier: __syncthreads()",
+    "ex2.approx": "an exponential: exp2f, expf or __expf",
+    "div.rn.": "a floating-point division",
+    "ld.global.nc.v4": "a 16-byte read-only load: uint4 or float4 through __ldg or const __restrict__",
+    "ld.global.nc.v4.f32": "a 16-byte read-only float4 load: __ldg or const __restrict__",
+    "ld.global.nc.v4.u32": "a 16-byte read-only uint4 load: __ldg or const __restrict__",
+    "ld.global.v4.f32": "a 16-byte float4 load",
+    "st.global.v4": "a 16-byte store: uint4 or float4",
+    "st.global.v4.f32": "a 16-byte float4 store",
+    "st.global.v4.u32": "a 16-byte uint4 store",
+}
+
+
+def _needles(ptx_must_contain) -> list[tuple[str, ...]]:
+    """ptx_must_contain as a list of needles, each a tuple of alternatives: a string is a needle
+    of its own, a tuple of strings is one needle any of whose strings will do."""
+    if isinstance(ptx_must_contain, (str, tuple)):
+        ptx_must_contain = [ptx_must_contain]
+    return [(n,) if isinstance(n, str) else tuple(n) for n in ptx_must_contain]
+
+
+def _say_needle(alts) -> str:
+    words = " or ".join(f"`{n}`" for n in alts)
+    means = PTX_MEANS.get(alts[0])
+    return f"{words} ({means})" if means else words
+
+
+_COMMENT_OR_LITERAL = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"|' + r"'(?:\\.|[^'\\\n])*'", re.S)
+_TODO = re.compile(r"\bTODO\b")
+
+
+def code_only(src: str) -> str:
+    """CUDA source with its comments and string and character literals blanked out (newlines
+    kept, so line numbers still match the compiler's)."""
+    return _COMMENT_OR_LITERAL.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), src)
+
+
+def todo_lines(src: str) -> list[int]:
+    """The lines (1-based, as NVRTC counts them) where the code, not a comment, says TODO."""
+    code = code_only(src)
+    return sorted({code.count("\n", 0, m.start()) + 1 for m in _TODO.finditer(code)})
 
 
 def _pairs(got, want):
@@ -147,10 +198,13 @@ def _bound(fn, inputs):
 
 def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
                    scalars=lambda *inputs: (), ptx_must_contain=(), step=None, strict=False, tolerance=None):
-    """Grade a learner's kernel: compile it for sm_87 + sm_90 and require each string of
-    ptx_must_contain in its PTX; on a GPU, run it on make_input(), compare each output with
-    reference(*inputs), then time it and the lab's own step on the same inputs (bench.time_fn,
-    L2 flushed) and print "your kernel X µs, <step> Y µs".
+    """Grade a learner's kernel: refuse a stub whose code (not its comments) still has a TODO,
+    compile it for sm_87 + sm_90 and require each needle of ptx_must_contain in its PTX (a needle
+    is a string, or a tuple of strings any one of which will do; PTX_MEANS says what each shows);
+    on a GPU, run it on make_input(), compare each output with reference(*inputs), then time it
+    and the lab's own step on the same inputs (bench.time_fn, L2 flushed) and print "your kernel
+    X µs, <step> Y µs". Without a GPU nothing runs: a kernel that passes these checks gets
+    NOT CHECKED (no GPU), which names exactly what was checked.
 
     The kernel's arguments are the inputs, then one output per array the reference returns,
     then scalars(*inputs). grid(*inputs) gives the grid; block is a tuple. step=(label, fn):
@@ -178,28 +232,31 @@ def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
 def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_must_contain, step, tol):
     from .build import ARCHS, compile_source, nvrtc_compile
     from .launch import kernel_args
-    needles = (ptx_must_contain,) if isinstance(ptx_must_contain, str) else tuple(ptx_must_contain)
-    if not is_live() and "TODO" in src:      # without a GPU the answer is not checked: an untouched stub
-        raise CheckError("the stub still has its TODO: finish the kernel (without a GPU only its "   # must not pass
-                         "compile and its PTX are checked, so the TODO is what says it is unfinished)")
+    needles = _needles(ptx_must_contain)
+    todo = todo_lines(src)
+    if todo:       # the stubs mark the unfinished code with a `TODO;` statement (it does not compile)
+        where = f"line {todo[0]}" if len(todo) == 1 else f"lines {', '.join(map(str, todo[:-1]))} and {todo[-1]}"
+        raise CheckError(f"the stub still has its TODO in the code ({where}): write your code there and "
+                         "delete the `TODO;` (a TODO in a comment is fine)")
     ptxs = {arch: nvrtc_compile(src, arch, f"{kernel_name}.cu")[0] for arch in ARCHS}
     if f".entry {kernel_name}(" not in ptxs[ARCHS[0]]:
         raise CheckError(f"no kernel named {kernel_name} in the source (is it extern \"C\" __global__?)")
     for arch, ptx in ptxs.items():
-        for needle in needles:
-            if needle not in ptx:
-                raise CheckError(f"the {arch} PTX has no `{needle}` yet (see the exercise text)")
-    print(f"compiles for {', '.join(ARCHS)}"
-          + (f"; its PTX contains {', '.join(needles)}" if needles else ""))
+        for alts in needles:
+            if not any(n in ptx for n in alts):
+                raise CheckError(f"the {arch} PTX has no {_say_needle(alts)} yet, so your kernel does not "
+                                 "do what the exercise asks (see its text)")
+    found = "; ".join(_say_needle(alts) for alts in needles)
+    print(f"compiles for {', '.join(ARCHS)}" + (f"; its PTX has {found}" if needles else ""))
     inputs = _as_tuple(make_input())
     wants = _as_tuple(reference(*inputs))
     fn = compile_source(src, kernel_name) if is_live() else None
     if fn is None:
-        print("NOT CHECKED (no GPU): your kernel compiles"
-              + (f" and its PTX has {', '.join(needles)}" if needles else "")
-              + ", but whether it computes the right answer is not checked here: a wrong kernel gets this "
-              "same line. On a GPU it runs on inputs of shape "
-              f"{[getattr(a, 'shape', ()) for a in inputs]}, is compared with NumPy and timed"
+        print("NOT CHECKED (no GPU): checked here: no TODO left in the code, it compiles for "
+              + " and ".join(ARCHS) + (", and its PTX has the instructions above" if needles else "")
+              + ". Not checked: whether it computes the right answer (nothing runs without a GPU), so a "
+              "wrong kernel that passes these checks gets this same line. On a GPU it runs on inputs of "
+              f"shape {[getattr(a, 'shape', ()) for a in inputs]}, is compared with NumPy and timed"
               + (f" against {step[0]}." if step else "."))
         return None
     import cupy
