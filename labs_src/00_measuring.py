@@ -539,6 +539,20 @@ extern "C" __global__ void my_copy(const float* __restrict__ src, float* __restr
 kl.check.grade_exercise(SOLUTION, "my_copy", strict=True, **GRADE)
 
 # %% [markdown]
+# ## Seed claims vs measured here
+# The seeds state a few fundamentals in cycles (latencies) and in words ("FMA improves precision").
+# The table judges each one that this lab measures by the course's one rule: a latency against the
+# stated range (ns from the pointer chase above, times the SM clock the record states), FMA precision
+# by the error of float32 dot products against float64 (NumPy: the claim is about IEEE arithmetic,
+# not a kernel). The rest say what would measure them. These figures come from the record's GPU, not
+# from the seeds' Jetson Orin, whose latencies in cycles may differ.
+
+# %%
+claims = results.claims("00_measuring", fund)
+kl.say(results.claims_summary(claims))
+claims
+
+# %% [markdown]
 # ## What to remember
 # * Report **GB/s of unique bytes** and the **fraction of the copy roof**, never a bare time.
 # * Flush L2, time with events, take medians, compare with a baseline *in the same run*.

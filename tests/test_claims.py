@@ -28,8 +28,8 @@ TOPIC = {"00_measuring": "measuring", "01_softmax": "softmax", "02_rmsnorm": "rm
 PREFIXES = set(TOPIC.values())
 LABS = set(TOPIC)
 SEED_IDS = {"000", "001", "002", "003", "004"}
-REASONS = ("needs an Orin", "needs the whole engine", "slip in the seed", "not measured yet: ")
-HOW = re.compile(r"^(ratio|e2e|ptx:\S+|ptxas:(registers|smem)|ncu:[a-z0-9_]+__[A-Za-z0-9_.]+)$")
+REASONS = ("needs an Orin", "needs the whole engine", "slip in the seed", "not measured yet: ", "cannot be decided here: ")
+HOW = re.compile(r"^(ratio|e2e|lab:[a-z0-9_]+|ptx:\S+|ptxas:(registers|smem)|ncu:[a-z0-9_]+__[A-Za-z0-9_.]+)$")
 MEASURED = ("ratio", "ptx:", "ptxas:", "ncu:")          # a row that names the variants it is measured on
 
 
@@ -104,6 +104,8 @@ def test_every_claim_is_measured_or_has_a_reason():
             assert r["case"], f"{where} an ncu reading needs the case to launch"
         if r["how"].startswith(("ptx:", "ptxas:")):
             assert not r["case"], f"{where} a compiler count has no case"
+        if r["how"].startswith("lab:"):
+            assert not r["reason"], f"{where} measured by its lab module ({r['how']}) but has a reason"
         if r["how"] == "e2e":
             assert r["kind"] == "end-to-end" and r["reason"], f"{where} e2e rows say what would measure them"
 
@@ -152,3 +154,57 @@ def test_counts():
                                    for r in reasons)))
     print("by seed:", dict(sorted(Counter(r["seed"] for r in rows).items())))
     assert len(measured) >= 110, f"only {len(measured)} claims are measured (issue 18 asks for >= 110)"
+
+
+# ---- the counts the README states, recomputed from docs/claims.csv and the records ----------------
+
+README = ROOT / "README.md"
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+
+
+def verdict_counts() -> dict:
+    """{device: rows with a verdict}: every lab's claims table (results.claims) over the recorded frames
+    of the families its ratio rows name, cut to one device; a verdict is one of results.OUTCOMES. An
+    ncu row counts only on the device whose readings it shows, an e2e row only through lab 08's
+    end-to-end swaps (decoder.amdahl), a `lab:` row through the measure its lab module registers."""
+    import sys
+    sys.path.insert(0, str(ROOT / "labs_src"))
+    from kernellab import add, attention, gemv, measuring, rmsnorm, softmax, vision, vit_block  # noqa: F401
+    from kernellab import decoder as D
+    from kernellab.core import results
+    from kernellab.core.device import load_recorded
+    fams = {"00_measuring": (), "01_softmax": softmax.FAMILIES, "02_rmsnorm": rmsnorm.FAMILIES,
+            "03_add": add.FAMILIES, "04_gemv": gemv.FAMILIES, "05_vision": vision.FAMILIES,
+            "06_vit_block": vit_block.FAMILIES, "07_attention": attention.FAMILIES, "08_decoder": D.FAMILIES}
+    _, rows = _rows()
+    missing = sorted(r["id"] for r in rows if r["how"].startswith("lab:") and r["id"] not in results.CLAIM_MEASURES)
+    assert not missing, f"rows measured by a lab module with no registered measure: {missing}"
+    out = {}
+    for dev in (H100, H200):
+        n = 0
+        for lab, families in fams.items():
+            names = ["measuring"] if lab == "00_measuring" else sorted({r["family"] for r in rows
+                                                                         if r["lab"] == lab and r["how"] == "ratio"})
+            frames = [f[f["device"] == dev] for f in map(load_recorded, names) if len(f)]
+            frames = [f for f in frames if len(f)]
+            measured = D.amdahl(load_recorded("decoder").query("device == @dev"))[1] if lab == "08_decoder" else None
+            t = results.claims(lab, frames, families, measured=measured)
+            if len(t):
+                shown = t["measured"].astype(str)
+                n += int((t["verdict"].isin(results.OUTCOMES) & ~shown.str.contains(r"\(ncu on ")).sum())
+        out[dev] = n
+    return out
+
+
+def test_readme_counts():
+    """The README's claims sentence states the rows and the rows with a verdict per record: a stale
+    count fails here."""
+    _, rows = _rows()
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    m = re.search(r"(\d+) claim rows, (\d+) with a verdict on the H100 record and (\d+) on the H200 record", text)
+    assert m, "README.md: the claims sentence ('N claim rows, X with a verdict on the H100 record and Y on the H200 record')"
+    got = verdict_counts()
+    print(f"\nrows {len(rows)}; with a verdict: {got}")
+    assert int(m.group(1)) == len(rows), f"README says {m.group(1)} claim rows; docs/claims.csv has {len(rows)}"
+    assert (int(m.group(2)), int(m.group(3))) == (got[H100], got[H200]), \
+        f"README says {m.group(2)} / {m.group(3)} with a verdict; recomputed {got[H100]} (H100) / {got[H200]} (H200)"

@@ -13,7 +13,8 @@ from .core import build
 from .core.bench import (LAUNCHES, _grid, _roof_elems, end_to_end_us, graph, host_us, resident_grid, roofs,
                          time_fn)
 from .core.device import info
-from .core.results import devices, live_or_recorded
+from .core.results import (HOLD, NAN, Measured, claim_measure, devices, live_or_recorded, quantity_verdict,
+                           verdict)
 from .core.family import Family
 
 
@@ -255,3 +256,65 @@ def _inflight(fund):
 MEASURING = Family(name="measuring", kernels="measure", record=fundamentals,
                    about="lab 00: roofs, launch costs, latency, bytes in flight, compute ceilings")
 FAMILIES = [MEASURING]
+
+
+# ---- the seed claims lab 00 measures (docs/claims.csv rows with how `lab:...`) -----------------------
+# Latencies are recorded in ns (pointer chase); the seeds state cycles, so they are converted with the
+# SM clock the record states (the boost clock: a chase that ran slower would read fewer cycles).
+
+def _cycles(part, quantity: str) -> float:
+    return value(part, quantity) * value(part, "SM clock") / 1e3
+
+
+@claim_measure("measuring-005")
+def _dram_latency_cycles(part):
+    """001:53 'global memory latency ~400-800 cycles': the pointer chase over DRAM, in cycles."""
+    return quantity_verdict(_cycles(part, "DRAM latency (pointer chase)"), 400, 800, "cycles")
+
+
+@claim_measure("measuring-006")
+def _l2_latency_and_size(part):
+    """001:54 'L2 latency ~200 cycles, size ~40-100 MB': the L2 pointer chase in cycles (a '~200'
+    holds from 200 / HOLD to 200 x HOLD) and the L2 size the record states (MiB -> MB)."""
+    lat = quantity_verdict(_cycles(part, "L2 latency (pointer chase)"), 200 / HOLD, 200 * HOLD, "cycles")
+    size = quantity_verdict(value(part, "L2 size") * 2**20 / 1e6, 40, 100, "MB")
+    if not (lat[0].ok and size[0].ok):
+        return NAN, "not measured (nothing recorded)", None
+    v = lat[1] if lat[1] != "holds" else size[1]
+    return lat[0], v, f"latency {lat[2]}; size {size[2]}"
+
+
+FMA_ROWS, FMA_LEN = 512, 4096      # dot products of the GEMV's length (4096), many rows
+
+
+def fma_errors(rows: int = FMA_ROWS, n: int = FMA_LEN, seed: int = 0) -> tuple:
+    """Per row: (abs error of `sum = a*b + sum` rounded twice, abs error of fmaf(a, b, sum) rounded
+    once), both against the float64 dot product, for float32 dot products of length n (NumPy, IEEE
+    float32: the same roundings a GPU makes; fmaf is emulated as the float64 a*b + sum rounded to
+    float32, exact but for rare double-rounding ties). No GPU needed: the claim is about arithmetic."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, rows)).astype(np.float32)
+    b = rng.standard_normal((n, rows)).astype(np.float32)
+    sep = np.zeros(rows, np.float32)
+    fma = np.zeros(rows, np.float32)
+    for k in range(n):
+        sep = (a[k] * b[k]).astype(np.float32) + sep
+        fma = (a[k].astype(np.float64) * b[k] + fma).astype(np.float32)
+    exact = np.einsum("kr,kr->r", a.astype(np.float64), b.astype(np.float64))
+    return np.abs(sep - exact), np.abs(fma - exact)
+
+
+def _fma_precision(part, groups: int = 16):
+    """FMA 'improves precision' (one rounding instead of two): the ratio of the rms errors, separate
+    over fused (> 1: fmaf is the more precise), with a p10-p90 band over 16 groups of rows, judged by
+    the one rule with no number claimed (a band that holds 1 is 'within noise')."""
+    sep, fma = fma_errors()
+    rms = lambda e: np.sqrt(np.mean(e ** 2, axis=-1))   # noqa: E731
+    per = rms(sep.reshape(groups, -1)) / rms(fma.reshape(groups, -1))
+    m = Measured(float(rms(sep) / rms(fma)), float(np.percentile(per, 10)), float(np.percentile(per, 90)))
+    return m, verdict(m), (f"rms error {rms(sep):.3g} -> {rms(fma):.3g}: x{m.value:.2f} [{m.lo:.2f}-{m.hi:.2f}] "
+                           f"(float32 dots of {FMA_LEN}, NumPy)")
+
+
+claim_measure("measuring-011")(_fma_precision)
+claim_measure("measuring-012")(_fma_precision)

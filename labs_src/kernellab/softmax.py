@@ -711,3 +711,74 @@ SOFTMAX = Family(
                                      for s in dict.fromkeys(SWEEP + list(SHAPES.values()))],
     limiters=LIMITERS, about="lab 01: softmax, naive -> safe -> warp shuffle -> online -> vectorised -> fp16")
 FAMILIES = [SOFTMAX, ABLATION, SHORT]
+
+
+# ---- the seed's correctness claims, checked (docs/claims.csv rows with how `lab:...`) ---------------
+# IEEE float32 arithmetic in NumPy: the same expf overflow and the same roundings a GPU has (CuPy's
+# -ftz=true flushes subnormals, which only moves underflow, never overflow). The kernels' own checks
+# (lab 01's hostile rows) run live on a GPU; these judge the arithmetic the claims are about.
+
+def _naive_f32(x):
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(x.astype(np.float32))
+        return e / e.sum(axis=-1, keepdims=True, dtype=np.float32)
+
+
+def _safe_f32(x):
+    x = x.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True, dtype=np.float32)
+
+
+HOSTILE_ROWS = np.array([[89.0, 0.0, 1.0, 2.0], [1000.0, 999.0, -5.0, 0.0], [88.0, 88.7, 100.0, -1e30],
+                         [-1000.0, -1001.0, -2000.0, -1e30], [3e38, 3e38, 0.0, -3e38]], np.float32)
+
+
+def _exp89(part):
+    """001:26: e^89 exceeds the float32 maximum, so x >= 89 gives inf and the naive softmax NaN."""
+    with np.errstate(over="ignore"):
+        e89 = np.exp(np.float32(89.0))
+    nan_rows = int(np.isnan(_naive_f32(HOSTILE_ROWS[:3])).any(axis=-1).sum())
+    from .core.results import checked
+    return checked(bool(np.isinf(e89)) and nan_rows == 3,
+                   f"expf(89) = {e89} in float32; naive softmax: NaN in {nan_rows} of 3 rows with x >= 89 (NumPy)")
+
+
+def _safe_fixes(part):
+    """001:31: subtracting the row max removes the overflow; what underflows to 0 is harmless (the row
+    still sums to 1 and its largest entry is exact)."""
+    y = _safe_f32(HOSTILE_ROWS)
+    ok = bool(np.isfinite(y).all() and np.allclose(y.sum(-1), 1, atol=1e-6) and (y >= 0).all())
+    zeros = int((y == 0).sum())
+    from .core.results import checked
+    return checked(ok, f"safe softmax of {len(y)} hostile rows: all finite, each sums to 1; "
+                       f"{zeros} entries underflow to 0 (NumPy float32)")
+
+
+def _combine_never_overflows(part, n: int = 200_000, seed: int = 0):
+    """001:365: combine_stats computes expf(a.m - out.m) with out.m = max(a.m, b.m), so the argument
+    is <= 0 and the result <= 1: (m, d) pairs merged over hostile maxima never overflow. Two -inf
+    maxima (an all -inf row) give -inf - -inf = NaN, which is not an overflow but is shown."""
+    rng = np.random.default_rng(seed)
+    pick = np.array([-3e38, -1e4, -89.0, 0.0, 89.0, 1e4, 3e38], np.float32)
+    am = np.where(rng.random(n) < 0.5, rng.choice(pick, n), rng.standard_normal(n) * 1e3).astype(np.float32)
+    bm = np.where(rng.random(n) < 0.5, rng.choice(pick, n), rng.standard_normal(n) * 1e3).astype(np.float32)
+    ad, bd = rng.random(n).astype(np.float32) * 4096, rng.random(n).astype(np.float32) * 4096
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = np.maximum(am, bm)
+        d = ad * np.exp(am - m) + bd * np.exp(bm - m)
+        both_inf = np.exp(np.float32(-np.inf) - np.float32(-np.inf))
+    from .core.results import checked
+    return checked(bool(np.isfinite(d).all() and (d <= ad + bd + 1e-3 * (ad + bd)).all()),
+                   f"{n} merges of hostile (m, d) pairs: no inf (NumPy float32); two -inf maxima give {both_inf}")
+
+
+def _register_claims():
+    from .core.results import claim_measure
+    claim_measure("softmax-002")(_exp89)
+    claim_measure("softmax-003")(_safe_fixes)
+    claim_measure("softmax-028")(_combine_never_overflows)
+
+
+_register_claims()

@@ -244,33 +244,41 @@ def claims_file():
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
-def _count(kernels: str, step: str, how: str) -> float:
-    """What a `ptx:<text>` or `ptxas:registers` claim counts in one step's compiled kernel (sm_90)."""
+CLAIM_ARCH = "sm_87"     # compiler counts are read for the seeds' GPU (Jetson Orin), compiled offline
+CLAIM_ARCH_FALLBACK = "sm_90"   # for a step that needs a newer GPU than the Orin (e.g. clusters)
+
+
+def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
+    """What a `ptx:<text>` or `ptxas:registers` claim counts in one step's compiled kernel (arch)."""
     from . import build
     if how in ("ptxas:registers", "ptxas:smem"):         # ptxas -v: registers, static shared memory bytes
-        info = build.ptxas_info(kernels, ("sm_90",))
+        info = build.ptxas_info(kernels, (arch,))
         r = info[info.kernel == (step if step.startswith(kernels + "_") else f"{kernels}_{step}")]
         col = "registers" if how == "ptxas:registers" else "smem_bytes"
         if not len(r):
             raise ValueError(f"no kernel for step {step}")
         return float(r[col].iloc[0])
     texts = how.split(":", 1)[1].split("|")   # PTX instructions (any of); .ftz (CuPy's -ftz=true) is ignored
-    return float(sum(any(t in line.replace(".ftz", "") for t in texts) for line in build.ptx(kernels, step, "sm_90")))
+    return float(sum(any(t in line.replace(".ftz", "") for t in texts) for line in build.ptx(kernels, step, arch)))
 
 
 def _counted(r, kernels: str) -> tuple:
-    """(Measured after/before, verdict, 'before -> after') of a ptx/ptxas claim, from the compiled
-    kernels (no GPU needed)."""
-    try:
-        after = _count(kernels, r.fast, r.how)
-        before = _count(kernels, r.slow, r.how) if r.slow else float("nan")
-    except (ValueError, KeyError):
+    """(Measured after/before, verdict, 'before -> after (arch)') of a ptx/ptxas claim, from the
+    compiled kernels (no GPU needed), for the seeds' sm_87; a step that needs a newer GPU, sm_90."""
+    for arch in (CLAIM_ARCH, CLAIM_ARCH_FALLBACK):
+        try:
+            after = _count(kernels, r.fast, r.how, arch)
+            before = _count(kernels, r.slow, r.how, arch) if r.slow else float("nan")
+            break
+        except Exception:         # no such step, or a step that does not compile for this arch
+            continue
+    else:
         return NAN, "not measured (no such step)", "-"
     if before != before:          # a structure claim about one step: the instruction is there (or, "0", not)
         ok = after == 0 if r.claimed == "0" else after > 0
-        return Measured(after, after, after), "holds" if ok else "refuted", f"{after:g} in {r.fast}"
+        return Measured(after, after, after), "holds" if ok else "refuted", f"{after:g} in {r.fast} ({arch})"
     m = Measured(after / before if before else 1.0 if after == before else float("inf"), float("nan"), float("nan"))
-    shown = f"{before:g} -> {after:g}"
+    shown = f"{before:g} -> {after:g} ({arch})"
     if r.claimed in (">", "<", "0"):    # the claim gives a direction, not a number
         ok = after > before if r.claimed == ">" else after < before if r.claimed == "<" else after == 0
         return m, "holds" if ok else "refuted", shown
@@ -336,6 +344,42 @@ def limiters(family):
     return t[[f"{n} @ {c}" for n, c in keys if f"{n} @ {c}" in t.columns]].round(2)
 
 
+CLAIM_MEASURES: dict = {}      # claim id -> measure(frame) -> (Measured, verdict, shown): rows with how `lab:<name>`
+
+
+def claim_measure(cid: str):
+    """Register the measure of a claims row whose `how` is `lab:<name>`: a function of the frame on
+    screen (one device's rows; None compile-only with nothing recorded) that returns (Measured,
+    verdict, shown), its verdict from `verdict`, `quantity_verdict` or `checked`. A lab module
+    registers its own (e.g. lab 00's latencies from measuring.csv), so every table that lists the
+    row judges it the same way."""
+    def reg(fn):
+        CLAIM_MEASURES[cid] = fn
+        return fn
+    return reg
+
+
+def quantity_verdict(value: float, lo: float, hi: float, unit: str = "") -> tuple:
+    """(Measured, verdict, shown) of a measured quantity against a claimed range [lo, hi] (a claimed
+    '~x' is given as x / HOLD .. x * HOLD): holds inside it, else smaller / larger than claimed."""
+    if value != value:
+        return NAN, "not measured (nothing recorded)", None
+    v = "holds" if lo <= value <= hi else "smaller than claimed" if value < lo else "larger than claimed"
+    return Measured(value, value, value), v, f"{value:.4g} {unit} (claimed {lo:.4g}-{hi:.4g})".replace("  ", " ")
+
+
+def checked(ok: bool, shown: str) -> tuple:
+    """(Measured, verdict, shown) of a correctness claim: a check that ran, 'holds' or 'refuted'."""
+    return Measured(float(ok), float(ok), float(ok)), "holds" if ok else "refuted", shown
+
+
+def _lab_measure(r, part) -> tuple:
+    fn = CLAIM_MEASURES.get(r.id)
+    if fn is None:
+        return NAN, "not measured here (its lab module is not imported)", None
+    return fn(part)
+
+
 def claims(lab: str, df, families=(), measured=None):
     """The lab's 'seed claim vs measured here' table: docs/claims.csv filtered to `lab`, each row
     judged by the one rule: how = ratio, time(slow)/time(fast) at case from the frame on screen;
@@ -351,9 +395,10 @@ def claims(lab: str, df, families=(), measured=None):
     devs = list(dict.fromkeys(one_source(f)["device"].iloc[0] for f in runs)) if runs and "device" in df else []
     others = [d for d in dict.fromkeys(df["device"]) if d not in devs[:1]] if devs else []
 
-    def ratio_on(rs, r, claimed):       # (Measured, verdict) of a ratio row from the first run with both times
+    def ratio_on(rs, r, claimed):       # (Measured, verdict) of a ratio row: from the frame of the family the
         both = [f for f in rs if all(pick(f, n, "median_us", case=r.case) == pick(f, n, "median_us", case=r.case)
-                                     for n in (r.fast, r.slow))]
+                                     for n in (r.fast, r.slow))]        # row names, else the first with both times
+        both = sorted(both, key=lambda f: "lab" not in f or not (f["lab"] == r.family).all())
         m = ratio_band(both[0] if both else (rs[0] if rs else df), r.fast, r.slow, r.case)
         return m, verdict(m, claimed, r.kind)
     kernels = {f.name: f.kernels for f in families}
@@ -373,6 +418,13 @@ def claims(lab: str, df, families=(), measured=None):
         elif r.how.startswith("ncu:"):
             m, v, shown = _ncu_reading(r, claimed, df)
             extra = {f"on {d}": "(Nsight Compute ran on one device: the reading above)" for d in others}
+        elif r.how.startswith("lab:"):
+            m, v, shown = _lab_measure(r, one_source(df) if df is not None else None)
+            for d in others:
+                md, vd, sd = _lab_measure(r, df[df["device"] == d])
+                extra[f"on {d}"] = f"{sd or '-'}: {vd}"
+        elif measured and r.id in measured and isinstance(measured[r.id], tuple):
+            m, v, shown = measured[r.id]
         elif measured and r.id in measured:
             m = measured[r.id] if isinstance(measured[r.id], Measured) else Measured(float(measured[r.id]), *[NAN.lo] * 2)
             v = verdict(m, claimed, r.kind, "end-to-end" if r.how == "e2e" else "kernel")
