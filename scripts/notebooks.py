@@ -13,7 +13,11 @@
                             nbconvert is absent), outputs cleared. An existing copy is never
                             overwritten unless --force; new labs are added.
   reset NN [DEST]           make reset LAB=NN: move DEST/NN_*.ipynb aside (DEST/old/, timestamped,
-                            a folder JupyterLab lists) and write a fresh learner copy.
+                            a folder JupyterLab lists) and write a fresh learner copy. It refuses
+                            (exit 1, one line) while a running JupyterLab has that notebook open in
+                            a tab: the tab's next save would write the old notebook back over the
+                            fresh copy. Close the tab first; FORCE=1 (make reset LAB=NN FORCE=1)
+                            resets anyway.
   solutions DEST [--force]  make solutions: the notebooks with their solutions, outputs cleared.
 """
 from __future__ import annotations
@@ -228,12 +232,72 @@ def learner(dest: Path, root: Path = ROOT, force=False, only=None, links=True) -
     return done
 
 
-def reset(lab: str, dest: Path, root: Path = ROOT) -> Path | None:
+class ResetRefused(RuntimeError):
+    """make reset would be undone: the notebook is open in a running JupyterLab."""
+
+
+def _servers() -> list[dict]:
+    """The running Jupyter servers' runtime files (jpserver-*.json: url, token, root_dir)."""
+    import json
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+        rt = Path(jupyter_runtime_dir())
+    except ImportError:
+        rt = Path(os.environ.get("JUPYTER_RUNTIME_DIR") or Path.home() / ".local/share/jupyter/runtime")
+    out = []
+    for f in sorted(rt.glob("jpserver-*.json")):
+        try:
+            out.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def _api(server: dict, path: str):
+    import json
+    import urllib.request
+    req = urllib.request.Request(server["url"].rstrip("/") + "/api/" + path,
+                                 headers={"Authorization": f"token {server.get('token', '')}"})
+    with urllib.request.urlopen(req, timeout=3) as r:
+        return json.load(r)
+
+
+def open_in_jupyterlab(nb: Path) -> str | None:
+    """The URL of a running Jupyter server where `nb` is open in a tab (a session on it whose kernel
+    has a browser connected), else None. A tab closed with its kernel left running does not count
+    (no connection, nothing left to save it); a server that does not answer is ignored."""
+    nb = nb.resolve()
+    for s in _servers():
+        try:
+            rel = nb.relative_to(Path(s.get("root_dir") or s.get("notebook_dir") or "/").resolve()).as_posix()
+            sessions = _api(s, "sessions")
+            kernels = {k["id"]: k for k in _api(s, "kernels")}
+        except (ValueError, OSError, KeyError):
+            continue
+        for ses in sessions:
+            if ses.get("path") == rel and ses.get("type", "notebook") == "notebook":
+                k = kernels.get((ses.get("kernel") or {}).get("id"), {})
+                if k.get("connections", 1) > 0:
+                    return s["url"].rstrip("/") + "/lab/tree/" + rel
+    return None
+
+
+def reset(lab: str, dest: Path, root: Path = ROOT, force: bool | None = None) -> Path | None:
     """Move dest/NN_*.ipynb aside (dest/old/NN_x.<timestamp>.ipynb, listed by JupyterLab's file
-    browser) and write a fresh copy; prints where the old one went."""
+    browser) and write a fresh copy; prints where the old one went. Raises ResetRefused while a
+    running JupyterLab has the notebook open in a tab, unless `force` (default: $FORCE=1)."""
     src = _sources(root, lab)[0]
     cur = dest / src.name
     moved = None
+    if force is None:
+        force = os.environ.get("FORCE", "") not in ("", "0")
+    if cur.exists() and (url := open_in_jupyterlab(cur)):
+        if not force:
+            raise ResetRefused(f"reset: {src.name} is open in JupyterLab ({url.split('?')[0]}); its next save would undo "
+                               f"the reset. Close its tab first (File > Close and Shut Down Notebook), then run "
+                               f"`make reset LAB={lab}` again (or `make reset LAB={lab} FORCE=1` to reset anyway).")
+        print(f"reset: {src.name} is open in JupyterLab; FORCE=1: resetting anyway (close that tab without saving, "
+              f"or File > Reload Notebook from Disk)")
     if cur.exists():
         old = dest / OLD
         old.mkdir(parents=True, exist_ok=True)
@@ -277,7 +341,11 @@ def main(argv=None) -> int:
     elif a.cmd == "reset":
         if not a.lab or not a.lab.isdigit():
             raise SystemExit("usage: make reset LAB=01   (the two-digit number of the lab)")
-        reset(a.lab, Path(a.dest).resolve())
+        try:
+            reset(a.lab, Path(a.dest).resolve())
+        except ResetRefused as e:
+            print(e, file=sys.stderr)
+            return 1
     elif a.cmd == "solutions":
         solutions(Path(a.dest).resolve(), force=a.force)
     return 0

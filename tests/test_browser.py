@@ -5,6 +5,8 @@
   pop-up, run all cells with no error output (the unfinished exercise says NOT YET, the explorer
   renders once: one set of controls, one table), save, and leave `git status` clean; then
   `make reset`'s old/ folder opens in the file browser with the old copy in it;
+  labs 08 and 07 run all cells with no error output too; `make reset LAB=07` with lab 07 open in
+  a tab refuses in one line (nothing moved), and once the tab is closed resets, and stays reset;
 * author: a notebook edited and saved in JupyterLab (served as `make author` serves it) writes
   its labs_src/*.py through jupytext's pairing.
 
@@ -69,6 +71,15 @@ def _port():
         return s.getsockname()[1]
 
 
+def _options():
+    """make lab's server options (scripts/lab.py), each given once: no browser opened by the server
+    (as root lab.py already says so; a second `--ServerApp.open_browser` is an error)."""
+    opts = labtool.server_options()
+    if not any(o.startswith("--ServerApp.open_browser") for o in opts):
+        opts.append("--ServerApp.open_browser=False")
+    return opts
+
+
 class Lab:
     """A JupyterLab server on a folder, as `make lab` / `make author` start it."""
 
@@ -81,11 +92,13 @@ class Lab:
             f = settings / (plugin + ".jupyterlab-settings")
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(value)
-        env = {"JUPYTERLAB_SETTINGS_DIR": str(settings), **os.environ, "PYTHONPATH": str(pythonpath), "JUPYTER_CONFIG_DIR": str(tmp / ".jcfg"), "JUPYTER_RUNTIME_DIR": str(tmp / ".jrt"),
+        self.runtime = tmp / ".jrt"     # its jpserver-*.json: where `make reset` finds it (JUPYTER_RUNTIME_DIR)
+        os.environ["JUPYTER_RUNTIME_DIR"] = str(self.runtime)
+        env = {"JUPYTERLAB_SETTINGS_DIR": str(settings), **os.environ, "PYTHONPATH": str(pythonpath), "JUPYTER_CONFIG_DIR": str(tmp / ".jcfg"), "JUPYTER_RUNTIME_DIR": str(self.runtime),
                "JUPYTERLAB_WORKSPACES_DIR": str(tmp / ".jws"), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={root}", f"--ServerApp.port={self.port}",
-             *labtool.server_options(), "--ServerApp.open_browser=False", f"--IdentityProvider.token={TOKEN}"],
+             *_options(), f"--IdentityProvider.token={TOKEN}"],
             env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(120):
             try:
@@ -170,6 +183,13 @@ def _save(page):
     time.sleep(3)
 
 
+def _until_closed(nb: Path, timeout_s=30):
+    """Wait until the server sees the notebook's tab gone (its kernel's browser connection closed)."""
+    t0 = time.time()
+    while nbtool.open_in_jupyterlab(nb) and time.time() - t0 < timeout_s:
+        time.sleep(0.5)
+
+
 def _status(repo):
     return subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
 
@@ -211,6 +231,7 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
         assert not _ran_clean(dest / "01_softmax.ipynb"), _ran_clean(dest / "01_softmax.ipynb")
         page.close()
         # make reset LAB=01: the saved copy goes to old/, which the file browser lists and opens
+        _until_closed(dest / "01_softmax.ipynb")
         moved = nbtool.reset("01", dest)
         assert moved is not None and moved.parent == dest / "old"
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -229,6 +250,38 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
         _save(page)
         assert not _ran_clean(dest / "00_measuring.ipynb"), _ran_clean(dest / "00_measuring.ipynb")
         assert "NOT YET" in page.locator(".jp-CodeCell", has_text="grade_exercise(EXERCISE").last.inner_text()
+        # labs 07 and 08, all of each; lab 07 stays open for `make reset` below
+        for nb in ("08_decoder.ipynb", "07_attention.ipynb"):
+            _open(page, lab, nb, reset=True)
+            _shot(page, f"walkthrough-{nb[:2]}-open")
+            _run_all(page, timeout_s=900)
+            assert not _errors(page), (nb, _errors(page))
+            _save(page)
+            assert not _ran_clean(dest / nb), (nb, _ran_clean(dest / nb))
+        # make reset LAB=07 with lab 07 open in this tab: refused (the tab's next save would write the
+        # old notebook back over the fresh copy), nothing moved; the command says so in one line
+        mine = (dest / "07_attention.ipynb").read_bytes()
+        with pytest.raises(nbtool.ResetRefused, match="open in JupyterLab.*Close its tab first.*FORCE=1"):
+            nbtool.reset("07", dest, force=False)
+        assert (dest / "07_attention.ipynb").read_bytes() == mine and not list((dest / "old").glob("07_*"))
+        p = subprocess.run([sys.executable, str(ROOT / "scripts" / "notebooks.py"), "reset", "07", str(dest)],
+                           capture_output=True, text=True, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(lab.runtime),
+                                                               "FORCE": ""})
+        assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "Close its tab" in p.stderr, p
+        # the learner closes the tab (the kernel may keep running): now the reset goes through, and
+        # the tab, gone, cannot undo it
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="07_attention").locator(
+            ".lm-TabBar-tabCloseIcon").first.click()
+        time.sleep(1)
+        dialogs = page.locator(".jp-Dialog")
+        assert dialogs.count() == 0, f"closing the saved tab asked: {dialogs.first.inner_text()[:300]}"
+        _until_closed(dest / "07_attention.ipynb")
+        moved = nbtool.reset("07", dest, force=False)
+        assert moved is not None and moved.read_bytes() == mine
+        fresh = (dest / "07_attention.ipynb").read_bytes()
+        assert fresh != mine and b'"output_type"' not in fresh
+        time.sleep(5)                                     # no stray save lands on the fresh copy
+        assert (dest / "07_attention.ipynb").read_bytes() == fresh
         page.close()
     finally:
         lab.close()

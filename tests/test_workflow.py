@@ -330,6 +330,93 @@ def test_saving_a_notebook_through_the_server_writes_the_py(tmp_path):
         srv.wait(timeout=30)
 
 
+def test_reset_refuses_while_the_notebook_is_open_in_jupyterlab(tmp_path, monkeypatch):
+    """make reset LAB=01 with 01 open in a JupyterLab tab (a session on it, a browser connected to its
+    kernel): one line, exit 1, nothing moved (the tab's next save would undo the reset). With the tab
+    closed (no connection; the kernel may run on) it resets; FORCE=1 resets anyway. No browser: the
+    tab is a websocket on the kernel, as JupyterLab's."""
+    pytest.importorskip("jupyter_server", reason="jupyter_server is not installed (the lab extra)")
+    import asyncio
+    dest = tmp_path / "my-labs"
+    nbtool.learner(dest, only="01", links=False)
+    nb = dest / "01_softmax.ipynb"
+    mine = nb.read_bytes()
+    port, token = _free_port(), "kernellab-test"
+    runtime = tmp_path / ".jrt"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))      # where make reset looks for servers
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jcfg"), "JUPYTER_RUNTIME_DIR": str(runtime)}
+    srv = subprocess.Popen([sys.executable, "-m", "jupyter_server", f"--ServerApp.root_dir={dest}",
+                            f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1", "--ServerApp.open_browser=False",
+                            f"--IdentityProvider.token={token}", "--allow-root"],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=dest)
+    api = f"http://127.0.0.1:{port}/api"
+    hdr = {"Authorization": f"token {token}", "Content-Type": "application/json"}
+
+    def make_reset(**extra):
+        return subprocess.run([sys.executable, str(ROOT / "scripts" / "notebooks.py"), "reset", "01", str(dest)],
+                              capture_output=True, text=True, env={**env, "FORCE": "", **extra}, timeout=120)
+
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(urllib.request.Request(f"{api}/status", headers=hdr), timeout=5)
+                break
+            except OSError:
+                if srv.poll() is not None:
+                    pytest.fail("jupyter_server exited: " + srv.stderr.read().decode()[-2000:])
+                time.sleep(0.5)
+        else:
+            pytest.fail("jupyter_server did not answer in 60 s")
+        assert nbtool.open_in_jupyterlab(nb) is None                 # no session on it
+        body = json.dumps({"path": "01_softmax.ipynb", "type": "notebook", "name": "",
+                           "kernel": {"name": "python3"}}).encode()
+        urllib.request.urlopen(urllib.request.Request(f"{api}/sessions", data=body, headers=hdr, method="POST"),
+                               timeout=60).close()
+        assert nbtool.open_in_jupyterlab(nb) is None                 # a session, no tab connected
+        refused = asyncio.run(_with_tab(api, port, token, hdr, make_reset))
+        assert refused.returncode == 1, refused
+        line = refused.stderr.strip()
+        assert len(line.splitlines()) == 1 and "01_softmax.ipynb is open in JupyterLab" in line, line
+        assert "Close its tab first" in line and "make reset LAB=01 FORCE=1" in line, line
+        assert nb.read_bytes() == mine and not (dest / "old").exists()
+        with pytest.raises(nbtool.ResetRefused):                      # the same, from Python
+            asyncio.run(_with_tab(api, port, token, hdr, lambda: nbtool.reset("01", dest, force=False)))
+        done = make_reset()                                           # the tab closed, the kernel still runs
+        assert done.returncode == 0 and "moved" in done.stdout, done
+        assert len(list((dest / "old").glob("01_softmax.*.ipynb"))) == 1
+        forced = asyncio.run(_with_tab(api, port, token, hdr, lambda: make_reset(FORCE="1")))
+        assert forced.returncode == 0 and "FORCE=1: resetting anyway" in forced.stdout, forced
+        assert len(list((dest / "old").glob("01_softmax.*.ipynb"))) == 2
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+
+
+async def _with_tab(api, port, token, hdr, fn):
+    """Run fn() while a browser-like websocket is connected to 01_softmax.ipynb's kernel."""
+    import asyncio
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+    with urllib.request.urlopen(urllib.request.Request(f"{api}/sessions", headers=hdr), timeout=10) as r:
+        kid = next(s["kernel"]["id"] for s in json.load(r) if s["path"] == "01_softmax.ipynb")
+    ws = await websocket_connect(HTTPRequest(f"ws://127.0.0.1:{port}/api/kernels/{kid}/channels",
+                                             headers={"Authorization": f"token {token}"}))
+    try:
+        for _ in range(40):
+            with urllib.request.urlopen(urllib.request.Request(f"{api}/kernels/{kid}", headers=hdr), timeout=10) as r:
+                if json.load(r).get("connections", 0) > 0:
+                    break
+            await asyncio.sleep(0.25)
+        return fn()
+    finally:
+        ws.close()
+        for _ in range(40):                      # the server sees the tab go
+            with urllib.request.urlopen(urllib.request.Request(f"{api}/kernels/{kid}", headers=hdr), timeout=10) as r:
+                if json.load(r).get("connections", 0) == 0:
+                    break
+            await asyncio.sleep(0.25)
+
+
 # ---- plots ----------------------------------------------------------------------------------------
 
 def _png_width(path):
@@ -458,6 +545,11 @@ def test_lab_reuses_a_running_server_and_names_a_moved_port(tmp_path, monkeypatc
     lab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lab)
     opts = lab.server_options()
+    for uid in (0, 1000):                                  # each option once, as root and not (a second
+        monkeypatch.setattr(lab.os, "geteuid", lambda: uid)   # --ServerApp.open_browser is a start-up error)
+        keys = [o.split("=")[0] for o in lab.server_options()]
+        assert len(keys) == len(set(keys)), keys
+    monkeypatch.undo()
     assert "--LabApp.news_url=None" in opts and "--ServerApp.ip=127.0.0.1" in opts
     assert "--ServerApp.port_retries=0" in opts            # never a silent move to another port
     overrides = json.loads((lab.SETTINGS / "overrides.json").read_text())
