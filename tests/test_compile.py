@@ -287,3 +287,33 @@ def test_occupancy_from_ptxas():
     occ = build.occupancy("softmax", "05_online_vec4", threads=1024)
     row = occ[(occ.source == "ptxas -v") & (occ.arch == "sm_90")].iloc[0]
     assert row["blocks/SM"] == 1 and row["limited by"] == "registers"
+
+
+def test_make_tests_shared_compile_cache_gives_what_nvrtc_gives(tmp_path):
+    """make test compiles each (source, arch, options) once for all its workers and notebooks
+    (scripts/test.py cached_compile): a hit returns NVRTC's own PTX and ptxas log, other options
+    or another arch are other entries, and a compile error raises every time and is not kept."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("test_run", Path(__file__).resolve().parents[1] / "scripts" / "test.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    calls = []
+
+    def counting(*a, **k):
+        calls.append(a[1:])
+        return build.nvrtc_compile(*a, **k)
+    cached = run.cached_compile(counting, tmp_path)
+    src = build.source("add")
+    first = cached(src, "sm_87", "add.cu")
+    assert cached(src, "sm_87", "add.cu") == first and len(calls) == 1
+    plain = build.nvrtc_compile(src, "sm_87", "add.cu")
+    no_times = lambda log: re.sub(r"Compile time = [\d.]+ ms", "", log)     # noqa: E731
+    assert first[0] == plain[0] and no_times(first[1]) == no_times(plain[1]) and "Used" in first[1]
+    cached(src, "sm_87", "add.cu", ("-DKL_UNUSED=1",))
+    cached(src, "sm_90", "add.cu")
+    assert len(calls) == 3 and len(list(tmp_path.glob("*.json"))) == 3
+    for _ in range(2):
+        with pytest.raises(build.CompileError):
+            cached('extern "C" __global__ void k() { undefined_thing(); }', "sm_90")
+    assert len(calls) == 5 and len(list(tmp_path.glob("*.json"))) == 3
