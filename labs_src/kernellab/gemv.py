@@ -18,7 +18,7 @@ import numpy as np
 from .core.results import fastest, pick, ratio, ratio_band
 from .core.device import torch as torch_module
 from .core.family import Family, Target
-from .core.launch import launch, variant
+from .core.launch import derived, launch, variant
 from .core.launch import aligned, out_like, require
 from .core.device import info, is_live
 
@@ -476,6 +476,8 @@ def tiles(*weights):
     if hit is not None and len(hit[0]) == len(weights) and all(r() is a for r, a in zip(hit[0], weights)):
         return hit[1]
     packed = _tile_major(*weights)
+    if not isinstance(packed[0], np.ndarray):
+        derived(*packed)                  # a launch plan may replay them for these very arrays (core.launch)
     drop = lambda _, k=key: _TILED.pop(k, None)          # noqa: E731   any of them freed: the entry goes
     _TILED[key] = (tuple(weakref.ref(a, drop) for a in weights), packed)
     return packed

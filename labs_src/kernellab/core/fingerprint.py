@@ -16,12 +16,15 @@ Functions of core/ (launch, bench) are the harness, not the step: they are not h
 A composite row (Family.steps) hashes its engine's code and each of its steps' fingerprints."""
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import inspect
+import io
 import re
 import sys
 import textwrap
+import tokenize
 import types
 
 from .build import _MARK, KERNELS, STD
@@ -89,7 +92,7 @@ def kernel(family: str, marker: str) -> str:
         want.add(n)
         words = set(_WORD.findall(slices[n]))
         todo += [m for m, d in defines.items() if m not in want and d & words]
-    return digest(STD, pre, *(slices[n] for n in sorted(want)))
+    return digest(STD, _code(pre), *(_code(slices[n]) for n in sorted(want)))
 
 
 def _kernels_named(strings, families) -> list[str]:
@@ -167,7 +170,9 @@ class _Walk:
             names |= set(c.co_names)
             self.strings |= {s for s in c.co_consts if isinstance(s, str) and len(s) < 80}
         for n in sorted(names):
-            g = obj.__globals__.get(n)
+            if n not in obj.__globals__:          # an attribute's name, a builtin, a local
+                continue
+            g = obj.__globals__[n]
             if isinstance(g, types.ModuleType):
                 if _ours(g.__name__):
                     mods.append(g)
@@ -188,10 +193,46 @@ class _Walk:
 
 
 def _source(obj) -> str:
+    """The code of a function or class without its comments and docstrings, white space folded: prose
+    edits and moves leave the fingerprint alone; a change of what runs does not. (Cut from the text,
+    not ast.unparse'd, so every Python version gives the same text.)"""
     try:
-        return textwrap.dedent(inspect.getsource(obj))
+        src = textwrap.dedent(inspect.getsource(obj))
     except (OSError, TypeError):
         return getattr(obj, "__qualname__", repr(obj))
+    lines = src.splitlines(keepends=True)
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln))
+
+    def at(line, col, in_bytes=False):      # (1-based line, column) -> offset into src
+        if in_bytes:
+            col = len(lines[line - 1].encode()[:col].decode(errors="ignore"))
+        return starts[line - 1] + col
+    cut = []
+    try:
+        cut += [(at(*t.start), at(*t.end)) for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                if t.type == tokenize.COMMENT]
+        for node in ast.walk(ast.parse(src)):
+            body = getattr(node, "body", None)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body and \
+                    isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                d = body[0]
+                cut.append((at(d.lineno, d.col_offset, True), at(d.end_lineno, d.end_col_offset, True)))
+    except (SyntaxError, tokenize.TokenError, IndentationError):   # a lambda cut out of a longer line
+        pass
+    for a, b in sorted(cut, reverse=True):
+        src = src[:a] + " " + src[b:]
+    return " ".join(src.split())
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _code(cu: str) -> str:
+    """CUDA C without comments and with white space folded (the comments are the lab's prose)."""
+    return " ".join(_COMMENT.sub(" ", cu).split())
 
 
 def of(obj, family: str | None = None) -> str:

@@ -217,6 +217,19 @@ def workspace(buf):
     return buf
 
 
+_DERIVED: dict = {}      # address -> weak reference to an array made from a call's own arguments and kept
+#                          with them (derived(): gemv.tiles' repack of a weight): a plan that uses one is
+#                          replayed only for the very same argument objects (Variant's identity fast path)
+
+
+def derived(*bufs) -> None:
+    """Declare arrays a launcher made from its arguments and keeps while they live (a cached repack): a
+    launch plan may use them, but only for a call with the very same argument objects."""
+    import weakref
+    for b in bufs:
+        _DERIVED[b.data.ptr] = weakref.ref(b)
+
+
 def _plan(records, args, out):
     """The recorded launches as one zero-argument call, every array argument replaced by its
     address (so the plan keeps none of the call's arrays alive); None when a launch used memory
@@ -226,16 +239,19 @@ def _plan(records, args, out):
     import numpy as np
     flat = (*args, *out) if type(out) is tuple else (*args, out)
     spans = [(a.data.ptr, a.data.ptr + a.nbytes) for a in flat if type(a) is _ND]
-    calls, kept = [], []
+    calls, kept, identity_only = [], [], False
     for k, g, b, packed, sm in records:
         new, where = [], []
         for x in packed:
             if type(x) is _ND:
                 p = x.data.ptr
                 if not any(lo <= p and p + x.nbytes <= hi for lo, hi in spans):
-                    if _WORKSPACE.get(p) is not x:
+                    ref = _DERIVED.get(p)
+                    if ref is not None and ref() is x:
+                        identity_only = True      # made from these very arguments: replay for them alone
+                    elif _WORKSPACE.get(p) is not x:
                         return None
-                    kept.append(x)                # a workspace: the plan keeps it alive
+                    kept.append(x)                # a workspace or derived array: the plan keeps it alive
                 where.append(next((i for i, a in enumerate(flat) if a is x), None))
                 x = np.uint64(p)
             elif not isinstance(x, np.generic):
@@ -246,7 +262,7 @@ def _plan(records, args, out):
         calls.append(functools.partial(k, g, b, tuple(new), shared_mem=sm) if sm else
                      functools.partial(k, g, b, tuple(new)))
     if len(calls) == 1:
-        calls[0].kept = kept
+        calls[0].kept, calls[0].identity_only = kept, identity_only
         if not sm:   # for Variant's fast path: the call's own arrays in place of their addresses
             n = len(flat)
             calls[0].with_arrays = (k, g, b, operator.itemgetter(*[i if i is not None else n + j
@@ -256,7 +272,7 @@ def _plan(records, args, out):
     def replay():
         for c in calls:
             c()
-    replay.kept = kept
+    replay.kept, replay.identity_only = kept, identity_only
     return replay
 
 
@@ -341,8 +357,8 @@ class Variant:
                 plan()                            # the launches this key always makes
                 self._last = _seen(args, out, plan)
                 return out
-            ret = self._first(args, out, key)
-            self._last = _seen(args, out, self._plans.get(key)) if key is not None else None
+            ret, plan = self._first(args, out, key)
+            self._last = _seen(args, out, plan)
             return ret
         if out is not None:                       # being recorded (bench.bare, an outer plan), or plan=False
             no_alias(out, args, self.inplace)
@@ -352,17 +368,17 @@ class Variant:
         """The full path: validate, launch, and keep the launches as this key's plan."""
         no_alias(out, args, self.inplace)
         if key is None:
-            return self.fn(*args, out=out)
+            return self.fn(*args, out=out), None
         records = record_launches(lambda: self.fn(*args, out=out), keep_result=True)
         ret = records.result
         same = ret is out or (type(ret) is tuple and type(out) is tuple and len(ret) == len(out)
                               and all(r is o for r, o in zip(ret, out)))
         plan = _plan(records, args, out) if same and records else None
-        if plan is not None:
+        if plan is not None and not plan.identity_only:     # keyed by addresses: safe for any objects there
             if len(self._plans) >= PLANS_PER_VARIANT:
                 self._plans.clear()
             self._plans[key] = plan
-        return ret
+        return ret, plan
 
     def alloc_out(self, *args):
         import cupy

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .device import provenance
+from .device import provenance, slug
 
 HOLD = 1.5              # the factor, in log terms, within which a measured gain matches a claimed one
 
@@ -469,7 +469,7 @@ def table(df, columns=None, roof: str = "copy", full: bool = False):
         if "median_us" in d:
             keys = [c for c in ("device", "source", "case") if c in d]
             d["vs_prev"] = d.groupby(keys, sort=False)["median_us"].shift(1) / d["median_us"]
-        columns = ["case", "name", "median_us", "p10_us", "p90_us", f"of {roof} roof", "vs_prev"]
+        columns = ["case", "name", "median_us", "p10_us", "p90_us", f"of {roof} roof", "vs_prev", "note"]
     drop = ("device", "date", "source") if one else ("date",)
     cols = [c for c in columns if c in d and c not in drop] + ([] if one else ["device", "source"])
     return d[list(dict.fromkeys(cols))].round(3).reset_index(drop=True)
@@ -637,7 +637,23 @@ def recorded(lab: str, what: str, **eq):
                    f"on a GPU this measures {what} live.")
         return pd.DataFrame()
     print_once(f"RECORDED results (not measured now): {provenance(rec)}")
-    return rec.reset_index(drop=True)
+    return mark_stale(lab, rec.reset_index(drop=True))
+
+
+def mark_stale(lab: str, rec):
+    """Recorded rows whose code has moved on since (core.store: their fingerprint differs from
+    today's) get a `note` column, 'recorded with an earlier version of step NN', and one line says
+    so with the reason the device record states for keeping them."""
+    from .store import kept_reason, note
+    notes = note(lab, rec)
+    if any(notes):
+        rec = rec.assign(note=notes)
+        steps = sorted({n.rsplit(" of ", 1)[1] for n in notes if n})
+        why = "; ".join(sorted({kept_reason(slug(d)) for d in rec.loc[rec["note"] != "", "device"]} - {""}))
+        print_once(f"STALE: {sum(map(bool, notes))} recorded rows ran an earlier version of the code "
+                   f"({', '.join(steps[:6])}{' ...' if len(steps) > 6 else ''}): marked in the `note` column"
+                   + (f" (kept because: {why})" if why else "; `make bench` on that GPU re-records them") + ".")
+    return rec
 
 
 def frac_band(df, name: str, case: str, roof: str = "copy") -> Measured:
