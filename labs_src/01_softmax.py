@@ -389,6 +389,13 @@ pd.concat([results.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("f
           + [results.speedup(res, "07_fp16_pipelined", "06_fp16_vec8")], axis=1).round(2)
 
 # %% [markdown]
+# Host time is another figure: what the CPU pays to issue one call, measured with the GPU idle
+# (`host_us`), beside the same launches made as bare CuPy kernel calls (`bare_host_us`).
+
+# %%
+results.each_device(res, lambda part: results.host_text(part, softmax.BEST["float16"], "torch.softmax"))
+
+# %% [markdown]
 # Step 07's two changes, one at a time (fp16, the target shapes, the same run):
 
 # %% jupyter={"source_hidden": true}

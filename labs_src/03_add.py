@@ -169,6 +169,13 @@ def targets_said(part):
 results.each_device(big, targets_said)
 
 # %% [markdown]
+# Host time is another figure: what the CPU pays to issue one call, measured with the GPU idle
+# (`host_us`), beside the same launches made as bare CuPy kernel calls (`bare_host_us`).
+
+# %%
+results.each_device(big, lambda part: results.host_text(part, "04_fp16_vec8", "torch.add"))
+
+# %% [markdown]
 # ### Steps 03 → 04 and 08 → 04: the width, or the qualifiers?
 # Step 04 changes two things from step 03 (and from step 08): the load width, and `__restrict__` +
 # `__ldg`. `ablate_04_plain` is step 04 with plain pointers and loads, so each is timed alone, at

@@ -187,6 +187,7 @@ results.each_device(dec, lambda d: A.then(results.compare_text(d, "03_split", "0
 results.each_device(dec, lambda d: A.then(results.compare_text(d, A.GRAPH_DEC, "05_gqa_tile", c1),
                                           f" in GPU time at one cached token ({results.source(d)})."))
 results.each_device(dec, A.host_text)
+results.each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
 
 # %% [markdown]
 # ### Step 04 against step 03, length by length

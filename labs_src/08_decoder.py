@@ -266,6 +266,7 @@ tps = D.measure_tokens_per_s(cfg=cfg, paths=D.PATHS, contexts=(1, 512), swaps=D.
 results.table(tps, ["case", "name", "layers run", "median_us", "p10_us", "p90_us", "host_us", "tokens/s", "frac_read"])
 
 # %% jupyter={"source_hidden": true}
+results.each_device(tps, lambda d: D.ran_text(d))
 results.each_device(tps, lambda d: D.tokens_text(d, 512))
 results.each_device(tps, lambda d: "; ".join(
     results.compare_text(d, D.step_name(p, "graph"), D.step_name("float16", "graph"), D.ctx_case(512))

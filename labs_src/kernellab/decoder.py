@@ -1463,6 +1463,30 @@ def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_
     return cfg.layers * per_layer + 5
 
 
+def ran(df, path: str) -> dict:
+    """{op: step} that the token step on `path` ran in the frame's first device's rows (its `steps`
+    column, written by make bench, or today's GpuOps for a live frame): what a sentence names."""
+    from .core.results import one_source
+    d = one_source(df) if df is not None and len(df) else None
+    if d is not None and "steps" in d:
+        r = d[(d["name"] == step_name(path, "graph")) & d["steps"].notna()]
+        if len(r):
+            return dict(p.split("=", 1) for p in str(r["steps"].iloc[0]).split("; ") if "=" in p)
+    ops = GpuOps(path)
+    from .core.fingerprint import step_name as _name
+    return {op: _name(getattr(ops, op)) for op in GpuOps.OPS}
+
+
+def ran_text(df) -> str:
+    """Which GEMV and attention steps each path's token step ran, as the frame's rows say (a record
+    names them; a live run is today's code)."""
+    from .core.results import source
+    parts = [f"{p}: `{r.get('gemv', '?')}`" for p in PATHS for r in [ran(df, p)]]
+    dec = ran(df, "float16").get("decode", "?")
+    return (f"The token steps timed here ran the GEMV steps {', '.join(parts)}, and decode attention "
+            f"`{dec}` ({source(df)}).")
+
+
 def gemv_limits(df) -> str:
     """What holds each path's GEMVs back, from lab 04's record (gemv.csv) of the device on screen:
     at the token's own GEMV shapes, the fraction of the read roof a read-only kernel over the
@@ -1478,15 +1502,16 @@ def gemv_limits(df) -> str:
         return MISSING
     parts = []
     for path in PATHS:
+        step = ran(df, path).get("gemv", G.BEST[path])       # the GEMV step the token's record ran
         d = rec[(rec["dtype"] == path) & rec["case"].str.startswith(("12288x4096", "4096x12288", "18944x3584"))]
-        fl, st = d[d["name"] == G.FLOOR], d[d["name"] == G.BEST[path]]
+        fl, st = d[d["name"] == G.FLOOR], d[d["name"] == step]
         if fl.empty or st.empty:
             continue
         f = fl.set_index("case")
         r = (f["median_us"] / st.set_index("case")["median_us"]).dropna()
         parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
-                     f"{f['frac_read'].max():.2f}** of the read roof, and `{G.BEST[path]}` **{r.min():.2f}–{r.max():.2f}** "
-                     f"of that floor")
+                     f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran) "
+                     f"**{r.min():.2f}–{r.max():.2f}** of that floor")
     return ("Lab 04 measured what holds each path's GEMVs back, at the FFN's shapes (" + "; ".join(parts) +
             f"; gemv.csv, recorded on {rec['device'].iloc[0]}). Fewer bytes per GEMV also mean the fixed launch and "
             f"ramp cost of each of a token's {launches_per_token(QWEN3_8B, 'int4')} launches weighs more.") if parts else MISSING

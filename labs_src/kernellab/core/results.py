@@ -475,6 +475,41 @@ def table(df, columns=None, roof: str = "copy", full: bool = False):
     return d[list(dict.fromkeys(cols))].round(3).reset_index(drop=True)
 
 
+HOST_TARGET = 1.1      # a default step's host µs per call, at most this times torch's call for the same operation
+
+
+def host_text(df, step: str, against: str = "torch") -> str:
+    """Host time per call (not GPU time) of `step` against the fastest-to-issue baseline whose name has
+    `against`, over the frame's cases (first device): the medians, the worst case, and where it is
+    above HOST_TARGET x, the measured reason: the same launches as bare CuPy kernel calls
+    (`bare_host_us`) against the baseline's whole call."""
+    d = one_source(df)
+    if d is None or d.empty or "host_us" not in d:
+        return f"Host time of `{step}`: not measured here and not recorded yet."
+    ours = d[d["name"] == step].set_index("case")
+    base = d[(d["kind"] == "baseline") & d["name"].astype(str).str.contains(against)]
+    if ours.empty or base.empty or ours["host_us"].isna().all():
+        return f"Host time of `{step}` against {against}: not measured here and not recorded yet ({source(df)})."
+    theirs = base.groupby("case")["host_us"].min()
+    both = ours.join(theirs.rename("theirs"), how="inner").dropna(subset=["host_us", "theirs"])
+    r = both["host_us"] / both["theirs"]
+    med = lambda c: float(both[c].median())      # noqa: E731
+    s = (f"Host time per call (what the CPU pays to issue it, not GPU time): `{step}` **{med('host_us'):.1f} µs**, "
+         f"{against}'s call {med('theirs'):.1f} µs (medians over {len(both)} case{'s' * (len(both) > 1)}), "
+         + (f"{r.min():.2f}× {against}'s" if f"{r.min():.2f}" == f"{r.max():.2f}" else
+            f"{r.min():.2f}–{r.max():.2f}× {against}'s, median {r.median():.2f}×"))
+    if r.median() <= HOST_TARGET:
+        return s + f": within the {HOST_TARGET}× target ({source(df)})."
+    bare = both["bare_host_us"] / both["theirs"] if "bare_host_us" in both else None
+    if bare is not None and not bare.isna().all():
+        s += (f", above the {HOST_TARGET}× target. Measured reason: the same launches as bare CuPy kernel calls "
+              f"(`bare_host_us`, no checks) already cost {float(bare.median()):.2f}× {against}'s whole call; a "
+              f"Python launcher cannot go below that, and its checks and plan lookup add "
+              f"{med('host_us') - float(both['bare_host_us'].median()):.1f} µs. A CUDA graph replay (lab 08) "
+              f"issues a whole chain for one launch's host cost")
+    return s + f" ({source(df)})."
+
+
 def summary(df, step: str, against: str, prov: bool = True) -> str:
     """One sentence about `step` against `against` over every case both have: the range of
     time(against)/time(step), and where it loses or is within noise. Provenance once."""
