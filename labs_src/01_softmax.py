@@ -764,6 +764,15 @@ kl.say("No timing of `99_mine` here: a kernel of yours has no recorded results, 
        + f" ({kl.provenance(mine)}).")
 
 # %% [markdown]
+# ## Other GPUs: every record side by side
+# The sentences above speak of one GPU: this one when it is live, else the reference record. Every
+# other record (and this GPU, when live) is set side by side here, case by case: the fastest step on
+# the GPU on screen, its time and fraction of the roof on each GPU, and the fastest library call's time.
+
+# %%
+results.device_table(res, roof="copy")
+
+# %% [markdown]
 # ## Exercise: a warp per row, with your own `warp_reduce_max`
 # Fill in the butterfly: five rounds of `__shfl_xor_sync` with offsets 16, 8, 4, 2, 1,
 # keeping the max, so that *every* lane ends with the warp's max. The kernel around it is a

@@ -370,6 +370,15 @@ plot.progress(bres, "03_bias_progress", case=add.BIAS.case_key((16384, 4096), "f
               title="bias add fp16 16384 x 4096: the ladder")
 
 # %% [markdown]
+# ## Other GPUs: every record side by side
+# The sentences above speak of one GPU: this one when it is live, else the reference record. Every
+# other record (and this GPU, when live) is set side by side here, case by case: the fastest step on
+# the GPU on screen, its time and fraction of the roof on each GPU, and the fastest library call's time.
+
+# %%
+results.device_table(res, roof="copy")
+
+# %% [markdown]
 # ## Exercise: vectorise the fp32 add
 # The stub is step 01: one float per thread. Make each thread handle 4 floats with one `float4`
 # load per operand and one `float4` store, and keep it correct for any `n`: the last thread's

@@ -793,6 +793,15 @@ orin = gemv.orin_model({k: v for k, v in gemv.SHAPES.items()})
 orin.round(1)
 
 # %% [markdown]
+# ## Other GPUs: every record side by side
+# The sentences above speak of one GPU: this one when it is live, else the reference record. Every
+# other record (and this GPU, when live) is set side by side here, case by case: the fastest step on
+# the GPU on screen, its time and fraction of the roof on each GPU, and the fastest library call's time.
+
+# %%
+results.device_table(pd.concat([f16, i4, w8], ignore_index=True), roof="read")
+
+# %% [markdown]
 # ## Exercise: four accumulators
 # The stub is step 12's kernel (fp16 in, fp32 logits out, a warp per row, `float4` loads) with
 # one accumulator, and its loop is unfinished: it only handles every fourth 16-byte chunk.

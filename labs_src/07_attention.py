@@ -415,6 +415,15 @@ kl.say(f"An AGX Orin has {A.ORIN_SMS} SMs and {A.ORIN_GBPS:g} GB/s of LPDDR5 on 
 A.orin_decode_model()
 
 # %% [markdown]
+# ## Other GPUs: every record side by side
+# The sentences above speak of one GPU: this one when it is live, else the reference record. Every
+# other record (and this GPU, when live) is set side by side here, case by case: the fastest step on
+# the GPU on screen, its time and fraction of the roof on each GPU, and the fastest library call's time.
+
+# %%
+results.device_table(dec, roof="read")
+
+# %% [markdown]
 # ## Exercise: write the split-KV merge
 # Write the kernel that merges a head's chunk partials: `part_o` [H, C, 128] float32 (each
 # chunk's normalised output), `part_lse` [H, C] float32 (each chunk's base-2 log-sum-exp; an empty

@@ -319,6 +319,13 @@ swaps, e2e = D.amdahl(tps)
 swaps
 
 # %% [markdown]
+# The same in one picture: each path's tokens/s beside its read-only floor and the torch decoders on the
+# fp16 weights, and each swap's end-to-end gain (a gain near 1.0 is Amdahl's law at work).
+
+# %%
+D.plot_tokens(tps, tb, swaps)
+
+# %% [markdown]
 # The seeds' claims about the decoder, each judged by the one rule where this lab measures it, or
 # with the reason it cannot be (most need the seeds' whole engine on an Orin):
 

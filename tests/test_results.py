@@ -155,14 +155,25 @@ def test_ncu_claims_are_judged_from_the_recorded_readings(monkeypatch):
     assert R._ncu_reading(row("ncu:launch__grid_size", 0.5), 0.5, None)[1].startswith("not measured yet")
 
 
-def test_each_device_says_one_line_per_recorded_device(capsys):
+def test_one_sentence_per_fact_and_other_devices_side_by_side(capsys):
+    """A sentence speaks of the device on screen (the first record: the reference), once; the other
+    records appear in device_table, side by side; a long table becomes one row per case."""
     import pandas as pd
-    df = pd.DataFrame({"name": ["a", "a"], "case": ["c", "c"], "median_us": [1.0, 2.0], "p10_us": [0.9, 1.9],
-                       "p90_us": [1.1, 2.1], "device": ["GPU A", "GPU B"], "date": ["d", "d"],
-                       "source": ["recorded", "recorded"]})
+    df = pd.DataFrame({"name": ["a", "a"], "case": ["c", "c"], "kind": ["variant", "variant"], "median_us": [1.0, 2.0],
+                       "p10_us": [0.9, 1.9], "p90_us": [1.1, 2.1], "frac_copy": [0.5, 0.25],
+                       "device": ["NVIDIA GPU A", "NVIDIA GPU B 80GB X"], "date": ["d", "d"], "source": ["recorded", "recorded"]})
     R.each_device(df, lambda d: f"{d['device'].iloc[0]}: {d['median_us'].iloc[0]:g}")
     out = capsys.readouterr().out
-    assert "GPU A: 1" in out and "GPU B: 2" in out
+    assert "GPU A: 1" in out and "GPU B" not in out
+    t = R.device_table(df)
+    assert list(t.columns[:3]) == ["case", "step", "GPU A µs"] and "GPU B of copy roof" in t.columns
+    assert float(t["GPU B µs"].iloc[0]) == 2.0
+    n = R.MAX_ROWS + 5
+    big = pd.DataFrame({"name": ["s1", "s2", "torch x"] * n, "case": [f"c{i // 3}" for i in range(3 * n)],
+                        "kind": ["variant", "variant", "baseline"] * n, "median_us": [2.0, 1.0, 1.5] * n,
+                        "frac_copy": [0.4, 0.8, 0.5] * n, "device": "D", "date": "d", "source": "recorded"})
+    b = R.table(big)
+    assert len(b) == n and set(b["fastest step"]) == {"s2"} and float(b["library / step"].iloc[0]) == 1.5
 
 
 def test_claims_tables_judge_a_ratio_on_every_recorded_device():

@@ -25,8 +25,9 @@ __all__ = ["device", "build", "launch", "family", "check", "bench", "results", "
 
 from . import compat as _compat  # noqa: E402,F401  (old names, for saved notebooks)
 
-try:        # a lab's claims and results tables show every row (pandas would cut them at 60)
+try:        # results.table keeps tables short itself; no cell is cut so that it hides the number a sentence quotes
     import pandas as _pd
     _pd.set_option("display.max_rows", 400)
+    _pd.set_option("display.max_colwidth", None)
 except ImportError:
     pass

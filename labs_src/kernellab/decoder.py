@@ -1477,6 +1477,30 @@ def ran(df, path: str) -> dict:
     return {op: _name(getattr(ops, op)) for op in GpuOps.OPS}
 
 
+def plot_tokens(tps, tb, swaps, context: int = 512):
+    """Lab 08's picture from the frames on screen (the device on screen): tokens/s per path against its
+    read-only floor and the torch baselines, and the Amdahl table's end-to-end gains."""
+    from .core import plot
+    from .core.results import one_source, pick, source
+    d = one_source(tps)
+    if d is None or d.empty:
+        print("(no data for plot 08_tokens)")
+        return None
+    case = ctx_case(context)
+    rows = {p: pick(d, step_name(p, "graph"), "tokens/s", case=case) for p in PATHS}
+    floors = {p: pick(d, floor_name(p), "tokens/s", case=case) for p in PATHS}
+    base = {}
+    t = one_source(tb) if tb is not None and len(tb) else None
+    if t is not None:
+        t = t[t["device"] == d["device"].iloc[0]] if "device" in t else t
+        for nm in t["name"].unique():
+            if "token step" not in nm:
+                base[nm] = pick(t, nm, "tokens/s", case=case)
+    gains = dict(zip(swaps["swap"], swaps["end-to-end gain"])) if swaps is not None and len(swaps) else {}
+    return plot.tokens({k: v for k, v in rows.items() if v == v}, floors, base, gains, "08_tokens",
+                       "Qwen3-8B token step, batch 1", source(d))
+
+
 def ran_text(df) -> str:
     """Which GEMV and attention steps each path's token step ran, as the frame's rows say (a record
     names them; a live run is today's code)."""

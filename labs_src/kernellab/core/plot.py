@@ -267,3 +267,45 @@ def stacked_shares(df, columns: dict, labels, notes, xlabel: str, title: str, na
     _title(ax, title, df)
     _legend_outside(ax, below=True)
     return _save(fig, name)
+
+
+def tokens(rows, floors, baselines, gains, name: str, title: str = "", prov: str = ""):
+    """Lab 08's picture, two panels. Left: tokens/s per weight path (bars), each beside its read-only
+    floor (the most any step reading those bytes could reach, hatched) and, for fp16, the torch
+    baselines on the same weights (grey). Right: the Amdahl table's end-to-end gain per swap
+    (time(before) / time(after) of the whole token), with 1.0 marked.
+    rows/floors: {path: tokens/s}; baselines: {label: tokens/s}; gains: {swap: gain}."""
+    if not rows:
+        print(f"(no data for plot {name})")
+        return None
+    with plt.rc_context(STYLE):
+        fig, (a, b) = plt.subplots(1, 2, figsize=(WIDTH * 1.25, 4.2), dpi=DPI,
+                                   gridspec_kw={"width_ratios": [1.1, 1]})
+    paths = list(rows)
+    x = np.arange(len(paths))
+    a.bar(x - 0.2, [rows[p] for p in paths], 0.4, color="#3a78b5", label="our token step (graph)")
+    a.bar(x + 0.2, [floors.get(p, np.nan) for p in paths], 0.4, color="white", edgecolor="k", hatch="//",
+          lw=0.5, label="read-only floor (same bytes)")
+    for i, (lab, v) in enumerate(baselines.items()):
+        a.bar(len(paths) + i, v, 0.5, color="#bbbbbb", edgecolor="k", lw=0.5,
+              label="torch on the same fp16 weights" if i == 0 else None)
+    a.set_xticks(list(x) + [len(paths) + i for i in range(len(baselines))],
+                 paths + [k.replace(" decoder", "") for k in baselines], fontsize=8, rotation=25, ha="right")
+    a.set_ylabel("tokens/s (batch 1)")
+    a.grid(alpha=0.3, axis="y")
+    top = max([v for v in (*rows.values(), *floors.values(), *baselines.values()) if v == v] or [1.0])
+    a.set_ylim(0, 1.35 * top)                  # room for the legend above the bars
+    a.legend(fontsize=7, frameon=False, loc="upper left")
+    a.set_title("tokens/s, context 512", fontsize=10)
+    labels = list(gains)
+    b.plot([gains[k] for k in labels], np.arange(len(labels))[::-1], "o", color="#2f7d32", ms=7)
+    b.axvline(1.0, color="k", ls="--", lw=1)
+    vals = [v for v in gains.values() if v == v] or [1.0]
+    b.set_xlim(min(0.95, min(vals) - 0.02), max(1.05, max(vals) + 0.02))   # dots, not bars: no false zero
+    b.set_yticks(np.arange(len(labels))[::-1], [k.split(" (lab")[0] for k in labels], fontsize=7)
+    b.set_xlabel("end-to-end gain of the swap (time before / time after)")
+    b.set_title("Amdahl: one op swapped, the whole token timed", fontsize=10)
+    b.grid(alpha=0.3, axis="x")
+    fig.suptitle(f"{title}\n{prov}", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, name)

@@ -191,14 +191,49 @@ def timing_rules(df, lab: str) -> int:
 
 
 def each_device(df, sentence, *others) -> None:
-    """Say sentence(part, *others_part) for each device's rows of a frame (a recorded frame may hold
-    several), the other frames cut to the same device: the one way a lab states a measured sentence
-    for every record on screen, so a verdict that differs between GPUs shows as two lines, not one.
-    sentence: frames -> Markdown (its provenance included, e.g. via source(part))."""
-    for part in devices(df):
-        dev = part["device"].iloc[0] if part is not None and len(part) and "device" in part else None
-        say(sentence(part, *[o if dev is None or o is None or "device" not in o else o[o["device"] == dev]
-                             for o in others]))
+    """Say sentence(part, *others_part) of the device on screen: the live GPU's rows, or without one the
+    reference record's (the first recorded device: the H100), the other frames cut to the same device.
+    One sentence per fact: the other records are set side by side in the lab's comparison table
+    (device_table), never in a second copy of every sentence. (The name says what it once did: a saved
+    notebook keeps calling it.) sentence: frames -> Markdown (its provenance included, e.g. via source(part))."""
+    part = one_source(df)
+    dev = part["device"].iloc[0] if part is not None and len(part) and "device" in part else None
+    say(sentence(part, *[o if dev is None or o is None or "device" not in o else o[o["device"] == dev]
+                         for o in others]))
+
+
+def short_device(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100': a device label that fits a column."""
+    import re
+    return re.sub(r"^NVIDIA\s+|\s+\d+GB.*$", "", str(name)).strip() or str(name)
+
+
+def device_table(df, roof: str = "copy"):
+    """Every record (and the live GPU) side by side, one row per case: the fastest step on the device on
+    screen and, per device, that step's µs and its fraction of the roof that applies there, and the
+    fastest library baseline's µs: the one place a lab sets GPUs against each other."""
+    import pandas as pd
+    parts = [p for p in devices(df) if p is not None and len(p)]
+    if not parts or "kind" not in parts[0]:
+        print("(nothing to compare: one device or no results)")
+        return pd.DataFrame()
+    top = best(parts[0])
+    rows = []
+    for case, r in top.iterrows():
+        row = {"case": case, "step": r["name"]}
+        for p in parts:
+            lab = short_device(p["device"].iloc[0]) + ("" if p["source"].iloc[0] == "recorded" else " (live)")
+            at = p[(p["case"] == case) & (p["name"] == r["name"])]
+            row[f"{lab} µs"] = float(at["median_us"].iloc[0]) if len(at) else float("nan")
+            if f"frac_{roof}" in at:
+                row[f"{lab} of {roof} roof"] = float(at[f"frac_{roof}"].iloc[0]) if len(at) else float("nan")
+            libs = p[(p["case"] == case) & (p["kind"] == "baseline")
+                     & p["name"].astype(str).str.contains(LIBRARY_NAMES, case=False)]
+            row[f"{lab} library µs"] = float(libs["median_us"].min()) if len(libs) else float("nan")
+        rows.append(row)
+    print_once("Every record side by side (" + "; ".join(f"{short_device(p['device'].iloc[0])}: {p['source'].iloc[0]} "
+                                                          f"{p['date'].iloc[0]}" for p in parts) + ").")
+    return pd.DataFrame(rows).round(3)
 
 
 def targets(targets, df):
@@ -449,30 +484,70 @@ def claims(lab: str, df, families=(), measured=None):
 
 # ---- tables and sentences ---------------------------------------------------------------------------
 
+MAX_ROWS = 40       # a table longer than this shows the fastest step per case instead (the frame stays one call away)
+
+
 def table(df, columns=None, roof: str = "copy", full: bool = False):
-    """A results frame for reading: the lean view (case, step, µs median and p10-p90, the fraction
-    of the roof that applies, time(previous row)/time(this row) within a case) or the given
-    columns, rounded. Provenance is said once, by the call that measured or read the frame; the
-    device/date/source columns are shown only where the frame mixes devices. full=True: every column."""
+    """A results frame for reading, of the device on screen (the live GPU, or the reference record):
+    the lean view (case, step, µs median and p10-p90, the fraction of the roof that applies,
+    time(previous row)/time(this row) within a case) or the given columns, rounded. Longer than
+    MAX_ROWS rows: the fastest step of each case, with its fraction of the roof and of the floor
+    (brief()), and a line saying how to see every row. Provenance is said once, by the call that
+    measured or read the frame; other records are set side by side by device_table. full=True:
+    every row and column of every device."""
     if df is None or df.empty:
         print("(no results: nothing measured here and nothing recorded)")
         return df
     if full:
         return df
-    d = df.copy()
+    d = one_source(df).copy()
     if roof == "copy" and "frac_copy" in d and d["frac_copy"].isna().all() and "frac_read" in d:
         roof = "read"                  # a family judged against the read roof has no copy fraction
-    one = len(d[["device", "source"]].drop_duplicates()) == 1 if {"device", "source"} <= set(d) else True
+    if len(d) > MAX_ROWS and {"case", "name", "kind", "median_us"} <= set(d):
+        print_once(f"{len(d)} rows on {short_device(d['device'].iloc[0]) if 'device' in d else 'this device'}: "
+                   f"below, the fastest step of each case; every row: results.table(frame, full=True).")
+        return brief(d, roof)
     if columns is None:
         if f"frac_{roof}" in d:
             d[f"of {roof} roof"] = d[f"frac_{roof}"]
         if "median_us" in d:
-            keys = [c for c in ("device", "source", "case") if c in d]
+            keys = [c for c in ("case",) if c in d]
             d["vs_prev"] = d.groupby(keys, sort=False)["median_us"].shift(1) / d["median_us"]
         columns = ["case", "name", "median_us", "p10_us", "p90_us", f"of {roof} roof", "vs_prev", "note"]
-    drop = ("device", "date", "source") if one else ("date",)
-    cols = [c for c in columns if c in d and c not in drop] + ([] if one else ["device", "source"])
-    return d[list(dict.fromkeys(cols))].round(3).reset_index(drop=True)
+    cols = [c for c in columns if c in d and c not in ("device", "date", "source")]
+    out = d[list(dict.fromkeys(cols))].round(3).reset_index(drop=True)
+    if len(out) > MAX_ROWS:
+        print_once(f"{len(out)} rows: the first {MAX_ROWS} below; every row: results.table(frame, full=True).")
+        return out.head(MAX_ROWS)
+    return out
+
+
+FLOOR_NAMES = r"floor|read-only kernel|memcpy|plain copy"
+LIBRARY_NAMES = r"torch|cublas|cupy"
+
+
+def brief(df, roof: str = "copy"):
+    """One row per case: the fastest step (read from the data), its µs and fraction of the roof, the
+    floor's fraction where the frame has a floor (a read-only kernel or copy of the same bytes) and the
+    step's fraction of that floor, and the fastest library baseline with time(library) / time(step)."""
+    import pandas as pd
+    d = one_source(df)
+    top = best(d)
+    rows = []
+    for case, r in top.iterrows():
+        at = d[d["case"] == case]
+        row = {"case": case, "fastest step": r["name"], "µs": r["median_us"]}
+        if f"frac_{roof}" in at:
+            row[f"of {roof} roof"] = r.get(f"frac_{roof}", float("nan"))
+        fl = at[(at["kind"] == "baseline") & at["name"].astype(str).str.contains(FLOOR_NAMES, case=False)]
+        if len(fl):
+            row["of floor"] = float(fl["median_us"].min()) / r["median_us"]
+        libs = at[(at["kind"] == "baseline") & at["name"].astype(str).str.contains(LIBRARY_NAMES, case=False)]
+        if len(libs):
+            lib = libs.loc[libs["median_us"].idxmin()]
+            row["fastest library"], row["library / step"] = lib["name"], lib["median_us"] / r["median_us"]
+        rows.append(row)
+    return pd.DataFrame(rows).round(3)
 
 
 HOST_TARGET = 1.1      # a default step's host µs per call, at most this times torch's call for the same operation
