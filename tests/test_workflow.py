@@ -297,24 +297,12 @@ def test_saving_a_notebook_through_the_server_writes_the_py(tmp_path):
     root = _repo_copy(tmp_path)
     port, token = _free_port(), "kernellab-test"
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jcfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / ".jrt")}
-    srv = subprocess.Popen([sys.executable, "-m", "jupyter_server", f"--ServerApp.root_dir={root}",
-                            f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1", "--ServerApp.open_browser=False",
-                            f"--IdentityProvider.token={token}", "--allow-root"],
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=root)
+    srv = _jupyter_server(root, env, port, token)
     url = f"http://127.0.0.1:{port}/api/contents/notebooks/01_softmax.ipynb"
     hdr = {"Authorization": f"token {token}", "Content-Type": "application/json"}
     try:
-        for _ in range(120):
-            try:
-                with urllib.request.urlopen(urllib.request.Request(url, headers=hdr), timeout=5) as r:
-                    model = json.load(r)
-                break
-            except OSError:
-                if srv.poll() is not None:
-                    pytest.fail("jupyter_server exited: " + srv.stderr.read().decode()[-2000:])
-                time.sleep(0.5)
-        else:
-            pytest.fail("jupyter_server did not answer in 60 s")
+        with _answered(srv, url, hdr) as r:
+            model = json.load(r)
         nb = model["content"]
         first_md = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
         first_md["source"] = first_md["source"] + "\n\nSaved through the Jupyter server."
@@ -328,6 +316,26 @@ def test_saving_a_notebook_through_the_server_writes_the_py(tmp_path):
     finally:
         srv.terminate()
         srv.wait(timeout=30)
+
+
+def _jupyter_server(root, env, port, token):
+    """A jupyter_server on 127.0.0.1:port serving root, token auth, no browser (the tests' stand-in for JupyterLab)."""
+    return subprocess.Popen([sys.executable, "-m", "jupyter_server", f"--ServerApp.root_dir={root}",
+                             f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1", "--ServerApp.open_browser=False",
+                             f"--IdentityProvider.token={token}", "--allow-root"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=root)
+
+
+def _answered(srv, url, hdr):
+    """The first answer of the server to GET url (it may take a minute to start), or a test failure."""
+    for _ in range(120):
+        try:
+            return urllib.request.urlopen(urllib.request.Request(url, headers=hdr), timeout=5)
+        except OSError:
+            if srv.poll() is not None:
+                pytest.fail("jupyter_server exited: " + srv.stderr.read().decode()[-2000:])
+            time.sleep(0.5)
+    pytest.fail("jupyter_server did not answer in 60 s")
 
 
 def test_reset_refuses_while_the_notebook_is_open_in_jupyterlab(tmp_path, monkeypatch):
@@ -345,10 +353,7 @@ def test_reset_refuses_while_the_notebook_is_open_in_jupyterlab(tmp_path, monkey
     runtime = tmp_path / ".jrt"
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))      # where make reset looks for servers
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jcfg"), "JUPYTER_RUNTIME_DIR": str(runtime)}
-    srv = subprocess.Popen([sys.executable, "-m", "jupyter_server", f"--ServerApp.root_dir={dest}",
-                            f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1", "--ServerApp.open_browser=False",
-                            f"--IdentityProvider.token={token}", "--allow-root"],
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=dest)
+    srv = _jupyter_server(dest, env, port, token)
     api = f"http://127.0.0.1:{port}/api"
     hdr = {"Authorization": f"token {token}", "Content-Type": "application/json"}
 
@@ -357,16 +362,7 @@ def test_reset_refuses_while_the_notebook_is_open_in_jupyterlab(tmp_path, monkey
                               capture_output=True, text=True, env={**env, "FORCE": "", **extra}, timeout=120)
 
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(urllib.request.Request(f"{api}/status", headers=hdr), timeout=5)
-                break
-            except OSError:
-                if srv.poll() is not None:
-                    pytest.fail("jupyter_server exited: " + srv.stderr.read().decode()[-2000:])
-                time.sleep(0.5)
-        else:
-            pytest.fail("jupyter_server did not answer in 60 s")
+        _answered(srv, f"{api}/status", hdr).close()
         assert nbtool.open_in_jupyterlab(nb) is None                 # no session on it
         body = json.dumps({"path": "01_softmax.ipynb", "type": "notebook", "name": "",
                            "kernel": {"name": "python3"}}).encode()
