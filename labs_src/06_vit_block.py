@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 import kernellab as kl
-from kernellab import bench, build, results, vision
+from kernellab import build, results, vision
 from kernellab import vit_block as vb
 
 kl.banner()

@@ -44,7 +44,7 @@ def main() -> int:
     elif bundled_chromium():
         print(f"test-browser: Chromium: Playwright's, in {os.environ['PLAYWRIGHT_BROWSERS_PATH']}")
     else:
-        print(f"test-browser: downloading Playwright's Chromium into {os.environ.get('PLAYWRIGHT_BROWSERS_PATH', '~/.cache/ms-playwright')}",
+        print(f"test-browser: downloading Playwright's Chromium into {os.environ.get('PLAYWRIGHT_BROWSERS_PATH', '~/.cache/ms-playwright')}",  # noqa: E501
               flush=True)
         p = subprocess.run([sys.executable, "-m", "playwright", "install", "chromium"], capture_output=True, text=True)
         if p.returncode or not (bundled_chromium() or not os.environ.get("PLAYWRIGHT_BROWSERS_PATH")):

@@ -23,7 +23,6 @@ Then open a lab: notebooks/01_softmax.ipynb (File > Open, or `%cd kernel-labs/no
 from __future__ import annotations
 
 import importlib
-import os
 import shlex
 import subprocess
 import sys

@@ -225,7 +225,7 @@ def learner(dest: Path, root: Path = ROOT, force=False, only=None, links=True) -
             continue
         nb.metadata["kernellab"] = {"lab_stamp": _lab_stamp(nb)}
         out.write_text(nbformat.writes(nb) + "\n")
-        done.append(f"wrote   {out} ({sum(1 for c in nb.cells if 'exercise' in c.metadata.get('tags', []))} exercise(s), solutions removed)")
+        done.append(f"wrote   {out} ({sum(1 for c in nb.cells if 'exercise' in c.metadata.get('tags', []))} exercise(s), solutions removed)")  # noqa: E501
     if links:
         _link_repo(dest, root)
     print("\n".join(done))
@@ -307,7 +307,7 @@ def reset(lab: str, dest: Path, root: Path = ROOT, force: bool | None = None) ->
         while moved.exists():
             moved, n = old / f"{src.stem}.{stamp}-{n}.ipynb", n + 1
         shutil.move(str(cur), moved)
-        print(f"moved   your {src.name} -> {moved}\n        (in JupyterLab: the {OLD}/ folder of the file browser; nothing was deleted)")
+        print(f"moved   your {src.name} -> {moved}\n        (in JupyterLab: the {OLD}/ folder of the file browser; nothing was deleted)")  # noqa: E501
     learner(dest, root, only=lab)
     return moved
 
@@ -328,11 +328,11 @@ def solutions(dest: Path, root: Path = ROOT, force=False) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("build"); p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
-    p = sub.add_parser("learner"); p.add_argument("dest"); p.add_argument("--force", action="store_true")
-    p.add_argument("--only"); p.add_argument("--no-links", action="store_true")
-    p = sub.add_parser("reset"); p.add_argument("lab"); p.add_argument("dest", nargs="?", default="my-labs")
-    p = sub.add_parser("solutions"); p.add_argument("dest"); p.add_argument("--force", action="store_true")
+    p = sub.add_parser("build"); p.add_argument("labs", nargs="*", help="lab numbers (default: all)")  # noqa: E702
+    p = sub.add_parser("learner"); p.add_argument("dest"); p.add_argument("--force", action="store_true")  # noqa: E702
+    p.add_argument("--only"); p.add_argument("--no-links", action="store_true")  # noqa: E702
+    p = sub.add_parser("reset"); p.add_argument("lab"); p.add_argument("dest", nargs="?", default="my-labs")  # noqa: E702
+    p = sub.add_parser("solutions"); p.add_argument("dest"); p.add_argument("--force", action="store_true")  # noqa: E702
     a = ap.parse_args(argv)
     if a.cmd == "build":
         build(only=a.labs)

@@ -94,7 +94,7 @@ class Lab:
             f.write_text(value)
         self.runtime = tmp / ".jrt"     # its jpserver-*.json: where `make reset` finds it (JUPYTER_RUNTIME_DIR)
         os.environ["JUPYTER_RUNTIME_DIR"] = str(self.runtime)
-        env = {"JUPYTERLAB_SETTINGS_DIR": str(settings), **os.environ, "PYTHONPATH": str(pythonpath), "JUPYTER_CONFIG_DIR": str(tmp / ".jcfg"), "JUPYTER_RUNTIME_DIR": str(self.runtime),
+        env = {"JUPYTERLAB_SETTINGS_DIR": str(settings), **os.environ, "PYTHONPATH": str(pythonpath), "JUPYTER_CONFIG_DIR": str(tmp / ".jcfg"), "JUPYTER_RUNTIME_DIR": str(self.runtime),  # noqa: E501
                "JUPYTERLAB_WORKSPACES_DIR": str(tmp / ".jws"), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={root}", f"--ServerApp.port={self.port}",
@@ -106,7 +106,7 @@ class Lab:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(self.proc.stderr.read().decode()[-3000:])
+                    raise RuntimeError(self.proc.stderr.read().decode()[-3000:])  # noqa: B904
                 time.sleep(0.5)
         raise RuntimeError("JupyterLab did not start in 60 s")
 

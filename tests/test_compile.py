@@ -178,7 +178,7 @@ def test_rmsnorm_ablations_of_steps_04_and_06_differ_from_the_step_in_their_swit
     assert len(ptx("04_ablate_scalar_w", r"ld\.global\.nc\.b16")) > len(ptx("04_f32_fp16w_uint2", r"ld\.global\.nc\.b16"))
     # step 06 moves 16 bytes per access, its half2 ablation 4 (as step 05)
     assert ptx("06_fp16_uint4", r"st\.global\.v4\.u32") and not ptx("06_ablate_half2", r"\.v4\.")
-    assert ptx("06_ablate_half2", r"ld\.global\.nc\.b32|ld\.global\.nc\.u32") and ptx("05_fp16_half2_cub", r"ld\.global\.(u32|b32)")
+    assert ptx("06_ablate_half2", r"ld\.global\.nc\.b32|ld\.global\.nc\.u32") and ptx("05_fp16_half2_cub", r"ld\.global\.(u32|b32)")  # noqa: E501
     for step in ("04", "06"):
         after = "04_f32_fp16w_uint2" if step == "04" else "06_fp16_uint4"
         # the reduction: CUB's kernels keep more shared memory than the shuffles' 16 bytes

@@ -184,7 +184,7 @@ def test_empty_shapes():
     import cupy
     for nm, v in gemv.VARIANTS.items():
         path = v.dtypes[0]
-        W, x = gemv.make_input((4, 8), path)[0], gemv.make_input((4, 8), path)[-1]
+        W, x = gemv.make_input((4, 8), path)[0], gemv.make_input((4, 8), path)[-1]  # noqa: F841
         host = gemv.make_input((0, 8), path)
         assert v(*_gpu(host)).shape == (0,)
         host = gemv.make_input((3, 0), path) if path not in ("int8", "int4") else None

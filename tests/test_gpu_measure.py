@@ -1,11 +1,10 @@
 """GPU only: the roofs are ceilings, launches and graphs are measured right, launchers cost
 little host time next to a bare RawKernel call, decode shapes get a warm time, and an `out`
 that aliases an input is refused unless the step is safe in place."""
-import numpy as np
 import pytest
 
 from conftest import gpu
-from kernellab import add, bench, gemv, launch, measuring, rmsnorm, softmax
+from kernellab import add, bench, gemv, measuring, rmsnorm, softmax
 from kernellab.check import check
 
 pytestmark = gpu

@@ -100,3 +100,17 @@ def test_no_lab_is_special_cased_by_name():
             for lab in LABS:
                 assert not re.search(rf"""[=!]=\s*["']{lab}["']|["']{lab}["']\s*[=!]=""", code), \
                     f"{path.name}:{i} special-cases lab {lab!r}: {line.strip()}"
+
+
+def test_the_tree_is_clean_under_ruff():
+    """pyproject.toml's ruff rules hold over labs_src, tests and scripts (the test extra installs ruff)."""
+    import shutil
+    import subprocess
+    import sys
+    import pytest
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed (pip install -e '.[test]')")
+    root = PKG.parents[1]
+    r = subprocess.run([ruff, "check", "labs_src", "tests", "scripts"], cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, "ruff check found:\n" + r.stdout[-4000:]

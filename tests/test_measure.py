@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernellab import bench, build, launch, measuring, results, sanitize
+from kernellab import bench, build, launch, measuring, sanitize
 from kernellab.labs import ladders
 
 

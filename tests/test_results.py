@@ -179,7 +179,6 @@ def test_one_sentence_per_fact_and_other_devices_side_by_side(capsys):
 def test_claims_tables_judge_a_ratio_on_every_recorded_device():
     """A claims table over a frame with two devices: every ratio row carries the other device's
     'measured: verdict', and every row of every kind is judged (an ncu or PTX row included)."""
-    import pandas as pd
     from kernellab import add
     from kernellab.core.device import load_recorded
     rec, brec = load_recorded("add"), load_recorded("bias_add")

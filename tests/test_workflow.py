@@ -606,7 +606,6 @@ def test_make_lab_says_when_a_kept_copy_is_of_an_older_lab(tmp_path, capsys):
 def test_names_saved_notebooks_use_stay_importable():
     """Names earlier versions of the labs called (found by scanning every committed version of the
     notebooks) resolve in the current package."""
-    import kernellab as kl
     from kernellab import attention, decoder, softmax, vision, vit_block
     for mod, name in ((kl.bench, "ncu"), (kl.bench, "NCU_METRICS"), (kl.bench, "TABLE_COLUMNS"),
                       (kl.bench, "fundamentals"), (softmax, "device_facts"), (vision, "frac"),

@@ -50,7 +50,7 @@ TARGET_SHAPES = [(4096, 4096), (12288, 4096), (4096, 12288), (18944, 3584), (151
 CHECK_M = [1, 7, 8, 31, 1023, 4097, 4100, 4096]     # 4096: the vector paths of steps 27-28 (M % 128 == 0)
 CHECK_K = [1, 3, 33, 4097]
 CHECK_CASES = [((k, m), v) for m in CHECK_M for k in (3, 33) for v in ("randn", "large", "hostile")] \
-    + [((k, 1023), "randn") for k in CHECK_K] + [((4097, 4100), "hostile"), ((4097, 1023), "randn"), ((4097, 4096), "hostile"), ((4097, 4096), "randn")]
+    + [((k, 1023), "randn") for k in CHECK_K] + [((4097, 4100), "hostile"), ((4097, 1023), "randn"), ((4097, 4096), "hostile"), ((4097, 4096), "randn")]  # noqa: E501
 
 
 def case_key(shape, dtype) -> str:
@@ -1044,7 +1044,7 @@ def _targets():
             for path, need, shapes in (("int4", 0.9, (UP, DOWN, UP25)), ("w8a16", 0.95, [s for s, _ in CASES["w8a16"]]))
             for s in shapes]
     out.append(Target("fastest int4 vs our fastest fp16, 151936x4096 (the logits head)",
-                      _vs(k(VOCAB, "float16"), k(VOCAB, "int4")), 3.0, floor=_vs(k(VOCAB, "float16"), k(VOCAB, "int4"), floor=True)))
+                      _vs(k(VOCAB, "float16"), k(VOCAB, "int4")), 3.0, floor=_vs(k(VOCAB, "float16"), k(VOCAB, "int4"), floor=True)))  # noqa: E501
     c = k((4096, 4096), "float32")
     out.append(Target("fp32 GEMV vs cuBLAS sgemv, 4096x4096", _vs(c, slow=cub), 1.0, floor=_vs(c, slow=cub, floor=True)))
     return tuple(out)
@@ -1225,7 +1225,7 @@ _ABLATION_VARIANTS = {
 }
 KERNEL_OF = {"22_ablate_g32": "22_fp16_fast", "27_ablate_one_row": "27_fp16_rows",   # ablations of a launch
              "28_ablate_split1": "28_int4_mma", "29_ablate_split1": "29_int8_w8a16"}   # parameter: the kernel they run
-_ABL_NAMES = list(dict.fromkeys(n for _, _, b, a, ch in ABLATION_PAIRS for n in [b, a] + [k for _, w, wo in ch for k in (w, wo)] if n))
+_ABL_NAMES = list(dict.fromkeys(n for _, _, b, a, ch in ABLATION_PAIRS for n in [b, a] + [k for _, w, wo in ch for k in (w, wo)] if n))  # noqa: E501
 _ABL_SHAPES = {"float32": (QO, UP), "int8": (QO, UP), "float16": (KV, QO, UP, DOWN, VOCAB), "int4": (QO, UP, DOWN),
                "w8a16": (QO, UP, DOWN)}
 ABLATION = Family(

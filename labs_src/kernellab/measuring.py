@@ -107,7 +107,7 @@ def _fundamentals():
 
     def chain():
         for _ in range(CHAIN):
-            step(a, b, out=h)
+            step(a, b, out=h)  # noqa: F821
     gc = graph(chain)
     rows += [(f"{CHAIN} small launches: GPU time (events)", time_fn(chain, flush=False).median_us, "us"),
              (f"{CHAIN} small launches: host time", host_us(chain), "us"),
@@ -121,7 +121,7 @@ def _fundamentals():
     src, dst = cupy.ones(n, cupy.float32), cupy.empty(n, cupy.float32)
     copy_k = build.kernel("measure", "measure_01_copy")
     g = _grid(n // 4)
-    call = lambda: copy_k((g,), (256,), (src, dst, np.int64(n // 4)))  # noqa: E731
+    call = lambda: copy_k((g,), (256,), (src, dst, np.int64(n // 4)))  # noqa: E731, F821
     warm, cold = time_fn(call, flush=False), time_fn(call, flush=True)
     rows += [("L2-resident copy, warm (no flush)", 2 * src.nbytes / warm.median_us / 1e3, "GB/s"),
              ("L2-resident copy, L2 flushed", 2 * src.nbytes / cold.median_us / 1e3, "GB/s"),
@@ -131,12 +131,12 @@ def _fundamentals():
     big = _roof_elems()
     bsrc, bdst = cupy.ones(big, cupy.float32), cupy.empty(big, cupy.float32)
     bg = _grid(big // 4)
-    bcall = lambda: copy_k((bg,), (256,), (bsrc, bdst, np.int64(big // 4)))  # noqa: E731
+    bcall = lambda: copy_k((bg,), (256,), (bsrc, bdst, np.int64(big // 4)))  # noqa: E731, F821
     bcall()
     cupy.cuda.Device().synchronize()
-    t0 = time.perf_counter(); bcall(); t_nosync = time.perf_counter() - t0
+    t0 = time.perf_counter(); bcall(); t_nosync = time.perf_counter() - t0  # noqa: E702
     cupy.cuda.Device().synchronize()
-    t0 = time.perf_counter(); bcall(); cupy.cuda.Device().synchronize(); t_sync = time.perf_counter() - t0
+    t0 = time.perf_counter(); bcall(); cupy.cuda.Device().synchronize(); t_sync = time.perf_counter() - t0  # noqa: E702
     ev = time_fn(bcall, flush=True)
     mib = f"{2 * bsrc.nbytes / 2**20:.0f} MiB copy"
     rows += [(f"{mib}: perf_counter, no sync", t_nosync * 1e6, "us"),
@@ -156,7 +156,7 @@ def _fundamentals():
         grid = resident_grid(k)
         threads_sm.append(grid // d["sms"] * 256)
         per = min(b, 16) // 4                                    # floats per element of the kernel's type
-        t = time_fn(lambda k=k, grid=grid, per=per: k((grid,), (256,), (bsrc, part, np.int64(big // per))))
+        t = time_fn(lambda k=k, grid=grid, per=per: k((grid,), (256,), (bsrc, part, np.int64(big // per))))  # noqa: F821
         rows.append((f"read with {b} B in flight per thread", bsrc.nbytes / t.median_us / 1e3, "GB/s"))
     rows.append(("threads per SM in the sweep", min(threads_sm), "count"))
     del bsrc

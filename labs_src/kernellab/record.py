@@ -24,7 +24,7 @@ def derive(df, roofs: dict, roof="copy"):
     with bytes and a time (none for a compute-only row: it reads no weights), from the given roofs; roof: "copy", "read", or one per row (row_roofs).
     The other fraction is NaN: the copy roof is no ceiling for a kernel that writes ~nothing, nor
     the read roof for one that writes (near L2's size its writes can still sit in L2 when the end
-    event fires)."""
+    event fires)."""  # noqa: E501
     if "bytes" in df and "median_us" in df:
         import pandas as pd
         roof = pd.Series(roof, index=df.index) if isinstance(roof, str) else roof

@@ -4,7 +4,7 @@ shapes each, and require 0 errors. `make sanitize` runs this.
 
 Families are found through labs.ladders(), so a new lab joins by being listed in labs.LABS. Each tool runs in one child process over all families (the four run side by
 side); the child (`--child`) only launches kernels, the sanitizer watches every launch.
-"""
+"""  # noqa: E501
 from __future__ import annotations
 
 import os

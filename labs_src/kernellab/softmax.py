@@ -290,7 +290,7 @@ def cluster_geometry(C: int, dtype: str = "float32", caps=CLUSTER_THREADS) -> tu
     takes; None past 8 such blocks."""
     for cap in caps[dtype]:
         for cs in (2, 4, 8):
-            chunk = -(-(-(-C // cs)) // 8) * 8                   # a multiple of 8: 16-byte aligned chunks
+            chunk = -(-(-(-C // cs)) // 8) * 8                   # a multiple of 8: 16-byte aligned chunks  # noqa: B002
             threads = -(-chunk // CLUSTER_ELEMS[dtype])
             if threads <= cap:
                 return cs, max(32, -(-threads // 32) * 32), chunk

@@ -667,7 +667,7 @@ def block_times(ns=(256, 1024, 4096), seed=0):
             gh, gw = grid_for(n)
             b = Block(gh, gw, seed=seed)
             b()
-            rows.append(_row("block", n, "block (lab kernels + cuBLAS)", "variant", bench.time_fn(lambda: run(b.ops)).row()))
+            rows.append(_row("block", n, "block (lab kernels + cuBLAS)", "variant", bench.time_fn(lambda: run(b.ops)).row()))  # noqa: F821
             for nm, sd in (("torch eager block", False), ("torch eager block (SDPA)", True)):
                 tb = torch_block(b.W, b.x, gh, gw, sdpa=sd)
                 if tb is not None:
@@ -800,7 +800,7 @@ def work(n, layers=LAYERS, mergers=4):
     act_merge = 2 * (n * HIDDEN * 3 + m * MERGE_IN * 8 + m * MERGE_OUT * 3)
     patch = 2 * n * PATCH_DIM * HIDDEN
     flops = layers * (gemm_block + attn) + mergers * gemm_merge + patch
-    nbytes = layers * (w_block + act_block) + mergers * (w_merge + act_merge) + 2 * (HIDDEN * PATCH_DIM + n * (PATCH_DIM + 3 * HIDDEN))
+    nbytes = layers * (w_block + act_block) + mergers * (w_merge + act_merge) + 2 * (HIDDEN * PATCH_DIM + n * (PATCH_DIM + 3 * HIDDEN))  # noqa: E501
     return {"flops": flops, "bytes": nbytes}
 
 
@@ -898,14 +898,14 @@ def graph_table(gr, bd=None):
                                f"launches in {e2[3]:.0f} µs, against {e[3]:.0f} (a wall from idle follows the host's pace)")
                 if g2 and g2 is not gpu and apart(gpu, g2):
                     wide = (g2[2] - g2[1]) / max(gpu[2] - gpu[1], 1e-9)
-                    why.append(f"the graph run's replay GPU time {g2[0]:.0f} µs is {100 * (g2[0] / gpu[0] - 1):+.1f}% off, outside both "
-                               "bands: the same method on another run" + (f" (its band {wide:.0f}× as wide)" if wide >= 3 else ""))
+                    why.append(f"the graph run's replay GPU time {g2[0]:.0f} µs is {100 * (g2[0] / gpu[0] - 1):+.1f}% off, outside both "  # noqa: E501
+                               "bands: the same method on another run" + (f" (its band {wide:.0f}× as wide)" if wide >= 3 else ""))  # noqa: E501
                 if ev and e2 and ev[2] >= e2[3] > gpu[0]:
                     why.append(f"the eager launches timed behind a spacer read {ev[0]:.0f} µs, about the host's {e2[3]:.0f} µs "
                                f"to issue them: the spacer did not hide them, so that reading is host time, not GPU time")
                 elif ev and ev[1] > gpu[2]:
-                    why.append(f"the eager launches timed behind a spacer read {ev[0]:.0f} µs: GPU time + the gaps between eager kernels")
-                rows.append({"what": what, "N": int(n), "eager wall us": e[0], "host us to issue": e[3], "GPU us (replay)": gpu[0],
+                    why.append(f"the eager launches timed behind a spacer read {ev[0]:.0f} µs: GPU time + the gaps between eager kernels")  # noqa: E501
+                rows.append({"what": what, "N": int(n), "eager wall us": e[0], "host us to issue": e[3], "GPU us (replay)": gpu[0],  # noqa: E501
                              "graph wall us": g[0], "graph speedup (wall)": e[0] / g[0], "speedup p10": e[1] / g[2],
                              "speedup p90": e[2] / g[1], "launch-bound?": "yes" if e[0] > 1.2 * gpu[0] else "no",
                              "eager wall us (graph run)": e2 and e2[0], "eager behind spacer us (graph run)": ev and ev[0],

@@ -323,14 +323,14 @@ def roofs() -> dict:
     empty_k = build.kernel("measure", "measure_00_empty")
     g = _grid(n // 4)
     warm_up(copy_k, g, (src, dst, n4))     # clocks up before the first roof: a cold GPU fakes a slow roof
-    t_copy = time_fn(lambda: copy_k((g,), (256,), (src, dst, n4)))
-    t_memcpy = time_fn(lambda: dst.data.copy_from_device_async(src.data, src.nbytes))
+    t_copy = time_fn(lambda: copy_k((g,), (256,), (src, dst, n4)))  # noqa: F821
+    t_memcpy = time_fn(lambda: dst.data.copy_from_device_async(src.data, src.nbytes))  # noqa: F821
     # 2 reads : 1 write (a residual add's mix): DRAM reads cost less than writes, so this moves more
     # bytes per second than a 1:1 copy; the copy roof is the best of the mixes (a ceiling for all).
     out = cupy.empty(n // 2, cupy.float32)
     mix_k = build.kernel("measure", "measure_09_stream_2r1w")
     h4 = np.int64(n // 8)
-    t_mix = time_fn(lambda: mix_k((_grid(n // 8),), (256,), (src, dst, out, h4)))
+    t_mix = time_fn(lambda: mix_k((_grid(n // 8),), (256,), (src, dst, out, h4)))  # noqa: F821
     mix_gbps = 3 * out.nbytes / t_mix.p10_us / 1e3
     del out
     # the read roof reads as many bytes as the copy moves (launch and tail costs weigh the same)

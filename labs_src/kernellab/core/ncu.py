@@ -57,7 +57,7 @@ def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics
         raise ValueError(f"{family.name}: {name!r} is neither a step nor a baseline with a kernel regex")
     kname = "regex:" + (kernel or f"^{family.kernels}_{name[:2]}_")
     call = f"f.variants[{name!r}](*a)" if name in family.variants else f"f.baselines[{name!r}](*a)()"
-    script = (f"import cupy; from kernellab.labs import family_named; f = family_named({(f'{family.name}:{family.op}' if family.op else family.name)!r}); "
+    script = (f"import cupy; from kernellab.labs import family_named; f = family_named({(f'{family.name}:{family.op}' if family.op else family.name)!r}); "  # noqa: E501
               f"a = [cupy.asarray(v) for v in f.make_input({tuple(shape)!r}, {dtype!r})]; "
               f"{call}; cupy.cuda.Device().synchronize()")
     exe = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)

@@ -360,7 +360,6 @@ def limiters(family):
     readings (ncu.csv, `make ncu`): one row per counter (core.ncu.LIMITER_METRICS, in its order),
     one column per '<step or baseline> @ <case>'; the provenance printed once. None (and a line
     saying so) where nothing is recorded. ncu reads one device's counters; the table names it."""
-    import pandas as pd
     from .device import load_recorded
     from .ncu import LIMITER_METRICS
     rec = load_recorded("ncu")
