@@ -255,6 +255,12 @@ res = rmsnorm.memcpy_counts_its_own_bytes(bench.compare(rmsnorm, rmsnorm.RECORD_
 abl = bench.compare(rmsnorm.ABLATION, rmsnorm.ABLATION.RECORD_CASES)   # the ablations, in their own run
 results.table(res)
 
+# %% [markdown]
+# Host time, what the CPU pays to issue one call (not GPU time), against `torch`'s RMSNorm:
+
+# %%
+results.each_device(res, lambda part: results.host_text(part, rmsnorm.BEST["float16"], "torch"))
+
 # %%
 for path in rmsnorm.PATHS:
     plot.sweep(results.select(res, dtype=path, cols=4096), f"02_rmsnorm_batches_{path}", x="rows",

@@ -269,6 +269,7 @@ check_variants(add.BIAS)
 
 # %%
 bres = bench.compare(add.BIAS, add.BIAS.RECORD_CASES)
+results.each_device(bres, lambda part: results.host_text(part, add.BIAS.default["float16"], "torch"))
 results.table(bres)
 
 # %% [markdown]

@@ -240,6 +240,7 @@ results.each_device(br, lambda g, q: (
     + results.roof_text(q, "11_bias_residual_vec8", cq, target=0.9) + ". Against torch: "
     + results.compare_text(g, "11_bias_residual_vec8", "torch.add x2 (bias+residual)", cr)
     + f" ({results.source(g)})."), qb)
+results.each_device(qb, lambda q: results.host_text(q, "11_bias_residual_vec8", "torch"))
 
 # %%
 plot.progress(br, "05_bias_residual_progress", case=cr, title="bias + residual, 16384 x 1152 fp16")
