@@ -1,0 +1,379 @@
+"""Lab 08's token step: GpuOps (the launchers a step calls: the best step of each lab, or a swap),
+NumpyOps (their effects in NumPy, to check the wiring without a GPU) and Decoder: embedding -> per
+layer (lab 02's fused add + RMSNorm, lab 04's GEMVs, q/k norm, lab 07's RoPE + KV append and decode
+attention, SiLU x up) -> final norm -> lab 04's logits GEMV -> argmax; the position, the length and
+the token live in device memory, so one CUDA graph replays every token."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import attention as A
+from .. import gemv as G
+from .. import rmsnorm as R
+from .config import Config, PATHS
+from .reference import ref_rmsnorm, ref_rope
+from .steps import argmax_into, embed, head_norm, reference_embed, reference_head_norm, reference_silu_mul, silu_mul
+from .weights import layer_shapes, lw, weight_shapes
+
+
+# ---- the token step on the GPU ----------------------------------------------------------------------------
+
+def _gemv_step(path):
+    """The lab 04 step a path's projections run: the default fp16 step, or the W8A16 / int4 steps
+    (fp32 out, converted back to fp16 by lab 04's conversion step)."""
+    return G.VARIANTS[G.BEST[path]]
+
+
+class GpuOps:
+    """The launchers a token step calls, on the GPU: the course's kernels (the best step of each
+    lab), or with `swap` = {op: step name} some op run by another step of its lab (the Amdahl
+    table): gemv (lab 04's steps), fused (lab 02's add + RMSNorm steps, or 'add + <RMSNorm step>':
+    lab 03's add, then that RMSNorm step), decode (lab 07's decode steps)."""
+
+    OPS = ("gemv", "conv", "fused", "logits", "embed", "head_norm", "silu_mul", "argmax", "rope_append", "decode")
+
+    def __init__(self, path, swap: dict | None = None):
+        self.gemv = _gemv_step(path)
+        self.conv = G.CONVERT.variants[G.CONVERT.default["f32_to_f16"]]
+        self.fused = R.FUSED.variants[R.FUSED.default["float16"]]
+        self.logits = G.LOGITS.variants[G.LOGITS.default["fp16_f32out"]]
+        self.embed, self.head_norm, self.silu_mul, self.argmax = embed, head_norm, silu_mul, argmax_into
+        self.rope_append, self.decode = A.rope_append, A.decode
+        for op, name in (swap or {}).items():
+            setattr(self, op, _step_of(op, name))
+
+
+def _unpacked(step):
+    """A GEMV step that reads the quantiser's arrays, called with a decoder's packed weights (a swap of
+    the Amdahl table): the arrays it reads are unpacked once per weight (kept while the swap runs)."""
+    if step.__name__.endswith("_tiles"):
+        return step
+    raw: dict = {}
+
+    def run(*args, out=None):
+        w = raw.get(id(args[0]))
+        if w is None:
+            w = raw[id(args[0])] = G.unpack(*args[:-1])
+        return step(*w, args[-1], out=out)
+    run.__name__ = step.__name__
+    return run
+
+
+def _step_of(op: str, name: str):
+    """The launcher of step `name` for one op of the token step (GpuOps' swap)."""
+    if op == "gemv" and name in G.VARIANTS:
+        return _unpacked(G.VARIANTS[name])
+    if op == "decode" and name in A.DEC_VARIANTS:
+        return A.DEC_VARIANTS[name]
+    if op == "fused" and name in R.FUSED.variants:
+        return R.FUSED.variants[name]
+    if op == "fused" and name.startswith("add + ") and name[6:] in R.VARIANTS:
+        from .. import add
+        norm = R.VARIANTS[name[6:]]
+
+        def fused(x, res, w, out):
+            add.VARIANTS[add.BEST["float16"]](x, res, out=out[0])
+            return out[0], norm(out[0].reshape(1, -1), w, out=out[1].reshape(1, -1))
+        return fused
+    raise ValueError(f"no step {name!r} for the op {op!r} (gemv: lab 04's steps; decode: lab 07's; fused: "
+                     f"lab 02's add + RMSNorm steps, or 'add + <an RMSNorm step>')")
+
+
+class NumpyOps:
+    """The same launchers' effects in NumPy, with the GPU's storage (fp16 tensors, fp32 logits) and
+    float64 arithmetic: Decoder(..., emulate=True) runs Decoder.step's exact sequence of calls and
+    buffers through these, so the step's wiring (views, the residual ping-pong, the device-side
+    position, length, token and history) is checked without a GPU against the float64 reference
+    with fp16 storage. It checks the wiring, not the kernels (tests/test_gpu_decoder.py does)."""
+
+    def __init__(self, cfg: Config):
+        self.cfg, self._dense = cfg, {}
+
+    def _w(self, w, M):
+        key = id(w[0])
+        if key not in self._dense:
+            w = G.unpack(*w)
+            self._dense[key] = (np.asarray(w[0], np.float64) if len(w) == 1 else
+                                G.dequantize_int8(*w) if len(w) == 2 else G.dequantize_int4(*w, M))
+        return self._dense[key]
+
+    def gemv(self, *args, out):
+        *w, x = args
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[...] = (self._w(w, x.shape[0]) @ np.asarray(x, np.float64)).astype(out.dtype)
+        return out
+
+    def conv(self, a, out):
+        with np.errstate(over="ignore"):
+            out[...] = a.astype(out.dtype)
+        return out
+
+    def fused(self, x, res, w, out):
+        h, y = out
+        with np.errstate(over="ignore"):
+            h[...] = (np.asarray(x, np.float64) + res).astype(h.dtype)
+            y[...] = ref_rmsnorm(h, w, self.cfg.eps).astype(y.dtype)
+        return h, y
+
+    def logits(self, W, x, out):
+        return self.gemv(W, x, out=out)
+
+    def embed(self, table, token, out):
+        out[...] = reference_embed(table, token)
+        return out
+
+    def head_norm(self, q, k, wq, wk, out):
+        qo, ko = out
+        qo[...], ko[...] = reference_head_norm(q, k, wq, wk, self.cfg.eps)
+        return qo, ko
+
+    def silu_mul(self, gate, up, out):
+        out[...] = reference_silu_mul(gate, up)
+        return out
+
+    def rope_append(self, q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
+        p = int(pos[0])
+        if 0 <= p < k_cache.shape[1]:           # as the kernel: out of range writes nothing
+            q_out[...] = ref_rope(q, p, self.cfg.theta).astype(np.float16)
+            k_cache[:, p] = ref_rope(k, p, self.cfg.theta).astype(np.float16)
+            v_cache[:, p] = v
+        return q_out
+
+    def decode(self, q, k_cache, v_cache, length, out):
+        cfg = self.cfg
+        L = min(max(int(length[0]), 0), k_cache.shape[1])
+        K, V = np.asarray(k_cache[:, :L], np.float64), np.asarray(v_cache[:, :L], np.float64)
+        qg = np.asarray(q, np.float64).reshape(cfg.kv_heads, cfg.heads // cfg.kv_heads, cfg.head_dim)
+        s = np.einsum("hgd,hld->hgl", qg, K) / math.sqrt(cfg.head_dim)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        out[...] = np.einsum("hgl,hld->hgd", p / p.sum(-1, keepdims=True), V).reshape(out.shape).astype(out.dtype)
+        return out
+
+    def argmax(self, x, token, state=None, history=None):
+        token[0] = int(np.argmax(x))
+        if state is not None:
+            p = int(state[0])
+            if history is not None and 0 <= p < history.shape[0]:
+                history[p] = token[0]
+            state[0], state[1] = p + 1, state[1] + 1
+        return token
+
+
+class Decoder:
+    """One Qwen3 decoder on the GPU, batch 1: weights, KV cache and workspace allocated once, then
+    `step()` runs one token with the course's kernels and nothing else:
+
+        embed -> per layer: fused add + RMSNorm (lab 02) -> QKV GEMV (lab 04) -> q/k head norm ->
+        RoPE + KV append (lab 07) -> decode attention (lab 07) -> o GEMV -> fused add + RMSNorm ->
+        gate/up GEMV -> SiLU x up -> down GEMV; then the final add + RMSNorm -> logits GEMV (lab 04,
+        fp32 out) -> argmax (+ position, length and history moved on by one).
+
+    The residual stream ping-pongs between two buffers (h_a, h_b): each fused add + RMSNorm reads
+    the sublayer's output (`delta`) and one, writes the other. Layer 0 adds the embedding to zeros.
+    `token`, `state` = [position, length] and `history` live on the device: nothing in a step
+    depends on the host, so `graph()` captures one step and every replay decodes the next token.
+    weights: a host dict (random_weights / load_checkpoint); None draws random weights on the GPU
+    (the 8B shape: 16 GB of fp16, not worth a host round trip). path: float16, w8a16 or int4 (the
+    quantised paths quantise with lab 04's quantisers, or draw random quantised weights).
+    emulate=True: the same step on NumPy arrays through NumpyOps (no GPU; any head layout; host
+    weights required), to check the wiring against the float64 reference."""
+
+    def __init__(self, cfg: Config, weights: dict | None = None, path: str = "float16", capacity: int = 4096,
+                 seed: int = 0, emulate: bool = False):
+        if path not in PATHS:
+            raise ValueError(f"path: expected one of {PATHS}, got {path!r}")
+        if emulate:
+            if weights is None:
+                raise ValueError("emulate=True needs host weights (random_weights or load_checkpoint)")
+            xp, self.ops = np, NumpyOps(cfg)
+        else:
+            import cupy
+            from ..core.device import need_gpu
+            need_gpu("the decoder's token step")
+            if cfg.gpu_reason():
+                raise ValueError(cfg.gpu_reason())
+            xp, self.ops = cupy, GpuOps(path)
+            self._rng = cupy.random.RandomState(seed)
+        if cfg.layers < 1 or not 1 <= capacity <= 2 ** 20:
+            raise ValueError(f"need >= 1 layer and 1 <= capacity <= 2^20; got {cfg.layers} layers, capacity {capacity}")
+        self.cfg, self.path, self.capacity, self.xp, self.emulate = cfg, path, int(capacity), xp, emulate
+        W = weights
+        if W is not None:
+            missing = [n for n in weight_shapes(cfg) if n not in W]
+            if missing:
+                raise ValueError(f"weights: missing {missing[:3]}{' ...' if len(missing) > 3 else ''}")
+        H, F = cfg.hidden, cfg.ffn
+        self.layers = []
+        for i in range(cfg.layers):
+            get = (lambda k, i=i: W[lw(i, k)]) if W is not None else None
+            L = {"ln1": self._vec(get, "input_layernorm", H), "ln2": self._vec(get, "post_attention_layernorm", H),
+                 "qn": self._vec(get, "self_attn.q_norm", cfg.head_dim), "kn": self._vec(get, "self_attn.k_norm", cfg.head_dim),
+                 "qkv": self._linear(get, ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
+                 "o": self._linear(get, ("self_attn.o_proj",)), "gu": self._linear(get, ("mlp.gate_proj", "mlp.up_proj")),
+                 "down": self._linear(get, ("mlp.down_proj",))}
+            self.layers.append(L)
+        self.norm = self._vec((lambda k: W[k]) if W is not None else None, "model.norm.weight", H)
+        if W is not None:
+            self.embed_w = xp.asarray(W["model.embed_tokens.weight"])
+            self.lm = self.embed_w if cfg.tied else xp.asarray(W["lm_head.weight"])
+        else:
+            self.embed_w = self._randn((cfg.vocab, H), 1.0)
+            self.lm = self.embed_w if cfg.tied else self._randn((cfg.vocab, H), 1 / math.sqrt(H))
+        e = lambda *s: xp.zeros(s, xp.float16)   # noqa: E731
+        self.k_cache = e(cfg.layers, cfg.kv_heads, self.capacity, cfg.head_dim)
+        self.v_cache = e(cfg.layers, cfg.kv_heads, self.capacity, cfg.head_dim)
+        self.kc = [self.k_cache[i] for i in range(cfg.layers)]
+        self.vc = [self.v_cache[i] for i in range(cfg.layers)]
+        qd, kd = cfg.q_dim, cfg.kv_dim
+        self.delta, self.zeros, self.h_a, self.h_b, self.y = e(H), e(H), e(H), e(H), e(H)
+        self.qkv, self.gu, self.m = e(qd + 2 * kd), e(2 * F), e(F)
+        self.q = self.qkv[:qd].reshape(cfg.heads, cfg.head_dim)
+        self.k = self.qkv[qd:qd + kd].reshape(cfg.kv_heads, cfg.head_dim)
+        self.v = self.qkv[qd + kd:].reshape(cfg.kv_heads, cfg.head_dim)
+        self.gate, self.up = self.gu[:F], self.gu[F:]
+        self.qn, self.kn = e(cfg.heads, cfg.head_dim), e(cfg.kv_heads, cfg.head_dim)
+        self.qr, self.o = e(cfg.heads, cfg.head_dim), e(cfg.heads, cfg.head_dim)
+        self.o_flat = self.o.reshape(-1)
+        # fp32 outputs of the quantised GEMVs, before lab 04's fp32 -> fp16 conversion step
+        self.f32 = {id(b): xp.zeros(b.shape, xp.float32) for b in (self.qkv, self.delta, self.gu)} \
+            if path != "float16" else {}
+        self.logits = xp.zeros(cfg.vocab, xp.float32)
+        self.token = xp.zeros(1, xp.int32)
+        self.state = xp.zeros(2, xp.int32)
+        self.pos, self.length = self.state[0:1], self.state[1:2]
+        self.history = xp.full(self.capacity, -1, xp.int32)
+        self.cos, self.sin = (None, None) if emulate else A.rope_table(self.capacity, cfg.theta)
+        self._graph = None
+        self.host_pos = 0
+        self.reset()                     # position 0, length 1: a fresh decoder can feed() at once
+
+    # -- weights on the device
+    def _randn(self, shape, scale):
+        import cupy
+        return (self._rng.standard_normal(shape, dtype=cupy.float32) * scale).astype(cupy.float16)
+
+    def _vec(self, get, key, n):
+        if get is None:
+            import cupy
+            return (1.0 + 0.1 * self._rng.standard_normal((n,), dtype=cupy.float32)).astype(cupy.float16)
+        return self.xp.asarray(np.asarray(get(key), np.float16))
+
+    def _linear(self, get, keys):
+        """One GEMV's weight, the keys' matrices stacked by rows, on this path: (W,) fp16, or lab
+        04's quantised arrays (q int8, scales fp32) / (packed uint8, scales fp16, zeros uint8) in the
+        layout the path's default step reads, made once here (gemv.pack: steps 36 / 37's tiles)."""
+        shapes = [layer_shapes(self.cfg)[k] for k in keys]
+        K, M = sum(s[0] for s in shapes), shapes[0][1]
+        if get is not None:
+            W = np.concatenate([np.asarray(get(k), np.float16) for k in keys], axis=0)
+            if self.path == "float16":
+                return (self.xp.asarray(W),)
+            q = G.quantize_int8(W.astype(np.float32)) if self.path == "w8a16" else G.quantize_int4(W.astype(np.float32))
+            return G.pack(self.path, *(self.xp.asarray(a) for a in q))
+        import cupy
+        if self.path == "float16":
+            return (self._randn((K, M), 1 / math.sqrt(M)),)
+        Gn = -(-M // G.GROUP)
+        if self.path == "w8a16":          # random int8 weights: |w| up to 127 x scale
+            q = self._rng.randint(-127, 128, (K, M)).astype(cupy.int8)
+            return G.pack(self.path, q, cupy.full((K, Gn), 1 / (127 * math.sqrt(M / 3)), cupy.float32))
+        packed = self._rng.randint(0, 256, (K, -(-M // 2))).astype(cupy.uint8)
+        return G.pack(self.path, packed, cupy.full((K, Gn), 2 / (15 * math.sqrt(M / 3)), cupy.float16),
+                      cupy.full((K, Gn), 8, cupy.uint8))
+
+    def _host(self, a):
+        return np.asarray(a) if self.emulate else a.get()
+
+    def dense(self, i: int, key: str):
+        """Layer i's GEMV weight (key: qkv, o, gu, down) as the float64 matrix the kernels multiply
+        by: the fp16 matrix, or lab 04's dequantisation of the quantised one."""
+        w = list(G.unpack(*(self._host(a) for a in self.layers[i][key])))
+        if self.path == "float16":
+            return w[0].astype(np.float64)
+        if self.path == "w8a16":
+            return G.dequantize_int8(*w)
+        M = {"qkv": self.cfg.hidden, "gu": self.cfg.hidden, "o": self.cfg.q_dim, "down": self.cfg.ffn}[key]
+        return G.dequantize_int4(*w, M)
+
+    # -- one token
+    def _proj(self, w, x, out):
+        if self.path == "float16":
+            self.ops.gemv(*w, x, out=out)
+        else:
+            f = self.f32[id(out)]
+            self.ops.gemv(*w, x, out=f)
+            self.ops.conv(f, out=out)
+
+    def step(self):
+        """Launch one token's step (asynchronous): the token in self.token at position state[0]."""
+        ops = self.ops
+        ops.embed(self.embed_w, self.token, out=self.delta)
+        res = self.zeros
+        for i, L in enumerate(self.layers):
+            ops.fused(self.delta, res, L["ln1"], out=(self.h_b, self.y))
+            self._proj(L["qkv"], self.y, self.qkv)
+            ops.head_norm(self.q, self.k, L["qn"], L["kn"], out=(self.qn, self.kn))
+            ops.rope_append(self.qn, self.kn, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
+            ops.decode(self.qr, self.kc[i], self.vc[i], self.length, out=self.o)
+            self._proj(L["o"], self.o_flat, self.delta)
+            ops.fused(self.delta, self.h_b, L["ln2"], out=(self.h_a, self.y))
+            self._proj(L["gu"], self.y, self.gu)
+            ops.silu_mul(self.gate, self.up, out=self.m)
+            self._proj(L["down"], self.m, self.delta)
+            res = self.h_a
+        ops.fused(self.delta, res, self.norm, out=(self.h_b, self.y))
+        ops.logits(self.lm, self.y, out=self.logits)
+        ops.argmax(self.logits, self.token, self.state, self.history)
+
+    def at(self, pos: int):
+        """Set the device-side position to pos and the length to pos + 1 (the next step's token
+        goes to position pos); the cache's rows below pos are whatever earlier steps left there."""
+        if not 0 <= pos < self.capacity:
+            raise ValueError(f"pos: expected 0 <= pos < capacity ({self.capacity}), got {pos}")
+        self.state[...] = self.xp.asarray(np.array([pos, pos + 1], np.int32))
+        self.host_pos = pos
+
+    def reset(self):
+        """Back to position 0 (the cache's old rows are never read: the length bounds attention)."""
+        self.at(0)
+        self.history.fill(-1)
+
+    def feed(self, token: int):
+        """Run one step on a given token (teacher forcing): the prompt, or a test's sequence."""
+        if not 0 <= int(token) < self.cfg.vocab:
+            raise ValueError(f"token: expected 0 <= token < vocab ({self.cfg.vocab}), got {token}")
+        if self.host_pos >= self.capacity:
+            raise ValueError(f"the KV cache is full ({self.capacity} positions)")
+        self.token[...] = int(token)
+        self.step()
+        self.host_pos += 1
+
+    def graph(self):
+        """One step captured as a CUDA graph (after an eager step has run: plans and scratch exist)."""
+        from ..core.bench import graph
+        if self.emulate:
+            raise ValueError("an emulated decoder has no CUDA graph: use_graph=False")
+        if self._graph is None:
+            self._graph = graph(self.step, warmup=False)
+        return self._graph
+
+    def generate(self, prompt, n_new: int, use_graph: bool = True) -> list:
+        """Greedy: the prompt fed eagerly one token at a time, then n_new - 1 more steps (graph
+        replays, or eager); returns the n_new tokens (history, read once at the end)."""
+        prompt = [int(t) for t in prompt]
+        if not prompt or n_new < 1:
+            raise ValueError("generate: a non-empty prompt and n_new >= 1")
+        if len(prompt) + n_new - 1 > self.capacity:
+            raise ValueError(f"{len(prompt)} + {n_new} tokens do not fit the KV cache ({self.capacity})")
+        self.reset()
+        for t in prompt:
+            self.feed(t)
+        run = self.graph() if use_graph else self.step
+        for _ in range(n_new - 1):
+            run()
+        self.host_pos += n_new - 1
+        start = len(prompt) - 1
+        return [int(t) for t in self._host(self.history[start:start + n_new])]
+

@@ -1,0 +1,248 @@
+"""Lab 08's measurements (a GPU; loud skips, none): tokens/s rows of the token step per path and
+context, eager and graph-replayed, its read-only floor, the Amdahl table's swaps, the token-step
+Family (DECODER: its record, its targets and the steps a recorded row ran), and a per-launch
+breakdown."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .. import gemv as G
+from ..core.family import Family, Target
+from .bytes_model import bytes_per_token
+from .config import Config, DECODER_NAME, FAMILY, PATHS, QWEN3_8B
+from .engine import Decoder, GpuOps
+
+
+# ---- live measurements (a GPU), loud skips (none) --------------------------------------------------------------
+
+def step_name(path: str, mode: str) -> str:
+    """The results-frame name of the token step on one path, eager or graph-replayed."""
+    return f"{path} token step ({mode})"
+
+
+def ctx_case(context: int) -> str:
+    return f"context {context}"
+
+
+def _row(cfg, name, path, n, mode, t, reps, read):
+    """One results row of a token step's timing `t` (bench.wall) at context n."""
+    us, b = t["median_us"], bytes_per_token(cfg, path, n)["total"]
+    return {"lab": DECODER_NAME, "case": ctx_case(n), "name": name, "kind": "e2e", "dtype": path, "path": path,
+            "context": n, "mode": mode, "layers run": cfg.layers, "median_us": us, "p10_us": t["p10_us"],
+            "p90_us": t["p90_us"], "reps": reps, "host_us": t["host_us"], "tokens/s": 1e6 / us, "bytes": b,
+            "gbps": b / us / 1e3, "frac_read": b / us / 1e3 / read}
+
+
+def step_rows(dec, contexts, reps: int = 20, modes=("eager", "graph"), name: str | None = None) -> list:
+    """Live: the decoder's token step at each context, eager and/or graph-replayed (bench.wall:
+    CUDA events around one call started on an idle GPU, and the host's µs to issue it); the rows
+    are named step_name(path, mode), or `name`."""
+    from ..core.bench import roof_values, wall
+    read, rows = roof_values().get("read_gbps", float("nan")), []
+    for n in contexts:
+        dec.reset()
+        dec.at(n - 1)
+        dec.step()                                     # warm: plans, scratch, clocks
+        fns = {"eager": dec.step, "graph": dec.graph()}
+        for mode in modes:
+            t = wall(fns[mode], reps=reps, flush=False, before=lambda: dec.at(n - 1))   # weights stream anyway
+            rows.append(_row(dec.cfg, name or step_name(dec.path, mode), dec.path, n, mode, t, reps, read))
+        dec._graph = None
+    return rows
+
+
+def floor_name(path: str) -> str:
+    return f"{path} read-only floor (graph)"
+
+
+def floor_rows(dec, context: int = 512, reps: int = 20) -> list:
+    """Live: the floor of a token on this path and GPU: one CUDA graph of lab 00's fastest reader
+    (bench.read_floor) over each of the token's weight arrays in the step's order (every layer's
+    GEMV weights, scales and zeros, then the LM head), nothing computed. No token step that must
+    read those weights once can be faster here; the row's bytes are the step's (bytes_per_token),
+    so its frac_read is the most the step's could be."""
+    from ..core.bench import graph, read_floor, roof_values, wall
+    arrays = [a for L in dec.layers for key in ("qkv", "o", "gu", "down") for a in G.read_by(L[key])] + [dec.lm]
+    calls = [c for c in (read_floor(a) for a in arrays) if c is not None]
+    g = graph(lambda: [c() for c in calls])
+    t = wall(g, reps=reps, flush=False)
+    return [_row(dec.cfg, floor_name(dec.path), dec.path, context, "graph", t, reps,
+                 roof_values().get("read_gbps", float("nan")))]
+
+
+def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), layers: int | None = None,
+                 reps: int = 20, swaps=()):
+    """Live: the token step's time at each path and context, eager and graph-replayed: GPU time
+    between CUDA events around one call started on an idle GPU (so an eager step's launch gaps
+    count, as they do in a decode loop), its p10/p90, the host time of one call (perf_counter, no
+    sync: what the CPU pays per token), tokens/s, and the bytes model's bytes (record derives the
+    fraction of the read roof from them). layers: fewer layers than cfg on a GPU with too little
+    memory (the row says how many; the bytes are that many layers'). swaps: the Amdahl table's
+    swaps (SWAPS), timed on the same decoders (`swap_rows`). A list of rows."""
+    import cupy
+    rows = []
+    run_cfg = replace(cfg, layers=layers) if layers else cfg
+    for path in paths:
+        dec = Decoder(run_cfg, None, path, capacity=max(contexts) + 8)
+        rows += step_rows(dec, contexts, reps)
+        rows += floor_rows(dec, SWAP_CONTEXT if SWAP_CONTEXT in contexts else max(contexts), reps)
+        rows += swap_rows(dec, [sw for sw in swaps if sw.path == path], reps=reps)
+        del dec
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+@dataclass(frozen=True)
+class Swap:
+    """One row of the Amdahl table: the token step with one op run by an earlier step of its lab
+    (before) and by a later one (after), all else equal; claim: the seed's end-to-end claim this
+    swap measures (docs/claims.csv id), if any."""
+    what: str
+    path: str
+    op: str
+    before: str
+    after: str
+    claim: str = ""
+
+    def name(self, which: str) -> str:
+        return f"{self.path} (graph), {self.op} = {self.before if which == 'before' else self.after}"
+
+
+SWAP_CONTEXT = 512
+SWAPS = (
+    Swap("RMSNorm: seed 003's fp16 kernel, before -> after (lab 02)", "float16", "fused",
+         "add + 05_fp16_half2_cub", "add + 06_fp16_uint4", "decoder-031"),
+    Swap("add + RMSNorm: two launches -> one fused (lab 02)", "float16", "fused", "01_separate", "02_fused"),
+    Swap("fp16 GEMV: seed 002's v2, before -> after (lab 04)", "float16", "gemv", "32_fp16_v2_plain", "10_fp16_v2",
+         "decoder-015"),
+    Swap("fp16 GEMV: lab 04's first fp16 step -> its best", "float16", "gemv", "09_fp16_half2", "27_fp16_rows"),
+    Swap("decode attention: split-KV -> GQA with bytes in flight (lab 07)", "float16", "decode", "03_split", "05_gqa_tile"),
+    Swap("int4 GEMV: lab 04's AWQ step -> its mma step", "int4", "gemv", "26_int4_awq", "28_int4_mma"),
+)
+
+
+def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
+    """Live: for each swap, the graph-replayed token step with the op run by its before step and by
+    its after step (GpuOps' swap), on the same decoder, at one context. A list of rows (case: the
+    context; name: Swap.name)."""
+    rows, keep = [], dec.ops
+    try:
+        for sw in swaps:
+            for which in ("before", "after"):
+                dec.ops, dec._graph = GpuOps(dec.path, {sw.op: getattr(sw, which)}), None
+                rows += step_rows(dec, [context], reps, modes=("graph",), name=sw.name(which))
+    finally:
+        dec.ops, dec._graph = keep, None
+    return rows
+
+
+def amdahl(df, swaps=SWAPS, context: int = SWAP_CONTEXT):
+    """The Amdahl table from the frame on screen: per swap, the token's time with the before and
+    the after step, and the end-to-end gain time(before) / time(after) with its band. Returns
+    (table, {claim id: Measured}) for results.claims."""
+    import pandas as pd
+    from ..core.results import pick, ratio_band
+    rows, measured = [], {}
+    for sw in swaps:
+        b, a = (pick(df, sw.name(w), "median_us", case=ctx_case(context)) for w in ("before", "after"))
+        m = ratio_band(df, sw.name("after"), sw.name("before"), ctx_case(context))
+        if sw.claim and m.ok:
+            measured[sw.claim] = m
+        rows.append({"swap": sw.what, "before": sw.before, "after": sw.after, "token ms (before)": b / 1e3,
+                     "token ms (after)": a / 1e3, "end-to-end gain": m.value, "seed claim": sw.claim or "-"})
+    return pd.DataFrame(rows).round(3), measured
+
+
+RECORD_PATHS, RECORD_CONTEXTS = PATHS, (1, 512, 4096)
+
+
+def measure_tokens_per_s(**kw):
+    """tokens/s live (tokens_per_s), or recorded rows from decoder.csv, or a loud skip: the one switch."""
+    from ..core.results import live_or_recorded
+    return live_or_recorded(DECODER_NAME, "tokens/s of the Qwen3-8B token step, eager and CUDA-graphed, "
+                            "with the fraction of the read roof the bytes model implies",
+                            lambda: tokens_per_s(**kw))
+
+
+def _record():
+    """make bench: every path at every context, Qwen3-8B's shape (fewer layers if the GPU is short
+    of memory is for a learner to choose; the recorder runs all 36) and the Amdahl table's swaps
+    (the torch baselines are recorded by torch_decoder, on the same weights)."""
+    return measure_tokens_per_s(cfg=QWEN3_8B, paths=RECORD_PATHS, contexts=RECORD_CONTEXTS, swaps=SWAPS)
+
+
+def _frac(path, context, mode="graph", floor=False):
+    """A target's measure: the step's fraction of the read roof at one context, with its band
+    (floor=True: the read-only floor's, the most the step's could be)."""
+    from ..core.results import Measured, pick
+    def m(df):
+        name, case = floor_name(path) if floor else step_name(path, mode), ctx_case(context)
+        f, t, lo, hi = (pick(df, name, c, case=case) for c in ("frac_read", "median_us", "p10_us", "p90_us"))
+        return Measured(f, f * t / hi, f * t / lo) if f == f else Measured(f, f, f)
+    return m
+
+
+def _speedup(path, context, mode="graph", floor=False):
+    """time(fp16 step) / time(path's step); floor=True: the same of the two read-only floors."""
+    from ..core.results import ratio_band
+    name = floor_name if floor else (lambda p: step_name(p, mode))
+    return lambda df: ratio_band(df, name(path), name("float16"), ctx_case(context))
+
+
+def token_steps(name: str):
+    """What a decoder.csv row named `name` runs today (Family.steps): (engine, {op: launcher}) of a token
+    step on a path (with a swap's op run by its step), the read-only floor's code, or None."""
+    for path in PATHS:
+        if name in (step_name(path, "eager"), step_name(path, "graph")):
+            ops = GpuOps(path)
+        elif name == floor_name(path):
+            return [floor_rows], {}
+        elif name.startswith(f"{path} (graph), ") and " = " in name:
+            op, step = name[len(f"{path} (graph), "):].split(" = ", 1)
+            ops = GpuOps(path, {op: step})
+        else:
+            continue
+        return [Decoder, step_rows], {op: getattr(ops, op) for op in GpuOps.OPS}
+    return None
+
+
+def _host(df):
+    from ..core.results import pick
+    return pick(df, step_name("float16", "graph"), "host_us", case=ctx_case(512))
+
+
+DECODER = Family(
+    name=DECODER_NAME, kernels=FAMILY, record=_record, roof="read", steps=token_steps,
+    shapes={"Qwen3-8B, batch 1": (QWEN3_8B.hidden, QWEN3_8B.layers)},
+    targets=(Target("fp16 token step (graph), fraction of the read roof at context 512", _frac("float16", 512), 0.75,
+                    floor=_frac("float16", 512, floor=True)),
+             Target("int4 vs fp16 tokens/s (graph), context 512", _speedup("int4", 512), 2.0,
+                    floor=_speedup("int4", 512, floor=True)),
+             Target("W8A16 vs fp16 tokens/s (graph), context 512", _speedup("w8a16", 512), 1.5,
+                    floor=_speedup("w8a16", 512, floor=True)),
+             Target("host µs per token (graph replay), context 512", _host, 50.0, below=True, unit="µs")),
+    about="lab 08: the Qwen3-8B token step, eager and as one CUDA graph, per weight path and context")
+
+
+def breakdown(cfg: Config = QWEN3_8B, path: str = "float16", context: int = 512, layers: int = 2):
+    """Live: where one token's GPU time goes, per launch, from one eager step with a CUDA event
+    around each launch (launch gaps included in the whole-step time, not in the per-op times). A
+    list of rows; fewer layers than cfg (`layers`), the per-layer ops are the same in every layer."""
+    import cupy
+    from ..core.launch import record_launches
+    dec = Decoder(replace(cfg, layers=layers), None, path, capacity=context + 8)
+    dec.at(context - 1)
+    dec.step()
+    dec.at(context - 1)
+    recs = record_launches(dec.step)
+    cupy.cuda.Device().synchronize()
+    rows = []
+    for k, g, b, a, sm in recs:
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        k(g, b, a, shared_mem=sm)
+        e.record()
+        e.synchronize()
+        rows.append({"kernel": k.name, "us": cupy.cuda.get_elapsed_time(s, e) * 1e3})
+    return rows
+
