@@ -1,0 +1,51 @@
+"""Lab 07: attention, which is lab 01's online softmax done tile by tile.
+
+Two families, one kernel file (kernels/attention.cu):
+
+DECODE   Qwen3-8B decode attention: one new query token (32 heads x 128) against an fp16 KV cache
+         of 8 KV heads (grouped-query attention, 4 query heads per KV head), length 1 .. 32768.
+         Bound by the bytes of the cache: naive (3 launches) -> one block per head -> split-KV
+         (flash decoding) + merge -> GQA -> TILE keys in flight and Little's-law chunking.
+PREFILL  Qwen3-VL's ViT attention: 16 heads x 72, N tokens, non-causal. The report's cuBLAS path
+         (scores in memory) -> one query row per block (online softmax, scores stay on the SM) ->
+         tensor cores (mma.sync m16n8k16, FlashAttention-2 order, head dim padded to 80) ->
+         cp.async double buffering -> a bank-conflict-free row stride.
+
+Also: Qwen3's RoPE (theta 1e6, rotate-half) fused with the KV-cache append (rope_append), the
+launchers lab 08's decoder calls (preallocated outputs, device-side length and position, so one
+CUDA graph replays every token), float64 references, the merge rule on the host, and an Orin
+model on paper.
+
+The package, one job per file (imports run down this list; the face re-exports every name, so
+`from kernellab import attention as A; A.decode, A.DEC_VARIANTS, A.host_text` read as before):
+  reference.py  shapes and constants, inputs and check cases, the float64 references
+  steps.py      launchers, Variants (decode, prefill), the merge, RoPE + KV append, torch baselines
+  report.py     bytes models, readers, targets, sentences, lab 06's block, the Orin model, the families
+"""
+from __future__ import annotations
+
+# Lab 07's names as one module (the notebooks, lab 08's decoder and the tests spell them A.<name>), the
+# core names the module had among them too (a recorded row's fingerprint follows A.<name> by name).
+from ..core.device import ORIN_PEAK_GBPS  # noqa: F401
+from ..core.device import ORIN_SMS as _ORIN_SMS  # noqa: F401
+from ..core.family import Family, Target  # noqa: F401
+from ..core.launch import host_or_device_index, launch, require, variant, workspace  # noqa: F401
+from .reference import (  # noqa: F401
+    D, DEC_CHECK_CASES, DEC_CHECK_LENGTHS, DEC_LENGTHS, DEC_SCALE, FAMILY, GROUP, HKV, HQ, LOG2E, PF_CHECK_CASES,
+    PF_D, PF_DP, PF_HEADS, PF_NS, PF_SCALE, THETA, TOL, _tolerance, dec_case_key, make_decode, make_partials,
+    make_prefill, merge_reference, pf_case_key, reference_decode, reference_prefill, reference_rope, rope_table_host)
+from .steps import (  # noqa: F401
+    _SCRATCH, DEC_BASELINES, DEC_FLOOR, DEC_THREADS, DEC_VARIANTS, GRAPH_DEC, INT32_ELEMS, MATMUL_DEC, MIN_CHUNK,
+    PF_BASELINES, PF_SMEM, PF_VARIANTS, SDPA_DEC, SDPA_PF, SPLIT_CHUNK, TORCH_ATTN_KERNELS, _alloc_o, _alloc_pf,
+    _cp_async, _cublas_path, _dec_check, _dec_torch_views, _dec_variant, _floor_dec, _gqa, _gqa_tile, _graph_05,
+    _head, _matmul_decode, _mma, _naive, _need_sm80, _padded, _pf_check, _pf_launch, _row, _scratch,
+    _sdpa_decode, _sdpa_prefill, _split, _splitkv, _torch, _two_tiles, _wave_05, chunks_for, decode, merge,
+    prefill, rope_append, rope_table, sdpa_backend, show_sdpa_backend)
+from .report import (  # noqa: F401
+    BLOCK, BLOCK_NS, CUBLAS_BLOCK, DECODE, FLASH_BLOCK, NO_COUNTERS, ORIN_BOARD, ORIN_GBPS, ORIN_SMS, PREFILL,
+    SDPA_BLOCK, _rows, _stall, _t, _worst, best_variant, block_compare, block_rows, block_vs_torch, blocks_per_sm_on,
+    cache_bytes, dec_roof_fraction, dec_vs_sdpa, decode_bytes, decode_limits_text, gqa_vs_split, gqa_vs_split_text,
+    host_text, limits_list, noisy_rows, noisy_text, orin_decode_model, pf_vs_cublas, pf_vs_sdpa, prefill_bytes,
+    prefill_compare, prefill_flops, prefill_limits_text, scores_bytes, then)
+
+FAMILIES = [DECODE, PREFILL, BLOCK]

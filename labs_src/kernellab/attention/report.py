@@ -1,0 +1,467 @@
+"""Lab 07's results: the bytes models, the readers of the recorded (or live) frames, the targets,
+the computed sentences, lab 06's block both ways, an Orin on paper, and the three families
+(DECODE, PREFILL, BLOCK), whose targets and records are read here. Steps: steps.py."""
+from __future__ import annotations
+
+import functools
+
+from ..core.device import ORIN_PEAK_GBPS
+from ..core.device import ORIN_SMS as _ORIN_SMS
+from ..core.family import Family, Target
+from .reference import (D, DEC_CHECK_CASES, DEC_LENGTHS, FAMILY, HKV, HQ, PF_CHECK_CASES, PF_D, PF_HEADS, PF_NS,
+                        _tolerance, dec_case_key, make_decode, make_prefill, pf_case_key, reference_decode,
+                        reference_prefill)
+from .steps import (_SCRATCH, DEC_BASELINES, DEC_FLOOR, DEC_VARIANTS, GRAPH_DEC, PF_BASELINES, PF_VARIANTS, SDPA_DEC,
+                    SDPA_PF, TORCH_ATTN_KERNELS, chunks_for, prefill)
+
+# ---- bytes and FLOPs -------------------------------------------------------------------------------
+
+def decode_bytes(q, k, v, lens, *_):
+    """The whole KV cache (capacity rows; equal to the length in every timed case), q and o."""
+    return int(k.nbytes + v.nbytes + 2 * q.nbytes)
+
+
+def cache_bytes(length) -> int:
+    """Bytes of the KV cache (K and V, fp16) at one length."""
+    return 2 * HKV * length * D * 2
+
+
+def prefill_bytes(q, k, v, *_):
+    """q, k and v read once, o written once."""
+    return int(4 * q.nbytes)
+
+
+def prefill_flops(N, heads=PF_HEADS, d=PF_D) -> float:
+    """QK^T and PV: 2 x (2 N^2 d) per head (the exact head dim, not the padded one)."""
+    return 4.0 * heads * N * N * d
+
+
+def scores_bytes(N, heads=PF_HEADS) -> int:
+    """What the cuBLAS path moves for the scores: S written and read (softmax), P written and read
+    (P.V), fp16: 4 x heads x N^2 x 2 bytes."""
+    return 4 * heads * N * N * 2
+
+
+# ---- results readers shared by targets and sentences -----------------------------------------------
+
+def _rows(df, kind=None):
+    if df is None or len(df) == 0:
+        return df
+    d = df[df["source"] == df["source"].iloc[0]]
+    d = d[d["device"] == d["device"].iloc[0]]
+    return d if kind is None else d[d["kind"] == kind]
+
+
+def best_variant(df, case):
+    """(name, median_us) of the fastest variant at one case, read from the data."""
+    d = _rows(df, "variant")
+    if d is None or len(d) == 0:
+        return None, float("nan")
+    d = d[d["case"] == case]
+    if d.empty:
+        return None, float("nan")
+    r = d.loc[d["median_us"].idxmin()]
+    return r["name"], float(r["median_us"])
+
+
+def _t(df, name, case):
+    d = _rows(df)
+    if d is None or len(d) == 0:
+        return float("nan")
+    d = d[(d["name"] == name) & (d["case"] == case)]
+    return float(d["median_us"].iloc[0]) if len(d) else float("nan")
+
+
+def _worst(measures):
+    """The Measured of least value (NaN ones skipped), band and all: the worst case of a target."""
+    from ..core.results import NAN
+    ok = [m for m in measures if m.ok]
+    return min(ok, key=lambda m: m.value) if ok else NAN
+
+
+def dec_roof_fraction(df, min_len=4096, floor=False):
+    """Worst (over lengths >= min_len) fraction of the read roof of the best variant (floor=True:
+    of the read-only floor, the best any kernel reading the cache scores on the GPU that measured
+    it), with its band (results.frac_band): a Measured, so the targets table applies the noise rule."""
+    from ..core.results import frac_band
+    d = _rows(df, None if floor else "variant")
+    if d is None or len(d) == 0:
+        return _worst([])
+    d = d[d["name"] == DEC_FLOOR] if floor else d
+    out = []
+    for case, g in d[d["cols"] >= min_len].groupby("case"):
+        out.append(frac_band(df, str(g.loc[g["median_us"].idxmin(), "name"]), case, roof="read"))
+    return _worst(out)
+
+
+def dec_vs_sdpa(df):
+    """Worst (over lengths) time(SDPA) / time(best variant), with its band (results.ratio_band)."""
+    from ..core.results import ratio_band
+    d = _rows(df)
+    if d is None or len(d) == 0:
+        return _worst([])
+    return _worst([ratio_band(df, best_variant(df, c)[0], SDPA_DEC, c) for c in d["case"].unique()
+                   if best_variant(df, c)[0]])
+
+
+
+def gqa_vs_split(df):
+    """Step 04 against step 03 per KV length, on the device of df's first rows: time(03)/time(04)
+    with its noise verdict, the grid each launches (chunks_for: blocks computed, not measured), and
+    the cache's bytes against that device's L2 (device.facts, its meta.json when recorded)."""
+    import pandas as pd
+    from ..core.device import facts
+    from ..core.results import one_source, ratio_band, within_noise
+    d = one_source(df)
+    f = facts(d) if d is not None and len(d) else {}
+    rows = []
+    for n in DEC_LENGTHS:
+        c = dec_case_key((HQ, n), "float16")
+        m = ratio_band(d, "04_gqa", "03_split", c)
+        if not m.ok:
+            continue
+        rows.append({"KV length": n, "cache (MB)": cache_bytes(n) / 1e6,
+                     "L2 (MB)": f["l2_bytes"] / 1e6 if f.get("l2_bytes") else float("nan"),
+                     "blocks 03": HQ * chunks_for("03", n), "blocks 04": HKV * chunks_for("04", n),
+                     "SMs": f.get("sms"), "time(03) / time(04)": m.value,
+                     "04 is": "within noise" if within_noise(m) else "faster" if m.value > 1 else "slower"})
+    out = pd.DataFrame(rows)
+    if len(out) and d is not None and len(d):
+        out["device"] = d["device"].iloc[0]
+    return out
+
+
+def gqa_vs_split_text(df) -> str:
+    """What the record says of step 04 against step 03, for df's first device: at which lengths it
+    is slower, within noise and faster, the cache's bytes there against that GPU's L2, and the
+    blocks each launches at 4096 keys (all from gqa_vs_split)."""
+    from ..core.results import source
+    g = gqa_vs_split(df)
+    if g.empty:
+        return "`04_gqa` against `03_split`: not measured here and not recorded yet."
+
+    def at(verdict):
+        x = g[g["04 is"] == verdict]
+        if x.empty:
+            return f"{verdict} at none"
+        keys = ", ".join(str(n) for n in x["KV length"])
+        size = lambda mb: f"{mb * 1e3:.0f} kB" if mb < 1 else f"{mb:.1f} MB"   # noqa: E731
+        lo, hi = x["cache (MB)"].min(), x["cache (MB)"].max()
+        mb = size(lo) if lo == hi else f"{size(lo)}–{size(hi)}"
+        return f"{verdict} at {len(x)} (KV length {keys}; cache {mb})"
+    s = (f"On the {g['device'].iloc[0]}, over {len(g)} KV lengths `04_gqa` is " +
+         "; ".join(at(v) for v in ("slower", "within noise", "faster")) + " than `03_split`")
+    l2 = g["L2 (MB)"].iloc[0]
+    if l2 == l2:
+        s += f". That GPU's L2 holds {l2:.1f} MB"
+    r = g[g["KV length"] == 4096]
+    if len(r):
+        r = r.iloc[0]
+        s += (f"; at 4096 keys step 03 launches {r['blocks 03']} blocks and step 04 {r['blocks 04']}"
+              + (f", on {r['SMs']} SMs" if r["SMs"] == r["SMs"] and r["SMs"] is not None else ""))
+    return s + f" ({source(df)})."
+
+
+def host_text(df) -> str:
+    """Host time, kept apart from GPU time, for df's first device: one eager `05_gqa_tile` call's
+    host_us over every length (split by whether it launches the merge too), its bare launches
+    (bare_host_us), its GPU time (median_us), and the graph replay's host_us."""
+    from ..core.device import facts
+    from ..core.results import one_source, select, source
+    d = one_source(df)
+    e, g = select(d, name="05_gqa_tile"), select(d, name=GRAPH_DEC)
+    if e is None or e.empty or "host_us" not in e or e["host_us"].isna().all():
+        return "Host time of step 05: not measured here and not recorded yet."
+    rng = lambda x: (f"{x.min():.1f}" if len(x) == 1 or x.min() == x.max()    # noqa: E731
+                     else f"{x.min():.1f}–{x.max():.1f}")
+    f = facts(d)
+    try:
+        per_sm = blocks_per_sm_on(f["arch"])
+        e = e.assign(chunks=[chunks_for("05", int(n), f["sms"], per_sm) for n in e["cols"]])
+    except Exception:                       # no arch known: no split by launches
+        e = e.assign(chunks=float("nan"))
+    n, over = len(e), e[e["host_us"] > e["median_us"]]
+    s = (f"Host time is not GPU time. Eager, one `05_gqa_tile` call costs **{rng(e['host_us'])} µs** of host "
+         f"time (`host_us`) over {n} KV lengths, against {rng(e['median_us'])} µs of GPU time (`median_us`); "
+         f"the host time is the larger at {len(over)} of {n} lengths")
+    one, two = e[e["chunks"] == 1], e[e["chunks"] > 1]
+    if len(one) and len(two):
+        s += (f". With one chunk (one launch: KV length {', '.join(str(int(x)) for x in one['cols'])}) "
+              f"it costs {rng(one['host_us'])} µs; with the merge launch too ({len(two)} lengths) "
+              f"{rng(two['host_us'])} µs, while the same launches as bare kernel calls (`bare_host_us`) cost "
+              f"{rng(two['bare_host_us'])} µs: the rest is the Python launcher")
+    if len(g) and not g["host_us"].isna().all():
+        s += f". The graph replay costs {rng(g['host_us'])} µs of host time"
+    return s + f" ({source(df)})."
+
+
+def noisy_rows(df, spread=1.5):
+    """Rows of df's first device whose p90/p10 exceeds `spread` (a wide band: too few or disturbed
+    repetitions), to be named beside the table rather than read as a result."""
+    from ..core.results import one_source
+    d = one_source(df)
+    if d is None or d.empty:
+        return d
+    return d[d["p90_us"] / d["p10_us"] > spread]
+
+
+def noisy_text(df, spread=1.5) -> str:
+    """A note on the rows of noisy_rows, or '' when there are none."""
+    from ..core.results import source
+    n = noisy_rows(df, spread)
+    if n is None or n.empty:
+        return ""
+    rows = "; ".join(f"`{r['name']}` at `{r['case']}`: median {r['median_us']:.1f} µs, p10–p90 "
+                     f"{r['p10_us']:.1f}–{r['p90_us']:.1f} µs" + (f" over {int(r['reps'])} repetitions"
+                                                                   if r.get("reps") == r.get("reps") else "")
+                     for _, r in n.iterrows())
+    return (f"A noisy record, not a result: {rows} (p90/p10 above {spread:g}: a disturbed or cold start; "
+            f"a ratio against it means little; re-record it with `make bench`) ({source(df)}).")
+
+
+DECODE = Family(
+    name="attention_decode", kernels=FAMILY, roof="read", variants=DEC_VARIANTS, reference=reference_decode,
+    make_input=make_decode, bytes_moved=decode_bytes, check_cases=DEC_CHECK_CASES,
+    record_cases=[((HQ, n), "float16") for n in DEC_LENGTHS], baselines=DEC_BASELINES,
+    shapes={f"Qwen3-8B decode, KV length {n}": (HQ, n) for n in DEC_LENGTHS},
+    default={"float16": "05_gqa_tile"}, case_key=dec_case_key, tolerance=_tolerance,
+    limiters=tuple((name, (HQ, n), kernel) for n in (1024, 32768)
+                   for name, kernel in (("05_gqa_tile", None), (SDPA_DEC, TORCH_ATTN_KERNELS))),
+    targets=(Target("best step, worst fraction of the read roof at KV length >= 4096", dec_roof_fraction, 0.75,
+                    floor=functools.partial(dec_roof_fraction, floor=True)),
+             Target("time(torch SDPA) / time(best step), worst over every length", dec_vs_sdpa, 1.0)),
+    about="Qwen3-8B decode attention: 32 q heads, 8 KV heads, head dim 128, fp16 cache")
+
+
+# ---- prefill: the ladder, its targets and its family -----------------------------------------------
+
+def then(text: str, why: str) -> str:
+    """A computed comparison sentence, with its explanation added only when it was measured."""
+    return text if "not measured" in text else text + why
+
+
+def prefill_compare(min_n=64, row_n=1024):
+    """The prefill ladder at N >= min_n. Live, step 11 is timed at N = row_n only (it takes
+    milliseconds beyond) and the cuBLAS path where its N^2 scores fit in half the free memory;
+    without a GPU, every recorded row (make bench times every step at every N)."""
+    import pandas as pd
+    from ..core import bench
+    from ..core.device import is_live
+    cases = [c for c in PREFILL.record_cases if c[0][1] >= min_n]
+    if not is_live():
+        return bench.compare(PREFILL, cases, host=False)
+    import cupy
+    room = cupy.cuda.Device().mem_info[0] // 2
+    held = lambda n: 2 * PF_HEADS * n * n * 2                      # noqa: E731  S and P, fp16, [H, N, N] each
+    parts = [bench.compare(PREFILL, [c], host=False, names=[n for n in PF_VARIANTS if n != "11_row" and
+                                                           (n != "01_cublas" or held(c[0][1]) < room)])
+             for c in cases]
+    parts.append(bench.compare(PREFILL, [c for c in cases if c[0][1] == row_n] or cases[:1], names=["11_row"],
+                               baselines=False, host=False))
+    for k in [k for k in _SCRATCH if k[0] in ("pf_scores", "pf_probs")]:
+        del _SCRATCH[k]                                            # gigabytes at large N: not kept for later cells
+    return pd.concat(parts, ignore_index=True)
+
+
+def pf_vs_sdpa(N):
+    """time(best variant) / time(SDPA) at N, with its band (<= 1.4 is the target)."""
+    def measure(df):
+        from ..core.results import Measured, ratio_band
+        c = pf_case_key((PF_HEADS, N), "float16")
+        name = best_variant(df, c)[0]
+        return ratio_band(df, SDPA_PF, name, c) if name else Measured(float("nan"), float("nan"), float("nan"))
+    return measure
+
+
+def pf_vs_cublas(df, min_n=1024):
+    """Worst over N >= min_n of time(cuBLAS path) / time(best flash step, 11..15), with its band."""
+    from ..core.results import ratio_band
+    d = _rows(df, "variant")
+    if d is None or len(d) == 0:
+        return _worst([])
+    out = []
+    for case in d[d["cols"] >= min_n]["case"].unique():
+        g = d[(d["case"] == case) & (d["name"] != "01_cublas")]
+        if len(g):
+            out.append(ratio_band(df, str(g.loc[g["median_us"].idxmin(), "name"]), "01_cublas", case))
+    return _worst(out)
+
+
+PREFILL = Family(
+    name="attention_prefill", kernels=FAMILY, variants=PF_VARIANTS, reference=reference_prefill,
+    make_input=make_prefill, bytes_moved=prefill_bytes, check_cases=PF_CHECK_CASES,
+    record_cases=[((PF_HEADS, n), "float16") for n in PF_NS], baselines=PF_BASELINES,
+    shapes={f"ViT prefill, N = {n}": (PF_HEADS, n) for n in PF_NS},
+    default={"float16": "15_two_tiles"}, case_key=pf_case_key, tolerance=_tolerance,
+    limiters=tuple((name, (PF_HEADS, 4096), kernel) for name, kernel in
+                   (("14_padded", None), ("15_two_tiles", None), (SDPA_PF, TORCH_ATTN_KERNELS))),
+    targets=(Target("time(best step) / time(torch SDPA) at N = 4096", pf_vs_sdpa(4096), 1.4, below=True),
+             Target("time(best step) / time(torch SDPA) at N = 16384", pf_vs_sdpa(16384), 1.4, below=True),
+             Target("time(cuBLAS path) / time(best flash step), worst at N >= 1024", pf_vs_cublas, 1.0)),
+    about="Qwen3-VL ViT prefill attention: 16 heads x 72, non-causal")
+
+
+# ---- what limits them: sentences from the recorded Nsight Compute readings (results.limiters) -----------
+
+NO_COUNTERS = "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
+
+
+def _stall(lim, col):
+    st = lim.loc[[i for i in lim.index if i.startswith("stall:")], col]
+    return st.idxmax()[7:], float(st.max())
+
+
+def prefill_limits_text(lim, n=4096) -> str:
+    """What limits the prefill steps and SDPA at N = n, read from results.limiters(PREFILL)."""
+    c = f"{PF_HEADS}x{n}:float16"
+    a, b, t = (f"{x} @ {c}" for x in ("14_padded", "15_two_tiles", SDPA_PF))
+    if lim is None or not {a, b, t} <= set(lim.columns):
+        return NO_COUNTERS
+    v = lambda row, col: float(lim.loc[row, col])            # noqa: E731
+    tp, sm, occ = "tensor pipe busy (%)", "shared memory busy (%)", "achieved occupancy (%)"
+    stall, per = _stall(lim, b)
+    return (f"At N = {n}, in `14_padded` shared memory is busy **{v(sm, a):.0f}%** of the time and the tensor "
+            f"pipe **{v(tp, a):.0f}%**: reading the fragments takes longer than using them. In `15_two_tiles`, "
+            f"where each fragment feeds twice the mma's, shared memory falls to **{v(sm, b):.0f}%** and the tensor "
+            f"pipe rises to **{v(tp, b):.0f}%**; SDPA's kernel keeps it at **{v(tp, t):.0f}%**. No unit is "
+            f"saturated in step 15: it is held by latency. It runs at {v(occ, b):.0f}% occupancy "
+            f"({v('registers per thread', b):.0f} registers a thread), its issue slots are busy "
+            f"{v('issue slots busy (%)', b):.0f}% of the cycles, and its warps wait most on *{stall}* ({per:.2f} "
+            f"cycles per issued instruction): one warp's mma → softmax → mma chain, with too few warps beside "
+            f"it to fill the gaps. SDPA's kernel launches {v('grid size', t):.0f} blocks at {v(occ, t):.0f}% "
+            f"occupancy and keeps the tensor pipe busier while issuing in fewer cycles "
+            f"({v('issue slots busy (%)', t):.0f}%): more work per instruction, and its stalls overlapped.")
+
+
+def decode_limits_text(lim, long=32768, short=1024) -> str:
+    """What limits step 05 and SDPA at a long and a short KV length, from results.limiters(DECODE)."""
+    col = lambda name, n: f"{name} @ {HQ}x{n}:float16"            # noqa: E731
+    cols = [col(x, n) for x in ("05_gqa_tile", SDPA_DEC) for n in (long, short)]
+    if lim is None or not set(cols) <= set(lim.columns):
+        return NO_COUNTERS
+    v = lambda row, name, n: float(lim.loc[row, col(name, n)])     # noqa: E731
+    dr, iss, tp = "DRAM throughput (% of peak)", "issue slots busy (%)", "tensor pipe busy (%)"
+    return (f"At KV length {long}, `05_gqa_tile` keeps DRAM **{v(dr, '05_gqa_tile', long):.0f}%** busy and "
+            f"SDPA **{v(dr, SDPA_DEC, long):.0f}%**. Ours issues an instruction in **{v(iss, '05_gqa_tile', long):.0f}%** "
+            f"of the cycles, SDPA's kernel in **{v(iss, SDPA_DEC, long):.0f}%**: our half-warps reduce every key's "
+            f"dot product with shuffles and accumulate P·V with FP32 FMAs, while SDPA runs both on the tensor "
+            f"cores (tensor pipe {v(tp, SDPA_DEC, long):.0f}% busy; ours {v(tp, '05_gqa_tile', long):.1f}%). "
+            f"At length {short} neither is near a roof: DRAM **{v(dr, '05_gqa_tile', short):.0f}%** (ours) and "
+            f"**{v(dr, SDPA_DEC, short):.0f}%** (SDPA) over {v('duration (ns)', '05_gqa_tile', short) / 1e3:.1f} and "
+            f"{v('duration (ns)', SDPA_DEC, short) / 1e3:.1f} µs: a few µs of launch, ramp and one pass of "
+            f"latency, with {v('grid size', '05_gqa_tile', short):.0f} and {v('grid size', SDPA_DEC, short):.0f} blocks.")
+
+
+def limits_list(lim_dec, lim_pf, long=32768, n=4096) -> str:
+    """The counter-based entries of "What limits each step" (decode 05 at a long cache, prefill 14
+    and 15 at N = n), each read from the recorded Nsight Compute readings (results.limiters)."""
+    tp, sm, occ, iss, dr = ("tensor pipe busy (%)", "shared memory busy (%)", "achieved occupancy (%)",
+                            "issue slots busy (%)", "DRAM throughput (% of peak)")
+    out = []
+    d5 = f"05_gqa_tile @ {HQ}x{long}:float16"
+    if lim_dec is not None and d5 in getattr(lim_dec, "columns", ()):
+        v = lambda row: float(lim_dec.loc[row, d5])               # noqa: E731
+        stall, per = _stall(lim_dec, d5)
+        out.append(f"* **Decode 04–05**, at KV length {long}: DRAM {v(dr):.0f}% busy, issue slots {v(iss):.0f}%, "
+                   f"at {v(occ):.0f}% occupancy ({v('registers per thread'):.0f} registers a thread); its top stall "
+                   f"is *{stall}* ({per:.2f} cycles per instruction). No unit is above "
+                   f"{max(v(dr), v(iss)):.0f}% busy: read as too few warps to hide the loads' latency while each "
+                   f"key costs CUDA-core instructions (dot products, shuffles, rescales). Tensor cores for the "
+                   f"4-head GQA group (as FlashInfer does) are the next step to try, not measured here.")
+    else:
+        out.append("* **Decode 04–05**: " + NO_COUNTERS)
+    c = f"{PF_HEADS}x{n}:float16"
+    a, b = f"14_padded @ {c}", f"15_two_tiles @ {c}"
+    if lim_pf is not None and {a, b} <= set(getattr(lim_pf, "columns", ())):
+        v = lambda row, col: float(lim_pf.loc[row, col])          # noqa: E731
+        why = ("shared memory is the busier unit: the `ldmatrix` fragment reads, not the `mma.sync` issue, "
+               "set the pace" if v(sm, a) > v(tp, a) else "the tensor pipe is the busier unit: `mma.sync` issue "
+               "sets the pace")
+        stall, per = _stall(lim_pf, b)
+        out.append(f"* **Prefill 13–14**, read at step 14, N = {n}: shared memory {v(sm, a):.0f}% busy against "
+                   f"the tensor pipe's {v(tp, a):.0f}%: {why}.")
+        out.append(f"* **Prefill 15**: no unit above {max(v(sm, b), v(tp, b), v(iss, b)):.0f}% busy, "
+                   f"{v(occ, b):.0f}% occupancy ({v('registers per thread', b):.0f} registers a thread), "
+                   f"top stall *{stall}*: latency, one warp's mma → softmax → mma chain with too "
+                   f"few warps beside it.")
+    else:
+        out.append("* **Prefill 13–15**: " + NO_COUNTERS)
+    src = lim_pf if lim_pf is not None else lim_dec
+    return "\n".join(out) + ("\n\n(Nsight Compute readings of one GPU: the tables above name it.)" if src is not None else "")
+
+
+# ---- lab 06's block, with its attention both ways ---------------------------------------------------
+
+BLOCK_NS = (1024, 4096)
+CUBLAS_BLOCK = "our block, cuBLAS + softmax attention (lab 06)"
+FLASH_BLOCK = "our block, flash attention (lab 07)"
+SDPA_BLOCK = "torch eager block (SDPA)"
+
+
+def block_rows(ns=BLOCK_NS, seed=0) -> list:
+    """Lab 06's ViT block timed both ways, its cuBLAS + softmax attention and prefill's default
+    flash step in its place (vit_block.Block(attention=...)), beside torch's eager block with
+    SDPA, on the same weights and input: GPU time, L2 flushed."""
+    from .. import vit_block as vb
+    from ..core import bench
+    rows = []
+    for n in ns:
+        gh, gw = vb.grid_for(n)
+        for name, att in ((CUBLAS_BLOCK, None), (FLASH_BLOCK, prefill)):
+            b = vb.Block(gh, gw, seed=seed, attention=att)
+            rows.append({"case": f"N={n}:float16", "cols": n, "name": name, "kind": "variant",
+                         **bench.time_fn(lambda: vb.run(b.ops)).row()})   # noqa: F821  (b: the loop's block)
+        tb = vb.torch_block(b.W, b.x, gh, gw, sdpa=True)
+        if tb is not None:
+            rows.append({"case": f"N={n}:float16", "cols": n, "name": SDPA_BLOCK, "kind": "baseline",
+                         **bench.time_fn(tb).row()})
+        del b, tb
+    return rows
+
+
+def block_compare(ns=BLOCK_NS):
+    """block_rows live, or the recorded rows (attention_block.csv), or a loud skip."""
+    from ..core.results import live_or_recorded
+    return live_or_recorded("attention_block", "lab 06's block with each attention beside torch's block with SDPA",
+                            lambda: block_rows(ns))
+
+
+def block_vs_torch(df, n=4096):
+    from ..core.results import ratio_band
+    return ratio_band(df, FLASH_BLOCK, SDPA_BLOCK, f"N={n}:float16")
+
+
+BLOCK = Family(
+    name="attention_block", kernels=FAMILY, record=block_compare,
+    targets=(Target("time(torch SDPA block) / time(our block with flash attention) at N = 4096", block_vs_torch, 1.0),),
+    about="lab 06's ViT block with lab 07's flash attention in place of cuBLAS + softmax, against torch + SDPA")
+
+
+# ---- an Orin on paper (a model, not a measurement) ------------------------------------------------
+
+ORIN_BOARD = "agx"                       # the AGX Orin of the seeds
+ORIN_SMS = _ORIN_SMS[ORIN_BOARD]         # the datasheet figures, kept in one place: kernellab.device
+ORIN_GBPS = ORIN_PEAK_GBPS[ORIN_BOARD]
+
+
+def blocks_per_sm_on(arch: str, threads: int = 128) -> int:
+    """Step 05's resident blocks per SM on `arch`, from its ptxas register count (no GPU needed)."""
+    from ..core.build import occupancy
+    occ = occupancy(FAMILY, "05_decode_gqa_tile", threads)
+    return int(occ.loc[occ["arch"] == arch, "blocks/SM"].iloc[0])
+
+
+def orin_decode_model(lengths=DEC_LENGTHS, read_fraction=0.75, gbps=ORIN_GBPS):
+    """Predicted µs per decode attention call on an AGX Orin if the kernel reaches `read_fraction`
+    of the datasheet bandwidth: bytes / (fraction x GB/s). A model, labelled so."""
+    import pandas as pd
+    per_sm = blocks_per_sm_on("sm_87")
+    rows = []
+    for n in lengths:
+        b = 2 * HKV * n * D * 2 + 2 * HQ * D * 2
+        rows.append({"KV length": n, "MiB read": b / 2**20,
+                     "model µs (Orin AGX)": b / (read_fraction * gbps * 1e3),
+                     f"chunks (step 05's rule, {ORIN_SMS} SMs x {per_sm} blocks)": chunks_for("05", n, ORIN_SMS, per_sm)})
+    df = pd.DataFrame(rows)
+    df["source"] = f"model: {read_fraction:.2f} x {gbps:g} GB/s (datasheet), {ORIN_SMS} SMs; not a measurement"
+    return df

@@ -1,0 +1,413 @@
+"""Lab 07's steps, the Python mirror of kernels/attention.cu: the launchers, their Variants
+(DEC_VARIANTS, PF_VARIANTS; decode and prefill, the steps lab 08's decoder calls), the split-KV merge,
+RoPE + KV append, and the torch baselines. Shapes and references: reference.py."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..core.launch import host_or_device_index, launch, require, variant, workspace
+from .reference import (D, DEC_SCALE, FAMILY, GROUP, HKV, HQ, LOG2E, PF_D, PF_HEADS, PF_SCALE, THETA,
+                        make_decode, make_prefill, rope_table_host)
+
+# ---- decode: launchers ---------------------------------------------------------------------------
+
+SPLIT_CHUNK = 256       # steps 03-04: a fixed chunk of keys per block (flash decoding's first cut)
+MIN_CHUNK = 64          # step 05: no chunk shorter than this (the merge's bytes stay a few %)
+DEC_THREADS = 128       # 4 warps = 8 half-warps per block
+_SCRATCH: dict = {}     # (what, shape) -> device buffer, allocated once (graph-safe after warm-up)
+
+
+def _scratch(what, shape, dtype=np.float32, only_one=False):
+    """A device buffer kept for the next call (only_one: drop this buffer's other sizes first,
+    for the prefill scores, which are gigabytes at large N)."""
+    import cupy
+    key = (what, tuple(shape), np.dtype(dtype).str, cupy.cuda.Device().id)
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        if only_one:
+            for k in [k for k in _SCRATCH if k[0] == what]:
+                del _SCRATCH[k]
+        buf = _SCRATCH[key] = cupy.empty(shape, dtype)
+        if not only_one:          # kept for good: a launch plan may replay launches that use it
+            workspace(buf)
+    return buf
+
+
+def _dec_check(q, k, v, length, out):
+    """Validate one decode call before any launch; returns (capacity, lens pointer arg, host length)."""
+    require(q, "q", dtype="float16", shape=(HQ, D), align=16)
+    require(k, "k_cache", dtype="float16", ndim=3, align=16)
+    if k.shape[0] != HKV or k.shape[2] != D:
+        raise ValueError(f"k_cache: expected shape [{HKV}, capacity, {D}], got {tuple(k.shape)}")
+    require(v, "v_cache", dtype="float16", shape=k.shape, align=16)
+    require(out, "out", dtype="float16", shape=(HQ, D), align=16)
+    cap = k.shape[1]
+    if isinstance(length, (int, np.integer)):
+        if not 1 <= int(length) <= cap:
+            raise ValueError(f"length: expected 1 <= length <= capacity ({cap}), got {int(length)}")
+        return cap, np.uint64(0), int(length)
+    require(length, "length", dtype="int32", shape=(1,))
+    return cap, length, cap     # device-side length: the kernels read it (clamped to [0, capacity])
+
+
+def _alloc_o(q, *_):
+    import cupy
+    require(q, "q", dtype="float16", shape=(HQ, D))       # a bad q is a ValueError, not an allocation
+    return cupy.empty((HQ, D), cupy.float16)
+
+
+def _naive(q, k, v, length, out=None):
+    """Step 01: scores to memory, softmax in place, P.V: three launches."""
+    out = _alloc_o(q) if out is None else out
+    cap, lens, L = _dec_check(q, k, v, length, out)
+    s = _scratch("scores", (HQ, cap))
+    sl2 = DEC_SCALE * LOG2E
+    launch(FAMILY, "attention_01_naive_scores", (-(-L // 8), HQ), (256,), (q, k, s, lens, L, cap, sl2))
+    launch(FAMILY, "attention_01_naive_softmax", (HQ,), (256,), (s, lens, L, cap))
+    launch(FAMILY, "attention_01_naive_pv", (HQ,), (D,), (s, v, out, lens, L, cap))
+    return out
+
+
+def chunks_for(step, length, sms=None, blocks_per_sm=None) -> int:
+    """How many chunks each head's cache is cut into.
+    02: 1 (one block per query head). 03, 04: ceil(length / SPLIT_CHUNK).
+    05: Little's law. Each block keeps 128 threads x 4 keys x (K + V) x 16 B = 16 KiB in flight;
+    one full wave of resident blocks (blocks per SM from the occupancy API x SMs) keeps the most
+    bytes in flight the SMs can hold, so the chunks per KV head are floor(wave / 8 KV heads) (one
+    block more than a wave would run alone in a second round, doubling the time), but no chunk
+    shorter than MIN_CHUNK keys (each chunk costs a 2 KiB partial and a merge)."""
+    if step == "02":
+        return 1
+    if step in ("03", "04"):
+        return max(1, -(-length // SPLIT_CHUNK))
+    wave = blocks_per_sm * sms
+    return int(max(1, min(wave // HKV, -(-length // MIN_CHUNK))))
+
+
+@functools.lru_cache(maxsize=None)
+def _wave_05():
+    """(SMs, resident blocks per SM) of step 05's kernel on this GPU (occupancy API)."""
+    from ..core.bench import blocks_per_sm
+    from ..core.build import kernel
+    from ..core.device import info
+    smem = 8 * GROUP * (2 + D) * 4
+    return info()["sms"], max(1, blocks_per_sm(kernel(FAMILY, "attention_05_decode_gqa_tile"), DEC_THREADS, smem))
+
+
+def _split(kname, step, q, k, v, length, out):
+    out = _alloc_o(q) if out is None else out
+    cap, lens, L = _dec_check(q, k, v, length, out)
+    group = GROUP if step in ("04", "05") else 1
+    if step == "05":
+        sms, bps = _wave_05()
+        chunks = chunks_for("05", L, sms, bps)
+    else:
+        chunks = chunks_for(step, L)
+    chunk_len = -(-L // chunks)
+    chunks = -(-L // chunk_len)
+    smem = 8 * group * (2 + D) * 4
+    grid = (HQ // group, chunks)
+    sl2 = DEC_SCALE * LOG2E
+    if chunks == 1:
+        po, pl = out, out          # unused: the kernel writes o itself
+    else:
+        po = _scratch("part_o", (HQ, chunks, D))
+        pl = _scratch("part_lse", (HQ, chunks))
+    launch(FAMILY, kname, grid, (DEC_THREADS,), (q, k, v, out, po, pl, lens, L, cap, sl2, chunk_len), smem)
+    if chunks > 1:
+        launch(FAMILY, "attention_03_decode_merge", (HQ,), (D,), (po, pl, out, chunks))
+    return out
+
+
+def _head(q, k, v, length, out=None):
+    """Step 02: one block per query head, one pass, online softmax."""
+    return _split("attention_02_decode_head", "02", q, k, v, length, out)
+
+
+def _splitkv(q, k, v, length, out=None):
+    """Step 03: one block per (query head, chunk of SPLIT_CHUNK keys), then the merge kernel."""
+    return _split("attention_03_decode_split", "03", q, k, v, length, out)
+
+
+def _gqa(q, k, v, length, out=None):
+    """Step 04: one block per (KV head, chunk) serves its 4 query heads: the cache is read once."""
+    return _split("attention_04_decode_gqa", "04", q, k, v, length, out)
+
+
+def _gqa_tile(q, k, v, length, out=None):
+    """Step 05: 4 keys' loads in flight per half-warp; chunks from SMs and length (Little's law);
+    no merge launch when one chunk suffices. The step lab 08's decoder calls."""
+    return _split("attention_05_decode_gqa_tile", "05", q, k, v, length, out)
+
+
+def _dec_variant(fn):
+    return variant(dtypes=("float16",), alloc_out=_alloc_o)(fn)
+
+
+DEC_VARIANTS = {"01_naive": _dec_variant(_naive), "02_head": _dec_variant(_head),
+                "03_split": _dec_variant(_splitkv), "04_gqa": _dec_variant(_gqa),
+                "05_gqa_tile": _dec_variant(_gqa_tile)}
+decode = DEC_VARIANTS["05_gqa_tile"]     # what lab 08 calls: decode(q, k_cache, v_cache, length, out=o)
+
+
+def merge(part_o, part_lse, out=None):
+    """Launch the lab's merge kernel (step 03's) on partials [H, C, 128] and [H, C]: out [H, 128]
+    fp16. Used by the exercise as the step to time against."""
+    import cupy
+    require(part_o, "part_o", dtype="float32", ndim=3)
+    H, C, d = part_o.shape
+    if d != D:
+        raise ValueError(f"part_o: expected [H, C, {D}], got {tuple(part_o.shape)}")
+    require(part_lse, "part_lse", dtype="float32", shape=(H, C))
+    out = cupy.empty((H, D), cupy.float16) if out is None else out
+    require(out, "out", dtype="float16", shape=(H, D))
+    launch(FAMILY, "attention_03_decode_merge", (H,), (D,), (part_o, part_lse, out, C))
+    return out
+
+
+# ---- RoPE + KV append -----------------------------------------------------------------------------
+
+def rope_table(capacity: int, theta: float = THETA):
+    """The cos/sin tables on the device (built once per capacity, outside any graph)."""
+    import cupy
+    key = ("rope", capacity, theta, cupy.cuda.Device().id)
+    t = _SCRATCH.get(key)
+    if t is None:
+        c, s = rope_table_host(capacity, theta)
+        t = _SCRATCH[key] = (cupy.asarray(c), cupy.asarray(s))
+    return t
+
+
+def rope_append(q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
+    """q_out = RoPE(q); k_cache[:, pos] = RoPE(k); v_cache[:, pos] = v. One launch.
+    q [32, 128], k and v [8, 128], caches [8, capacity, 128], all fp16. pos: a Python int
+    (checked: 0 <= pos < capacity, else ValueError) or an int32 device array of one element
+    (read by the kernel, so a CUDA graph replays every token; out of range writes nothing).
+    cos/sin: rope_table(capacity) by default."""
+    require(q, "q", dtype="float16", shape=(HQ, D))
+    require(k, "k", dtype="float16", shape=(HKV, D))
+    require(v, "v", dtype="float16", shape=(HKV, D))
+    require(k_cache, "k_cache", dtype="float16", ndim=3)
+    if k_cache.shape[0] != HKV or k_cache.shape[2] != D:
+        raise ValueError(f"k_cache: expected shape [{HKV}, capacity, {D}], got {tuple(k_cache.shape)}")
+    require(v_cache, "v_cache", dtype="float16", shape=k_cache.shape)
+    require(q_out, "q_out", dtype="float16", shape=(HQ, D))
+    cap = k_cache.shape[1]
+    if cos is None:
+        cos, sin = rope_table(cap)
+    require(cos, "cos", dtype="float32", ndim=2)
+    require(sin, "sin", dtype="float32", shape=cos.shape)
+    if cos.shape[0] < cap or cos.shape[1] != D // 2:
+        raise ValueError(f"cos/sin: expected [>= {cap}, {D // 2}], got {tuple(cos.shape)}")
+    pptr, phost = host_or_device_index(pos, cap, "pos", "capacity")
+    launch(FAMILY, "attention_06_rope_append", (HQ + HKV,), (D // 2,),
+           (q, k, v, cos, sin, q_out, k_cache, v_cache, pptr, phost, cap, HQ, HKV))
+    return q_out
+
+
+# ---- decode baselines -----------------------------------------------------------------------------
+
+def _torch():
+    try:
+        import torch
+        return torch if torch.cuda.is_available() else None
+    except ImportError:
+        return None
+
+
+def show_sdpa_backend(kind: str) -> None:
+    """Print which backend torch's SDPA runs for the decode (Qwen3-8B, KV 4096) or prefill (ViT,
+    N = 1024) shape; without a GPU, a loud skip (device.live_only)."""
+    from ..core.device import live_only, torch as _torch
+
+    def ask():
+        import cupy
+        if _torch() is None:
+            print("torch is not installed: no SDPA baseline here (the optional peers extra)")
+            return
+        if kind == "decode":
+            q, k, v, lens = (cupy.asarray(a) for a in make_decode((HQ, 4096)))
+            t = _dec_torch_views(q, k, v, lens)
+            print("torch SDPA backend for decode:", sdpa_backend(*t[1:], enable_gqa=True))
+        else:
+            t = [_torch().from_dlpack(cupy.asarray(a)).unsqueeze(0) for a in make_prefill((PF_HEADS, 1024))]
+            print("torch SDPA backend for the ViT shapes:", sdpa_backend(*t))
+    live_only(f"asks torch which SDPA backend it runs for the {kind} shape.", ask)
+
+
+def sdpa_backend(q, k, v, enable_gqa=False) -> str:
+    """The backend torch's dispatcher picks for these tensors (torch._fused_sdp_choice)."""
+    torch = _torch()
+    try:
+        from torch.nn.attention import SDPBackend
+        i = torch._fused_sdp_choice(q, k, v, None, 0.0, False, enable_gqa=enable_gqa)
+        return SDPBackend(i).name.lower()
+    except Exception:
+        return "default"
+
+
+def _dec_torch_views(q, k, v, lens):
+    torch = _torch()
+    if torch is None:
+        return None
+    L = k.shape[1]
+    qt = torch.from_dlpack(q).view(1, HQ, 1, D)
+    kt = torch.from_dlpack(k).view(1, HKV, L, D)
+    vt = torch.from_dlpack(v).view(1, HKV, L, D)
+    return torch, qt, kt, vt
+
+
+def _sdpa_decode(q, k, v, lens):
+    t = _dec_torch_views(q, k, v, lens)
+    if t is None:
+        return None
+    torch, qt, kt, vt = t
+    F = torch.nn.functional
+    return lambda: F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+
+
+def _matmul_decode(q, k, v, lens):
+    t = _dec_torch_views(q, k, v, lens)
+    if t is None:
+        return None
+    torch, qt, kt, vt = t
+    qg = qt.view(HKV, GROUP, D)
+    kg, vg = kt[0], vt[0]
+
+    def f():
+        s = torch.matmul(qg, kg.transpose(1, 2)) * DEC_SCALE
+        return torch.matmul(torch.softmax(s.float(), dim=-1).to(vg.dtype), vg)
+    return f
+
+
+def _graph_05(q, k, v, lens):
+    """Step 05 captured once as a CUDA graph and replayed: the host pays one graph launch."""
+    from ..core.bench import graph
+    o = _alloc_o(q)
+    return graph(lambda: decode(q, k, v, lens, out=o))
+
+
+def _floor_dec(q, k, v, lens):
+    """The floor: lab 00's fastest reader over as many bytes as the KV cache (one launch, nothing
+    computed). No decode kernel, which must read those bytes, can finish sooner on the GPU it runs on."""
+    import cupy
+    from ..core.bench import read_floor
+    return read_floor(cupy.empty(k.nbytes + v.nbytes, cupy.uint8))
+
+
+SDPA_DEC = "torch SDPA (enable_gqa)"
+TORCH_ATTN_KERNELS = "flash|fmha|sdpa|fprop|attn|attention"   # the first such kernel an SDPA call launches
+MATMUL_DEC = "torch matmul-softmax-matmul"
+GRAPH_DEC = "05_gqa_tile as a CUDA graph"
+DEC_FLOOR = "read-only kernel (same cache bytes)"
+DEC_BASELINES = {SDPA_DEC: _sdpa_decode, MATMUL_DEC: _matmul_decode, GRAPH_DEC: _graph_05, DEC_FLOOR: _floor_dec}
+
+
+# ---- prefill: launchers --------------------------------------------------------------------------
+
+def _pf_check(q, k, v, out):
+    require(q, "q", dtype="float16", ndim=3, align=16)
+    H, N, d = q.shape
+    if d != PF_D:
+        raise ValueError(f"q: expected [heads, N, {PF_D}], got {tuple(q.shape)}")
+    require(k, "k", dtype="float16", shape=q.shape, align=16)
+    require(v, "v", dtype="float16", shape=q.shape, align=16)
+    require(out, "out", dtype="float16", shape=q.shape, align=16)
+    return H, N
+
+
+def _alloc_pf(q, *_):
+    import cupy
+    require(q, "q", dtype="float16", ndim=3)
+    return cupy.empty_like(q)
+
+
+INT32_ELEMS = 2 ** 31 - 64     # the most elements lab 05's softmax takes in one call
+
+
+def _cublas_path(q, k, v, out=None):
+    """The report's path (lab 06's): one cuBLAS strided-batched GEMM for QK^T (scale in alpha) into
+    [H, N, N] fp16 scores, lab 05's softmax kernel into probabilities, one GEMM for P.V."""
+    from .. import vision as V
+    from ..vit_block import bgemm
+    out = _alloc_pf(q) if out is None else out
+    H, N = _pf_check(q, k, v, out)
+    if H and N:
+        s = _scratch("pf_scores", (H, N, N), np.float16, only_one=True)
+        p = _scratch("pf_probs", (H, N, N), np.float16, only_one=True)
+        bgemm(q, k, s, trans_b=True, alpha=PF_SCALE)
+        per = max(1, INT32_ELEMS // (N * N))    # lab 05's softmax indexes with int32: a few heads per call
+        for h in range(0, H, per):
+            V.softmax(s[h:h + per], out=p[h:h + per])
+        bgemm(p, v, out, trans_b=False)
+    return out
+
+
+def _need_sm80(step):
+    from ..core.device import info
+    arch = info()["arch"]
+    if int(arch.split("_")[1]) < 80:
+        raise RuntimeError(f"step {step} needs sm_80 or newer (mma.sync m16n8k16, ldmatrix, cp.async); "
+                           f"this GPU is {arch}: skip it")
+
+
+PF_SMEM = {"attention_12_prefill_mma": 2 * 64 * 80 * 2, "attention_13_prefill_cp_async": 4 * 64 * 80 * 2,
+           "attention_14_prefill_padded": 4 * 64 * 88 * 2, "attention_15_prefill_two_tiles": 4 * 64 * 88 * 2}
+
+
+def _pf_launch(kname, q, k, v, out, block=128, rows=64):
+    out = _alloc_pf(q) if out is None else out
+    H, N = _pf_check(q, k, v, out)
+    if H and N:
+        smem = PF_SMEM.get(kname, 0)
+        if smem:
+            _need_sm80(kname[10:])
+        grid = (N, H) if rows == 1 else (-(-N // rows), H)
+        launch(FAMILY, kname, grid, (block,), (q, k, v, out, N, PF_SCALE * LOG2E), smem)
+    return out
+
+
+def _row(q, k, v, out=None):
+    return _pf_launch("attention_11_prefill_row", q, k, v, out, rows=1)
+
+
+def _mma(q, k, v, out=None):
+    return _pf_launch("attention_12_prefill_mma", q, k, v, out)
+
+
+def _cp_async(q, k, v, out=None):
+    return _pf_launch("attention_13_prefill_cp_async", q, k, v, out)
+
+
+def _padded(q, k, v, out=None):
+    return _pf_launch("attention_14_prefill_padded", q, k, v, out)
+
+
+def _two_tiles(q, k, v, out=None):
+    return _pf_launch("attention_15_prefill_two_tiles", q, k, v, out, rows=128)
+
+
+PF_VARIANTS = {
+    "01_cublas": variant(dtypes=("float16",), alloc_out=_alloc_pf, overflow_safe=False, plan=False)(_cublas_path),
+    "11_row": variant(dtypes=("float16",), alloc_out=_alloc_pf)(_row),
+    "12_mma": variant(dtypes=("float16",), alloc_out=_alloc_pf, min_arch=80)(_mma),
+    "13_cp_async": variant(dtypes=("float16",), alloc_out=_alloc_pf, min_arch=80)(_cp_async),
+    "14_padded": variant(dtypes=("float16",), alloc_out=_alloc_pf, min_arch=80)(_padded),
+    "15_two_tiles": variant(dtypes=("float16",), alloc_out=_alloc_pf, min_arch=80)(_two_tiles),
+}
+prefill = PF_VARIANTS["15_two_tiles"]
+
+
+def _sdpa_prefill(q, k, v):
+    torch = _torch()
+    if torch is None:
+        return None
+    qt, kt, vt = (torch.from_dlpack(a).unsqueeze(0) for a in (q, k, v))
+    F = torch.nn.functional
+    return lambda: F.scaled_dot_product_attention(qt, kt, vt)
+
+
+SDPA_PF = "torch SDPA"
+PF_BASELINES = {SDPA_PF: _sdpa_prefill}
