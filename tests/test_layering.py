@@ -79,7 +79,7 @@ def test_no_import_cycles():
 def test_the_checker_sees_imports():
     """The graph is not empty by accident: known edges are found."""
     g = _graph()
-    assert "core.device" in g["core.build"] and "core.launch" in g["softmax"] and "vision" in g["vit_block"]
+    assert "core.device" in g["core.build"] and "core.launch" in g["softmax.steps"] and "vision" in g["vit_block"]
 
 
 def test_every_family_is_a_family():
@@ -114,3 +114,12 @@ def test_the_tree_is_clean_under_ruff():
     root = PKG.parents[1]
     r = subprocess.run([ruff, "check", "labs_src", "tests", "scripts"], cwd=root, capture_output=True, text=True)
     assert r.returncode == 0, "ruff check found:\n" + r.stdout[-4000:]
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists every package of labs_src/kernellab, so a non-editable install has them all."""
+    import re
+    text = (PKG.parents[1] / "pyproject.toml").read_text()
+    listed = set(re.findall(r'"(kernellab[\w.]*)"', text.split("packages =", 1)[1].split("]", 1)[0]))
+    have = {".".join(p.parent.relative_to(PKG.parent).parts) for p in PKG.rglob("__init__.py")}
+    assert listed == have, f"pyproject.toml packages: add {sorted(have - listed)}, drop {sorted(listed - have)}"

@@ -40,6 +40,7 @@ _DEFINES = re.compile(r"#define\s+(\w+)|\b(?:struct|class|union|enum)\s+(\w+)|"
                       r"\b(\w+)\s*(?:<[^;{}()]*>)?\s*\([^;{}]*\)\s*(?:const\s*)?\{")
 _INCLUDE = re.compile(r'#include\s+"([^"]+)"')
 _WORD = re.compile(r"\b\w+\b")
+_RELATIVE = re.compile(r"(?m)^(\s*)from \.{2,}")   # `from ..core` in a lab package reads as `from .core`: a move
 
 
 def digest(*parts: str) -> str:
@@ -224,7 +225,7 @@ def _source(obj) -> str:
         pass
     for a, b in sorted(cut, reverse=True):
         src = src[:a] + " " + src[b:]
-    return " ".join(src.split())
+    return " ".join(_RELATIVE.sub(r"\1from .", src).split())
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
