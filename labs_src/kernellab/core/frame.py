@@ -1,0 +1,157 @@
+"""Reading results frames, live or recorded: select rows, the one (device, source) a sentence speaks
+of, one number, the fastest step per case, the frame split by device, and the one switch between a live
+measurement and the recorded rows (stale rows marked), saying once per cell where they come from.
+
+A results frame has one row per (case, name): median_us, p10_us, p90_us (GPU time, L2 flushed),
+bytes, gbps, frac_copy, frac_read, warm_us, host_us, and device, date, source ('live' or
+'recorded'). `bench.compare` makes one live; without a GPU it returns the recorded rows. Cells
+never branch on the mode: they call the functions here, which read whatever frame they are given."""
+from __future__ import annotations
+
+from .device import provenance, slug
+
+
+def select(df, **eq):
+    """Rows of df whose columns equal the given values, or are in a given list (an empty frame
+    stays empty; a missing column selects nothing)."""
+    for k, v in eq.items():
+        if df is None or df.empty or k not in df:
+            return df.iloc[0:0] if df is not None else df
+        df = df[df[k].isin(v) if isinstance(v, (list, tuple, set)) else df[k] == v]
+    return df
+
+
+def one_source(df):
+    """The rows of the first (device, source) present: a frame may hold several recorded devices,
+    and a sentence speaks of one."""
+    if df is None or df.empty or not {"device", "source"} <= set(df):
+        return df
+    first = df.iloc[0]
+    return df[(df["device"] == first["device"]) & (df["source"] == first["source"])]
+
+
+def source(df) -> str:
+    """Where a sentence's numbers come from: the provenance of the one (device, source) that
+    pick() reads (a frame may hold several recorded devices; the tables show them all)."""
+    return provenance(one_source(df))
+
+
+def pick(df, name: str, column: str, **eq) -> float:
+    """One number: `column` of the row named `name` (matching eq, e.g. case=...), from the first
+    device present; NaN when absent (not measured, or an older recording)."""
+    d = one_source(select(df, name=name, **eq))
+    if d is None or d.empty or column not in d:
+        return float("nan")
+    return float(d[column].iloc[0])
+
+
+def cases(df, name: str | None = None) -> list:
+    """The cases of a frame (of one step), in the frame's order."""
+    d = df if name is None else select(df, name=name)
+    return [] if d is None or d.empty else list(dict.fromkeys(d["case"]))
+
+
+def fastest(df, case: str, kind: str = "variant") -> str | None:
+    """The name of the fastest row of `kind` at one case (best(), for one case), or None."""
+    b = best(select(df, case=case), kind)
+    return b.loc[case, "name"] if case in b.index else None
+
+
+def best(df, kind: str = "variant", names=None):
+    """Per case, the fastest row of `kind` ('variant' or 'baseline'; names: only these), read
+    from the data, never from a hard-coded label: a frame indexed by case with name, median_us,
+    and the fraction columns."""
+    d = one_source(select(df, kind=kind))
+    if d is not None and len(d):
+        d = d[~d["name"].str.contains(r"(?:^|_)ablate_")]   # an ablation row is not a step of the ladder
+    if names is not None:
+        d = select(d, name=list(names))
+    if d is None or d.empty:
+        import pandas as pd
+        return pd.DataFrame(columns=["name", "median_us"])
+    idx = d.groupby("case", sort=False)["median_us"].idxmin()
+    return d.loc[idx.values].set_index("case")
+
+
+def devices(df) -> list:
+    """The frame split by (device, source), in order: a recorded frame may hold several devices,
+    and a table or sentence that judges speaks of one at a time."""
+    if df is None or df.empty or not {"device", "source"} <= set(df):
+        return [df]
+    return [g for _, g in df.groupby(["device", "source"], sort=False)]
+
+
+def timing_rules(df, lab: str) -> int:
+    """The bench rules (device.TIMING_RULES) a frame was timed under: live, the current ones; a
+    record, those written beside it (1: older than the field)."""
+    from .device import TIMING_RULES, recorded_meta
+    if df is None or df.empty or "source" not in df or df["source"].iloc[0] == "live":
+        return TIMING_RULES
+    meta = next((m for m in recorded_meta().values() if m.get("device") == df["device"].iloc[0]), {})
+    return int(meta.get("labs", {}).get(lab, {}).get("timing", 1))
+
+
+_SAID: list = [None, set()]      # the cell being run (IPython's execution count), the lines it printed
+
+
+def print_once(line: str) -> None:
+    """Print a provenance or skip line once per notebook cell: a cell that reads two frames of the
+    same record says where they come from once. Outside IPython (tests, scripts) it always prints."""
+    try:
+        from IPython import get_ipython
+        ip = get_ipython()
+    except ImportError:
+        ip = None
+    if ip is not None:
+        if _SAID[0] != ip.execution_count:           # a new cell
+            _SAID[:] = [ip.execution_count, set()]
+        if line in _SAID[1]:
+            return
+        _SAID[1].add(line)
+    print(line)
+
+
+# ---- the live / recorded switch: written once -------------------------------------------------------
+
+def recorded(lab: str, what: str, **eq):
+    """Compile-only: the recorded rows of `lab` (matching eq, e.g. section=..., case=[...]), with one
+    line saying they are recorded and from where; or an empty frame and a line saying what a GPU
+    would measure."""
+    import pandas as pd
+    from .device import load_recorded
+    rec = select(load_recorded(lab), **eq) if eq else load_recorded(lab)
+    if rec is None or rec.empty:
+        print_once(f"SKIPPED (compile-only): nothing recorded for {lab} yet (`make bench` on a GPU records it); "
+                   f"on a GPU this measures {what} live.")
+        return pd.DataFrame()
+    print_once(f"RECORDED results (not measured now): {provenance(rec)}")
+    return mark_stale(lab, rec.reset_index(drop=True))
+
+
+def mark_stale(lab: str, rec):
+    """Recorded rows whose code has moved on since (core.store: their fingerprint differs from
+    today's) get a `note` column, 'recorded with an earlier version of step NN', and one line says
+    so with the reason the device record states for keeping them."""
+    from .store import kept_reason, note
+    notes = note(lab, rec)
+    if any(notes):
+        rec = rec.assign(note=notes)
+        steps = sorted({n.rsplit(" of ", 1)[1] for n in notes if n})
+        why = "; ".join(sorted({kept_reason(slug(d)) for d in rec.loc[rec["note"] != "", "device"]} - {""}))
+        print_once(f"STALE: {sum(map(bool, notes))} recorded rows ran an earlier version of the code "
+                   f"({', '.join(steps[:6])}{' ...' if len(steps) > 6 else ''}): marked in the `note` column"
+                   + (f" (kept because: {why})" if why else "; `make bench` on that GPU re-records them") + ".")
+    return rec
+
+
+def live_or_recorded(lab: str, what: str, measure, **eq):
+    """The one switch: live, measure() -> a list of row dicts (or a frame), tagged live with this
+    device and date; compile-only, recorded(name, what, **eq)."""
+    import pandas as pd
+    from .device import info, is_live, now
+    if not is_live():
+        return recorded(lab, what, **eq)
+    got = measure()
+    df = got if isinstance(got, pd.DataFrame) else pd.DataFrame(got)
+    df["device"], df["date"], df["source"] = info()["name"], now(), "live"
+    return df

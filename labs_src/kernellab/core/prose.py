@@ -1,0 +1,270 @@
+"""Tables and sentences from results frames: the lean table of the device on screen (or the fastest
+step per case), every record side by side, host time against a library's call, one noise-aware summary
+line, the ablation of bundled steps, and `say`, through which every computed sentence is shown."""
+from __future__ import annotations
+
+from .frame import best, cases, devices, one_source, print_once, select, source
+from .verdict import frac_band, ratio_band, target_outcome, within_noise
+
+MAX_ROWS = 40       # a table longer than this shows the fastest step per case instead (the frame stays one call away)
+
+
+def table(df, columns=None, roof: str = "copy", full: bool = False):
+    """A results frame for reading, of the device on screen (the live GPU, or the reference record):
+    the lean view (case, step, µs median and p10-p90, the fraction of the roof that applies,
+    time(previous row)/time(this row) within a case) or the given columns, rounded. Longer than
+    MAX_ROWS rows: the fastest step of each case, with its fraction of the roof and of the floor
+    (brief()), and a line saying how to see every row. Provenance is said once, by the call that
+    measured or read the frame; other records are set side by side by device_table. full=True:
+    every row and column of every device."""
+    if df is None or df.empty:
+        print("(no results: nothing measured here and nothing recorded)")
+        return df
+    if full:
+        return df
+    d = one_source(df).copy()
+    if roof == "copy" and "frac_copy" in d and d["frac_copy"].isna().all() and "frac_read" in d:
+        roof = "read"                  # a family judged against the read roof has no copy fraction
+    if len(d) > MAX_ROWS and {"case", "name", "kind", "median_us"} <= set(d):
+        print_once(f"{len(d)} rows on {short_device(d['device'].iloc[0]) if 'device' in d else 'this device'}: "
+                   f"below, the fastest step of each case; every row: results.table(frame, full=True).")
+        return brief(d, roof)
+    if columns is None:
+        if f"frac_{roof}" in d:
+            d[f"of {roof} roof"] = d[f"frac_{roof}"]
+        if "median_us" in d:
+            keys = [c for c in ("case",) if c in d]
+            d["vs_prev"] = d.groupby(keys, sort=False)["median_us"].shift(1) / d["median_us"]
+        columns = ["case", "name", "median_us", "p10_us", "p90_us", f"of {roof} roof", "vs_prev", "note"]
+    cols = [c for c in columns if c in d and c not in ("device", "date", "source")]
+    out = d[list(dict.fromkeys(cols))].round(3).reset_index(drop=True)
+    if len(out) > MAX_ROWS:
+        print_once(f"{len(out)} rows: the first {MAX_ROWS} below; every row: results.table(frame, full=True).")
+        return out.head(MAX_ROWS)
+    return out
+
+
+FLOOR_NAMES = r"floor|read-only kernel|memcpy|plain copy"
+LIBRARY_NAMES = r"torch|cublas|cupy"
+
+
+def brief(df, roof: str = "copy"):
+    """One row per case: the fastest step (read from the data), its µs and fraction of the roof, the
+    floor's fraction where the frame has a floor (a read-only kernel or copy of the same bytes) and the
+    step's fraction of that floor, and the fastest library baseline with time(library) / time(step)."""
+    import pandas as pd
+    d = one_source(df)
+    top = best(d)
+    rows = []
+    for case, r in top.iterrows():
+        at = d[d["case"] == case]
+        row = {"case": case, "fastest step": r["name"], "µs": r["median_us"]}
+        if f"frac_{roof}" in at:
+            row[f"of {roof} roof"] = r.get(f"frac_{roof}", float("nan"))
+        fl = at[(at["kind"] == "baseline") & at["name"].astype(str).str.contains(FLOOR_NAMES, case=False)]
+        if len(fl):
+            row["of floor"] = float(fl["median_us"].min()) / r["median_us"]
+        libs = at[(at["kind"] == "baseline") & at["name"].astype(str).str.contains(LIBRARY_NAMES, case=False)]
+        if len(libs):
+            lib = libs.loc[libs["median_us"].idxmin()]
+            row["fastest library"], row["library / step"] = lib["name"], lib["median_us"] / r["median_us"]
+        rows.append(row)
+    return pd.DataFrame(rows).round(3)
+
+
+HOST_TARGET = 1.1      # a default step's host µs per call, at most this times torch's call for the same operation
+
+
+def host_text(df, step: str, against: str = "torch") -> str:
+    """Host time per call (not GPU time) of `step` against the fastest-to-issue baseline whose name has
+    `against`, over the frame's cases (first device): the medians, the worst case, and where it is
+    above HOST_TARGET x, the measured reason: the same launches as bare CuPy kernel calls
+    (`bare_host_us`) against the baseline's whole call."""
+    d = one_source(df)
+    if d is None or d.empty or "host_us" not in d:
+        return f"Host time of `{step}`: not measured here and not recorded yet."
+    ours = d[d["name"] == step].set_index("case")
+    base = d[(d["kind"] == "baseline") & d["name"].astype(str).str.contains(against)]
+    if ours.empty or base.empty or ours["host_us"].isna().all():
+        return f"Host time of `{step}` against {against}: not measured here and not recorded yet ({source(df)})."
+    theirs = base.groupby("case")["host_us"].min()
+    both = ours.join(theirs.rename("theirs"), how="inner").dropna(subset=["host_us", "theirs"])
+    r = both["host_us"] / both["theirs"]
+    med = lambda c: float(both[c].median())      # noqa: E731
+    s = (f"Host time per call (what the CPU pays to issue it, not GPU time): `{step}` **{med('host_us'):.1f} µs**, "
+         f"{against}'s call {med('theirs'):.1f} µs (medians over {len(both)} case{'s' * (len(both) > 1)}), "
+         + (f"{r.min():.2f}× {against}'s" if f"{r.min():.2f}" == f"{r.max():.2f}" else
+            f"{r.min():.2f}–{r.max():.2f}× {against}'s, median {r.median():.2f}×"))
+    if r.median() <= HOST_TARGET:
+        return s + f": within the {HOST_TARGET}× target ({source(df)})."
+    bare = both["bare_host_us"] / both["theirs"] if "bare_host_us" in both else None
+    if bare is not None and not bare.isna().all():
+        s += (f", above the {HOST_TARGET}× target. Measured reason: the same launches as bare CuPy kernel calls "
+              f"(`bare_host_us`, no checks) already cost {float(bare.median()):.2f}× {against}'s whole call; a "
+              f"Python launcher cannot go below that, and its checks and plan lookup add "
+              f"{med('host_us') - float(both['bare_host_us'].median()):.1f} µs. A CUDA graph replay (lab 08) "
+              f"issues a whole chain for one launch's host cost")
+    return s + f" ({source(df)})."
+
+
+def summary(df, step: str, against: str, prov: bool = True) -> str:
+    """One sentence about `step` against `against` over every case both have: the range of
+    time(against)/time(step), and where it loses or is within noise. Provenance once."""
+    got = []
+    for c in cases(df, step):
+        m = ratio_band(df, step, against, c)
+        if m.ok:
+            got.append((c, m))
+    if not got:
+        dev = df["device"].iloc[0] if df is not None and len(df) and "device" in df else None
+        live = "source" in df and (df["source"] == "live").any() if df is not None else False
+        return (f"`{step}` vs `{against}`: not recorded on {dev} yet." if dev and not live else
+                f"`{step}` vs `{against}`: not measured here and not recorded yet.")
+    vals = [m.value for _, m in got]
+    lose = [c for c, m in got if m.value < 1 and not within_noise(m)]
+    noise = [c for c, m in got if within_noise(m)]
+    lo, hi = f"{min(vals):.2f}", f"{max(vals):.2f}"
+    rng = f"{lo}×" if lo == hi else f"{lo}–{hi}×"
+    s = f"`{step}` against `{against}`: {rng} (time of `{against}` / time of `{step}`) over {len(got)} case(s)"
+    if lose:
+        s += f"; slower at {', '.join(f'`{c}`' for c in lose)}"
+    if noise and len(noise) == len(got) and len(got) > 1:
+        s += "; within noise at every case"
+    elif noise:
+        s += f"; within noise at {', '.join(f'`{c}`' for c in noise)}"
+    if not lose and not noise:
+        s += "; faster at every case"
+    return s + (f" ({source(df)})." if prov else ".")
+
+
+def ablation(df, pairs, about=None) -> None:
+    """The ablation of bundled steps, from one frame. pairs: (title, dtype, before, after, changes),
+    changes a list of (the change, the kernel with it, the kernel without it). For each pair: one table
+    per device on screen of every kernel's time over the after step's, per case (below 1: faster
+    without that change), then one sentence per change over every case (`summary`), per device.
+    `about`: name -> what the kernel is (kernels it does not describe are left as named)."""
+    from IPython.display import display
+    for title, dtype, before, after, changes in pairs:
+        names = list(dict.fromkeys(n for n in [before, after] + [k for _, w, wo in changes for k in (w, wo)] if n))
+        sel = select(df, name=names, **({"dtype": dtype} if dtype else {}))
+        parts = [a for a in devices(sel) if a is not None and len(a) and after in set(a["name"])]
+        if not parts:
+            print(f"{title}: not recorded yet; the ablation is timed live on a GPU (make bench records it).")
+        for a in devices(select(df, **({"dtype": dtype} if dtype else {}))):
+            if a is not None and len(a) and "device" in a and after not in set(a["name"]) and parts:
+                print(f"{title}: not recorded on {a['device'].iloc[0]} yet.")
+        for a in parts:
+            at = a.pivot_table(index="name", columns="case", values="median_us")
+            at = at.loc[[n for n in names if n in at.index]] / at.loc[after]
+            if about:
+                at.insert(0, "what it is", [about.get(n, "") for n in at.index])
+            display(at.round(2).rename_axis(f"{title}: time / {after}'s ({source(a)})"))
+            alone = [(what, w, wo) for what, w, wo in changes if (w, wo) != (after, before)]
+            head = (f"**{title}**, every change together: " + summary(a, after, before, prov=False)) if before \
+                else f"**{title}**."
+            say(head + (f" Each change alone ({source(a)}):\n" + "".join(f"\n- {what}: " + summary(a, w, wo, prov=False)
+                                                                          for what, w, wo in alone) if alone else
+                        f" Its one change is {changes[0][0]} ({source(a)})."))
+
+
+def times(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> str:
+    """time(slow)/time(fast) as a short phrase judged by the noise rule: '**1.23×**', '1.02×
+    (within noise)', or '*(not recorded yet)*'."""
+    m = ratio_band(df, fast, slow, case, slow_case)
+    if not m.ok:
+        return "*(not recorded yet)*"
+    return f"{m.value:.2f}× (within noise)" if within_noise(m) else f"**{m.value:.2f}×**"
+
+
+def compare_text(df, fast: str, slow: str, case: str) -> str:
+    """'`fast` is r× faster than `slow` at `case`', judged by the noise rule, or a note that it is
+    not measured or recorded yet."""
+    m = ratio_band(df, fast, slow, case)
+    if not m.ok:
+        return f"`{fast}` vs `{slow}` at `{case}`: not measured here and not recorded yet"
+    if within_noise(m):
+        return f"`{fast}` and `{slow}` are within noise of each other at `{case}` (ratio {m.value:.2f})"
+    word, shown = ("faster", m.value) if m.value > 1 else ("slower", 1 / m.value)
+    return f"`{fast}` is **{shown:.2f}×** {word} than `{slow}` at `{case}`"
+
+
+def say(md: str) -> None:
+    """Show a sentence computed from the results on screen (Markdown in a notebook, text
+    elsewhere). Every sentence in a lab that quotes a number or gives a verdict goes through
+    here, built from the measured or recorded frame, never typed for one device. A provenance that
+    follows a finished clause joins it ("… case. (recorded on X)" reads "… case (recorded on X).")."""
+    import re
+    md = re.sub(r"\.\s+\(((?:recorded|live) on [^()]*)\)\.?", r" (\1).", md)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+        if get_ipython() is not None:
+            display(Markdown(md))
+            return
+    except ImportError:
+        pass
+    print(md)
+
+
+def each_device(df, sentence, *others) -> None:
+    """Say sentence(part, *others_part) of the device on screen: the live GPU's rows, or without one the
+    reference record's (the first recorded device: the H100), the other frames cut to the same device.
+    One sentence per fact: the other records are set side by side in the lab's comparison table
+    (device_table), never in a second copy of every sentence. (The name says what it once did: a saved
+    notebook keeps calling it.) sentence: frames -> Markdown (its provenance included, e.g. via source(part))."""
+    part = one_source(df)
+    dev = part["device"].iloc[0] if part is not None and len(part) and "device" in part else None
+    say(sentence(part, *[o if dev is None or o is None or "device" not in o else o[o["device"] == dev]
+                         for o in others]))
+
+
+def short_device(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100': a device label that fits a column."""
+    import re
+    return re.sub(r"^NVIDIA\s+|\s+\d+GB.*$", "", str(name)).strip() or str(name)
+
+
+def device_table(df, roof: str = "copy"):
+    """Every record (and the live GPU) side by side, one row per case: the fastest step on the device on
+    screen and, per device, that step's µs and its fraction of the roof that applies there, and the
+    fastest library baseline's µs: the one place a lab sets GPUs against each other."""
+    import pandas as pd
+    parts = [p for p in devices(df) if p is not None and len(p)]
+    if not parts or "kind" not in parts[0]:
+        print("(nothing to compare: one device or no results)")
+        return pd.DataFrame()
+    top = best(parts[0])
+    rows = []
+    for case, r in top.iterrows():
+        row = {"case": case, "step": r["name"]}
+        for p in parts:
+            lab = short_device(p["device"].iloc[0]) + ("" if p["source"].iloc[0] == "recorded" else " (live)")
+            at = p[(p["case"] == case) & (p["name"] == r["name"])]
+            row[f"{lab} µs"] = float(at["median_us"].iloc[0]) if len(at) else float("nan")
+            if f"frac_{roof}" in at:
+                row[f"{lab} of {roof} roof"] = float(at[f"frac_{roof}"].iloc[0]) if len(at) else float("nan")
+            libs = p[(p["case"] == case) & (p["kind"] == "baseline")
+                     & p["name"].astype(str).str.contains(LIBRARY_NAMES, case=False)]
+            row[f"{lab} library µs"] = float(libs["median_us"].min()) if len(libs) else float("nan")
+        rows.append(row)
+    print_once("Every record side by side (" + "; ".join(f"{short_device(p['device'].iloc[0])}: {p['source'].iloc[0]} "
+                                                          f"{p['date'].iloc[0]}" for p in parts) + ").")
+    return pd.DataFrame(rows).round(3)
+
+
+MISSING = "*Not measured here, and not recorded yet: a GPU (or `make bench`) fills this in.*"
+
+
+def unless_missing(value, text: str, missing: str = MISSING) -> str:
+    """`text` when `value` was measured (a number, not NaN), else the line saying why there is none."""
+    return text if value is not None and value == value else missing
+
+
+def roof_text(df, name: str, case: str, target: float | None = None, roof: str = "copy") -> str:
+    """'`name` reaches f of the copy roof at `case`' (and the target's outcome, by the one rule)."""
+    m = frac_band(df, name, case, roof)
+    f = m.value
+    if f != f:
+        return f"`{name}` at `{case}`: not measured here and not recorded yet"
+    t = "" if target is None else f" (target {target:.2f}: **{target_outcome(m, target)}**)"
+    return f"`{name}` reaches **{f:.2f}** of the {roof} roof at `{case}`{t}"

@@ -1,0 +1,272 @@
+"""Softmax (lab 01): what the frames say. The DRAM-pass model, the best step per row length over the
+sweep, the targets, what limits the long rows (Nsight Compute), the lab's family, and the seed's
+correctness claims checked in NumPy."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.device import facts as facts_of
+from ..core.family import Family, Target
+from .reference import CHECK_CASES, SHAPES, SWEEP, bytes_moved, case_key, make_input, reference, tolerance
+from .steps import (BASELINES, BEST, CLUSTER_FROM, FAMILY, NAME, ROW_BLOCK, VARIANTS, cluster11_geometry,
+                    cluster_geometry, rows_per_warp_geometry)
+
+# ---- where do re-reads come from? A model of DRAM passes -----------------------------------------
+# Steps 02-03 read each row 3 times and write it once; step 04 reads it twice. A re-read costs DRAM
+# bandwidth only if the row has left the caches by then. With one block per row, an SM holds
+# `blocks_per_sm` rows at once: they stay in its L1 if they fit; the rows of all SMs stay in L2 if
+# they fit there. L1 here is the SM's unified L1/shared-memory array (the most L1 can be).
+L1_BYTES = {"sm_70": 128 << 10, "sm_75": 96 << 10, "sm_80": 192 << 10, "sm_86": 128 << 10,
+            "sm_87": 192 << 10, "sm_89": 128 << 10, "sm_90": 256 << 10, "sm_100": 256 << 10,
+            "sm_120": 128 << 10}
+
+
+def dram_passes(cols, itemsize, blocks_per_sm, sms, l1_bytes, l2_bytes, reads=3, writes=1) -> dict:
+    """The model: where the re-reads of a row are served from, and how many passes over the data
+    must cross DRAM (the first read and every write always do). bound = 2 / DRAM passes is the
+    largest fraction of the copy roof (1 read + 1 write = 2 passes) such a kernel can reach."""
+    row = cols * itemsize
+    per_sm, gpu = row * blocks_per_sm, row * blocks_per_sm * sms
+    where = "L1" if per_sm < l1_bytes else "L2" if gpu < l2_bytes else "DRAM"   # L1 also holds smem
+    passes = (reads if where == "DRAM" else 1) + writes
+    return {"row KiB": row / 1024, "rows in flight per SM": blocks_per_sm, "KiB per SM": per_sm / 1024,
+            "MiB on the GPU": gpu / 2**20, "re-reads from": where, "passes counted": reads + writes,
+            "DRAM passes (model)": passes, "bound (2 / DRAM passes)": 2 / passes}
+
+
+def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
+    """For each row length measured in `df` (fp32): the model's DRAM passes for `step` beside
+    the measured fraction of the copy roof, and the passes that fraction implies (2 / fraction).
+    Empty when the frame has no rows of `step` or the device is unknown."""
+    import pandas as pd
+    from ..core.build import occupancy
+    from ..core.results import one_source
+    d = one_source(df[(df["name"] == step) & (df["dtype"] == "float32")]) if len(df) else df   # one device
+    facts = facts_of(d)
+    if d is None or d.empty or not facts:
+        return pd.DataFrame()
+    occ = occupancy(FAMILY, step, threads)
+    arch = facts["arch"] if (occ["arch"] == facts["arch"]).any() else "sm_90"
+    blocks = int(occ[(occ["arch"] == arch) & (occ["source"] == "ptxas -v")]["blocks/SM"].iloc[0])
+    rows = []
+    for r in d.sort_values("cols").itertuples():
+        m = dram_passes(int(r.cols), 4, blocks, facts["sms"], L1_BYTES.get(facts["arch"], 128 << 10),
+                        facts["l2_bytes"], reads=reads)
+        rows.append({"shape": f"{r.rows}x{r.cols}", **m, "measured fraction of copy": r.frac_copy,
+                     "passes implied (2 / fraction)": 2 / r.frac_copy})
+    out = pd.DataFrame(rows)
+    out["device"], out["source"] = facts["device"], d["source"].iloc[0]
+    return out
+
+
+# ---- every shape at speed: the best step per row length, from 32 to 262144 columns (the sweep) -------------
+
+def _sweep_best(df, lo, hi, kind="variant", names=None):
+    """Per sweep case with lo <= columns <= hi (fp32 and fp16): the fastest step's row (or the
+    fastest of the baselines `names`)."""
+    from ..core.results import best
+    keys = [case_key(s, dt) for s in SWEEP for dt in ("float32", "float16") if lo <= s[1] <= hi]
+    b = best(df, kind, names)
+    return b[b.index.isin(keys)] if len(b) else b
+
+
+def worst_frac(lo, hi, floor=False):
+    """The worst fraction of the copy roof that the best step reaches over the sweep's rows of lo..hi
+    columns (fp32 and fp16); floor=True: that of a memcpy of the same bytes (no kernel can do much
+    better); NaN when the frame lacks them."""
+    def m(df):
+        b = _sweep_best(df, lo, hi, *(("baseline", ["memcpy x -> y (floor)"]) if floor else ()))
+        return float(b["frac_copy"].min()) if len(b) else float("nan")
+    return m
+
+
+def worst_vs_torch(df):
+    """Worst over the sweep (both dtypes) of time(torch.softmax) / time(best step)."""
+    from ..core.results import NAN, ratio_band
+    b = _sweep_best(df, 32, 2 ** 18)
+    r = [m for m in (ratio_band(df, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])) if m.ok]
+    return min(r, key=lambda m: m.value) if r else NAN
+
+
+def kernel_run(step: str, case: str) -> str:
+    """The step whose kernel the launcher of `step` actually runs at `case` ('RxC:dtype'): steps 11-13
+    hand rows they cannot hold (under CLUSTER_FROM, or fp32 past 8 blocks of 512 threads) to step 10, step 10
+    hands rows shorter than CLUSTER_FROM (or too long for its cluster) to step 09's dispatch, and
+    step 09 hands rows too long for a warp to step 05 (fp32) or step 07 (fp16). Two launchers that
+    map to the same step time the same kernel: a "fastest" between them is a pick within noise."""
+    shape, dt = case.split(":")
+    C = int(shape.split("x")[-1])
+    if step in ("11_cluster_resident", "11_ablate_fp32_max", "12_cluster_prefetch", "13_cluster_one_exp"):
+        if C >= CLUSTER_FROM and cluster11_geometry(C, dt) is not None:
+            return step
+        step = "10_cluster"
+    if step == "10_cluster":
+        if C >= CLUSTER_FROM and cluster_geometry(C, dt) is not None:
+            return step
+        step = "09_dispatch"
+    if step == "09_dispatch" and rows_per_warp_geometry(C, dt) is None:
+        return "07_fp16_pipelined" if dt == "float16" else "05_online_vec4"
+    return step
+
+
+def ran_text(step: str, case: str) -> str:
+    """'`step`', or '`step` (which runs `other`'s kernel here)' where the launcher hands the case on."""
+    k = kernel_run(step, case)
+    return f"`{step}`" if k == step else f"`{step}` (which runs `{k}`'s kernel here)"
+
+
+def best_per_length(df):
+    """The sweep's fastest step per row length and dtype, the step whose kernel that launcher ran
+    (kernel_run: step 10 below 16385 columns is step 09's dispatch, step 09 past a warp's row is
+    step 05 or 07, so a win between them is a pick within noise between the same kernel), its
+    fraction of the copy roof, and time(torch.softmax) / its time (> 1: faster than torch); one
+    block of rows per recorded device."""
+    import pandas as pd
+    from ..core.results import devices, ratio
+    parts = []
+    for part in devices(df):
+        b = _sweep_best(part, 32, 2 ** 18)
+        if not len(b):
+            continue
+        out = b.reset_index()[["case", "name"]]
+        out["kernel that ran"] = [kernel_run(n, c) for c, n in zip(b.index, b["name"])]
+        out[["median_us", "frac_copy"]] = b[["median_us", "frac_copy"]].values
+        out["torch / best"] = [ratio(part, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])]
+        if "device" in part:
+            out["device"] = part["device"].iloc[0]
+        parts.append(out)
+    return pd.concat(parts, ignore_index=True).round(3) if parts else pd.DataFrame()
+
+
+TARGETS = (Target("best step / torch.softmax, worst over 32..262144 columns (fp32, fp16)", worst_vs_torch, 1.0),
+           *(Target(f"best step, worst fraction of the copy roof, {what} columns", worst_frac(lo, hi), t, unit="",
+                    floor=worst_frac(lo, hi, floor=True))
+             for what, lo, hi, t in (("1K..32K", 1024, 32768, 0.90), ("64K..256K", 65536, 2 ** 18, 0.85),
+                                     ("32..256", 32, 256, 0.75))))
+
+# ---- what limits the long rows: Nsight Compute readings (results.limiters), and their sentence -------------
+
+TORCH_SOFTMAX_KERNELS = "SoftMax|softmax"          # torch's softmax kernels (cunn_SoftMaxForward*, softmax_warp_*)
+LIMIT_LONG = (256, 131072)                         # the 64K..256K band's middle: 2^25 elements, as the sweep
+LIMITERS = (("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_fp16", "float16"),
+            ("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_\d", "float32"),
+            ("13_cluster_one_exp", LIMIT_LONG, r"^softmax_13_", "float16"),
+            ("torch.softmax", LIMIT_LONG, TORCH_SOFTMAX_KERNELS, "float16"))
+
+
+def long_limits_text(lim) -> str:
+    """What holds step 10 back on long fp16 rows, beside fp32, torch and step 13, from results.limiters(SOFTMAX)."""
+    col = lambda name, dt: f"{name} @ {case_key(LIMIT_LONG, dt)}"             # noqa: E731
+    a, b, t = col("10_cluster", "float16"), col("10_cluster", "float32"), col("torch.softmax", "float16")
+    if lim is None or not {a, b, t} <= set(lim.columns):
+        return "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
+    v = lambda row, c: float(lim.loc[row, c])                                 # noqa: E731
+    dr, iss, occ, xu = ("DRAM throughput (% of peak)", "issue slots busy (%)", "achieved occupancy (%)",
+                        "XU pipe (exp2) busy (%)")
+    stalls = [i for i in lim.index if i.startswith("stall:")]
+    top, second = lim.loc[stalls, a].sort_values(ascending=False).index[:2]
+    s13 = col("13_cluster_one_exp", "float16")
+    top13 = lim.loc[stalls, s13].idxmax() if s13 in lim.columns else None
+    units = {dr: "DRAM", iss: "the issue slots", xu: "the XU pipe (exp2)"}
+    busiest = max(units, key=lambda r: v(r, a))
+    held = (f"no unit is saturated (the busiest, {units[busiest]}, at {v(busiest, a):.0f}%): it is held by latency"
+            if v(busiest, a) < 80 else f"{units[busiest]} is saturated ({v(busiest, a):.0f}%)")
+    dram_bytes = lambda c: v(dr, c) * v("duration (ns)", c)                   # noqa: E731  DRAM busy x time
+    return (f"At {LIMIT_LONG[0]} × {LIMIT_LONG[1]}, fp16 `10_cluster` keeps DRAM **{v(dr, a):.0f}%** busy over "
+            f"{v('duration (ns)', a) / 1e3:.1f} µs; the same kernel on fp32 rows **{v(dr, b):.0f}%**. In fp16 {held}. "
+            f"It runs at **{v(occ, a):.0f}%** occupancy ({v('registers per thread', a):.0f} registers a thread; "
+            f"fp32: {v(occ, b):.0f}%, {v('registers per thread', b):.0f} registers; the register table above shows "
+            f"step 11's fp16 kernels, the same chunk with the max taken in fp16, at about half), "
+            f"issues in {v(iss, a):.0f}% of the cycles, and its warps wait most on *{top[7:]}* ({v(top, a):.2f} "
+            f"cycles per issued instruction), then on *{second[7:]}* ({v(second, a):.2f}): few "
+            f"warps, each loading its chunk, reducing, exchanging (m, d) with the cluster and storing in turn, leave "
+            f"DRAM idle between phases. torch's fp16 kernel keeps DRAM {v(dr, t):.0f}% busy over "
+            f"{v('duration (ns)', t) / 1e3:.1f} µs: busier, yet {dram_bytes(t) / dram_bytes(a):.1f}× our DRAM bytes "
+            f"(busy × time), since a row this long does not stay on chip between its passes."
+            + ("" if s13 not in lim.columns else
+               f" Step 13, with steps 11–13's changes, keeps DRAM **{v(dr, s13):.0f}%** busy over "
+               f"{v('duration (ns)', s13) / 1e3:.1f} µs at {v(occ, s13):.0f}% occupancy "
+               f"({v('registers per thread', s13):.0f} registers a thread) and issues in {v(iss, s13):.0f}% of the "
+               f"cycles; its warps wait most on *{top13[7:]}* ({v(top13, s13):.2f}): "
+               + ("still no unit saturated, still latency." if max(v(r, s13) for r in units) < 80 else
+                  f"{units[max(units, key=lambda r: v(r, s13))]} is now saturated.")))
+
+
+SOFTMAX = Family(
+    name=NAME, kernels=FAMILY, variants=VARIANTS, targets=TARGETS, reference=reference, make_input=make_input,
+    bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
+    tolerance=tolerance,
+    case_key=case_key, record_cases=[(s, dt) for dt in ("float32", "float16")
+                                     for s in dict.fromkeys(SWEEP + list(SHAPES.values()))],
+    limiters=LIMITERS, about="lab 01: softmax, naive -> safe -> warp shuffle -> online -> vectorised -> fp16")
+
+
+# ---- the seed's correctness claims, checked (docs/claims.csv rows with how `lab:...`) ---------------
+# IEEE float32 arithmetic in NumPy: the same expf overflow and the same roundings a GPU has (CuPy's
+# -ftz=true flushes subnormals, which only moves underflow, never overflow). The kernels' own checks
+# (lab 01's hostile rows) run live on a GPU; these judge the arithmetic the claims are about.
+
+def _naive_f32(x):
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(x.astype(np.float32))
+        return e / e.sum(axis=-1, keepdims=True, dtype=np.float32)
+
+
+def _safe_f32(x):
+    x = x.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True, dtype=np.float32)
+
+
+HOSTILE_ROWS = np.array([[89.0, 0.0, 1.0, 2.0], [1000.0, 999.0, -5.0, 0.0], [88.0, 88.7, 100.0, -1e30],
+                         [-1000.0, -1001.0, -2000.0, -1e30], [3e38, 3e38, 0.0, -3e38]], np.float32)
+
+
+def _exp89(part):
+    """001:26: e^89 exceeds the float32 maximum, so x >= 89 gives inf and the naive softmax NaN."""
+    with np.errstate(over="ignore"):
+        e89 = np.exp(np.float32(89.0))
+    nan_rows = int(np.isnan(_naive_f32(HOSTILE_ROWS[:3])).any(axis=-1).sum())
+    from ..core.results import checked
+    return checked(bool(np.isinf(e89)) and nan_rows == 3,
+                   f"expf(89) = {e89} in float32; naive softmax: NaN in {nan_rows} of 3 rows with x >= 89 (NumPy)")
+
+
+def _safe_fixes(part):
+    """001:31: subtracting the row max removes the overflow; what underflows to 0 is harmless (the row
+    still sums to 1 and its largest entry is exact)."""
+    y = _safe_f32(HOSTILE_ROWS)
+    ok = bool(np.isfinite(y).all() and np.allclose(y.sum(-1), 1, atol=1e-6) and (y >= 0).all())
+    zeros = int((y == 0).sum())
+    from ..core.results import checked
+    return checked(ok, f"safe softmax of {len(y)} hostile rows: all finite, each sums to 1; "
+                       f"{zeros} entries underflow to 0 (NumPy float32)")
+
+
+def _combine_never_overflows(part, n: int = 200_000, seed: int = 0):
+    """001:365: combine_stats computes expf(a.m - out.m) with out.m = max(a.m, b.m), so the argument
+    is <= 0 and the result <= 1: (m, d) pairs merged over hostile maxima never overflow. Two -inf
+    maxima (an all -inf row) give -inf - -inf = NaN, which is not an overflow but is shown."""
+    rng = np.random.default_rng(seed)
+    pick = np.array([-3e38, -1e4, -89.0, 0.0, 89.0, 1e4, 3e38], np.float32)
+    am = np.where(rng.random(n) < 0.5, rng.choice(pick, n), rng.standard_normal(n) * 1e3).astype(np.float32)
+    bm = np.where(rng.random(n) < 0.5, rng.choice(pick, n), rng.standard_normal(n) * 1e3).astype(np.float32)
+    ad, bd = rng.random(n).astype(np.float32) * 4096, rng.random(n).astype(np.float32) * 4096
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = np.maximum(am, bm)
+        d = ad * np.exp(am - m) + bd * np.exp(bm - m)
+        both_inf = np.exp(np.float32(-np.inf) - np.float32(-np.inf))
+    from ..core.results import checked
+    return checked(bool(np.isfinite(d).all() and (d <= ad + bd + 1e-3 * (ad + bd)).all()),
+                   f"{n} merges of hostile (m, d) pairs: no inf (NumPy float32); two -inf maxima give {both_inf}")
+
+
+def _register_claims():
+    from ..core.results import claim_measure
+    claim_measure("softmax-002")(_exp89)
+    claim_measure("softmax-003")(_safe_fixes)
+    claim_measure("softmax-028")(_combine_never_overflows)
+
+
+_register_claims()
