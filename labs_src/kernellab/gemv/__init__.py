@@ -1,0 +1,75 @@
+"""GEMV family (seed 002, the matmul report): y[K] = W[K, M] . x[M], W row-major, fp32 accumulation.
+
+A "dtype" here names a data path, as the report's kernels do:
+  float32      fp32 W, fp32 x -> fp32 y                       (matmul_kernel_cu_fp32)
+  int8         int8 W + fp32 scale per 128 along M, fp32 x -> fp32 y   (matmul_kernel_cu_fp32int8)
+  f32_fp16w    fp16 W, fp32 x -> fp32 y                       (optimized::gemv_fp16_*)
+  float16      fp16 W, fp16 x -> fp16 y                       (gemv_pure_fp16_kernel_v2)
+  int4         AWQ-style: 2 weights per byte, fp16 scale + uint8 zero per 128, fp16 x -> fp32 y
+The logits head (fp16 in, fp32 out) is the family LOGITS, the prefill kernels BATCHED
+(Y[N, K] = X[N, M] . W^T), the fp32 <-> fp16 conversions CONVERT; FAMILIES lists all four.
+
+This is the lab's face: every name of the lab is here (gemv.VARIANTS, gemv.pack, ...). The code:
+  reference.py  inputs, quantisers, float64 references, tolerances, the shapes and cases
+  layout.py     steps 36 / 37's tile-major weight layout and its cache (tiles)
+  steps.py      the launchers, VARIANTS and BEST, pack / unpack, the baselines, LOGITS
+  prefill.py    the batched steps (BATCHED), the conversions (CONVERT), the cuBLAS routes
+  report.py     models on paper, the targets, readers for the sentences, GEMV (its targets live here)
+  ablation.py   ABLATION: each bundled step's changes one at a time
+"""
+# ruff: noqa: F401   (the face re-exports the lab's names)
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+
+from ..core.device import info, is_live, torch as torch_module
+from ..core.family import Family, Target
+from ..core.launch import aligned, derived, launch, out_like, require, variant
+from ..core.results import fastest, pick, ratio, ratio_band
+from .reference import (
+    BPATHS, CASES, CHECK_CASES, CHECK_K, CHECK_M, DOWN, DOWN25, FAMILY, GROUP, INT32_MAX, KV, NAME, PATHS, Q25, QO,
+    RECORD_CASES, SHAPES, TARGET_SHAPES, UP, UP25, VOCAB, WARP_ROWS, _batched_bytes, _batched_input,
+    _batched_reference, _batched_tolerance, _conv_input, _conv_reference, _hostile_float, _logits_bytes,
+    _logits_input, _logits_reference, _path_of, _randn, _rowdot, _ydtype, bytes_moved, case_key, dense_weight,
+    dequantize_int4, dequantize_int8, make_input, quantize_int4, quantize_int8, reference, tolerance, unpack_int4)
+from .layout import _TILED, _tile_major, forget, interleave_int4, interleave_w8a16, tiles, untile
+from .steps import (
+    BASELINES, BEST, COMPUTE_ONLY, DISPATCH_M, FAST, FAST_G, FAST_STREAM, FLOOR, LOGITS, ROWS_MIN_WARPS_PER_SM,
+    TILE_SPLIT, VARIANTS, _alloc, _compute_only, _cublas, _cublas_f16out, _fast, _finish, _int4_mma, _read_floor,
+    _rows, _step, _tiles, _torch_linear, _torch_mv, _vec_ok, _w8a16, f32_fp16w_dispatch, fast_threads, pack,
+    read_by, tile_split, unpack, validate)
+from .prefill import (
+    BATCH_TOKENS, BATCHED, BATCHED_CASES, CONV, CONVERT, CONVERT_SHAPES, GEMMEX, VIT, _bcublas, _bstep, _btorch,
+    _bvalidate, _conv_variant, _cupy_astype, _gemmex_route, _hgemm_route, crossover_cases)
+from .report import (
+    GEMV, _frac_read, _targets, _vs, check_variants, first_win, int32_offsets, ladder, loop_instructions,
+    orin_model, targets, time_us, waves, warm_vs_flushed)
+from .ablation import (
+    _ABL_NAMES, _ABL_SHAPES, _ABLATION_VARIANTS, ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF,
+    unroll_pragma_changes)
+
+FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
+
+_PARTS = tuple(sys.modules[f"{__name__}.{p}"] for p in ("reference", "layout", "steps", "prefill", "report", "ablation"))
+_UNSET = object()
+
+
+class _Face(types.ModuleType):
+    """gemv.X = v also rebinds X in each module of the package that holds the same object, so that a
+    patched constant reaches the launchers that name it, as when gemv was one module (the tests patch
+    gemv.GROUP and read a step's fingerprint). Mutable state (VARIANTS, BEST, TILE_SPLIT, FAST_G, ...)
+    is one object everywhere: change it in place."""
+
+    def __setattr__(self, name, value):
+        old = self.__dict__.get(name, _UNSET)
+        if old is not _UNSET and not isinstance(value, types.ModuleType):
+            for part in _PARTS:
+                if part.__dict__.get(name, _UNSET) is old:
+                    setattr(part, name, value)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Face

@@ -1,0 +1,193 @@
+"""GEMV's report: models on paper (int32 offsets, waves, Jetson Orin), the issue's targets read from
+the results on screen, the small readers behind the lab's sentences, and GEMV, the family those
+targets are part of."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..core.device import info, is_live
+from ..core.family import Family, Target
+from ..core.results import fastest, pick, ratio, ratio_band
+from .reference import (CASES, CHECK_CASES, DOWN, FAMILY, GROUP, INT32_MAX, NAME, RECORD_CASES, SHAPES,
+                        TARGET_SHAPES, UP, UP25, VOCAB, bytes_moved, case_key, make_input, reference, tolerance)
+from .steps import BASELINES, BEST, FAST, FLOOR, VARIANTS
+
+
+def int32_offsets(shapes=None):
+    """Where row * M (the element offset of the last row) leaves int32, per shape and weight dtype:
+    the element offset, and the byte offset for fp16 and fp32 weights."""
+    import pandas as pd
+    shapes = shapes or {**SHAPES, "vocab_152064x14336 (wider model)": (152064, 14336)}
+    rows = []
+    for nm, (K, M) in shapes.items():
+        last = (K - 1) * M
+        rows.append({"shape": nm, "K": K, "M": M, "(K-1)*M": last, "elements fit int32": last <= INT32_MAX,
+                     "fp16 bytes fit int32": 2 * last <= INT32_MAX, "fp32 bytes fit int32": 4 * last <= INT32_MAX,
+                     "int32 wraps to": int(np.array([last]).astype(np.int64).astype(np.int32)[0])})
+    return pd.DataFrame(rows)
+
+
+def check_variants(family=None, names=None, cases=None) -> None:
+    """check.variants (the family's M-scaled tolerance applies there); the main GEMV family by default."""
+    from ..core.check import variants
+    variants(family or GEMV, names, cases)
+
+
+def waves(K, rows_per_block, threads, sms, blocks_per_sm) -> dict:
+    """How a GEMV grid fills the GPU (bench.waves), and the warps each SM gets on average."""
+    from ..core.bench import waves as _waves
+    blocks = -(-K // rows_per_block)
+    return {**_waves(blocks, sms, blocks_per_sm), "warps per SM (avg)": round(blocks * threads / 32 / sms, 1)}
+
+
+def orin_model(shapes=None, gbps=None, frac=0.85):
+    """Jetson Orin on paper (a MODEL, not a measurement): time = unique bytes / (frac x roof) for
+    the fp16 and int8/int4 paths, and the rows each of its 16 SMs gets."""
+    import pandas as pd
+    from ..core.device import ORIN_PEAK_GBPS
+    gbps = gbps or ORIN_PEAK_GBPS
+    shapes = shapes or {k: v for k, v in SHAPES.items()}
+    rows = []
+    for nm, (K, M) in shapes.items():
+        b16 = 2 * K * M + 2 * M + 2 * K
+        b8 = K * M + 4 * K * -(-M // GROUP) + 4 * M + 4 * K
+        b4 = K * -(-M // 2) + 3 * K * -(-M // GROUP) + 2 * M + 4 * K
+        for board, bw in gbps.items():
+            rows.append({"shape": nm, "board": f"Orin {board}", "roof GB/s": bw, "rows per SM (16 SMs)": round(K / 16, 1),
+                         "fp16 µs (model)": b16 / (frac * bw) / 1e3, "int8 µs (model)": b8 / (frac * bw) / 1e3,
+                         "int4 µs (model)": b4 / (frac * bw) / 1e3})
+    return pd.DataFrame(rows)
+
+
+# ---- the issue's targets, read from the results on screen ----------------------------------------
+
+def time_us(df, name, case) -> float:
+    """The median µs of one row of a results frame (NaN when absent)."""
+    return pick(df, name, "median_us", case=case)
+
+
+def _vs(slow_case, fast_case=None, slow=None, fast=None, floor=False):
+    """A target's measure: time(slow at slow_case) / time(fast at fast_case), each side the named
+    row or, by default, the fastest of our steps there (read from the data); floor=True puts the
+    read-only floor in place of the fast side: the best any kernel could score."""
+    def m(df):
+        fc = fast_case or slow_case
+        f = FLOOR if floor else fast or fastest(df, fc)
+        sl = slow or fastest(df, slow_case)
+        return ratio_band(df, f, sl, fc, slow_case) if f and sl else float("nan")
+    return m
+
+
+def _frac_read(case, floor=False):
+    def m(df):
+        name = FLOOR if floor else fastest(df, case)
+        return pick(df, name, "frac_read", case=case) if name else float("nan")
+    return m
+
+
+def _targets():
+    k = case_key
+    cub = "cuBLAS (cupy.matmul)"
+    out = [Target(f"fastest fp16 vs cuBLAS, {s[0]}x{s[1]}", _vs(k(s, "float16"), slow=cub),
+                  1.3 if s == (4096, 4096) else 1.0, floor=_vs(k(s, "float16"), slow=cub, floor=True))
+           for s in TARGET_SHAPES]
+    out += [Target(f"fastest fp16, fraction of the read roof, {s[0]}x{s[1]}", _frac_read(k(s, "float16")), 0.9,
+                   floor=_frac_read(k(s, "float16"), floor=True)) for s in TARGET_SHAPES[1:]]
+    out += [Target(f"{path} vs our fastest fp16, {s[0]}x{s[1]}", _vs(k(s, "float16"), k(s, path)), need,
+                   floor=_vs(k(s, "float16"), k(s, path), floor=True))
+            for path, need in (("int8", 1.6), ("w8a16", 1.6), ("int4", 2.5))
+            for s, _ in CASES[path] if (s, "float16") in CASES["float16"]]
+    out += [Target(f"fastest {path}, fraction of its read-only floor, {s[0]}x{s[1]}", _vs(k(s, path), slow=FLOOR), need)
+            for path, need, shapes in (("int4", 0.9, (UP, DOWN, UP25)), ("w8a16", 0.95, [s for s, _ in CASES["w8a16"]]))
+            for s in shapes]
+    out.append(Target("fastest int4 vs our fastest fp16, 151936x4096 (the logits head)",
+                      _vs(k(VOCAB, "float16"), k(VOCAB, "int4")), 3.0, floor=_vs(k(VOCAB, "float16"), k(VOCAB, "int4"), floor=True)))  # noqa: E501
+    c = k((4096, 4096), "float32")
+    out.append(Target("fp32 GEMV vs cuBLAS sgemv, 4096x4096", _vs(c, slow=cub), 1.0, floor=_vs(c, slow=cub, floor=True)))
+    return tuple(out)
+
+
+def targets(df):
+    """The lab's targets (GEMV.targets) judged by the one rule, with the figure at the floor."""
+    from ..core.results import targets as judge
+    return judge(GEMV.targets, df)
+
+
+# ---- small readers of a results frame, for the lab's sentences ----------------------------------
+
+def ladder(df, names, cases=None):
+    """The ladder table: each step's speed-up over the step before it (and the last over the
+    first), per case. A column isolates one change only where the pair makes one; the bundled
+    pairs (ABLATION_PAIRS) are taken apart by the ablation family."""
+    import pandas as pd
+    from ..core.results import source
+    if df is None or df.empty:
+        return pd.DataFrame()
+    print(f"Speed-ups, time(before) / time(after): {source(df)}")
+    cases = cases or list(dict.fromkeys(df["case"]))
+    out = {}
+    for a, b in zip(names, names[1:]):
+        out[f"{b} vs {a}"] = [ratio(df, b, a, c) for c in cases]
+    out[f"{names[-1]} vs {names[0]}"] = [ratio(df, names[-1], names[0], c) for c in cases]
+    return pd.DataFrame(out, index=cases).round(2)
+
+
+def first_win(df, challenger: str, incumbent: str, cases) -> tuple:
+    """The first case (in order) where `challenger` is faster than `incumbent` beyond the noise
+    (the one rule: their p10-p90 bands do not overlap), with the ratio, or (None, nan)."""
+    from ..core.results import within_noise
+    for c in cases:
+        m = ratio_band(df, challenger, incumbent, c)
+        if m.ok and m.value > 1 and not within_noise(m):
+            return c, m.value
+    return None, float("nan")
+
+
+def loop_instructions(step: str, arch: str = "sm_90") -> dict:
+    """For a step of the fast template: PTX instructions in its main (largest) loop and the weight
+    bytes one thread loads per trip, i.e. the instructions per byte that dequantisation costs
+    (PTX, before ptxas, without moves: a guide, not a SASS count)."""
+    import re
+    from ..core.build import ptx
+    lines = ptx(FAMILY, step, arch)
+    marks = [i for i, l in enumerate(lines) if re.match(r"\$L__BB\d+_\d+:", l)] + [len(lines)]
+    body = max((lines[a:b] for a, b in zip(marks, marks[1:])), key=len)
+    real = [l for l in body if l and not l.startswith(("$", "//", ".loc", "{", "}", "mov.", "@"))
+            and not l.startswith(".reg")]
+    _, vec, R, U = FAST[step]
+    wbytes = 16 * R * U
+    return {"step": step, "instructions per trip": len(real), "weight bytes per trip": wbytes,
+            "instructions per weight byte": round(len(real) / wbytes, 2) if wbytes else float("nan")}
+
+
+def warm_vs_flushed(name, cases, family=None):
+    """Live only: one variant's GPU time with L2 flushed (DRAM) and warm (no flush: whatever of W and
+    x fits stays in L2), per case. An engine decoding a large model streams every weight from DRAM
+    (the flushed figure); x, a few KB written by the previous kernel, is in L2 either way."""
+    import pandas as pd
+    fam = family or sys.modules[__name__]
+    if not is_live():
+        print(f"SKIPPED (compile-only): on a GPU this times {name} flushed and warm at {[s for s, _ in cases]}.")
+        return pd.DataFrame()
+    import cupy
+    from ..core.bench import time_fn
+    rows = []
+    for shape, dt in cases:
+        args = [cupy.asarray(a) for a in fam.make_input(shape, dt)]
+        v = fam.VARIANTS[name]
+        out = v.alloc_out(*args)
+        f = lambda: v(*args, out=out)   # noqa: E731
+        fl, wm = time_fn(f).median_us, time_fn(f, flush=False).median_us
+        rows.append({"case": case_key(shape, dt), "weight MiB": args[0].nbytes / 2 ** 20,
+                     "weight fits in L2": args[0].nbytes <= (info()["l2_bytes"] or 0),
+                     "flushed µs": fl, "warm µs": wm, "flushed / warm": fl / wm})
+    return pd.DataFrame(rows).round(2)
+
+
+GEMV = Family(
+    name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
+    bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
+    case_key=case_key, record_cases=RECORD_CASES, tolerance=tolerance, roof="read", targets=_targets(),
+    about="lab 04: GEMV, the matmul report's kernels before/after and beyond")
