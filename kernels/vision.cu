@@ -3,7 +3,7 @@
 // still far from the copy roof. All fp16 in and out, fp32 arithmetic.
 //
 // Token order: the vision tower keeps its patches in "merge-window order" (as Qwen2-VL and Qwen3-VL
-// do): the four patches of every 2x2 window are consecutive tokens. kernellab/vision.py documents it.
+// do): the four patches of every 2x2 window are consecutive tokens. kernellab/vision/ documents it.
 #include "common.cuh"
 
 // vision.fmaf_changes(step) builds this file with -DVL_PLAIN_FMAF: every __fmaf_rn(a, b, c) below is then
@@ -538,7 +538,7 @@ extern "C" __global__ void vision_17_spatial_merge_vec8(const __half* __restrict
 // =================================================================================================
 // Split + 2-D vision RoPE + transpose: qkv [N, 3, H, D] -> q, k, v [H, N, D]. Rotate-half on Q and K:
 // for d < D/2, out[d] = x[d] cos - x[d + D/2] sin and out[d + D/2] = x[d + D/2] cos + x[d] sin, with
-// cos/sin [N, D/2] float32 per token (vision.py's rope_tables).
+// cos/sin [N, D/2] float32 per token (kernellab/vision/reference.py: rope_tables).
 
 // === vision_18_split_rope_scalar ===
 // Why: the seed's fused_split_rope_transpose_kernel before: one 64-thread block per (head, token),

@@ -55,6 +55,8 @@ def ladder_pairs(labs, device):
 def _row(what, case, live, rec):
     ratio = live["median_us"] / rec["median_us"]
     beyond = ratio > LIMIT and live["p10_us"] > rec["p90_us"]
+    print(f"  {what} @ {case}: live {live['median_us']:.2f} µs, recorded {rec['median_us']:.2f} µs, "
+          f"live/recorded {ratio:.3f}{' DRIFT' if beyond else ''}", flush=True)      # as it goes: a long run shows its rows
     return {"what": what, "case": case, "live µs": live["median_us"], "live p10-p90": f"{live['p10_us']:.1f}-{live['p90_us']:.1f}",  # noqa: E501
             "recorded µs": rec["median_us"], "recorded p10-p90": f"{rec['p10_us']:.1f}-{rec['p90_us']:.1f}",
             "live/recorded": ratio, "verdict": "DRIFT" if beyond else ("within noise" if live["p10_us"] <= rec["p90_us"]
