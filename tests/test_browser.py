@@ -5,7 +5,7 @@
   pop-up, run all cells with no error output (the unfinished exercise says NOT YET, the explorer
   renders once: one set of controls, one table), save, and leave `git status` clean; then
   `make reset`'s old/ folder opens in the file browser with the old copy in it;
-  labs 08 and 07 run all cells with no error output too; `make reset LAB=07` with lab 07 open in
+  labs 04, 08 and 07 run all cells with no error output too; `make reset LAB=07` with lab 07 open in
   a tab refuses in one line (nothing moved), and once the tab is closed resets, and stays reset;
 * author: a notebook edited and saved in JupyterLab (served as `make author` serves it) writes
   its labs_src/*.py through jupytext's pairing.
@@ -14,7 +14,8 @@ Skipped unless KERNELLAB_BROWSER=1 (make test-browser sets it, after scripts/bro
 installed Playwright and a Chromium into the venv), and skipped with a message when Playwright,
 Chromium or JupyterLab is still missing (CHROMIUM=/path/to/chrome picks one).
 KERNELLAB_SCREENSHOT=docs saves the walk-through: docs/jupyterlab.png (lab 01's progress chart,
-the README's picture) and docs/walkthrough-*.png; a value ending in .png saves only the first."""
+the README's picture), docs/walkthrough-*.png and docs/lab-NN-results.png (labs 01, 04, 07, 08 after
+Run All: a timing section); a value ending in .png saves only the first."""
 import importlib.util
 import os
 import shutil
@@ -178,6 +179,25 @@ def _ran_clean(path: Path) -> list[str]:
     return bad + ([f"{len(not_run)} code cells never ran (from cell {not_run[0]})"] if not_run else [])
 
 
+# where each lab's results screenshot (docs/lab-NN-results.png) scrolls to after Run All: a timing
+# section's heading (lab 04: the cell of its fp32 table), its lean table (at most 40 rows) and its
+# sentences (one device)
+RESULTS_AT = {"01_softmax.ipynb": "Timing at the target shapes",
+              "04_gemv.ipynb": "results.table(f32)",
+              "07_attention.ipynb": "Time: the decode ladder against torch",
+              "08_decoder.ipynb": "Tokens per second, eager and graph-replayed"}
+
+
+def _results_shot(page, nb):
+    """docs/lab-NN-results.png: the lab's results section after Run All."""
+    if not SHOT or SHOT.endswith(".png"):
+        return
+    page.locator(".jp-Cell", has_text=RESULTS_AT[nb]).first.evaluate(
+        "e => e.scrollIntoView({block: 'start'})")
+    time.sleep(1)
+    _shot(page, f"lab-{nb[:2]}-results")
+
+
 def _save(page):
     page.keyboard.press("Control+s")
     time.sleep(3)
@@ -227,6 +247,7 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
             "e => e.scrollIntoView({block: 'start'})")
         time.sleep(1)
         _shot(page, "jupyterlab")
+        _results_shot(page, "01_softmax.ipynb")
         _save(page)
         assert not _ran_clean(dest / "01_softmax.ipynb"), _ran_clean(dest / "01_softmax.ipynb")
         page.close()
@@ -250,12 +271,14 @@ def test_learner_runs_a_lab_and_touches_no_tracked_file(browser, tmp_path):
         _save(page)
         assert not _ran_clean(dest / "00_measuring.ipynb"), _ran_clean(dest / "00_measuring.ipynb")
         assert "NOT YET" in page.locator(".jp-CodeCell", has_text="grade_exercise(EXERCISE").last.inner_text()
-        # labs 07 and 08, all of each; lab 07 stays open for `make reset` below
-        for nb in ("08_decoder.ipynb", "07_attention.ipynb"):
+        # labs 04, 08 and 07, all of each; lab 07 stays open for `make reset` below
+        for nb in ("04_gemv.ipynb", "08_decoder.ipynb", "07_attention.ipynb"):
             _open(page, lab, nb, reset=True)
-            _shot(page, f"walkthrough-{nb[:2]}-open")
+            if nb != "04_gemv.ipynb":
+                _shot(page, f"walkthrough-{nb[:2]}-open")
             _run_all(page, timeout_s=900)
             assert not _errors(page), (nb, _errors(page))
+            _results_shot(page, nb)
             _save(page)
             assert not _ran_clean(dest / nb), (nb, _ran_clean(dest / nb))
         # make reset LAB=07 with lab 07 open in this tab: refused (the tab's next save would write the
