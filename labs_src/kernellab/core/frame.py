@@ -155,3 +155,9 @@ def live_or_recorded(lab: str, what: str, measure, **eq):
     df = got if isinstance(got, pd.DataFrame) else pd.DataFrame(got)
     df["device"], df["date"], df["source"] = info()["name"], now(), "live"
     return df
+
+
+def short_device(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100': a device label that fits a column."""
+    import re
+    return re.sub(r"^NVIDIA\s+|\s+\d+GB.*$", "", str(name)).strip() or str(name)

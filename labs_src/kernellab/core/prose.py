@@ -3,7 +3,7 @@ step per case), every record side by side, host time against a library's call, o
 line, the ablation of bundled steps, and `say`, through which every computed sentence is shown."""
 from __future__ import annotations
 
-from .frame import best, cases, devices, one_source, print_once, select, source
+from .frame import best, cases, devices, one_source, print_once, select, short_device, source
 from .verdict import frac_band, ratio_band, target_outcome, within_noise
 
 MAX_ROWS = 40       # a table longer than this shows the fastest step per case instead (the frame stays one call away)
@@ -153,7 +153,11 @@ def ablation(df, pairs, about=None) -> None:
         for a in devices(select(df, **({"dtype": dtype} if dtype else {}))):
             if a is not None and len(a) and "device" in a and after not in set(a["name"]) and parts:
                 print(f"{title}: not recorded on {a['device'].iloc[0]} yet.")
-        for a in parts:
+        if len(parts) > 1:         # one device speaks: the other records' kernels are side by side in device_table
+            print_once(f"{title}: the ablation of {short_device(parts[0]['device'].iloc[0])}; "
+                       + ", ".join(short_device(a['device'].iloc[0]) for a in parts[1:])
+                       + " recorded it too (results.ablation on that device's rows shows it).")
+        for a in parts[:1]:
             at = a.pivot_table(index="name", columns="case", values="median_us")
             at = at.loc[[n for n in names if n in at.index]] / at.loc[after]
             if about:
@@ -216,12 +220,6 @@ def each_device(df, sentence, *others) -> None:
     dev = part["device"].iloc[0] if part is not None and len(part) and "device" in part else None
     say(sentence(part, *[o if dev is None or o is None or "device" not in o else o[o["device"] == dev]
                          for o in others]))
-
-
-def short_device(name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'H100': a device label that fits a column."""
-    import re
-    return re.sub(r"^NVIDIA\s+|\s+\d+GB.*$", "", str(name)).strip() or str(name)
 
 
 def device_table(df, roof: str = "copy"):

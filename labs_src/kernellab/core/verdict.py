@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from .device import provenance
-from .frame import devices, one_source, pick, print_once, source
+from .frame import devices, one_source, pick, print_once, short_device, source
 
 HOLD = 1.5              # the factor, in log terms, within which a measured gain matches a claimed one
 
@@ -111,34 +111,44 @@ def target_outcome(m: Measured, threshold: float | None, below: bool = False) ->
 
 
 def targets(targets, df):
-    """The targets table: what, measured (with its band), threshold, outcome; one block of rows per
-    device on screen (with a device column when there are several), provenance printed once."""
+    """The targets table: what, measured (with its band), threshold, outcome, of the device on screen
+    (the live GPU, or the reference record); every other record on screen side by side in two columns
+    of its own (`measured on <GPU>`, `outcome on <GPU>`): one row per target, provenance printed once."""
     import pandas as pd
     rows = []
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
     parts, floors = devices(df), any(t.floor is not None for t in targets)
-    for part in parts:
-        for t in targets:
-            m = as_m(t.measure(part))
-            row = {"target": t.what, "measured": f"{m.value:.2f}" if m.ok else "-",
-                   "threshold": "-" if t.threshold is None else f"{'<=' if t.below else '>='} {t.threshold:g}",
-                   "outcome": target_outcome(m, t.threshold, t.below)}
-            if floors:                       # the same figure with the floor in place of our step
-                fl = as_m(t.floor(part)) if t.floor is not None else None
-                row["at the floor"] = f"{fl.value:.2f}" if fl is not None and fl.ok else "-"
-            if len(parts) > 1:
-                row["device"] = part["device"].iloc[0]
-            rows.append(row)
+    for t in targets:
+        m = as_m(t.measure(parts[0]))
+        row = {"target": t.what, "measured": f"{m.value:.2f}" if m.ok else "-",
+               "threshold": "-" if t.threshold is None else f"{'<=' if t.below else '>='} {t.threshold:g}",
+               "outcome": target_outcome(m, t.threshold, t.below)}
+        if floors:                       # the same figure with the floor in place of our step
+            fl = as_m(t.floor(parts[0])) if t.floor is not None else None
+            row["at the floor"] = f"{fl.value:.2f}" if fl is not None and fl.ok else "-"
+        for part in parts[1:]:
+            dev = short_device(part["device"].iloc[0])
+            o = as_m(t.measure(part))
+            row[f"measured on {dev}"] = f"{o.value:.2f}" if o.ok else "-"
+            row[f"outcome on {dev}"] = target_outcome(o, t.threshold, t.below)
+        rows.append(row)
     if len(rows):
         print_once(f"Targets: {provenance(df)}")
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if len(parts) > 1 and parts[0] is not None and "device" in parts[0]:
+        out.attrs["device"] = short_device(parts[0]["device"].iloc[0])
+    return out
 
 
 def targets_met(tg) -> str:
-    """'k of n targets met' for a targets table, per device where it holds several."""
-    parts = tg.groupby("device", sort=False) if "device" in tg else [(None, tg)]
-    return "; ".join(f"{int((g['outcome'] == 'met').sum())} of {len(g)} targets met" + (f" on {d}" if d else "")
-                     for d, g in parts)
+    """'k of n targets met' for a targets table: on the device on screen, and on each other record side
+    by side in it (its `outcome on <GPU>` column), in one sentence."""
+    n = len(tg)
+    said = [f"{int((tg['outcome'] == 'met').sum())} of {n} targets met"
+            + (f" on {tg.attrs['device']}" if tg.attrs.get("device") else "")]
+    said += [f"{int((tg[c] == 'met').sum())} of {n} on {c[len('outcome on '):]}" for c in tg
+             if str(c).startswith("outcome on ")]
+    return "; ".join(said)
 
 
 # ---- the claims file ------------------------------------------------------------------------------
