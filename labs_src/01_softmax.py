@@ -288,13 +288,8 @@ softmax.dispatch_table()
 # The short-row family (timed above with step 08) has step 09 beside torch and a memcpy of the same
 # bytes, from 32 to 1024 columns:
 
-# %% jupyter={"source_hidden": true}
-results.each_device(short, lambda part: results.summary(part, "09_dispatch", "torch.softmax"))
-results.each_device(short, lambda part: results.summary(part, "09_dispatch", "05_online_vec4"))
-fr = results.one_source(results.select(short, name="09_dispatch"))
-kl.say(results.unless_missing(fr["frac_copy"].min() if len(fr) else float("nan"),
-       f"Step 09 reaches **{fr['frac_copy'].min():.2f}–{fr['frac_copy'].max():.2f}** of the copy roof over these "
-       f"row lengths ({results.source(short)})." if len(fr) else ""))
+# %%
+softmax.say_short_rows(short)
 
 # %% [markdown]
 # ## Step 10: one long row over a thread-block cluster (sm_90)
@@ -398,28 +393,11 @@ results.each_device(res, lambda part: results.host_text(part, softmax.BEST["floa
 # %% [markdown]
 # Step 07's two changes, one at a time (fp16, the target shapes, the same run):
 
-# %% jupyter={"source_hidden": true}
-results.each_device(res, lambda part: "The resident grid alone: "
-                    + results.summary(part, "ablate_07_no_prefetch", "06_fp16_vec8", prov=False)
-                    + " The prefetch alone: " + results.summary(part, "07_fp16_pipelined", "ablate_07_no_prefetch"))
+# %%
+results.each_device(res, softmax.resident_prefetch_said)
 
-# %% jupyter={"source_hidden": true}
-def half_said(part):
-    half = [1 / results.ratio(part, "06_fp16_vec8", "05_online_vec4", softmax.case_key(s, "float16"),
-                              softmax.case_key(s, "float32")) for s in TARGETS]
-    frac = lambda n, dt: [results.pick(part, n, "frac_copy", case=softmax.case_key(s, dt)) for s in TARGETS]  # noqa: E731
-    f5, f6, f7 = frac("05_online_vec4", "float32"), frac("06_fp16_vec8", "float16"), frac("07_fp16_pipelined", "float16")
-    rng = lambda v: f"{min(v):.2f}–{max(v):.2f}"   # noqa: E731
-    return results.unless_missing(half[0], f"Half the bytes is not half the time: step 06 (fp16) takes "
-           f"**{rng(half)}** of step 05's (fp32) time at the same shapes, because it reaches only {rng(f6)} of "
-           f"the copy roof where step 05 reaches {rng(f5)}; step 07, the same bytes and conversions on a resident "
-           f"grid, reaches {rng(f7)} ({results.source(part)}).")
-
-
-results.each_device(res, half_said)
-kl.say("0.50 is the most halving the bytes can give a memory-bound kernel. How much of step 06's shortfall is its "
-       "one-row-per-block phases is what step 07's ablation above measures; whether a fixed cost per launch is part "
-       "of it, the next section measures.")
+# %%
+softmax.say_half_bytes(res)
 
 # %% [markdown]
 # ### fp16: how close to the roof, and what is left
@@ -433,52 +411,9 @@ f16 = bench.compare(softmax, [((4096, 4096), "float16"), ((8192, 4096), "float16
                     names=["06_fp16_vec8", "07_fp16_pipelined"], baselines=["memcpy x -> y (floor)"])
 results.table(f16)
 
-# %% jupyter={"source_hidden": true}
-def _fmt(v, spec=".2f", unit=""):
-    return f"{v:{spec}}{unit}" if v == v else "*(not recorded yet)*"
-
-
-k1, k2 = "4096x4096:float16", "8192x4096:float16"
-
-
-def fp16_said(part):
-    sentences = []
-    for case in (k1, "32768x1024:float16"):
-        top = results.fastest(part, case)
-        if top is None:
-            continue
-        fc = results.frac_band(part, top, case)
-        mc = (results.pick(part, top, "median_us", case=case)
-              / results.pick(part, "memcpy x -> y (floor)", "median_us", case=case))
-        same = [n for n in results.select(part, case=case, kind="variant")["name"]      # launchers of the same kernel
-                if n != top and "ablate" not in n and softmax.kernel_run(n, case) == softmax.kernel_run(top, case)]
-        sentences.append(f"at {case} the fastest launcher, {softmax.ran_text(top, case)}, reaches **{_fmt(fc.value)}** "
-                         f"of the copy roof (the 0.80 target: **{results.target_outcome(fc, 0.8)}**), "
-                         f"taking {_fmt(mc)}× the time of a memcpy of the same bytes"
-                         + (f"; {', '.join(f'`{n}`' for n in same)} launch the same kernel: "
-                            f"{results.compare_text(part, top, same[0], case)}" if same else ""))
-    text = "; ".join(sentences)
-    return text[:1].upper() + text[1:] + f" ({results.source(part)})."
-
-
-def fixed_said(part):
-    best16 = results.fastest(part, k1) or softmax.BEST["float16"]
-    t1, t2 = (results.band(part, best16, c) for c in (k1, k2))
-    b1, b2 = (results.pick(part, best16, "bytes", case=c) for c in (k1, k2))
-    marginal = (b2 - b1) / (t2.value - t1.value) / 1e3        # GB/s of the extra rows
-    fixed = results.Measured(2 * t1.value - t2.value, 2 * t1.lo - t2.hi, 2 * t1.hi - t2.lo)   # µs at zero rows (b2 = 2 b1)
-    roof = bench.roof_values(part).get("copy_gbps", float("nan"))
-    return (f"Doubling the rows adds {_fmt(t2.value - t1.value, '.1f', ' µs')} for {_fmt((b2 - b1) / 2**20, '.0f', ' MiB')}: "
-            f"the extra rows of `{best16}` stream at {_fmt(marginal / roof)} of the copy roof. " +
-            (f"A fixed **{fixed.value:.1f} µs** (band {fixed.lo:.1f} to {fixed.hi:.1f}) is paid once per launch: it keeps "
-             "a 64 MiB problem from the roof and does not shrink with better arithmetic" if fixed.ok and fixed.lo > 0 else
-             f"No fixed cost per launch stands out of the noise (the time at zero rows extrapolates to "
-             f"{_fmt(fixed.value, '.1f', ' µs')}, band {_fmt(fixed.lo, '.1f')} to {_fmt(fixed.hi, '.1f')}): at this size "
-             "the time is the bytes") + f" ({results.source(part)}).")
-
-
-results.each_device(res, fp16_said)
-results.each_device(f16, fixed_said)
+# %%
+results.each_device(res, softmax.fp16_said)
+results.each_device(f16, softmax.fixed_said)
 
 # %% [markdown]
 # ## Sweep: row length 32 … 262144 at a fixed 2²⁵ elements
@@ -491,19 +426,8 @@ results.each_device(f16, fixed_said)
 sw = bench.compare(softmax, [(s, "float32") for s in softmax.SWEEP])
 plot.sweep(sw, "01_softmax_sweep_fp32", title="softmax fp32, 2^25 elements, GB/s vs row length", logy=True)
 
-# %% jupyter={"source_hidden": true}
-nv = results.one_source(results.select(sw, name="01_naive")).sort_values("cols")
-if len(nv):
-    t_ms = dict(zip(nv["cols"], nv["median_us"] / 1e3))
-    lo, hi, med = min(t_ms.values()), max(t_ms.values()), float(np.median(list(t_ms.values())))
-    longest = max(t_ms)
-    kl.say(f"The naive kernel takes {lo:.2f}–{hi:.2f} ms across row lengths at the same total "
-           f"(median {med:.2f} ms; rows of {min(t_ms)}: {t_ms[min(t_ms)]:.2f} ms, rows of {longest}: "
-           f"{t_ms[longest]:.2f} ms; {kl.provenance(nv)}). "
-           + f"Fastest at rows of {min(t_ms, key=t_ms.get)}, slowest at rows of {max(t_ms, key=t_ms.get)}: at a fixed "
-           "total its one serial thread per row does the same total work whatever the length, so the time "
-           "follows how well the rows fill the GPU, not the length itself. "
-           + "It is slow everywhere; where it is slowest, few rows share the GPU (one serial thread per row).")
+# %%
+softmax.say_naive_sweep(sw)
 
 # %% [markdown]
 # ### Every row length at speed: the best step per length, and the targets
@@ -535,7 +459,7 @@ results.targets(softmax.SOFTMAX.targets, swb)
 lim = results.limiters(softmax.SOFTMAX)
 lim
 
-# %% jupyter={"source_hidden": true}
+# %%
 kl.say(softmax.long_limits_text(lim))
 
 # %% [markdown]
@@ -553,27 +477,8 @@ pt = softmax.passes_table(sw)
 pt = pt[pt["row KiB"] >= 4] if len(pt) else pt
 pt.round(2)
 
-# %% jupyter={"source_hidden": true}
-def _first(df, col, val):
-    d = df[df[col] == val] if len(df) else df
-    return d["shape"].iloc[0] if len(d) else None
-
-
-if len(pt):
-    at = pt[pt["shape"] == "8192x4096"]
-    a = at.iloc[0] if len(at) else pt.iloc[0]
-    kl.say(f"At {a['shape']} step 03 counts {a['passes counted']} passes, but its time pays for only "
-           f"**{a['passes implied (2 / fraction)']:.2f}**: the model puts its re-reads in **{a['re-reads from']}** "
-           f"({a['KiB per SM']:.0f} KiB of rows per SM). Re-reads leave L1 from {_first(pt, 're-reads from', 'L2') or _first(pt, 're-reads from', 'DRAM') or 'no measured length'} "
-           f"and leave L2 from {_first(pt, 're-reads from', 'DRAM') or 'no measured length'} on; there the time implies "
-           f"{pt[pt['re-reads from'] == 'DRAM']['passes implied (2 / fraction)'].min():.1f} passes or more "
-           f"({results.source(sw)}). Passes set the time only when they cross DRAM.")
-    results.each_device(sw, lambda part: results.summary(part, "04_online", "03_warp_shuffle"))
-    kl.say("Step 04 saves one read per "
-           "element over step 03; that pass is worth something only where step 03's re-read would cross DRAM (the "
-           "passes table above). Where the re-read hits a cache, both kernels read DRAM once and evaluate the same "
-           "number of `expf` per element (one in a statistics pass, one in the output pass), while each level of "
-           "step 04's (m, d) reduction carries an `expf` where step 03's carry a max or an add.")
+# %%
+softmax.say_passes(pt, sw)
 
 # %% [markdown]
 # ## The seed's shapes
@@ -588,17 +493,8 @@ seed = bench.compare(softmax, [(softmax.SHAPES["vision_attention_16x1024x1024"],
                                (softmax.SHAPES["logits_151936"], "float32")])
 results.table(seed)
 
-# %% jupyter={"source_hidden": true}
-def logits_said(part):
-    facts = kl.device.facts(part)
-    fc = results.pick(part, "05_online_vec4", "frac_copy", case="1x151936:float32")
-    return (f"The logits row runs on 1 of the {facts['sms']} SMs of the {facts['device']}: step 05 reaches "
-            f"{_fmt(fc, '.3f')} of the copy roof there; step 10 splits the row over a cluster of blocks: "
-            f"{results.compare_text(part, '10_cluster', '05_online_vec4', '1x151936:float32')} "
-            f"({results.source(part)}).") if facts else "No device facts for this record."
-
-
-results.each_device(seed, logits_said)
+# %%
+results.each_device(seed, softmax.logits_said)
 
 # %% [markdown]
 # ## Ablation: what each change of steps 04 and 05 is worth, alone
@@ -617,35 +513,8 @@ if len(abl):
     from IPython.display import display
     display(at.round(2).rename_axis(f"time / step 05's ({kl.provenance(abl)})"))
 
-# %% jupyter={"source_hidden": true}
-if len(abl):
-    undo = {"05_no_vec_loads": "16-byte loads", "05_no_reg_cache": "the row in registers",
-            "05_no_ex2": "`ex2.approx`", "05_block_256": "the block sized to the row"}
-
-    def worth_text(a):      # one device's ablation rows
-        lines = []
-        for case in softmax.ABLATION.RECORD_CASES:
-            key = softmax.case_key(*case)
-            worth = {lbl: results.ratio_band(a, "05_online_vec4", n, key) for n, lbl in undo.items()}
-            worth = {k: v for k, v in worth.items() if v.ok}
-            if not worth:
-                continue
-            order = sorted(worth.items(), key=lambda kv: -kv[1].value)
-            lines.append(f"At {key}: " + ", ".join(f"{lbl} is worth {results.times(a, '05_online_vec4', n, key)}"
-                                                   for n, lbl in undo.items() if lbl in worth)
-                         + (f"; most of step 05's gain is {order[0][0]}" if not results.within_noise(order[0][1])
-                            else "; no change is worth anything beyond the noise")
-                         + f". The one-exp update makes step 04 "
-                         f"{_fmt(results.ratio(a, '04_online', '04_two_exp', key))}× its two-exp first version.")
-        return " ".join(lines) + f" ({results.source(a)})."
-
-    results.each_device(abl, worth_text)
-    kl.say("A ratio within noise of 1 means that change did nothing on the GPU of that line, given the "
-           "other three: with the row read once and 16 bytes per load, a cheaper `exp` may not show, "
-           "and on a slower-clocked GPU the balance can differ. Only this table, not the 04 → 05 ratio, "
-           "says which change to credit.")
-else:
-    print("Not recorded yet: the ablation is timed live on a GPU (make bench records it).")
+# %%
+softmax.say_ablation(abl)
 
 # %% [markdown]
 # ## Seed claim vs measured
@@ -653,23 +522,14 @@ else:
 # slower step over time of the faster, at 4096 × 4096 fp32 unless stated). The sentences
 # under the table read it.
 
-# %% jupyter={"source_hidden": true}
+# %%
 sq, lg = softmax.case_key(TARGETS[0], "float32"), softmax.case_key(TARGETS[1], "float32")
 claims = results.claims("01_softmax", [abl, short, res, sw], softmax.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 
-# %% jupyter={"source_hidden": true}
-def seed_claims_said(part, swp):      # one device's rows and its sweep
-    return (f"Online softmax at the seed's shapes: {results.compare_text(part, '04_online', '03_warp_shuffle', sq)}, "
-            f"and {results.compare_text(part, '04_online', '03_warp_shuffle', lg)}; the pass it saves is worth "
-            f"something only where step 03's re-read would have crossed DRAM (the passes table above). Bank conflicts: "
-            f"{results.compare_text(part, '02_safe_smem', '02_safe_interleaved', sq)}; over the sweep, "
-            + results.summary(swp, "02_safe_smem", "02_safe_interleaved", prov=False)
-            + f" ({results.source(part)}).")
-
-
-results.each_device(res, seed_claims_said, sw)
+# %%
+results.each_device(res, softmax.seed_claims_said, sw)
 
 # %% [markdown]
 # ## Accuracy: error against float64
@@ -755,13 +615,8 @@ SHORT = [((32768, 1024), "float32"), ((65536, 256), "float32")]
 mine = bench.compare(softmax, SHORT, names=["03_warp_per_row", "04_online", "99_mine"])
 results.table(mine)
 
-# %% jupyter={"source_hidden": true}
-r = results.speedup(mine, "99_mine", "03_warp_per_row")
-kl.say("No timing of `99_mine` here: a kernel of yours has no recorded results, so it is timed "
-       "only live, on a GPU." if r.empty else
-       "; ".join(f"at {case}, `99_mine` is **{v:.2f}×** step 03_warp_per_row "
-                 f"({'faster' if v > 1 else 'slower'})" for (case, _, _), v in r.items())
-       + f" ({kl.provenance(mine)}).")
+# %%
+softmax.say_mine(mine)
 
 # %% [markdown]
 # ## Other GPUs: every record side by side

@@ -88,15 +88,9 @@ bound
 off = gemv.int32_offsets()
 off
 
-# %% jupyter={"source_hidden": true}
-lg_row = off.set_index("shape").loc["logits_151936x4096"]
-kl.say(f"At 151936×4096 the last row starts at element {lg_row['(K-1)*M']:,}: that "
-       f"{'fits' if lg_row['elements fit int32'] else 'does not fit'} in int32 as an element index, and in bytes "
-       f"it {'fits' if lg_row['fp16 bytes fit int32'] else 'does not fit'} for fp16 and "
-       f"{'fits' if lg_row['fp32 bytes fit int32'] else 'does not fit'} for fp32 weights. So `row * M` does "
-       "not wrap at this shape in elements; it wraps for a byte offset of fp32 weights, and for a wider model "
-       "(last row). Step 11 keeps the int32 offset and its launcher refuses K × M ≥ 2³¹; steps 12 and 23 use "
-       "size_t, and a GPU test runs them at 151936 × 16384 (2.5 G elements) and checks the last rows.")
+# %%
+gemv.say_int32_offsets(off)
+
 
 # %% [markdown]
 # ## Steps 01–04: the fp32 GEMV, one change at a time
@@ -141,13 +135,9 @@ results.table(f32)
 # %%
 gemv.ladder(f32, ["01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg"])
 
-# %% jupyter={"source_hidden": true}
-qo32 = gemv.case_key(gemv.QO, "float32")
-kl.say(f"The report's own pair at 4096×4096, its before (30) and after (04): "
-       f"{results.compare_text(f32, '04_f32_ldg', '30_f32_sdata_float4', qo32)} (the report: 1.60× on Orin); "
-       f"the course's first step against it: {results.compare_text(f32, '04_f32_ldg', '01_f32_sdata', qo32)}; "
-       f"against cuBLAS's sgemv: {results.compare_text(f32, '04_f32_ldg', 'cuBLAS (cupy.matmul)', qo32)} "
-       f"({kl.provenance(f32)}).")
+# %%
+gemv.say_f32_pair(f32)
+
 
 # %% [markdown]
 # ## Steps 05–06: int8 weights with one scale per 128
@@ -188,12 +178,9 @@ results.table(i8)
 # %%
 gemv.ladder(i8, ["05_int8_scalar", "06_int8_char4", "25_int8_fast"])
 
-# %% jupyter={"source_hidden": true}
-qo8 = gemv.case_key(gemv.QO, "int8")
-kl.say(f"The report's pair at 4096×4096, its `sdata` before (31) and `char4` + `float4` after (06): "
-       f"{results.compare_text(i8, '06_int8_char4', '31_int8_sdata', qo8)} (the report: 1.08× on Orin); the course's "
-       f"05 → 06, which makes five changes (the ablations below take them apart): "
-       f"{results.compare_text(i8, '06_int8_char4', '05_int8_scalar', qo8)} ({kl.provenance(i8)}).")
+# %%
+gemv.say_int8_pair(i8)
+
 
 # %% [markdown]
 # ## Steps 07–08: fp32 activations × fp16 weights, and the report's M = 2048 switch
@@ -222,13 +209,9 @@ pd.DataFrame({"warp/row (07) µs": [gemv.time_us(fw, "07_f32_fp16w_warp", c) for
 plot.sweep(fw, "04_gemv_f16w_dispatch", x="cols",
            title="fp32 x fp16-weight GEMV, K = 4096: warp per row vs block per row, by M")
 
-# %% jupyter={"source_hidden": true}
-win, r = gemv.first_win(fw, "08_f32_fp16w_block", "07_f32_fp16w_warp", fw_cases)
-kl.say("Not measured or recorded yet: on a GPU this finds the M where the block-per-row kernel starts to win."
-       if fw.empty else
-       f"The block-per-row kernel first wins beyond the noise at **M = {win.split('x')[1].split(':')[0]}** ({r:.2f}×), "
-       f"against the report's switch at 2048 ({kl.provenance(fw)})." if win else
-       f"The block-per-row kernel never wins beyond the noise up to M = 16384 ({kl.provenance(fw)}).")
+# %%
+gemv.say_f16w_switch(fw, fw_cases)
+
 
 # %% [markdown]
 # **What it predicts for an Orin, as a model.** The warp kernel loses once a row is long
@@ -282,12 +265,9 @@ f16 = bench.compare(gemv, gemv.CASES["float16"],
                            "22_fp16_fast_stream", "27_fp16_rows"])
 results.table(results.select(f16, name=["09_fp16_half2", "10_fp16_v2", "cuBLAS (cupy.matmul)", "torch.mv (cuBLAS)"]))
 
-# %% jupyter={"source_hidden": true}
-qo16 = gemv.case_key(gemv.QO, "float16")
-kl.say(f"v2 against v1: {results.compare_text(f16, '10_fp16_v2', '09_fp16_half2', qo16)} (the report: 1.00×), and "
-       f"{results.compare_text(f16, '10_fp16_v2', '09_fp16_half2', gemv.case_key(gemv.KV, 'float16'))}, the short kv "
-       f"projection ({kl.provenance(f16)}). Step 10 changes two things, the load width and the loads in "
-       "flight per lane; the ablation section below times each alone.")
+# %%
+gemv.say_fp16_v2(f16)
+
 
 # %% [markdown]
 # ## Steps 11–12: the logits head (fp16 in, fp32 out) and its int64 offset
@@ -337,10 +317,9 @@ pd.DataFrame([{"shape": f"{k}x{m}", "SMs": sms_here, "step 10 warps per SM": rou
 # %%
 gemv.ladder(f16, ["09_fp16_half2", "10_fp16_v2", "22_fp16_fast"])
 
-# %% jupyter={"source_hidden": true}
-kv16 = gemv.case_key(gemv.KV, "float16")
-kl.say(results.summary(f16, "22_fp16_fast", "10_fp16_v2") + " Against cuBLAS: "
-       + results.summary(f16, "22_fp16_fast", "cuBLAS (cupy.matmul)", prov=False))
+# %%
+gemv.say_fp16_fast(f16)
+
 
 # %% [markdown]
 # ### An experiment: how the weights pass through L2
@@ -358,15 +337,9 @@ kl.say(results.summary(f16, "22_fp16_fast", "10_fp16_v2") + " Against cuBLAS: "
 # %%
 gemv.ladder(f16, ["10_fp16_v2", "22_fp16_fast", "22_fp16_fast_stream"])
 
-# %% jupyter={"source_hidden": true}
-up16 = gemv.case_key(gemv.UP, "float16")
-rs, rl = (results.ratio(f16, "22_fp16_fast_stream", "22_fp16_fast", c) for c in (up16, qo16))
-kl.say("Not measured or recorded yet." if rs != rs else
-       f"With a clean L2, the evict-first policy is **{rs:.2f}×** plain `__ldg` at 12288×4096 and **{rl:.2f}×** "
-       f"at 4096×4096 ({results.compare_text(f16, '22_fp16_fast_stream', '22_fp16_fast', up16)}; "
-       f"{results.compare_text(f16, '22_fp16_fast_stream', '22_fp16_fast', qo16)}) "
-       f"({kl.provenance(f16)}). Step 22 keeps plain `__ldg`; an engine whose L2 holds dirty lines can "
-       "measure the policy in place.")
+# %%
+gemv.say_evict_first(f16)
+
 
 # %% [markdown]
 # **Warm vs flushed.** The timings above flush L2 before every call, because an engine decoding an
@@ -402,26 +375,9 @@ build.show("gemv", "27_fp16_rows")
 # %%
 gemv.ladder(f16, ["10_fp16_v2", "22_fp16_fast", "27_fp16_rows", gemv.FLOOR])
 
-# %% jupyter={"source_hidden": true}
-cases16 = [gemv.case_key(s, "float16") for s in gemv.TARGET_SHAPES]
+# %%
+results.each_device(f16, gemv.floor_text)
 
-
-def floor_text(d):          # one device's rows
-    of_floor = [results.ratio(d, "27_fp16_rows", gemv.FLOOR, c) for c in cases16]
-    vs_cub = [results.ratio(d, "27_fp16_rows", "cuBLAS (cupy.matmul)", c) for c in cases16]
-    beats = [f"`{n}` at `{c}`" for c in cases16 for n in dict.fromkeys(d.loc[d["kind"] == "variant", "name"])
-             if results.ratio_band(d, gemv.FLOOR, n, c).hi < 1]
-    if of_floor[0] != of_floor[0]:
-        return "Not measured or recorded yet."
-    return (f"Over the five decode shapes of the targets, step 27 runs at **{min(of_floor):.2f}–{max(of_floor):.2f}** "
-            f"of the read-only floor's speed and at **{min(vs_cub):.2f}–{max(vs_cub):.2f}×** cuBLAS "
-            f"({results.source(d)}). " + (f"Faster than the floor beyond the noise: {', '.join(beats)}. There the "
-            "floor is no floor: a better reader would move those bytes faster (the device record then raises its "
-            "read roof to the fastest row, so no fraction exceeds 1)." if beats else
-            "No step beats the floor beyond the noise; where a step is close to 1.0, only fewer bytes can make it faster."))
-
-
-results.each_device(f16, floor_text)
 
 # %%
 plot.progress(f16, "04_gemv_progress", case=gemv.case_key(gemv.UP, "float16"), roof="read",
@@ -485,23 +441,9 @@ li["issue-bound GB/s"] = (issue / li["instructions per weight byte"]).round(0)
 li["read roof GB/s"] = round(measuring.value(fund, "read roof"), 0)
 li
 
-# %% jupyter={"source_hidden": true}
-def issue_caps(f):          # one device's lab 00 record: the PTX count's cap on steps 25 and 26 there
-    issue, roof = measuring.value(f, "instruction issue ceiling"), measuring.value(f, "read roof")
-    per = dict(zip(li["step"], li["instructions per weight byte"]))
-    cap = {s_: issue / per[s_] for s_ in ("25_int8_fast", "26_int4_awq")}
-    bound = lambda g: "below the read roof: issue-bound" if g < roof else "above the read roof: issue alone does not bind"  # noqa: E731
-    return ("Not measured or recorded yet." if roof != roof else
-            f"At the measured issue ceiling ({issue:,.0f} G instructions/s, lab 00), the PTX count caps step 25 (int8) "
-            f"at {cap['25_int8_fast']:,.0f} GB/s of weights ({bound(cap['25_int8_fast'])}) and step 26 (int4) at "
-            f"{cap['26_int4_awq']:,.0f} GB/s ({bound(cap['26_int4_awq'])}); the read roof is {roof:,.0f} GB/s "
-            f"({results.source(f)}).")
+# %%
+gemv.say_issue_caps(fund, li)
 
-
-results.each_device(fund, issue_caps)
-kl.say("A PTX count is only a lower bound on the instructions: ptxas adds address arithmetic, and the loads "
-       "themselves compete for the L1 (step 25 reads 4 bytes of fp32 x per weight byte). The compute-only build "
-       "below measures the instructions directly, and its verdict is the one to keep.")
 
 # %% [markdown]
 # Nsight Compute says where the tensor-core int4 kernel's time goes (where `ncu` is installed and profiling
@@ -538,9 +480,9 @@ for part in results.devices(i4):
                      **{f"int4 ({s_[:2]}) fraction of its floor": results.ratio(part, s_, gemv.FLOOR, c4) for s_ in INT4_MMA}})
 pd.DataFrame(rows).round(2)
 
-# %% jupyter={"source_hidden": true}
-results.each_device(i4, lambda part: results.summary(part, "35_int4_pipelined", "28_int4_mma")
-                    + " " + results.summary(part, "36_int4_tiles", "28_int4_mma", prov=False))
+# %%
+results.each_device(i4, gemv.int4_tiles_said)
+
 
 # %% [markdown]
 # ## Step 29: int8 weights, fp16 activations, on the tensor cores (W8A16)
@@ -602,15 +544,9 @@ for part in results.devices(w8):
 w8t = pd.DataFrame(rows).round(2)
 w8t
 
-# %% jupyter={"source_hidden": true}
-col, vs8 = f"W8A16 ({b29[:2]}) vs fastest fp16", f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})"
-if w8t.empty:
-    kl.say("Not measured or recorded yet.")
-for dev, d in w8t.groupby("device", sort=False):
-    kl.say(f"Step {b29[:2]}: not recorded yet ({dev})." if d[col].isna().all() else
-           f"With fp16 activations, the int8 GEMV (step {b29[:2]}) runs at **{d[col].min():.2f}–{d[col].max():.2f}×** our "
-           f"fastest fp16 GEMV over these shapes, against {d[vs8].min():.2f}–{d[vs8].max():.2f}× the fp32-x int8 step ({dev}).")
-results.each_device(w8, lambda part: results.summary(part, "37_w8a16_tiles", "29_int8_w8a16"))
+# %%
+gemv.say_w8a16(w8t, w8)
+
 
 # %% [markdown]
 # ### What limits the quantised steps: bytes, or instructions?
@@ -638,34 +574,9 @@ for dev in results.devices(w8):
 lim = pd.DataFrame(lim).round(2)
 lim
 
-# %% jupyter={"source_hidden": true}
-def span(d, col, step):     # d: one device's rows of `lim`
-    v = d.loc[d["step"] == step, col].dropna()
-    return f"{v.min():.2f}–{v.max():.2f}" if len(v) else "n/a"
+# %%
+gemv.say_limits(lim)
 
-
-def bound(d, step):
-    v = d.loc[(d["step"] == step) & (d["instructions vs bytes"] != "n/a"), "instructions vs bytes"]
-    return "n/a" if v.empty else (f"its instructions take longer than its bytes beyond noise at {int((v == 'longer').sum())} "
-                                  f"of {len(v)} shapes (within noise at {int((v == 'within noise').sum())})")
-
-
-def limits(d):
-    return ("; ".join(f"step {st[:2]} ({nm}): the instructions alone take **{span(d, 'compute only / floor', st)}×** "
-                      f"the time of the bytes alone, so {bound(d, st)}, and the kernel takes "
-                      f"{span(d, 'kernel / max(both)', st)}× the larger of the two"
-                      if span(d, "kernel / max(both)", st) != "n/a" else f"step {st[:2]} ({nm}): not recorded on this GPU yet"
-                      for st, nm in ((b8, "int8, fp32 x"), (gemv.BEST["int4"], "int4"), (b29, "W8A16")))
-            + f" ({d['device'].iloc[0]}).")
-
-
-if lim.empty or lim["compute only µs"].isna().all():
-    kl.say("Not measured or recorded yet.")
-for _, d in lim.groupby("device", sort=False):
-    kl.say(limits(d))
-kl.say("Whatever exceeds 1.00× in the last figure is what the kernel fails to hide of one cost behind the "
-       "other: the overlap of memory and compute, its occupancy, or the loads of scales and x that both builds "
-       "make (Nsight Compute's issue and DRAM figures above, for step 28, show how to tell).")
 
 # %% [markdown]
 # ## Prefill: the batched kernels, the conversions, and where cuBLAS takes over
@@ -695,17 +606,9 @@ for k, m in ((4096, 4096), (12288, 4096)):
     plot.sweep(xo[xo["case"].str.contains(f"x{k}x{m}:")] if not xo.empty else xo, f"04_gemv_crossover_{k}x{m}",
                x="rows", title=f"prefill fp16 {k} x {m}: batched GEMV kernels vs cuBLAS, by tokens (GB/s)")
 
-# %% jupyter={"source_hidden": true}
-lines = []
-for k, m in ((4096, 4096), (12288, 4096)):
-    cs = [gemv.case_key((n, k, m), "float16") for n in gemv.BATCH_TOKENS]
-    win, r = gemv.first_win(xo, "cuBLAS (cupy.matmul)", "17_batched_fp16_float4", cs)
-    if win:
-        lines.append(f"at {k}×{m}, cuBLAS first beats the batched kernel at **{win.split('x')[0]} tokens** ({r:.2f}×)")
-    elif not xo.empty:
-        lines.append(f"at {k}×{m}, cuBLAS never beats the batched kernel up to {gemv.BATCH_TOKENS[-1]} tokens")
-kl.say("Not measured or recorded yet: on a GPU this sweeps 1…512 tokens." if not lines else
-       "; ".join(lines) + f" (the report switches at 8) ({kl.provenance(xo)}).")
+# %%
+gemv.say_crossover(xo)
+
 
 # %%
 xw = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["f32_fp16w"], names=["14_batched_f16w_half2", "15_batched_f16w_half2x2"],
@@ -740,13 +643,9 @@ pd.DataFrame({step: {"#pragma unroll 4 changes the PTX": gemv.unroll_pragma_chan
                          len(build.ptx("gemv", step[:2] + "_ablate_plain", grep=r"ld\.global\.nc"))}
               for step in ("04_f32_ldg", "06_int8_char4")}).T
 
-# %% jupyter={"source_hidden": true}
-kl.say("The seed's `#pragma unroll 4` " + ("changes nothing in the PTX of steps 04 and 06: given the compile-time "
-       "stride the compiler unrolls the same way without it, so no timing can credit it."
-       if not any(gemv.unroll_pragma_changes(s) for s in ("04_f32_ldg", "06_int8_char4"))
-       else "changes the PTX of step 04 or 06 (table above), so the ablation of 03 → 04 counts it with step 03's form.")
-       + " `__restrict__` on `const` pointers is what lets the compiler use the read-only path "
-       "(`ld.global.nc`) by itself; the table counts those loads with and without `__ldg`.")
+# %%
+gemv.say_unroll()
+
 
 # %%
 gemv.check_variants(gemv.ABLATION, [n for n in gemv.ABLATION.variants if "ablate" in n])
@@ -778,15 +677,9 @@ claims
 # (fp16 in / fp32 out 0.288 ms, fp32 0.576 ms, int8 0.362 ms) give the bandwidth each achieved,
 # bytes / time, computed here with this lab's byte counts:
 
-# %% jupyter={"source_hidden": true}
-seed_ms = {"fp16 in, fp32 out": (gemv.LOGITS, "fp16_f32out", 0.288), "fp32": (gemv.GEMV, "float32", 0.576),
-           "int8": (gemv.GEMV, "int8", 0.362)}
-implied = {k: f.bytes_moved(*f.make_input((4096, 4096), dt)) / ms / 1e6 for k, (f, dt, ms) in seed_ms.items()}
-kl.say("The report's Orin times imply " + ", ".join(f"**{v:.0f} GB/s** for {k}" for k, v in implied.items())
-       + ". The fp16 and fp32 kernels moved their bytes at the same rate, as memory-bound kernels do; the int8 "
-       f"kernel moved {implied['int8'] / implied['fp32']:.0%} of that: it was not bound by its bytes on the Orin. "
-       + "".join(f" The int8 step's instructions alone take {span(d, 'compute only / floor', b8)}× the time "
-                 f"of its bytes alone: {bound(d, b8)} ({dev})." for dev, d in lim.groupby("device", sort=False)))
+# %%
+gemv.say_seed_times(lim)
+
 
 # %%
 orin = gemv.orin_model({k: v for k, v in gemv.SHAPES.items()})
@@ -891,21 +784,10 @@ kl.check.grade_exercise(SOLUTION, "logits_ilp", strict=True, **GRADE)
 tg = gemv.targets(dec)
 tg
 
-# %% jupyter={"source_hidden": true}
+# %%
 kl.say(f"{results.targets_met(tg)}.")
+results.each_device(f16, gemv.launch_share)
 
-
-def launch_share(d):        # one device's fp16 rows
-    rv, best = bench.roof_values(d), results.fastest(d, qo16) or gemv.BEST["float16"]
-    t, tf = gemv.time_us(d, best, qo16), gemv.time_us(d, gemv.FLOOR, qo16)
-    return ("Not measured or recorded yet." if t != t or not rv else
-            f"An empty kernel takes {rv['launch_us']:.1f} µs, {100 * rv['launch_us'] / t:.0f}% of step {best[:2]}'s "
-            f"(the fastest there) {t:.1f} µs at 4096×4096; at the read roof the 32 MiB of weights alone would take "
-            f"{2 * 4096 * 4096 / rv['read_gbps'] / 1e3:.1f} µs, and the read-only kernel of those bytes takes "
-            f"{tf:.1f} µs ({results.source(d)}).")
-
-
-results.each_device(f16, launch_share)
 
 # %% [markdown]
 # ## What to remember

@@ -16,6 +16,7 @@ This is the lab's face: every name of the lab is here (gemv.VARIANTS, gemv.pack,
   prefill.py    the batched steps (BATCHED), the conversions (CONVERT), the cuBLAS routes
   report.py     models on paper, the targets, readers for the sentences, GEMV (its targets live here)
   ablation.py   ABLATION: each bundled step's changes one at a time
+  prose.py      the sentences under the lab's tables, one call a cell
 """
 # ruff: noqa: F401   (the face re-exports the lab's names)
 from __future__ import annotations
@@ -50,6 +51,10 @@ from .report import (
 from .ablation import (
     _ABL_NAMES, _ABL_SHAPES, _ABLATION_VARIANTS, ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF,
     unroll_pragma_changes)
+from .prose import (
+    bound, floor_text, int4_tiles_said, issue_caps, launch_share, limits, say_crossover, say_evict_first,
+    say_f16w_switch, say_f32_pair, say_fp16_fast, say_fp16_v2, say_int8_pair, say_int32_offsets, say_issue_caps,
+    say_limits, say_seed_times, say_unroll, say_w8a16, span)
 
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
 

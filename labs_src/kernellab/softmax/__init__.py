@@ -2,7 +2,8 @@
 
 reference.py  shapes, the sweep, inputs (awkward shapes x hostile values), the float64 reference
 steps.py      the launchers (the Python mirror of kernels/softmax.cu), the ablation, the baselines
-report.py     the DRAM-pass model, the sweep's best steps, targets, limiters, the family, the claims"""
+report.py     the DRAM-pass model, the sweep's best steps, targets, limiters, the family, the claims
+prose.py      the sentences under the lab's tables, one call a cell"""
 from __future__ import annotations
 
 # The face: every name the labs, the tests and a saved notebook read as softmax.X.
@@ -22,6 +23,9 @@ from .report import (  # noqa: F401
     HOSTILE_ROWS, L1_BYTES, LIMIT_LONG, LIMITERS, SOFTMAX, TARGETS, TORCH_SOFTMAX_KERNELS,
     best_per_length, dram_passes, kernel_run, long_limits_text, passes_table, ran_text,
     worst_frac, worst_vs_torch)
+from .prose import (  # noqa: F401
+    fixed_said, fp16_said, half_said, logits_said, resident_prefetch_said, say_ablation, say_half_bytes,
+    say_mine, say_naive_sweep, say_passes, say_short_rows, seed_claims_said, worth_text)
 
 FAMILIES = [SOFTMAX, ABLATION, SHORT]
 

@@ -1,0 +1,227 @@
+"""GEMV (lab 04): the sentences under the lab's tables. Each reads the frames on screen through
+results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
+`*_said(part)` / `*_text(part)` return one device's Markdown (for results.each_device); `say_*` prints."""
+from __future__ import annotations
+
+from ..core import results
+from .ablation import unroll_pragma_changes
+from .prefill import BATCH_TOKENS
+from .reference import KV, QO, TARGET_SHAPES, UP, case_key
+from .report import GEMV, first_win, time_us
+from .steps import BEST, FLOOR, LOGITS
+
+QO32, QO8, QO16 = case_key(QO, "float32"), case_key(QO, "int8"), case_key(QO, "float16")
+KV16, UP16 = case_key(KV, "float16"), case_key(UP, "float16")
+CASES16 = [case_key(s, "float16") for s in TARGET_SHAPES]      # the five decode shapes of the targets
+SEED_MS = {"fp16 in, fp32 out": (LOGITS, "fp16_f32out", 0.288), "fp32": (GEMV, "float32", 0.576),
+           "int8": (GEMV, "int8", 0.362)}                       # the report's own Orin times at 4096 x 4096
+
+
+def say_int32_offsets(off) -> None:
+    """int32_offsets' table read at the logits shape: where `row * M` wraps, and what steps 11, 12, 23 do."""
+    lg_row = off.set_index("shape").loc["logits_151936x4096"]
+    results.say(f"At 151936×4096 the last row starts at element {lg_row['(K-1)*M']:,}: that "
+                f"{'fits' if lg_row['elements fit int32'] else 'does not fit'} in int32 as an element index, and in "
+                f"bytes it {'fits' if lg_row['fp16 bytes fit int32'] else 'does not fit'} for fp16 and "
+                f"{'fits' if lg_row['fp32 bytes fit int32'] else 'does not fit'} for fp32 weights. So `row * M` does "
+                "not wrap at this shape in elements; it wraps for a byte offset of fp32 weights, and for a wider model "
+                "(last row). Step 11 keeps the int32 offset and its launcher refuses K × M ≥ 2³¹; steps 12 and 23 use "
+                "size_t, and a GPU test runs them at 151936 × 16384 (2.5 G elements) and checks the last rows.")
+
+
+def say_f32_pair(f32) -> None:
+    """The report's fp32 before/after pair at 4096 x 4096, the course's first step, and cuBLAS's sgemv."""
+    results.say(f"The report's own pair at 4096×4096, its before (30) and after (04): "
+                f"{results.compare_text(f32, '04_f32_ldg', '30_f32_sdata_float4', QO32)} (the report: 1.60× on Orin); "
+                f"the course's first step against it: {results.compare_text(f32, '04_f32_ldg', '01_f32_sdata', QO32)}; "
+                f"against cuBLAS's sgemv: {results.compare_text(f32, '04_f32_ldg', 'cuBLAS (cupy.matmul)', QO32)} "
+                f"({results.source(f32)}).")
+
+
+def say_int8_pair(i8) -> None:
+    """The report's int8 before/after pair at 4096 x 4096, and the course's 05 -> 06."""
+    results.say(f"The report's pair at 4096×4096, its `sdata` before (31) and `char4` + `float4` after (06): "
+                f"{results.compare_text(i8, '06_int8_char4', '31_int8_sdata', QO8)} (the report: 1.08× on Orin); the "
+                f"course's 05 → 06, which makes five changes (the ablations below take them apart): "
+                f"{results.compare_text(i8, '06_int8_char4', '05_int8_scalar', QO8)} ({results.source(i8)}).")
+
+
+def say_f16w_switch(fw, fw_cases) -> None:
+    """Where the block-per-row fp16-weight kernel first wins beyond the noise, against the report's 2048."""
+    win, r = first_win(fw, "08_f32_fp16w_block", "07_f32_fp16w_warp", fw_cases)
+    results.say("Not measured or recorded yet: on a GPU this finds the M where the block-per-row kernel starts to win."
+                if fw.empty else
+                f"The block-per-row kernel first wins beyond the noise at **M = {win.split('x')[1].split(':')[0]}** "
+                f"({r:.2f}×), against the report's switch at 2048 ({results.source(fw)})." if win else
+                f"The block-per-row kernel never wins beyond the noise up to M = 16384 ({results.source(fw)}).")
+
+
+def say_fp16_v2(f16) -> None:
+    """The report's fp16 v2 against v1, at 4096 x 4096 and at the short kv projection."""
+    results.say(f"v2 against v1: {results.compare_text(f16, '10_fp16_v2', '09_fp16_half2', QO16)} (the report: 1.00×), "
+                f"and {results.compare_text(f16, '10_fp16_v2', '09_fp16_half2', KV16)}, the short kv "
+                f"projection ({results.source(f16)}). Step 10 changes two things, the load width and the loads in "
+                "flight per lane; the ablation section below times each alone.")
+
+
+def say_fp16_fast(f16) -> None:
+    """Step 22 against step 10, then against cuBLAS."""
+    results.say(results.summary(f16, "22_fp16_fast", "10_fp16_v2") + " Against cuBLAS: "
+                + results.summary(f16, "22_fp16_fast", "cuBLAS (cupy.matmul)", prov=False))
+
+
+def say_evict_first(f16) -> None:
+    """The evict-first load policy (step 22_stream) against plain `__ldg` (step 22), with a clean L2."""
+    rs, rl = (results.ratio(f16, "22_fp16_fast_stream", "22_fp16_fast", c) for c in (UP16, QO16))
+    results.say("Not measured or recorded yet." if rs != rs else
+                f"With a clean L2, the evict-first policy is **{rs:.2f}×** plain `__ldg` at 12288×4096 and "
+                f"**{rl:.2f}×** at 4096×4096 "
+                f"({results.compare_text(f16, '22_fp16_fast_stream', '22_fp16_fast', UP16)}; "
+                f"{results.compare_text(f16, '22_fp16_fast_stream', '22_fp16_fast', QO16)}) "
+                f"({results.source(f16)}). Step 22 keeps plain `__ldg`; an engine whose L2 holds dirty lines can "
+                "measure the policy in place.")
+
+
+def floor_text(d) -> str:
+    """One device's rows: step 27 against the read-only floor and cuBLAS over the five decode shapes,
+    and any step faster than the floor beyond the noise."""
+    of_floor = [results.ratio(d, "27_fp16_rows", FLOOR, c) for c in CASES16]
+    vs_cub = [results.ratio(d, "27_fp16_rows", "cuBLAS (cupy.matmul)", c) for c in CASES16]
+    beats = [f"`{n}` at `{c}`" for c in CASES16 for n in dict.fromkeys(d.loc[d["kind"] == "variant", "name"])
+             if results.ratio_band(d, FLOOR, n, c).hi < 1]
+    if of_floor[0] != of_floor[0]:
+        return "Not measured or recorded yet."
+    return (f"Over the five decode shapes of the targets, step 27 runs at **{min(of_floor):.2f}–{max(of_floor):.2f}** "
+            f"of the read-only floor's speed and at **{min(vs_cub):.2f}–{max(vs_cub):.2f}×** cuBLAS "
+            f"({results.source(d)}). " + (f"Faster than the floor beyond the noise: {', '.join(beats)}. There the "
+            "floor is no floor: a better reader would move those bytes faster (the device record then raises its "
+            "read roof to the fastest row, so no fraction exceeds 1)." if beats else
+            "No step beats the floor beyond the noise; where a step is close to 1.0, only fewer bytes can make it faster."))
+
+
+def issue_caps(f, li) -> str:
+    """One device's lab 00 record: the PTX count's cap (table `li`) on steps 25 and 26 there."""
+    from ..measuring import value
+    issue, roof = value(f, "instruction issue ceiling"), value(f, "read roof")
+    per = dict(zip(li["step"], li["instructions per weight byte"]))
+    cap = {s_: issue / per[s_] for s_ in ("25_int8_fast", "26_int4_awq")}
+    bound = lambda g: "below the read roof: issue-bound" if g < roof else "above the read roof: issue alone does not bind"  # noqa: E731
+    return ("Not measured or recorded yet." if roof != roof else
+            f"At the measured issue ceiling ({issue:,.0f} G instructions/s, lab 00), the PTX count caps step 25 (int8) "
+            f"at {cap['25_int8_fast']:,.0f} GB/s of weights ({bound(cap['25_int8_fast'])}) and step 26 (int4) at "
+            f"{cap['26_int4_awq']:,.0f} GB/s ({bound(cap['26_int4_awq'])}); the read roof is {roof:,.0f} GB/s "
+            f"({results.source(f)}).")
+
+
+def say_issue_caps(fund, li) -> None:
+    """issue_caps for the device on screen, then why a PTX count is only a lower bound."""
+    results.each_device(fund, lambda f: issue_caps(f, li))
+    results.say("A PTX count is only a lower bound on the instructions: ptxas adds address arithmetic, and the loads "
+                "themselves compete for the L1 (step 25 reads 4 bytes of fp32 x per weight byte). The compute-only "
+                "build below measures the instructions directly, and its verdict is the one to keep.")
+
+
+def int4_tiles_said(part) -> str:
+    """Steps 35 and 36 against step 28 (int4)."""
+    return (results.summary(part, "35_int4_pipelined", "28_int4_mma")
+            + " " + results.summary(part, "36_int4_tiles", "28_int4_mma", prov=False))
+
+
+def say_w8a16(w8t, w8) -> None:
+    """The W8A16 table read per device: the best W8A16 step against the fastest fp16 GEMV and the fp32-x
+    int8 step; then step 37 against step 29."""
+    b8, b29 = BEST["int8"], BEST["w8a16"]
+    col, vs8 = f"W8A16 ({b29[:2]}) vs fastest fp16", f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})"
+    if w8t.empty:
+        results.say("Not measured or recorded yet.")
+    for dev, d in w8t.groupby("device", sort=False):
+        results.say(f"Step {b29[:2]}: not recorded yet ({dev})." if d[col].isna().all() else
+                    f"With fp16 activations, the int8 GEMV (step {b29[:2]}) runs at "
+                    f"**{d[col].min():.2f}–{d[col].max():.2f}×** our fastest fp16 GEMV over these shapes, against "
+                    f"{d[vs8].min():.2f}–{d[vs8].max():.2f}× the fp32-x int8 step ({dev}).")
+    results.each_device(w8, lambda part: results.summary(part, "37_w8a16_tiles", "29_int8_w8a16"))
+
+
+def span(d, col, step) -> str:
+    """'lo–hi' of column `col` of `step`'s rows in one device's rows of the limits table ('n/a' if none)."""
+    v = d.loc[d["step"] == step, col].dropna()
+    return f"{v.min():.2f}–{v.max():.2f}" if len(v) else "n/a"
+
+
+def bound(d, step) -> str:
+    """At how many shapes `step`'s instructions take longer than its bytes beyond noise (limits table)."""
+    v = d.loc[(d["step"] == step) & (d["instructions vs bytes"] != "n/a"), "instructions vs bytes"]
+    return "n/a" if v.empty else (f"its instructions take longer than its bytes beyond noise at {int((v == 'longer').sum())} "
+                                  f"of {len(v)} shapes (within noise at {int((v == 'within noise').sum())})")
+
+
+def limits(d) -> str:
+    """One device's rows of the limits table: for the best int8, int4 and W8A16 steps, instructions
+    against bytes and the kernel against the larger of the two."""
+    return ("; ".join(f"step {st[:2]} ({nm}): the instructions alone take **{span(d, 'compute only / floor', st)}×** "
+                      f"the time of the bytes alone, so {bound(d, st)}, and the kernel takes "
+                      f"{span(d, 'kernel / max(both)', st)}× the larger of the two"
+                      if span(d, "kernel / max(both)", st) != "n/a" else f"step {st[:2]} ({nm}): not recorded on this GPU yet"
+                      for st, nm in ((BEST["int8"], "int8, fp32 x"), (BEST["int4"], "int4"), (BEST["w8a16"], "W8A16")))
+            + f" ({d['device'].iloc[0]}).")
+
+
+def say_limits(lim) -> None:
+    """limits for every device of the table, then what a figure above 1.00× means."""
+    if lim.empty or lim["compute only µs"].isna().all():
+        results.say("Not measured or recorded yet.")
+    for _, d in lim.groupby("device", sort=False):
+        results.say(limits(d))
+    results.say("Whatever exceeds 1.00× in the last figure is what the kernel fails to hide of one cost behind the "
+                "other: the overlap of memory and compute, its occupancy, or the loads of scales and x that both builds "
+                "make (Nsight Compute's issue and DRAM figures above, for step 28, show how to tell).")
+
+
+def say_crossover(xo) -> None:
+    """Where cuBLAS first beats the batched kernel, by tokens, at 4096 x 4096 and 12288 x 4096."""
+    lines = []
+    for k, m in ((4096, 4096), (12288, 4096)):
+        cs = [case_key((n, k, m), "float16") for n in BATCH_TOKENS]
+        win, r = first_win(xo, "cuBLAS (cupy.matmul)", "17_batched_fp16_float4", cs)
+        if win:
+            lines.append(f"at {k}×{m}, cuBLAS first beats the batched kernel at **{win.split('x')[0]} tokens** ({r:.2f}×)")
+        elif not xo.empty:
+            lines.append(f"at {k}×{m}, cuBLAS never beats the batched kernel up to {BATCH_TOKENS[-1]} tokens")
+    results.say("Not measured or recorded yet: on a GPU this sweeps 1…512 tokens." if not lines else
+                "; ".join(lines) + f" (the report switches at 8) ({results.source(xo)}).")
+
+
+def say_unroll() -> None:
+    """What the seed's `#pragma unroll 4` and `__restrict__` change in the PTX of steps 04 and 06."""
+    results.say("The seed's `#pragma unroll 4` " + ("changes nothing in the PTX of steps 04 and 06: given the "
+                "compile-time stride the compiler unrolls the same way without it, so no timing can credit it."
+                if not any(unroll_pragma_changes(s) for s in ("04_f32_ldg", "06_int8_char4"))
+                else "changes the PTX of step 04 or 06 (table above), so the ablation of 03 → 04 counts it with "
+                "step 03's form.")
+                + " `__restrict__` on `const` pointers is what lets the compiler use the read-only path "
+                "(`ld.global.nc`) by itself; the table counts those loads with and without `__ldg`.")
+
+
+def say_seed_times(lim) -> None:
+    """The bandwidth the report's own Orin times imply (this lab's byte counts), and the int8 step's
+    instructions against its bytes on each device of the limits table."""
+    implied = {k: f.bytes_moved(*f.make_input((4096, 4096), dt)) / ms / 1e6 for k, (f, dt, ms) in SEED_MS.items()}
+    b8 = BEST["int8"]
+    results.say("The report's Orin times imply " + ", ".join(f"**{v:.0f} GB/s** for {k}" for k, v in implied.items())
+                + ". The fp16 and fp32 kernels moved their bytes at the same rate, as memory-bound kernels do; the int8 "
+                f"kernel moved {implied['int8'] / implied['fp32']:.0%} of that: it was not bound by its bytes on the Orin. "
+                + "".join(f" The int8 step's instructions alone take {span(d, 'compute only / floor', b8)}× the time "
+                          f"of its bytes alone: {bound(d, b8)} ({dev})." for dev, d in lim.groupby("device", sort=False)))
+
+
+def launch_share(d) -> str:
+    """One device's fp16 rows: an empty kernel's share of the fastest step at 4096 x 4096, the weights'
+    time at the read roof, and the read-only kernel's time."""
+    from ..core.bench import roof_values
+    rv, best = roof_values(d), results.fastest(d, QO16) or BEST["float16"]
+    t, tf = time_us(d, best, QO16), time_us(d, FLOOR, QO16)
+    return ("Not measured or recorded yet." if t != t or not rv else
+            f"An empty kernel takes {rv['launch_us']:.1f} µs, {100 * rv['launch_us'] / t:.0f}% of step {best[:2]}'s "
+            f"(the fastest there) {t:.1f} µs at 4096×4096; at the read roof the 32 MiB of weights alone would take "
+            f"{2 * 4096 * 4096 / rv['read_gbps'] / 1e3:.1f} µs, and the read-only kernel of those bytes takes "
+            f"{tf:.1f} µs ({results.source(d)}).")

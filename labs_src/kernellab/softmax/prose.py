@@ -1,0 +1,212 @@
+"""Softmax (lab 01): the sentences under the lab's tables. Each reads the frames on screen through
+results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
+`*_said(part, ...)` returns one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import device, results
+from .reference import SHAPES, case_key
+from .steps import ABLATION, BEST
+from .report import kernel_run, ran_text
+
+# The target shapes of the lab's timing section (its TARGETS), and the two fp32 cases the claims read.
+TARGET_SHAPES = [SHAPES["square_4096"], SHAPES["long_rows_1024x32768"], SHAPES["short_rows_32768x1024"]]
+SQUARE_F32, LONG_F32 = case_key(TARGET_SHAPES[0], "float32"), case_key(TARGET_SHAPES[1], "float32")
+FP16_SQUARE, FP16_DOUBLE = "4096x4096:float16", "8192x4096:float16"
+
+# What each ablation row of step 05 undoes.
+UNDO_05 = {"05_no_vec_loads": "16-byte loads", "05_no_reg_cache": "the row in registers",
+           "05_no_ex2": "`ex2.approx`", "05_block_256": "the block sized to the row"}
+
+
+def _fmt(v, spec=".2f", unit=""):
+    return f"{v:{spec}}{unit}" if v == v else "*(not recorded yet)*"
+
+
+def say_short_rows(short) -> None:
+    """The short-row family: step 09 against torch and step 05, and its range of the copy roof."""
+    results.each_device(short, lambda part: results.summary(part, "09_dispatch", "torch.softmax"))
+    results.each_device(short, lambda part: results.summary(part, "09_dispatch", "05_online_vec4"))
+    fr = results.one_source(results.select(short, name="09_dispatch"))
+    results.say(results.unless_missing(
+        fr["frac_copy"].min() if len(fr) else float("nan"),
+        f"Step 09 reaches **{fr['frac_copy'].min():.2f}–{fr['frac_copy'].max():.2f}** of the copy roof over these "
+        f"row lengths ({results.source(short)})." if len(fr) else ""))
+
+
+def resident_prefetch_said(part) -> str:
+    """Step 07's two changes, one at a time: the resident grid alone, then the prefetch alone."""
+    return ("The resident grid alone: " + results.summary(part, "ablate_07_no_prefetch", "06_fp16_vec8", prov=False)
+            + " The prefetch alone: " + results.summary(part, "07_fp16_pipelined", "ablate_07_no_prefetch"))
+
+
+def half_said(part) -> str:
+    """Half the bytes against half the time: step 06 (fp16) over step 05 (fp32) at the target shapes,
+    and the copy-roof fractions of steps 05, 06 and 07 there."""
+    half = [1 / results.ratio(part, "06_fp16_vec8", "05_online_vec4", case_key(s, "float16"),
+                              case_key(s, "float32")) for s in TARGET_SHAPES]
+    frac = lambda n, dt: [results.pick(part, n, "frac_copy", case=case_key(s, dt)) for s in TARGET_SHAPES]  # noqa: E731
+    f5, f6, f7 = frac("05_online_vec4", "float32"), frac("06_fp16_vec8", "float16"), frac("07_fp16_pipelined", "float16")
+    rng = lambda v: f"{min(v):.2f}–{max(v):.2f}"   # noqa: E731
+    return results.unless_missing(half[0], f"Half the bytes is not half the time: step 06 (fp16) takes "
+           f"**{rng(half)}** of step 05's (fp32) time at the same shapes, because it reaches only {rng(f6)} of "
+           f"the copy roof where step 05 reaches {rng(f5)}; step 07, the same bytes and conversions on a resident "
+           f"grid, reaches {rng(f7)} ({results.source(part)}).")
+
+
+def say_half_bytes(res) -> None:
+    """half_said for the device on screen, then what 0.50 means and which sections measure the rest."""
+    results.each_device(res, half_said)
+    results.say("0.50 is the most halving the bytes can give a memory-bound kernel. How much of step 06's shortfall "
+                "is its one-row-per-block phases is what step 07's ablation above measures; whether a fixed cost per "
+                "launch is part of it, the next section measures.")
+
+
+def fp16_said(part) -> str:
+    """The fastest fp16 launcher at 4096 x 4096 and 32768 x 1024: its fraction of the copy roof against
+    the 0.80 target, its time over a memcpy of the same bytes, and the launchers of the same kernel."""
+    sentences = []
+    for case in (FP16_SQUARE, "32768x1024:float16"):
+        top = results.fastest(part, case)
+        if top is None:
+            continue
+        fc = results.frac_band(part, top, case)
+        mc = (results.pick(part, top, "median_us", case=case)
+              / results.pick(part, "memcpy x -> y (floor)", "median_us", case=case))
+        same = [n for n in results.select(part, case=case, kind="variant")["name"]      # launchers of the same kernel
+                if n != top and "ablate" not in n and kernel_run(n, case) == kernel_run(top, case)]
+        sentences.append(f"at {case} the fastest launcher, {ran_text(top, case)}, reaches **{_fmt(fc.value)}** "
+                         f"of the copy roof (the 0.80 target: **{results.target_outcome(fc, 0.8)}**), "
+                         f"taking {_fmt(mc)}× the time of a memcpy of the same bytes"
+                         + (f"; {', '.join(f'`{n}`' for n in same)} launch the same kernel: "
+                            f"{results.compare_text(part, top, same[0], case)}" if same else ""))
+    text = "; ".join(sentences)
+    return text[:1].upper() + text[1:] + f" ({results.source(part)})."
+
+
+def fixed_said(part) -> str:
+    """Twice the rows against the time: the marginal rate of the extra rows, and the fixed cost per launch
+    (the time extrapolated to zero rows, with its band), or that none stands out of the noise."""
+    from ..core.bench import roof_values
+    best16 = results.fastest(part, FP16_SQUARE) or BEST["float16"]
+    t1, t2 = (results.band(part, best16, c) for c in (FP16_SQUARE, FP16_DOUBLE))
+    b1, b2 = (results.pick(part, best16, "bytes", case=c) for c in (FP16_SQUARE, FP16_DOUBLE))
+    marginal = (b2 - b1) / (t2.value - t1.value) / 1e3        # GB/s of the extra rows
+    fixed = results.Measured(2 * t1.value - t2.value, 2 * t1.lo - t2.hi, 2 * t1.hi - t2.lo)   # µs at zero rows (b2 = 2 b1)
+    roof = roof_values(part).get("copy_gbps", float("nan"))
+    return (f"Doubling the rows adds {_fmt(t2.value - t1.value, '.1f', ' µs')} for {_fmt((b2 - b1) / 2**20, '.0f', ' MiB')}: "
+            f"the extra rows of `{best16}` stream at {_fmt(marginal / roof)} of the copy roof. " +
+            (f"A fixed **{fixed.value:.1f} µs** (band {fixed.lo:.1f} to {fixed.hi:.1f}) is paid once per launch: it keeps "
+             "a 64 MiB problem from the roof and does not shrink with better arithmetic" if fixed.ok and fixed.lo > 0 else
+             f"No fixed cost per launch stands out of the noise (the time at zero rows extrapolates to "
+             f"{_fmt(fixed.value, '.1f', ' µs')}, band {_fmt(fixed.lo, '.1f')} to {_fmt(fixed.hi, '.1f')}): at this size "
+             "the time is the bytes") + f" ({results.source(part)}).")
+
+
+def say_naive_sweep(sw) -> None:
+    """The naive kernel over the sweep: its range of times, where it is fastest and slowest, and why."""
+    nv = results.one_source(results.select(sw, name="01_naive")).sort_values("cols")
+    if not len(nv):
+        return
+    t_ms = dict(zip(nv["cols"], nv["median_us"] / 1e3))
+    lo, hi, med = min(t_ms.values()), max(t_ms.values()), float(np.median(list(t_ms.values())))
+    longest = max(t_ms)
+    results.say(f"The naive kernel takes {lo:.2f}–{hi:.2f} ms across row lengths at the same total "
+                f"(median {med:.2f} ms; rows of {min(t_ms)}: {t_ms[min(t_ms)]:.2f} ms, rows of {longest}: "
+                f"{t_ms[longest]:.2f} ms; {results.source(nv)}). "
+                + f"Fastest at rows of {min(t_ms, key=t_ms.get)}, slowest at rows of {max(t_ms, key=t_ms.get)}: at a "
+                "fixed total its one serial thread per row does the same total work whatever the length, so the time "
+                "follows how well the rows fill the GPU, not the length itself. "
+                + "It is slow everywhere; where it is slowest, few rows share the GPU (one serial thread per row).")
+
+
+def _first(df, col, val):
+    d = df[df[col] == val] if len(df) else df
+    return d["shape"].iloc[0] if len(d) else None
+
+
+def say_passes(pt, sw) -> None:
+    """The passes table read: step 03's passes counted against paid at 8192 x 4096, where re-reads leave
+    L1 and L2, then step 04 against step 03 over the sweep and what its saved pass is worth."""
+    if not len(pt):
+        return
+    at = pt[pt["shape"] == "8192x4096"]
+    a = at.iloc[0] if len(at) else pt.iloc[0]
+    leaves_l1 = _first(pt, 're-reads from', 'L2') or _first(pt, 're-reads from', 'DRAM') or 'no measured length'
+    results.say(
+        f"At {a['shape']} step 03 counts {a['passes counted']} passes, but its time pays for only "
+        f"**{a['passes implied (2 / fraction)']:.2f}**: the model puts its re-reads in **{a['re-reads from']}** "
+        f"({a['KiB per SM']:.0f} KiB of rows per SM). Re-reads leave L1 from {leaves_l1} "
+        f"and leave L2 from {_first(pt, 're-reads from', 'DRAM') or 'no measured length'} on; there the time implies "
+        f"{pt[pt['re-reads from'] == 'DRAM']['passes implied (2 / fraction)'].min():.1f} passes or more "
+        f"({results.source(sw)}). Passes set the time only when they cross DRAM.")
+    results.each_device(sw, lambda part: results.summary(part, "04_online", "03_warp_shuffle"))
+    results.say("Step 04 saves one read per "
+                "element over step 03; that pass is worth something only where step 03's re-read would cross DRAM (the "
+                "passes table above). Where the re-read hits a cache, both kernels read DRAM once and evaluate the same "
+                "number of `expf` per element (one in a statistics pass, one in the output pass), while each level of "
+                "step 04's (m, d) reduction carries an `expf` where step 03's carry a max or an add.")
+
+
+def logits_said(part) -> str:
+    """The logits row: one SM of the GPU, step 05's fraction of the copy roof there, and step 10 against it."""
+    facts = device.facts(part)
+    fc = results.pick(part, "05_online_vec4", "frac_copy", case="1x151936:float32")
+    return (f"The logits row runs on 1 of the {facts['sms']} SMs of the {facts['device']}: step 05 reaches "
+            f"{_fmt(fc, '.3f')} of the copy roof there; step 10 splits the row over a cluster of blocks: "
+            f"{results.compare_text(part, '10_cluster', '05_online_vec4', '1x151936:float32')} "
+            f"({results.source(part)}).") if facts else "No device facts for this record."
+
+
+def worth_text(a) -> str:
+    """One device's ablation rows: what each change of step 05 is worth at each recorded case, which one
+    carries the gain (or that none is beyond the noise), and the one-exp update of step 04."""
+    lines = []
+    for case in ABLATION.RECORD_CASES:
+        key = case_key(*case)
+        worth = {lbl: results.ratio_band(a, "05_online_vec4", n, key) for n, lbl in UNDO_05.items()}
+        worth = {k: v for k, v in worth.items() if v.ok}
+        if not worth:
+            continue
+        order = sorted(worth.items(), key=lambda kv: -kv[1].value)
+        lines.append(f"At {key}: " + ", ".join(f"{lbl} is worth {results.times(a, '05_online_vec4', n, key)}"
+                                               for n, lbl in UNDO_05.items() if lbl in worth)
+                     + (f"; most of step 05's gain is {order[0][0]}" if not results.within_noise(order[0][1])
+                        else "; no change is worth anything beyond the noise")
+                     + f". The one-exp update makes step 04 "
+                     f"{_fmt(results.ratio(a, '04_online', '04_two_exp', key))}× its two-exp first version.")
+    return " ".join(lines) + f" ({results.source(a)})."
+
+
+def say_ablation(abl) -> None:
+    """worth_text for the device on screen and how to read a ratio within noise; or that it is not recorded."""
+    if not len(abl):
+        print("Not recorded yet: the ablation is timed live on a GPU (make bench records it).")
+        return
+    results.each_device(abl, worth_text)
+    results.say("A ratio within noise of 1 means that change did nothing on the GPU of that line, given the "
+                "other three: with the row read once and 16 bytes per load, a cheaper `exp` may not show, "
+                "and on a slower-clocked GPU the balance can differ. Only this table, not the 04 → 05 ratio, "
+                "says which change to credit.")
+
+
+def seed_claims_said(part, swp) -> str:
+    """The seed's claims read from one device's rows and its sweep: online softmax at the seed's shapes,
+    and bank conflicts at 4096 x 4096 and over the sweep."""
+    return (f"Online softmax at the seed's shapes: {results.compare_text(part, '04_online', '03_warp_shuffle', SQUARE_F32)}, "
+            f"and {results.compare_text(part, '04_online', '03_warp_shuffle', LONG_F32)}; the pass it saves is worth "
+            f"something only where step 03's re-read would have crossed DRAM (the passes table above). Bank conflicts: "
+            f"{results.compare_text(part, '02_safe_smem', '02_safe_interleaved', SQUARE_F32)}; over the sweep, "
+            + results.summary(swp, "02_safe_smem", "02_safe_interleaved", prov=False)
+            + f" ({results.source(part)}).")
+
+
+def say_mine(mine, name: str = "99_mine", step: str = "03_warp_per_row") -> None:
+    """Your variant against a step of the ladder, case by case; or that it has no timing without a GPU."""
+    r = results.speedup(mine, name, step)
+    results.say(f"No timing of `{name}` here: a kernel of yours has no recorded results, so it is timed "
+                "only live, on a GPU." if r.empty else
+                "; ".join(f"at {case}, `{name}` is **{v:.2f}×** step {step} "
+                          f"({'faster' if v > 1 else 'slower'})" for (case, _, _), v in r.items())
+                + f" ({results.source(mine)}).")
