@@ -24,7 +24,7 @@
 
 # %%
 import kernellab as kl
-from kernellab import bench, build, launch, measuring, plot, results
+from kernellab import bench, build, launch, measuring, measuring_report as report, plot, results
 
 kl.banner()
 
@@ -96,25 +96,8 @@ prov = kl.provenance(fund)
 each = results.each_device               # a sentence per recorded device: each(fund, lambda part: ...)
 fund
 
-# %% jupyter={"source_hidden": true}
-def roofs_said(part):
-    v = lambda q: measuring.value(part, q)   # noqa: E731  this device's number
-    copy, read = v("copy roof"), v("read roof")
-    near, raised = v("copy roof: best near L2's size"), part[part["quantity"].str.contains(": raised to ")]["quantity"].tolist()
-    return (f"Copy roof **{copy:,.0f} GB/s**: far past L2 the copy kernel moves {v('copy roof: copy kernel'):,.0f}, "
-            f"cudaMemcpy {v('copy roof: cudaMemcpy'):,.0f} and the 2-reads-1-write stream "
-            f"{v('copy roof: 2 reads + 1 write stream'):,.0f}; the best of them near L2's size moves "
-            f"{near:,.0f}. Read roof **{read:,.0f} GB/s** ({results.source(part)}). " +
-            (f"A lab's kernel beat the micro-benchmarks in the recorded run, so the roof was raised to it: "
-             f"{'; '.join(raised)}. " if raised else "") +
-            f"Far past L2, reading alone moves {read / v('copy roof: copy kernel'):.2f}× the bytes per second "
-            "of the copy kernel" + (": reading is at least as fast as reading and writing, as a ceiling must be."
-                                    if read >= 0.99 * v("copy roof: copy kernel") else
-                                    ": the read roof is *below* a copy here, so it is not yet a ceiling on this "
-                                    "device (more bytes in flight, section 4, is the first thing to try)."))
-
-
-each(fund, roofs_said)
+# %%
+each(fund, report.roofs_said)
 
 # %% [markdown]
 # **A fraction above 1.** Later labs divide each kernel's GB/s by a roof. A fraction a little
@@ -127,37 +110,13 @@ each(fund, roofs_said)
 # **Why flush L2.** The L2-resident copy was timed twice on the same buffers:
 
 # %%
-def warm_said(part):
-    v = lambda q: measuring.value(part, q)   # noqa: E731
-    warm, cold = v("L2-resident copy, warm (no flush)"), v("L2-resident copy, L2 flushed")
-    return (f"A {v('L2-resident copy size'):.3g} MiB copy (a quarter of the {v('L2 size'):.0f} MiB L2) reaches "
-            f"**{warm:,.0f} GB/s warm** and **{cold:,.0f} GB/s flushed**: {warm / cold:.2f}× "
-            f"{'faster' if warm > cold else 'slower'} when its input is already in L2 ({results.source(part)}).")
-
-
-each(fund, warm_said)
-kl.say("A benchmark that repeats one small input without flushing measures the cache, not the kernel. Triton's "
-       "`do_bench` flushes too (by writing a buffer); `cupyx.profiler.benchmark` does not. In a decoder, though, a "
-       "small weight *is* in L2 from one token to the next: that is why `bench.compare` also reports `warm_us` for "
-       "shapes of ≤ 64 rows that fit in L2.")
+report.say_warm(fund)
 
 # %% [markdown]
 # **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued:
 
-# %% jupyter={"source_hidden": true}
-def timers_said(part):
-    v = lambda q: measuring.value(part, q)   # noqa: E731
-    big = [q for q in part["quantity"] if str(q).endswith("copy: perf_counter, no sync")]
-    if not big:
-        return "No CPU-timer rows in this record (recorded before they were measured)."
-    size = big[0].split(":")[0]    # the label carries the buffer size measured
-    return (f"Around a {size}: `perf_counter()` without a synchronize says "
-            f"{v(size + ': perf_counter, no sync'):,.1f} µs (the launch), with one "
-            f"{v(size + ': perf_counter + sync'):,.1f} µs (the copy plus a host round trip); CUDA events say "
-            f"{v(size + ': CUDA events (median)'):,.1f} µs, the GPU's own time ({results.source(part)}).")
-
-
-each(fund, timers_said)
+# %%
+each(fund, report.timers_said)
 
 # %% [markdown]
 # ## 3. What a launch costs: host time and GPU time
@@ -172,18 +131,8 @@ each(fund, timers_said)
 # * *host µs per call*: `bench.host_us` (perf_counter over many calls; launches are
 #   asynchronous, so this is the cost of queuing, not of running).
 
-# %% jupyter={"source_hidden": true}
-def launch_said(part):
-    v = lambda q: measuring.value(part, q)   # noqa: E731
-    return (f"Empty kernel, alone between two events: **{v('empty kernel launch'):.2f} µs**; "
-            f"100 back to back: **{v('empty kernel: 100 back to back, per launch'):.2f} µs** per launch; "
-            f"replayed from a CUDA graph: **{v('empty kernel: CUDA graph of 100, per launch'):.2f} µs** per launch. "
-            f"The host needs **{v('host: one RawKernel launch call'):.2f} µs** to queue one bare `RawKernel` "
-            f"launch, and {v('host: one graph launch (100 kernels)'):.2f} µs to queue the whole graph of 100 "
-            f"({results.source(part)}).")
-
-
-each(fund, launch_said)
+# %%
+each(fund, report.launch_said)
 
 # %% [markdown]
 # So a chain of small kernels is **host-bound** whenever queuing one costs more than running
@@ -200,24 +149,8 @@ each(fund, launch_said)
 chain = fund[fund["quantity"].str.contains("small launches")][["quantity", "value", "unit"]]
 chain
 
-# %% jupyter={"source_hidden": true}
-def chain_said(part):
-    n, v = measuring.CHAIN, (lambda q: measuring.value(part, q))
-    gpu1, host1, e2e1 = (v(f"{n} small launches: {w}") for w in ("GPU time (events)", "host time", "end to end"))
-    gpu2, host2, e2e2 = (v(f"{n} small launches as a graph: {w}") for w in ("GPU time (events)", "host time",
-                                                                             "end to end"))
-    return (f"One by one, the {n} launches take the GPU {gpu1:.1f} µs and the host {host1:.1f} µs; end to end "
-            f"they take {e2e1:.1f} µs per chain, about the slower of the two: this chain is "
-            f"**{'host' if host1 > gpu1 else 'GPU'}-bound**. As one graph the host spends {host2:.1f} µs, and the "
-            f"chain takes {e2e2:.1f} µs end to end: **{e2e1 / e2e2:.2f}×** {'faster' if e2e1 > e2e2 else 'slower'} "
-            f"({results.source(part)})."
-            + (f" End to end ({e2e2:.1f} µs) is below the graph's event-timed GPU time ({gpu2:.1f} µs): "
-               "back to back, one replay's start overlaps the end of the one before, while each "
-               "event-timed replay starts from an idle stream and pays its whole ramp-up."
-               if e2e2 < gpu2 else ""))
-
-
-each(fund, chain_said)
+# %%
+each(fund, report.chain_said)
 
 # %% [markdown]
 # **Why the spacer.** `bench.time_fn` reports the GPU's time. If the host were still queuing
@@ -244,19 +177,8 @@ one = bench.compare(rmsnorm, [((1, 4096), "float16")], names=[rmsnorm.BEST["floa
                     baselines=[b for b in rmsnorm.BASELINES if b.startswith("torch")])
 results.table(one, ["case", "name", "median_us", "warm_us", "host_us", "bare_host_us", "device", "source"])
 
-# %% jupyter={"source_hidden": true}
-best = rmsnorm.BEST["float16"]
-torch_name = next((b for b in rmsnorm.BASELINES if b.startswith("torch")), "")
-
-
-def host_said(part):
-    ours, bare_, gpu = (results.pick(part, best, c) for c in ("host_us", "bare_host_us", "median_us"))
-    return (f"Step {best}: the GPU needs {gpu:.1f} µs, the host {ours:.1f} µs to queue it, "
-            f"{ours / bare_:.2f}× a bare `RawKernel` call of the same kernel ({bare_:.1f} µs); {torch_name} costs "
-            f"the host {results.pick(part, torch_name, 'host_us'):.1f} µs ({results.source(part)}).")
-
-
-each(one, host_said)
+# %%
+each(one, report.host_said)
 
 # %% [markdown]
 # ## 4. Little's law: latency × bytes in flight = bandwidth
@@ -273,20 +195,8 @@ each(one, host_said)
 # %%
 build.show("measure", "04_chase")
 
-# %% jupyter={"source_hidden": true}
-def latency_said(part):
-    v = lambda q: measuring.value(part, q)   # noqa: E731
-    dram, l2, read = v("DRAM latency (pointer chase)"), v("L2 latency (pointer chase)"), v("read roof")
-    need, need_sm = v(measuring.INFLIGHT_ALL), v(measuring.INFLIGHT_SM)   # the table's rows: read roof x latency
-    thr = v("threads per SM in the sweep")
-    return (f"DRAM latency **{dram:.0f} ns**, L2 latency **{l2:.0f} ns** ({results.source(part)}). To read at the "
-            f"roof ({read:,.0f} GB/s) the device must keep {read:,.0f} GB/s × {dram:.0f} ns = "
-            f"**{need:,.0f} KiB** in flight (the table's row \"{measuring.INFLIGHT_ALL}\"): "
-            f"**{need_sm:.1f} KiB per SM**, or {need_sm * 1024 / thr:.0f} bytes per thread with {thr:.0f} "
-            f"threads resident per SM.")
-
-
-each(fund, latency_said)
+# %%
+each(fund, report.latency_said)
 
 # %% [markdown]
 # The sweep below changes one thing: the bytes each thread keeps in flight (4 B = one `float`,
@@ -326,29 +236,8 @@ else:
     fig.tight_layout()
     plt.show()
 
-# %% jupyter={"source_hidden": true}
-pred = "Little's law predicts GB/s"
-
-
-def sweep_said(part, f):      # one device's sweep rows and lab 00 record
-    roof = measuring.value(f, "read roof")
-    first, last, at = part.iloc[0], part.iloc[-1], measuring.first_within(part, 0.9)
-    return (f"With {first['B in flight per thread']:.0f} B in flight per thread the read reaches "
-            f"{first['fraction of read roof']:.2f} of the roof (Little's law predicted "
-            f"{first[pred] / roof:.2f}); with "
-            f"{last['B in flight per thread']:.0f} B, {last['fraction of read roof']:.2f}. "
-            + (f"It first gets within 10% of the roof at {at:.0f} B per thread." if at is not None
-               else "No point of the sweep gets within 10% of the roof.")
-            + f" Across the sweep, measured / predicted stays between {part['measured / predicted'].min():.2f} "
-            f"and {part['measured / predicted'].max():.2f} ({results.source(part)}).")
-
-
-if not sweep.empty:
-    each(sweep, sweep_said, fund)
-    if sweep["measured / predicted"].min() < 0.95:
-        kl.say("Below the roof the measurement falls short of the model: the chase measured the latency of an "
-               "idle memory system, and under load requests queue, so the latency a streaming kernel sees is "
-               "longer. Budget more bytes in flight than the idle-latency estimate.")
+# %%
+report.say_sweep(sweep, fund)
 
 # %% [markdown]
 # **Predict the ladder before timing it.** Every later lab has steps that differ in the bytes
@@ -357,18 +246,8 @@ if not sweep.empty:
 # turns that into a prediction from the idle latency (the model above, full SMs), and
 # `measuring.sweep_fraction` reads what the measured sweep reached with as many bytes in flight:
 
-# %% jupyter={"source_hidden": true}
-steps = {"08_vec_fp16_scalar (2 × 2 B)": 4, "03_fp16_half2 (2 × 4 B)": 8, "04_fp16_vec8 (2 × 16 B)": 32}
-
-
-def little_said(part):
-    roof = measuring.value(part, "read roof")
-    return "; ".join(f"add {step}: Little's law predicts {measuring.little(part, b) / roof:.2f} of the read roof, "
-                     f"the measured sweep reached {measuring.sweep_fraction(part, b):.2f} with {b} B in flight "
-                     "per thread" for step, b in steps.items()) + f" ({results.source(part)})."
-
-
-each(fund, little_said)
+# %%
+each(fund, report.little_said)
 
 # %% [markdown]
 # One decode row is the extreme case: a single block of 128 threads on one SM. Its time is
@@ -377,21 +256,8 @@ each(fund, little_said)
 # per pass over it (`rmsnorm.round_trips`, the model lab 02 uses too). For lab 02's fp16 RMSNorm
 # over one 4096-wide row (8 KiB of x):
 
-# %% jupyter={"source_hidden": true}
-def trips_said(part):
-    dram, said = measuring.value(part, "DRAM latency (pointer chase)"), []
-    for step in ("05_fp16_half2_cub", "06_fp16_uint4"):
-        m = rmsnorm.round_trips(step, 4096, 2)
-        trips = m["round trips (first pass)"]
-        said.append(f"rmsnorm {step}: {m['loads per thread']} loads per thread, {m['loads in flight per thread']} "
-                    f"in flight: {trips} round trip(s) × {dram:.0f} ns ≈ **{trips * dram / 1e3:.2f} µs** for the "
-                    "first pass")
-    return "; ".join(said) + f" ({results.source(part)})."
-
-
-each(fund, trips_said)
-kl.say("Lab 02 times the whole kernel beside this count: two passes over the row, the block reductions between "
-       "them, the write and the launch come on top.")
+# %%
+report.say_trips(fund)
 
 # %% [markdown]
 # ## 5. Reading `ptxas -v`
@@ -418,19 +284,8 @@ build.occupancy("measure", "02_read", threads=256)
 occ = build.occupancy("softmax", "05_online_vec4", threads=1024)
 occ
 
-# %% jupyter={"source_hidden": true}
-from kernellab import softmax
-
-vec = softmax.VEC_PER_THREAD
-byarch = occ[occ["source"] == "ptxas -v"]
-regs = ", ".join(f"{r.registers} on {r.arch}" for r in byarch.itertuples())
-share = ", ".join(f"{r.registers * r.threads / 65536:.0%} on {r.arch}" for r in byarch.itertuples())
-blocks = sorted(set(byarch["blocks/SM"]))
-kl.say(f"The softmax kernel of lab 01 keeps its part of a row in registers: {vec} `float4` = {4 * vec} floats "
-       f"per thread. ptxas gives it **registers per thread: {regs}** (the table above); a block of 1024 threads "
-       f"takes {share} of an SM's 65,536 registers, so "
-       f"{' or '.join(str(b) for b in blocks)} such block{'' if blocks == [1] else 's'} fit{'s' if blocks == [1] else ''} "
-       "on an SM. Lab 01 measures what that costs.")
+# %%
+report.say_softmax_registers(occ)
 
 # %% [markdown]
 # ## 6. The device's roofline, with more than one ceiling
@@ -444,29 +299,8 @@ kl.say(f"The softmax kernel of lab 01 keeps its part of a row in registers: {vec
 build.show("measure", "06_ex2")
 build.show("measure", "07_issue")
 
-# %% jupyter={"source_hidden": true}
-sms, clk = v("SMs"), v("SM clock")
-ex2, ffma, issue = v("ex2.approx (SFU) throughput"), v("FFMA instructions"), v("instruction issue ceiling")
-per_clk = lambda g: g * 1e9 / (sms * clk * 1e6)   # noqa: E731  per SM per clock, at the nominal clock
-def ceilings_said(part):
-    v = lambda q: measuring.value(part, q)   # noqa: E731
-    sms, clk, copy = v("SMs"), v("SM clock"), v("copy roof")
-    ex2, ffma, issue = v("ex2.approx (SFU) throughput"), v("FFMA instructions"), v("instruction issue ceiling")
-    per_clk = lambda g: g * 1e9 / (sms * clk * 1e6)   # noqa: E731  per SM per clock, at the nominal clock
-    return (f"Per SM per clock (at the nominal {clk:,.0f} MHz): **{per_clk(ex2):.1f} ex2**, {per_clk(ffma):.0f} "
-            f"FFMA, and an issue ceiling of **{per_clk(issue):.0f} instructions** (the FFMA + INT32 mix issued "
-            f"{v('FFMA + INT32 mix instructions') / ffma:.2f}× as many instructions per second as FFMA alone). "
-            f"At the copy roof, fp32 softmax (8 B per element: read once, write once) streams {copy / 8:,.0f} G "
-            f"elements/s, and the SFU can take {ex2:,.0f} G ex2/s: {ex2 / (copy / 8):.1f}× more than one exp per "
-            f"element needs. In fp16 (4 B per element) the margin is {ex2 / (copy / 4):.1f}×. Instruction issue "
-            f"allows **{issue / (copy / 8):.0f} instructions per element** in fp32 and "
-            f"**{issue / (copy / 4):.0f} in fp16** before instructions, not DRAM, set the time "
-            f"({results.source(part)}).")
-
-
-each(fund, ceilings_said)
-kl.say("A kernel that spends more instructions per element than that (loads, converts, max, exp, sums, shuffles, "
-       "stores) is issue-bound.")
+# %%
+report.say_ceilings(fund)
 
 # %% [markdown]
 # On the plot the x axis is operations per byte moved, read in the unit of each ceiling: FLOP
