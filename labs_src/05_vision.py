@@ -93,12 +93,8 @@ build.show("vision", "03_layernorm_warp_vec8")
 mech = results.claims("05_vision", None, vision.FAMILIES)
 mech[mech["how"].str.startswith(("ptx", "ptxas"))].reset_index(drop=True)
 
-# %% jupyter={"source_hidden": true}
-b = {s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in
-     ("01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}
-kl.say(f"Block barriers per row in the compiled code: step 01 **{b['01_layernorm_scalar_tree']}**, "
-       f"step 02 **{b['02_layernorm_half2_shfl']}**, step 03 **{b['03_layernorm_warp_vec8']}** "
-       "(a warp needs none).")
+# %%
+vision.say_barriers()
 
 # %% [markdown]
 # Check every step (and the ablation `ablate_02_scalar_loads`: step 02's kernel with scalar loads,
@@ -112,14 +108,9 @@ check_variants(vision.LAYERNORM)
 ln = bench.compare(vision.LAYERNORM, vision.LAYERNORM.RECORD_CASES)
 results.table(ln)
 
-# %% jupyter={"source_hidden": true}
+# %%
 c16, c4 = (vision.LAYERNORM.case_key((n, 1152)) for n in (N_BIG, 4096))
-kl.say("Against torch: " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c16)
-       + "; " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c4) + ". "
-       + "The report's step: " + results.summary(ln, "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", prov=False)
-       + " At the largest N: " + results.roof_text(ln, "torch F.layer_norm", c16) + "; "
-       + results.roof_text(ln, "03_layernorm_warp_vec8", c16) + "; at 4096 tokens: "
-       + results.roof_text(ln, "03_layernorm_warp_vec8", c4) + ".")
+vision.say_layernorm(ln, c16, c4)
 
 # %%
 plot.progress(ln, "05_layernorm_progress", case=c16, title="LayerNorm + bias, 16384 x 1152 fp16")
@@ -129,13 +120,8 @@ plot.progress(ln, "05_layernorm_progress", case=c16, title="LayerNorm + bias, 16
 # The vision MLP uses GELU with the **tanh approximation**. How far is it from the exact
 # `x Φ(x)` (erf)? Computed on a fine grid over [-8, 8]:
 
-# %% jupyter={"source_hidden": true}
-d = vision.gelu_tanh_vs_erf()
-kl.say(f"max |gelu_tanh − gelu_erf| = **{d['max_abs_diff']:.1e}**, at x = {d['at_x']:.2f}, where GELU is "
-       f"{d['gelu_there']:.3f} and neighbouring fp16 values are {d['fp16_spacing_there']:.1e} apart: the "
-       + ("approximation error is below half an fp16 step: in fp16 the two agree to within one rounding."
-          if d["max_abs_diff"] < d["fp16_spacing_there"] / 2 else
-          f"approximation error is {d['max_abs_diff'] / d['fp16_spacing_there']:.2f} fp16 steps there."))
+# %%
+vision.say_gelu_gap()
 
 # %% [markdown]
 # **Before**: `half2` (4 bytes) per thread, the seed's `gelu_approx` (`x * x * x`, `tanhf`).
@@ -153,14 +139,9 @@ build.show("vision", "04_gelu_half2")
 build.show("vision", "05_gelu_vec8")
 build.show("vision", "06_gelu_vec8_exp")
 
-# %% jupyter={"source_hidden": true}
-FMAF = {s: vision.fmaf_changes(s) for s in ("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")}
-kl.say("Built with `__fmaf_rn(a, b, c)` written `a * b + c` (`-DVL_PLAIN_FMAF`, sm_90): " + "; ".join(
-    f"step {st[:2]} has " + ("different f32 arithmetic (the rewrite is a change of its own there)" if ch
-                             else "the same f32 arithmetic") for st, ch in FMAF.items())
-    + ". " + ("So steps 04 → 05 (and 07 → 08) change one thing that runs: the width; step 04 is step 05 with "
-              "the width undone." if not (FMAF["05_gelu_vec8"] or FMAF["08_bias_gelu_vec8"]) else
-              "So the GELU pairs make two changes that run, and the width's share needs its own ablation."))
+# %%
+FMAF = vision.fmaf_table()
+vision.say_fmaf(FMAF)
 
 # %%
 check_variants(vision.GELU)
@@ -172,15 +153,9 @@ bg = bench.compare(vision.BIAS_GELU, vision.BIAS_GELU.RECORD_CASES)
 abl_bg, abl_sr, abl_tr = (bench.compare(f, f.RECORD_CASES) for f in vision.ABLATION)   # the ablations, their own run
 results.table(results.select(gl, case=vision.GELU.case_key((N_BIG, 4304))))
 
-# %% jupyter={"source_hidden": true}
+# %%
 cg, cb = vision.GELU.case_key((N_BIG, 4304)), vision.BIAS_GELU.case_key((N_BIG, 4304))
-results.each_device(gl, lambda g: (
-    results.summary(g, "05_gelu_vec8", "04_gelu_half2", prov=False).rstrip(".") + " (the report: 4×; "
-    + ("the width alone: `__fmaf_rn` compiles to the same arithmetic.) " if not FMAF["05_gelu_vec8"] else
-       "the width and `__fmaf_rn` together.) ")
-    + results.summary(g, "06_gelu_vec8_exp", "05_gelu_vec8", prov=False) + " "
-    + results.roof_text(g, "06_gelu_vec8_exp", cg, target=0.9) + "; "
-    + results.compare_text(g, "06_gelu_vec8_exp", "torch F.gelu(tanh)", cg) + f" ({results.source(g)})."))
+vision.say_gelu(gl, cg, FMAF)
 
 # %% [markdown]
 # `bias_gelu_fp16_kernel` runs after every fc1 GEMM (27 times per image, [N, 4304]): the same
@@ -195,16 +170,8 @@ build.show("vision", "08_bias_gelu_vec8")
 build.show("vision", "25_bias_gelu_vec8_x2")
 results.table(results.select(bg, case=cb))
 
-# %% jupyter={"source_hidden": true}
-results.each_device(bg, lambda g, a: (
-    results.summary(g, "08_bias_gelu_vec8", "07_bias_gelu_half2", prov=False).rstrip(".") + " (the report: 4×; the width: "
-    "step 08's `__fmaf_rn` form adds no arithmetic, as for GELU above.) "
-    + results.summary(g, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", prov=False).rstrip(".") + " (two changes); "
-    + "the second vector in flight alone (the ablation): "
-    + results.times(a, "25_bias_gelu_vec8_x2", "25_ablate_one_vector", vision.ABLATION_BIAS_GELU.case_key((N_BIG, 4304)))
-    + ". " + results.roof_text(g, results.fastest(g, cb), cb, target=0.9) + "; "
-    + results.compare_text(g, results.fastest(g, cb), "torch F.gelu(tanh)(x + b)", cb)
-    + f" (torch needs two kernels, the add and the GELU; {results.source(g)})."), abl_bg)
+# %%
+vision.say_bias_gelu(bg, abl_bg, N_BIG)
 
 # %%
 plot.progress(bg, "05_bias_gelu_progress", case=cb, title="bias + GELU, 16384 x 4304 fp16")
@@ -230,17 +197,9 @@ br = bench.compare(vision.BIAS_RESIDUAL, vision.BIAS_RESIDUAL.RECORD_CASES)
 qb = bench.compare(vision.QKV_BIAS, vision.QKV_BIAS.RECORD_CASES)
 results.table(results.select(br, case=vision.BIAS_RESIDUAL.case_key((N_BIG, 1152))))
 
-# %% jupyter={"source_hidden": true}
+# %%
 cr, cq = vision.BIAS_RESIDUAL.case_key((N_BIG, 1152)), vision.QKV_BIAS.case_key((N_BIG, 3456))
-results.each_device(br, lambda g, q: (
-    "With the residual: " + results.summary(g, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False).rstrip(".")
-    + " (two changes: the width, and the null test hoisted out of the loop; not separated here). "
-    + results.roof_text(g, "11_bias_residual_vec8", cr, target=0.9) + ". QKV bias (no residual): "
-    + results.summary(q, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False) + " "
-    + results.roof_text(q, "11_bias_residual_vec8", cq, target=0.9) + ". Against torch: "
-    + results.compare_text(g, "11_bias_residual_vec8", "torch.add x2 (bias+residual)", cr)
-    + f" ({results.source(g)})."), qb)
-results.each_device(qb, lambda q: results.host_text(q, "11_bias_residual_vec8", "torch"))
+vision.say_bias_residual(br, qb, cr, cq)
 
 # %%
 plot.progress(br, "05_bias_residual_progress", case=cr, title="bias + residual, 16384 x 1152 fp16")
@@ -260,13 +219,8 @@ check_variants(vision.PATCH_EMBED)
 pe = vision.with_tflops(bench.compare(vision.PATCH_EMBED, vision.PATCH_EMBED.RECORD_CASES))
 results.table(pe, ["case", "name", "median_us", "p10_us", "p90_us", "frac_copy", "TFLOP/s"])
 
-# %% jupyter={"source_hidden": true}
-cp = vision.PATCH_EMBED.case_key((4096, 1536, 1152))
-kl.say(results.compare_text(pe, "13_patch_embed_half2_fma", "12_patch_embed_scalar", cp) + " (the report: 2×); "
-       + results.compare_text(pe, "cuBLAS GEMM (cupy.matmul) + bias", "13_patch_embed_half2_fma", cp)
-       + ". A dot product per thread re-reads the weight for every patch; a GEMM tiles it through "
-       f"shared memory and tensor cores. The report's call table has this kernel "
-       f"{vision.CALLS_PER_FORWARD['patch_embed_conv3d_fp16_kernel']} time per image.")
+# %%
+vision.say_patch_embed(pe, vision.PATCH_EMBED.case_key((4096, 1536, 1152)))
 
 # %% [markdown]
 # ## Position embedding: steps 14 → 15
@@ -283,23 +237,8 @@ check_variants(vision.POS_INTERP)
 pi = bench.compare(vision.POS_INTERP, vision.POS_INTERP.RECORD_CASES)
 results.table(pi)
 
-# %% jupyter={"source_hidden": true}
-def pi_host(part):
-    case = results.cases(part, "15_pos_interp_fma")[-1:] or [None]
-    gpu, host = (results.pick(part, "15_pos_interp_fma", c, case=case[0]) for c in ("median_us", "host_us"))
-    head = (results.summary(part, "15_pos_interp_fma", "14_pos_interp_mul_add")
-            + " The PTX table above compares their instructions. The launcher checks the index table's range "
-            "on every call (its minimum and maximum copied to the host, so a bad index is a ValueError and never "
-            "an out-of-bounds read). ")
-    if results.timing_rules(part, "vision") < 2:
-        return head + ("This record predates the rule that makes that round trip host time: its GPU times still "
-                       "include it, which is why its bands are wide (re-recording this device gives the kernel alone).")
-    return head + (f"That round trip is host time, not GPU time: the GPU times are the kernel's launches alone "
-                   f"(bench.bare). At {case[0]}, step 15 takes {gpu:,.1f} µs on the GPU and {host:,.1f} µs of host "
-                   "time per call, check included.")
-
-
-results.each_device(pi, pi_host)
+# %%
+results.each_device(pi, vision.pos_interp_said)
 
 # %% [markdown]
 # ## Spatial merge: steps 16 → 17 → 26
@@ -319,17 +258,8 @@ sm = bench.compare(vision.SPATIAL_MERGE, vision.SPATIAL_MERGE.RECORD_CASES)
 cs = vision.SPATIAL_MERGE.case_key((N_BIG, 1152))
 results.table(results.select(sm, case=cs))
 
-# %% jupyter={"source_hidden": true}
-results.each_device(sm, lambda g: (
-    results.summary(g, "17_spatial_merge_vec8", "16_spatial_merge_scalar", prov=False).rstrip(".") + " (the report: 4×). "
-    + results.compare_text(g, "26_spatial_merge_stream", "17_spatial_merge_vec8", cs) + "; "
-    + results.compare_text(g, "26_spatial_merge_stream", "ablate_26_resident_grid", cs) + " (the grid alone); "
-    + results.roof_text(g, results.fastest(g, cs), cs, target=0.9) + "; "
-    + results.roof_text(g, "cupy copy (reshape)", cs) + " (a plain copy of the same bytes: where it stays below "
-    "the target too, no merge of this size can meet it on that GPU); "
-    + results.compare_text(g, results.fastest(g, cs), "cupy copy (reshape)", cs) + f" ({results.source(g)})."))
-kl.say("Cheaper still is no kernel at all: in window order `x.reshape(N // 4, 4608)` is a view; the timed "
-       "`cupy copy (reshape)` materialises it.")
+# %%
+vision.say_spatial_merge(sm, cs)
 
 # %% [markdown]
 # ## Fused split + 2-D RoPE + transpose: steps 18 → 19 → 20
@@ -369,18 +299,8 @@ build.show("vision", "19_split_rope_fma")
 build.show("vision", "20_split_rope_vec")
 build.show("vision", "27_split_rope_tile")
 
-# %% jupyter={"source_hidden": true}
-ops18, ops19 = vision.f32_ops("18_split_rope_scalar"), vision.f32_ops("19_split_rope_fma")
-n18, n19 = sum(ops18.values()), sum(ops19.values())
-kl.say("The seed says the FMA form of the rotation \"saves an instruction\". The f32 arithmetic in the PTX "
-       f"(sm_90): step 18 has **{n18}** ({', '.join(f'{v} {k}' for k, v in ops18.items())}), step 19 **{n19}** "
-       f"({', '.join(f'{v} {k}' for k, v in ops19.items())}): "
-       + ("the same number. nvcc had already contracted one product of each pair into an FMA; the explicit "
-          "`__fmaf_rn(a, c, -(b * s))` trades a `sub` and a `mul` for a `neg` and an `fma` (a negation ptxas "
-          "may fold into the FMA's operand, which the PTX cannot show)." if n18 == n19 else
-          f"{n18 - n19:+d} instruction(s) from step 18 to step 19.")
-       + (" Writing `__fmaf_rn` as `a * b + c` changes step 19's arithmetic (`vision.fmaf_changes`), so here the "
-          "rewrite is a change of the code, whatever it costs." if FMAF["19_split_rope_fma"] else ""))
+# %%
+vision.say_rope_fma(FMAF)
 
 # %%
 check_variants(vision.SPLIT_ROPE)
@@ -390,17 +310,8 @@ sr = bench.compare(vision.SPLIT_ROPE, vision.SPLIT_ROPE.RECORD_CASES)
 csr = vision.SPLIT_ROPE.case_key((128, 128, 16, 72))
 results.table(results.select(sr, case=csr))
 
-# %% jupyter={"source_hidden": true}
-results.each_device(sr, lambda g: (
-    results.compare_text(g, "19_split_rope_fma", "18_split_rope_scalar", csr) + "; of that, "
-    + results.compare_text(g, "ablate_18_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
-    + results.compare_text(g, "19_split_rope_fma", "ablate_19_scalar_v", csr) + " (the float4 V copy alone). "
-    + results.summary(g, "20_split_rope_vec", "19_split_rope_fma", prov=False) + " "
-    + results.summary(g, "27_split_rope_tile", "20_split_rope_vec", prov=False).rstrip(".") + " (four changes, each "
-    "timed alone in the ablation section). "
-    + results.roof_text(g, results.fastest(g, csr), csr, target=0.8) + "; "
-    + results.compare_text(g, results.fastest(g, csr), "torch eager (split, rope, transpose)", csr)
-    + f" ({results.source(g)})."))
+# %%
+vision.say_split_rope(sr, csr)
 
 # %%
 plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + transpose, 16384 tokens")
@@ -433,18 +344,9 @@ tr = bench.compare(vision.TRANSPOSE, vision.TRANSPOSE.RECORD_CASES)
 ct = vision.TRANSPOSE.case_key((16, N_BIG, 72))
 results.table(results.select(tr, case=ct))
 
-# %% jupyter={"source_hidden": true}
+# %%
 ct4 = vision.TRANSPOSE.case_key((16, vision.TOKENS[0], 72))
-results.each_device(tr, lambda g: (
-    results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False).rstrip(".") + " (the report: 4×). "
-    + results.summary(g, "28_transpose_tile", "22_transpose_vec8", prov=False) + " "
-    + results.summary(g, "30_transpose_tile8", "28_transpose_tile", prov=False) + " The default "
-    f"(`vision.TRANSPOSE.BEST`) is `{vision.TRANSPOSE.BEST['float16']}`; the fastest step is "
-    f"`{results.fastest(g, ct)}` at `{ct}` and `{results.fastest(g, ct4)}` at `{ct4}`"
-    + ("" if results.fastest(g, ct) == vision.TRANSPOSE.BEST["float16"] else
-       ": the default is not the fastest there, and the ablation section says which of step 28's changes cost")
-    + "; " + results.roof_text(g, results.fastest(g, ct), ct, target=0.9) + "; "
-    + results.compare_text(g, results.fastest(g, ct), "torch copy_ (transpose)", ct) + f" ({results.source(g)})."))
+vision.say_transpose(tr, ct, ct4)
 
 # %% [markdown]
 # ## The vision softmax (step 23), against lab 01
@@ -460,11 +362,9 @@ check_variants(vision.SOFTMAX)
 sx = bench.compare(vision.SOFTMAX, vision.SOFTMAX.RECORD_CASES)
 results.table(sx)
 
-# %% jupyter={"source_hidden": true}
+# %%
 cx1, cx4 = (vision.SOFTMAX.case_key((16 * n, n)) for n in (1024, 4096))
-kl.say("N = 1024: " + results.compare_text(sx, vision.LAB01_SOFTMAX, "23_softmax_half2_shfl", cx1)
-       + "; N = 4096: " + results.compare_text(sx, vision.LAB01_SOFTMAX, "23_softmax_half2_shfl", cx4)
-       + ". Against torch at N = 4096: " + results.compare_text(sx, "23_softmax_half2_shfl", "torch.softmax", cx4) + ".")
+vision.say_softmax(sx, cx1, cx4)
 
 # %% [markdown]
 # ## Replacing the image tokens (step 24)
@@ -496,9 +396,8 @@ ABL = {vision.GELU: gl, vision.ABLATION_BIAS_GELU: abl_bg, vision.ABLATION_SPLIT
 for label, (fam, before, after, changes) in vision.ABLATION_PAIRS.items():
     results.ablation(ABL[fam], [(label, None, before, after, changes)], vision.ABLATION_STEPS)
 
-# %% jupyter={"source_hidden": true}
-kl.say("The lab credits a cause only where the line for that change alone says so; a change whose line is "
-       "within noise or slower bought nothing on the device of that line, whatever the pair as a whole gained.")
+# %%
+vision.say_ablation_rule()
 
 # %% [markdown]
 # ## Seed claim vs measured
@@ -509,7 +408,7 @@ kl.say("The lab credits a cause only where the line for that change alone says s
 # other way; an end-to-end claim is never judged by a kernel ratio. The report measured on an Orin;
 # ratios, not times, are what can be compared across devices. The PTX claims are in the table above.
 
-# %% jupyter={"source_hidden": true}
+# %%
 import pandas as pd
 
 res = pd.concat([ln, gl, bg, br, qb, pe, pi, sm, sr, tr, sx], ignore_index=True)

@@ -29,7 +29,8 @@ This is the lab's face: every name of the lab is here (vision.LAYERNORM, vision.
   embed.py      the tower's ends: patch embedding, position grid, spatial merge, image-token replace
   layout.py     the attention layout: split + RoPE + transpose, and the transpose back
   ablation.py   ABLATION: each bundled step's changes one at a time
-  report.py     the ablation pairs, PTX instruction counts, numbers and tables the lab quotes
+  report.py     the ablation pairs, PTX instruction counts, numbers and tables the lab quotes, and the
+                sentences under its tables (say_*, *_said: one call per notebook cell)
 Each op's public call (the family's best step, what lab 06 builds the ViT block from) sits with its family.
 """
 # ruff: noqa: F401   (the face re-exports the lab's names)
@@ -70,7 +71,10 @@ from .layout import (
 from .ablation import (
     ABLATION, ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE, _op_ablation)
 from .report import (
-    ABLATION_PAIRS, ABLATION_STEPS, CALLS_PER_FORWARD, _F32_OP, f32_ops, fmaf_changes, gelu_tanh_vs_erf, with_tflops)
+    ABLATION_PAIRS, ABLATION_STEPS, CALLS_PER_FORWARD, _F32_OP, f32_ops, fmaf_changes, gelu_tanh_vs_erf, with_tflops,
+    FMAF_STEPS, fmaf_table, pos_interp_said, say_ablation_rule, say_barriers, say_bias_gelu, say_bias_residual,
+    say_fmaf, say_gelu, say_gelu_gap, say_layernorm, say_patch_embed, say_rope_fma, say_softmax, say_spatial_merge,
+    say_split_rope, say_transpose)
 
 FAMILIES = [LAYERNORM, GELU, GELU_ERF, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
             SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE, *ABLATION]

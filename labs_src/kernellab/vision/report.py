@@ -10,6 +10,7 @@ import numpy as np
 from .ablation import ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE
 from .reference import FAMILY, ref_gelu, ref_gelu_erf
 from .steps import GELU
+from ..core import results
 
 
 # label -> (the family whose frame holds them, before, after, [(the change, step with it, step without it)]).
@@ -105,3 +106,203 @@ def with_tflops(df):
     else:
         df["TFLOP/s"] = []
     return df
+
+
+# The sentences under the lab's tables. Each reads the frames on screen through results' functions
+# (every number and verdict computed, none typed in); a notebook cell is one call. The case keys are
+# the notebook's own (shown beside the call); `say_*` prints.
+def say_barriers() -> None:
+    """Block barriers (`bar.sync`) per row in the PTX of LayerNorm steps 01, 02 and 03."""
+    from ..core import build
+    b = {s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in
+         ("01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}
+    results.say(f"Block barriers per row in the compiled code: step 01 **{b['01_layernorm_scalar_tree']}**, "
+                f"step 02 **{b['02_layernorm_half2_shfl']}**, step 03 **{b['03_layernorm_warp_vec8']}** "
+                "(a warp needs none).")
+
+
+def say_layernorm(ln, c16, c4) -> None:
+    """LayerNorm: step 03 against torch at the largest N (c16) and 4096 tokens (c4), the report's step
+    02 → 01, and the fractions of the copy roof."""
+    results.say("Against torch: " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c16)
+                + "; " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c4) + ". "
+                + "The report's step: "
+                + results.summary(ln, "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", prov=False)
+                + " At the largest N: " + results.roof_text(ln, "torch F.layer_norm", c16) + "; "
+                + results.roof_text(ln, "03_layernorm_warp_vec8", c16) + "; at 4096 tokens: "
+                + results.roof_text(ln, "03_layernorm_warp_vec8", c4) + ".")
+
+
+def say_gelu_gap() -> None:
+    """How far the tanh GELU is from the exact (erf) one, in fp16 steps (gelu_tanh_vs_erf)."""
+    d = gelu_tanh_vs_erf()
+    results.say(f"max |gelu_tanh − gelu_erf| = **{d['max_abs_diff']:.1e}**, at x = {d['at_x']:.2f}, where GELU is "
+                f"{d['gelu_there']:.3f} and neighbouring fp16 values are {d['fp16_spacing_there']:.1e} apart: the "
+                + ("approximation error is below half an fp16 step: in fp16 the two agree to within one rounding."
+                   if d["max_abs_diff"] < d["fp16_spacing_there"] / 2 else
+                   f"approximation error is {d['max_abs_diff'] / d['fp16_spacing_there']:.2f} fp16 steps there."))
+
+
+FMAF_STEPS = ("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")
+
+
+def fmaf_table() -> dict:
+    """step -> whether writing its `__fmaf_rn(a, b, c)` as `a * b + c` changes its f32 arithmetic."""
+    return {s: fmaf_changes(s) for s in FMAF_STEPS}
+
+
+def say_fmaf(fmaf) -> None:
+    """What fmaf_table says for the GELU pairs: one change that runs (the width), or two."""
+    results.say("Built with `__fmaf_rn(a, b, c)` written `a * b + c` (`-DVL_PLAIN_FMAF`, sm_90): " + "; ".join(
+        f"step {st[:2]} has " + ("different f32 arithmetic (the rewrite is a change of its own there)" if ch
+                                 else "the same f32 arithmetic") for st, ch in fmaf.items())
+        + ". " + ("So steps 04 → 05 (and 07 → 08) change one thing that runs: the width; step 04 is step 05 with "
+                  "the width undone." if not (fmaf["05_gelu_vec8"] or fmaf["08_bias_gelu_vec8"]) else
+                  "So the GELU pairs make two changes that run, and the width's share needs its own ablation."))
+
+
+def say_gelu(gl, cg, fmaf) -> None:
+    """GELU 04 → 05 → 06 at case cg, step 06 against the copy roof and torch."""
+    results.each_device(gl, lambda g: (
+        results.summary(g, "05_gelu_vec8", "04_gelu_half2", prov=False).rstrip(".") + " (the report: 4×; "
+        + ("the width alone: `__fmaf_rn` compiles to the same arithmetic.) " if not fmaf["05_gelu_vec8"] else
+           "the width and `__fmaf_rn` together.) ")
+        + results.summary(g, "06_gelu_vec8_exp", "05_gelu_vec8", prov=False) + " "
+        + results.roof_text(g, "06_gelu_vec8_exp", cg, target=0.9) + "; "
+        + results.compare_text(g, "06_gelu_vec8_exp", "torch F.gelu(tanh)", cg) + f" ({results.source(g)})."))
+
+
+def say_bias_gelu(bg, abl_bg, n) -> None:
+    """bias + GELU 07 → 08 and 09 → 25, step 25's second vector alone (its ablation abl_bg), and the
+    fastest step at n tokens × 4304 against the copy roof and torch."""
+    from .steps import BIAS_GELU
+    cb = BIAS_GELU.case_key((n, 4304))
+    results.each_device(bg, lambda g, a: (
+        results.summary(g, "08_bias_gelu_vec8", "07_bias_gelu_half2", prov=False).rstrip(".")
+        + " (the report: 4×; the width: step 08's `__fmaf_rn` form adds no arithmetic, as for GELU above.) "
+        + results.summary(g, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", prov=False).rstrip(".")
+        + " (two changes); the second vector in flight alone (the ablation): "
+        + results.times(a, "25_bias_gelu_vec8_x2", "25_ablate_one_vector",
+                        ABLATION_BIAS_GELU.case_key((n, 4304)))
+        + ". " + results.roof_text(g, results.fastest(g, cb), cb, target=0.9) + "; "
+        + results.compare_text(g, results.fastest(g, cb), "torch F.gelu(tanh)(x + b)", cb)
+        + f" (torch needs two kernels, the add and the GELU; {results.source(g)})."), abl_bg)
+
+
+def say_bias_residual(br, qb, cr, cq) -> None:
+    """bias + residual 10 → 11 with the residual (br at cr) and without (QKV bias, qb at cq), against the
+    copy roof and torch, then the host's cost of the QKV bias."""
+    results.each_device(br, lambda g, q: (
+        "With the residual: "
+        + results.summary(g, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False).rstrip(".")
+        + " (two changes: the width, and the null test hoisted out of the loop; not separated here). "
+        + results.roof_text(g, "11_bias_residual_vec8", cr, target=0.9) + ". QKV bias (no residual): "
+        + results.summary(q, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False) + " "
+        + results.roof_text(q, "11_bias_residual_vec8", cq, target=0.9) + ". Against torch: "
+        + results.compare_text(g, "11_bias_residual_vec8", "torch.add x2 (bias+residual)", cr)
+        + f" ({results.source(g)})."), qb)
+    results.each_device(qb, lambda q: results.host_text(q, "11_bias_residual_vec8", "torch"))
+
+
+def say_patch_embed(pe, cp) -> None:
+    """Patch embedding 12 → 13 and cuBLAS against step 13 at case cp, and its calls per image."""
+    results.say(results.compare_text(pe, "13_patch_embed_half2_fma", "12_patch_embed_scalar", cp) + " (the report: 2×); "
+                + results.compare_text(pe, "cuBLAS GEMM (cupy.matmul) + bias", "13_patch_embed_half2_fma", cp)
+                + ". A dot product per thread re-reads the weight for every patch; a GEMM tiles it through "
+                f"shared memory and tensor cores. The report's call table has this kernel "
+                f"{CALLS_PER_FORWARD['patch_embed_conv3d_fp16_kernel']} time per image.")
+
+
+def pos_interp_said(part) -> str:
+    """Position embedding 14 → 15, and where the index table's range check is paid (host or GPU time)."""
+    case = results.cases(part, "15_pos_interp_fma")[-1:] or [None]
+    gpu, host = (results.pick(part, "15_pos_interp_fma", c, case=case[0]) for c in ("median_us", "host_us"))
+    head = (results.summary(part, "15_pos_interp_fma", "14_pos_interp_mul_add")
+            + " The PTX table above compares their instructions. The launcher checks the index table's range "
+            "on every call (its minimum and maximum copied to the host, so a bad index is a ValueError and never "
+            "an out-of-bounds read). ")
+    if results.timing_rules(part, "vision") < 2:
+        return head + ("This record predates the rule that makes that round trip host time: its GPU times still "
+                       "include it, which is why its bands are wide (re-recording this device gives the kernel alone).")
+    return head + (f"That round trip is host time, not GPU time: the GPU times are the kernel's launches alone "
+                   f"(bench.bare). At {case[0]}, step 15 takes {gpu:,.1f} µs on the GPU and {host:,.1f} µs of host "
+                   "time per call, check included.")
+
+
+def say_spatial_merge(sm, cs) -> None:
+    """Spatial merge 16 → 17 → 26 at cs, the resident grid alone, the fastest step against the copy roof
+    and a plain copy of the same bytes; then why the cheapest merge is a view."""
+    results.each_device(sm, lambda g: (
+        results.summary(g, "17_spatial_merge_vec8", "16_spatial_merge_scalar", prov=False).rstrip(".")
+        + " (the report: 4×). "
+        + results.compare_text(g, "26_spatial_merge_stream", "17_spatial_merge_vec8", cs) + "; "
+        + results.compare_text(g, "26_spatial_merge_stream", "ablate_26_resident_grid", cs) + " (the grid alone); "
+        + results.roof_text(g, results.fastest(g, cs), cs, target=0.9) + "; "
+        + results.roof_text(g, "cupy copy (reshape)", cs) + " (a plain copy of the same bytes: where it stays below "
+        "the target too, no merge of this size can meet it on that GPU); "
+        + results.compare_text(g, results.fastest(g, cs), "cupy copy (reshape)", cs) + f" ({results.source(g)})."))
+    results.say("Cheaper still is no kernel at all: in window order `x.reshape(N // 4, 4608)` is a view; the timed "
+                "`cupy copy (reshape)` materialises it.")
+
+
+def say_rope_fma(fmaf) -> None:
+    """The seed's "the FMA form saves an instruction": the f32 arithmetic of steps 18 and 19 in the PTX."""
+    ops18, ops19 = f32_ops("18_split_rope_scalar"), f32_ops("19_split_rope_fma")
+    n18, n19 = sum(ops18.values()), sum(ops19.values())
+    results.say("The seed says the FMA form of the rotation \"saves an instruction\". The f32 arithmetic in the PTX "
+                f"(sm_90): step 18 has **{n18}** ({', '.join(f'{v} {k}' for k, v in ops18.items())}), step 19 "
+                f"**{n19}** ({', '.join(f'{v} {k}' for k, v in ops19.items())}): "
+                + ("the same number. nvcc had already contracted one product of each pair into an FMA; the explicit "
+                   "`__fmaf_rn(a, c, -(b * s))` trades a `sub` and a `mul` for a `neg` and an `fma` (a negation "
+                   "ptxas may fold into the FMA's operand, which the PTX cannot show)." if n18 == n19 else
+                   f"{n18 - n19:+d} instruction(s) from step 18 to step 19.")
+                + (" Writing `__fmaf_rn` as `a * b + c` changes step 19's arithmetic (`vision.fmaf_changes`), so "
+                   "here the rewrite is a change of the code, whatever it costs." if fmaf["19_split_rope_fma"] else ""))
+
+
+def say_split_rope(sr, csr) -> None:
+    """Split + RoPE 18 → 19 (block size and V copy alone), 19 → 20 → 27, and the fastest step at csr
+    against the copy roof and torch."""
+    results.each_device(sr, lambda g: (
+        results.compare_text(g, "19_split_rope_fma", "18_split_rope_scalar", csr) + "; of that, "
+        + results.compare_text(g, "ablate_18_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
+        + results.compare_text(g, "19_split_rope_fma", "ablate_19_scalar_v", csr) + " (the float4 V copy alone). "
+        + results.summary(g, "20_split_rope_vec", "19_split_rope_fma", prov=False) + " "
+        + results.summary(g, "27_split_rope_tile", "20_split_rope_vec", prov=False).rstrip(".")
+        + " (four changes, each timed alone in the ablation section). "
+        + results.roof_text(g, results.fastest(g, csr), csr, target=0.8) + "; "
+        + results.compare_text(g, results.fastest(g, csr), "torch eager (split, rope, transpose)", csr)
+        + f" ({results.source(g)})."))
+
+
+def say_transpose(tr, ct, ct4) -> None:
+    """Transpose back 21 → 22 → 28 → 30, the default against the fastest step at ct and ct4, and the
+    fastest against the copy roof and torch."""
+    from .layout import TRANSPOSE
+    best = TRANSPOSE.BEST["float16"]
+    results.each_device(tr, lambda g: (
+        results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False).rstrip(".") + " (the report: 4×). "
+        + results.summary(g, "28_transpose_tile", "22_transpose_vec8", prov=False) + " "
+        + results.summary(g, "30_transpose_tile8", "28_transpose_tile", prov=False) + " The default "
+        f"(`vision.TRANSPOSE.BEST`) is `{best}`; the fastest step is "
+        f"`{results.fastest(g, ct)}` at `{ct}` and `{results.fastest(g, ct4)}` at `{ct4}`"
+        + ("" if results.fastest(g, ct) == best else
+           ": the default is not the fastest there, and the ablation section says which of step 28's changes cost")
+        + "; " + results.roof_text(g, results.fastest(g, ct), ct, target=0.9) + "; "
+        + results.compare_text(g, results.fastest(g, ct), "torch copy_ (transpose)", ct) + f" ({results.source(g)})."))
+
+
+def say_softmax(sx, cx1, cx4) -> None:
+    """The vision softmax (step 23) against lab 01's best fp16 step at N = 1024 (cx1) and 4096 (cx4), and torch."""
+    from .steps import LAB01_SOFTMAX
+    results.say("N = 1024: " + results.compare_text(sx, LAB01_SOFTMAX, "23_softmax_half2_shfl", cx1)
+                + "; N = 4096: " + results.compare_text(sx, LAB01_SOFTMAX, "23_softmax_half2_shfl", cx4)
+                + ". Against torch at N = 4096: " + results.compare_text(sx, "23_softmax_half2_shfl", "torch.softmax", cx4)
+                + ".")
+
+
+def say_ablation_rule() -> None:
+    """How the lab credits a cause from the ablation tables."""
+    results.say("The lab credits a cause only where the line for that change alone says so; a change whose line is "
+                "within noise or slower bought nothing on the device of that line, whatever the pair as a whole "
+                "gained.")
