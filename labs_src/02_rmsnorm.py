@@ -47,7 +47,7 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import bench, build, measuring, plot, results, rmsnorm
+from kernellab import bench, build, plot, results, rmsnorm, rmsnorm_report as report
 from kernellab.core.ncu import ncu
 from kernellab.check import variants as check_variants
 
@@ -100,12 +100,8 @@ check_variants(rmsnorm, ["01_f32_cub"])
 build.show("rmsnorm", "02_f32_shfl")
 print("\n".join(build.ptx("rmsnorm", "02_f32_shfl", grep=r"shfl\.sync")[:3]))
 
-# %% jupyter={"source_hidden": true}
-kl.say("Built without `#pragma unroll 4` (`-DRMS_NO_UNROLL_PRAGMA`, sm_90): " + "; ".join(
-    f"step {st[:2]} compiles to " + ("different instructions (the pragma is a change of its own here: "
-                                     "`06_ablate_runtime_stride` undoes it together with the stride)"
-                                     if rmsnorm.unroll_pragma_changes(st) else "the same instructions")
-    for st in ("02_f32_shfl", "04_f32_fp16w_uint2", "06_fp16_uint4")) + ".")
+# %%
+report.say_unroll_pragma()
 
 # %%
 check_variants(rmsnorm, ["02_f32_shfl"])
@@ -120,14 +116,8 @@ check_variants(rmsnorm, ["02_f32_shfl"])
 info = build.ptxas_info("rmsnorm")
 info[info.kernel.isin(["rmsnorm_01_f32_cub", "rmsnorm_02_f32_shfl"])]
 
-# %% jupyter={"source_hidden": true}
-_i = info.set_index(["kernel", "arch"])
-kl.say("From ptxas: " + "; ".join(
-    f"{a}: CUB's reduction takes {_i.loc[('rmsnorm_01_f32_cub', a), 'smem_bytes']} B of shared memory and "
-    f"{_i.loc[('rmsnorm_01_f32_cub', a), 'registers']} registers, the shuffle version "
-    f"{_i.loc[('rmsnorm_02_f32_shfl', a), 'smem_bytes']} B and {_i.loc[('rmsnorm_02_f32_shfl', a), 'registers']} registers"
-    for a in build.ARCHS) + ". CUB's default `BLOCK_REDUCE_WARP_REDUCTIONS` needs one float per warp plus "
-    "a little bookkeeping, so the report's \"~512 bytes\" does not match this CUB.")
+# %%
+report.say_cub_smem(info)
 
 # %% [markdown]
 # Whether the extra registers leave occupancy "unaffected" is arithmetic: registers per thread ×
@@ -151,11 +141,8 @@ pd.concat([build.occupancy("rmsnorm", k, threads=128) for k in ("01_f32_cub", "0
 # four 16-byte loads in flight needs one. The timing section puts that count beside the measured
 # times. Prefill has hundreds of rows: every SM has work, and bandwidth matters.
 
-# %% jupyter={"source_hidden": true}
-for path, (xdt, wdt) in rmsnorm.PATHS.items():
-    x1, w1 = rmsnorm.make_input((1, 4096), path)
-    kl.say(f"1 × 4096, {path}: x {x1.nbytes // 1024} KiB + y {x1.nbytes // 1024} KiB + weight "
-           f"{w1.nbytes // 1024} KiB = **{rmsnorm.bytes_moved(x1, w1) // 1024} KiB** per call.")
+# %%
+report.say_bytes_per_call()
 
 # %% [markdown]
 # ## Steps 03–04: fp32 activations with an fp16 weight
@@ -291,41 +278,8 @@ for step, v in rmsnorm.VARIANTS.items():
 rt = pd.DataFrame(one_rows)
 rt
 
-# %% jupyter={"source_hidden": true}
-def f16(b, c=4096):
-    return rmsnorm.case_key((b, c), "float16")
-
-
-def _n(step, path="float16"):
-    return int(rt[(rt.step == step) & (rt.path == path)]["round trips (first pass)"].iloc[0])
-
-
-def round_trips_said(r, a):     # one device's timings (r) and ablations (a)
-    def _t(step, path="float16"):
-        return results.pick(r, step, "median_us", case=rmsnorm.case_key((1, 4096), path))
-    t05, t06 = _t("05_fp16_half2_cub"), _t("06_fp16_uint4")
-    if not (t05 == t05 and t06 == t06):
-        return "Not recorded yet: on a GPU the times go beside the round trips."
-    per_rt = (t05 - t06) / (_n("05_fp16_half2_cub") - _n("06_fp16_uint4"))
-    dram = measuring.recorded_value("DRAM latency (pointer chase)", r)
-    return (f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips per pass and step 06 "
-            f"{_n('06_fp16_uint4')}; measured, {t05:.1f} µs against {t06:.1f} µs ({t05 / t06:.2f}×), or "
-            f"{per_rt:.2f} µs per extra round trip ({results.source(r)}), "
-            + (f"{per_rt * 1e3 / dram:.1f}× lab 00's DRAM latency of {dram:.0f} ns on the same device: each round "
-               "trip of a pass costs a latency, and the kernel makes two passes with a block reduction after each. "
-               if dram == dram else "(lab 00 has no recorded latency for this device to set it against). ") +
-            "Neither kernel is near any bandwidth limit, and both pay one launch; in the model the difference "
-            "is how many bytes each thread keeps in flight. But steps 05 and 06 differ in five things, and the "
-            "model covers two of them (the width and the unrolled loop): the ablations, timed alone, say how "
-            "much each buys at this row. " + results.compare_text(a, "06_fp16_uint4", "06_ablate_half2", f16(1))
-            + " (the width alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_runtime_stride", f16(1))
-            + " (the loop alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_cub", f16(1))
-            + f" (the reduction alone). In fp32, steps 01 and 02 differ in loads in flight (1 vs 4 per thread) "
-            f"and three other changes: {_t('01_f32_cub', 'float32'):.1f} against {_t('02_f32_shfl', 'float32'):.1f} "
-            "µs; the ablation section splits them too.")
-
-
-results.each_device(res, round_trips_said, abl)
+# %%
+report.say_round_trips(res, abl, rt)
 
 # %% [markdown]
 # ## The targets
@@ -339,15 +293,8 @@ results.each_device(res, round_trips_said, abl)
 # 08 comes to merely moving the bytes. The report states no threshold for these, so the table
 # says "no threshold" rather than met or missed.
 
-# %% jupyter={"source_hidden": true}
-_roof = bench.roof_values(res)
-_b = results.pick(res, "08_onepass", "bytes", case=rmsnorm.case_key((8192, 4096), "float16"))
-if _roof:
-    kl.say(f"Lab 00's copy micro-benchmark moves {2 * _roof['roof_bytes'] / 2**20:.0f} MiB (read + write) far past "
-           f"L2, and buffers of ½ to 2 L2s near it; 8192 × 4096 fp16 moves {_b / 2**20:.0f} MiB, "
-           f"{_b / _roof['copy_gbps'] / 1e3:.1f} µs at the roof, and one empty launch measured the same way "
-           f"takes {_roof['launch_us']:.2f} µs, {_roof['launch_us'] / (_b / _roof['copy_gbps'] / 1e3):.0%} of that "
-           f"({_roof['source']} on {_roof['device']}, {_roof['date']}).")
+# %%
+report.say_launch_share(res)
 
 # %%
 print(results.speedup(results.select(res, rows=8192), "08_onepass", "memcpy x -> y (floor)").round(3))
@@ -407,9 +354,8 @@ results.targets(rmsnorm.RMSNORM.targets, hid)
 results.ablation(abl, [(f"{before} → {after} ({path})", path, before, after, changes)
                        for path, (before, after, changes) in rmsnorm.ABLATION_PAIRS.items()], rmsnorm.ABLATION_STEPS)
 
-# %% jupyter={"source_hidden": true}
-kl.say("The seed credits the reduction for 01 → 02 and the load width for 03 → 04 and 05 → 06; the lines "
-       "above say, for every recorded shape, what each of those changes buys on its own and where it loses.")
+# %%
+report.say_ablation_credit()
 
 # %% [markdown]
 # ## Seed claim vs measured
@@ -417,46 +363,14 @@ kl.say("The seed credits the reduction for 01 → 02 and the load width for 03 �
 # seed's shape (1 × 4096 unless stated), on the GPU of the record, not the seed's Orin (below). A
 # faster GPU can change which effect matters: read the last column.
 
-# %% jupyter={"source_hidden": true}
-from kernellab.device import ORIN_PEAK_GBPS, ORIN_SMS
-
-kl.say(f"The seed (docs/sources.md, seed 003) measured on a Jetson Orin (sm_87) with the SM count of an AGX Orin: "
-       f"{ORIN_SMS['agx']} SMs and a peak of {ORIN_PEAK_GBPS['agx']:g} GB/s (the board tables in `kernellab.device`); "
-       f"the smaller Orin boards have {min(ORIN_SMS.values())} SMs and {min(ORIN_PEAK_GBPS.values()):g}–"
-       f"{sorted(ORIN_PEAK_GBPS.values())[-2]:g} GB/s.")
-k = rmsnorm.case_key
+# %%
+report.say_orin_boards()
 claims = results.claims("02_rmsnorm", [abl, res], rmsnorm.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 
-# %% jupyter={"source_hidden": true}
-def width_said(part, ab):      # one device's timings and ablations
-    return ("Steps 05 → 06 (five changes; the seed measured 2.13× for one row and credits the load width): "
-            + results.summary(part, "06_fp16_uint4", "05_fp16_half2_cub", prov=False) + " The width alone "
-            "(`06_ablate_half2`, step 06 with half2 accesses): "
-            + (results.summary(ab, "06_fp16_uint4", "06_ablate_half2", prov=False) if len(ab) else
-               "no ablation recorded on this device.")
-            + f" The ablation section gives the other four changes alone ({results.source(part)}).")
-
-
-def ldg_said(part):
-    cs = results.cases(part, "07_fp16_restrict_no_ldg")
-    ldg = [results.ratio_band(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c) for c in cs]
-    apart = [f"`{c}`" for c, m in zip(cs, ldg) if m.ok and not results.within_noise(m)]
-    return ("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): "
-            + results.summary(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", prov=False)
-            + " `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): "
-            + results.summary(part, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", prov=False)
-            + " With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
-            + ("so an explicit `__ldg` changes nothing measurable at any recorded shape" if all(
-               results.within_noise(m) for m in ldg if m.ok) else
-               f"yet an explicit `__ldg` changes the time beyond the noise at {', '.join(apart)}: the same load path "
-               "in the PTX counts does not give the same time there")
-            + f" ({results.source(part)}).")
-
-
-results.each_device(res, width_said, abl)
-results.each_device(res, ldg_said)
+# %%
+report.say_width_ldg(res, abl)
 
 # %% [markdown]
 # ## Step 09 (beyond the seed): fuse the residual add
