@@ -36,7 +36,7 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import add, bench, build, measuring, plot, results
+from kernellab import add, add_report as report, bench, build, plot, results
 from kernellab.core.ncu import ncu
 from kernellab.check import variants as check_variants
 
@@ -106,10 +106,8 @@ for step, block, per in [("01_f32_scalar", 512, 1), ("02_f32_float4", 256, 4), (
 wv = pd.DataFrame(rows)
 wv
 
-# %% jupyter={"source_hidden": true}
-w8 = wv[wv.step == "04_fp16_vec8"].set_index("GPU")["waves"]
-kl.say(f"At {N:,} elements the 8-wide kernel makes " + " and ".join(f"**{v:.2f}** waves on {g}" for g, v in w8.items())
-       + ": a launch of about one wave or less leaves the tail effect and the ramp-up as a large share of its time.")
+# %%
+report.say_waves(wv, N)
 
 # %% [markdown]
 # ## Steps 03–04 and 08: fp16
@@ -151,22 +149,8 @@ print(results.select(big, name=list(add.BEST.values()))[["case", "name", "frac_c
 pd.concat([results.speedup(big, "02_f32_float4", "torch.add"), results.speedup(big, "04_fp16_vec8", "torch.add")],
           axis=1).round(3)
 
-# %% jupyter={"source_hidden": true}
-def targets_said(part):
-    said = []
-    for dt, best in add.BEST.items():
-        c = add.case_key((2 ** 26,), dt)
-        fc, vs = results.frac_band(part, best, c), results.ratio_band(part, best, "torch.add", c)
-        if fc.ok:
-            said.append(f"{dt}: `{best}` reaches **{fc.value:.3f}** of the copy roof (target 0.95: "
-                        f"**{results.target_outcome(fc, 0.95)}**) and runs at **{vs.value:.3f}×** `torch.add` "
-                        f"(target 0.97: **{results.target_outcome(vs, 0.97)}**)"
-                        + (" (a fraction above 1 says the roof it is measured against was not a ceiling, lab 00)"
-                           if fc.value > 1 else ""))
-    return "; ".join(said) + f" ({results.source(part)})." if said else "Not recorded on this device."
-
-
-results.each_device(big, targets_said)
+# %%
+results.each_device(big, report.targets_said)
 
 # %% [markdown]
 # Host time is another figure: what the CPU pays to issue one call, measured with the GPU idle
@@ -184,12 +168,8 @@ results.each_device(big, lambda part: results.host_text(part, "04_fp16_vec8", "t
 # %%
 build.show("add", "04_ablate_plain")
 
-# %% jupyter={"source_hidden": true}
-results.each_device(res, lambda part: "The width alone, from `half2`: "
-                    + results.summary(part, "ablate_04_plain", "03_fp16_half2", prov=False)
-                    + " The width alone, from one half a thread: "
-                    + results.summary(part, "ablate_04_plain", "08_vec_fp16_scalar", prov=False)
-                    + " `__restrict__` + `__ldg` alone: " + results.summary(part, "04_fp16_vec8", "ablate_04_plain"))
+# %%
+results.each_device(res, report.width_said)
 
 # %% [markdown]
 # ### Bytes in flight per thread, and what they buy
@@ -212,41 +192,9 @@ for step in add.LOADS:
 inflight = pd.DataFrame(_rows).sort_values("bytes in flight per thread")
 inflight.round(3)
 
-# %% jupyter={"source_hidden": true}
-f16 = inflight[inflight.dtype == "float16"]
+# %%
 fund = kl.device.load_recorded("measuring")   # lab 00's records: the bytes-in-flight sweep and the DRAM latency
-
-
-def inflight_said(part, fd):      # one device's add rows and its lab 00 record
-    if fd.empty:
-        return f"Lab 00 has no record for {part['device'].iloc[0]}: no sweep to set these fractions against."
-    roof = measuring.value(fd, "read roof")
-    said, fr, sw_, law = [], [], [], []
-    for _, r in f16.iterrows():
-        b = int(r["bytes in flight per thread"])
-        fr.append(results.pick(part, r["step"], "frac_copy", case=add.case_key((2 ** 26,), "float16")))
-        sw_.append(measuring.sweep_fraction(fd, b))
-        law.append(measuring.little(fd, b) / roof)
-        said.append(f"{b} B in flight per thread ({r['step']}) → **{fr[-1]:.2f}** of the copy roof (lab 00's read "
-                    f"sweep: {sw_[-1]:.2f} of the read roof; Little's law with the idle latency: {law[-1]:.2f})")
-    rises = all(a < b for a, b in zip(fr, fr[1:])) and all(a < b for a, b in zip(sw_, sw_[1:]))
-    return ("fp16: " + ", ".join(said) + f" ({results.source(part)}). "
-            + ("The add rises with the bytes in flight as lab 00's measured sweep does. "
-               if rises else "")
-            + (f"Little's law with lab 00's idle latency predicts {law[0]:.2f} at every width, so it does not "
-               "explain the differences; the measured sweep follows them (lab 00: under load the latency is longer "
-               "than the idle pointer chase)." if min(law) >= 0.99 else
-               "Little's law with the idle latency predicts " + ", ".join(f"{v:.2f}" for v in law)
-               + " for these widths" + (", above what the sweep measured at each: under load the latency is longer "
-                                        "than the idle pointer chase (lab 00)." if all(m < l for m, l in zip(sw_, law))
-                                        else ".")))
-
-
-if f16["fraction of copy roof at 64M"].notna().all():
-    results.each_device(big, inflight_said, fund)
-    kl.say("Same bytes" + (", same number of threads per SM" if f16["threads per SM"].nunique() == 1 else "")
-           + ": what differs is how many bytes each thread has asked for when it waits (and, with it, the load "
-           "instructions per byte).")
+report.say_inflight(big, inflight, fund)
 
 # %% [markdown]
 # ## The broadcast bias add: is the modulo really the cost?
@@ -285,22 +233,8 @@ pd.concat([results.speedup(sweep, "ablate_06_plain", "05_bias_mod").rename("modu
            results.speedup(sweep, "06_bias_2d", "ablate_06_plain").rename("__restrict__ + __ldg (ablate/06)"),
            results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d").rename("8-wide loads (06/07)")], axis=1).round(2)
 
-# %% jupyter={"source_hidden": true}
-_mod = results.speedup(sweep, "ablate_06_plain", "05_bias_mod")
-_vec = results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
-if len(_mod) and len(_vec):
-    def bias_said(part):
-        mod, vec = results.speedup(part, "ablate_06_plain", "05_bias_mod"), results.speedup(part, "07_bias_2d_vec8", "06_bias_2d")
-        return ("Removing the modulo alone: " + results.summary(part, "ablate_06_plain", "05_bias_mod", prov=False)
-                + " `__restrict__` + `__ldg` alone: " + results.summary(part, "06_bias_2d", "ablate_06_plain", prov=False)
-                + " 8-wide loads alone: " + results.summary(part, "07_bias_2d_vec8", "06_bias_2d", prov=False)
-                + f" ({results.source(part)}). "
-                + ("The load width, not the modulo, carries the seed's win here (its median gain is the larger)."
-                   if vec.median() > mod.median() else "The modulo matters more than the load width here."))
-
-    results.each_device(sweep, bias_said)
-    kl.say("On a GPU with a different balance of integer throughput to bandwidth (an Orin), "
-           "the ratios can differ: read them there before crediting either change.")
+# %%
+report.say_bias(sweep)
 
 # %% [markdown]
 # ## DeepStack: add into a slice of rows, in place
@@ -354,7 +288,7 @@ ncu(add.BIAS, "07_bias_2d_vec8", (512, 4096), "float16")
 # elements; 512 × 4096 for the bias) and at 64M elements. The seed's Orin claims are about
 # ncu throughput percentages; the ratio of times is what they imply for a user.
 
-# %% jupyter={"source_hidden": true}
+# %%
 claims = results.claims("03_add", [res, bres], add.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
