@@ -145,12 +145,8 @@ as_model = vb.reference_tower(p2, W2, 8, 8, model="qwen3-vl", deepstack=(0,))[0]
 as_report = vb.reference_tower(p2, vb.weights(layers=1, mergers=2, seed=0), 8, 8, deepstack=(0,))[0]
 tanh_erf = vb.V.gelu_tanh_vs_erf()
 
-# %% jupyter={"source_hidden": true}
-d = vb.rel_err(as_report, as_model)
-kl.say(f"The main merger's output moves by **{d:.1e}** (normwise, relative) between the drawings, "
-       f"{d / vb.error_bound(len(vb.MERGER_PLAN)):.2f}× the fp16 storage bound of the merger alone: the tanh and "
-       f"erf GELUs differ by at most {tanh_erf['max_abs_diff']:.1e} (at x = {tanh_erf['at_x']:.2f}). The DeepStack mergers differ in "
-       "structure, not in rounding: their norm sees the 4608 merged values, with 4608 weights of its own.")
+# %%
+vb.say_drawings(as_report, as_model, tanh_erf)
 
 # %% [markdown]
 # ### At N = 1024 and 4096, beside torch
@@ -182,22 +178,9 @@ kl.say(results.unless_missing(worst, f"Every block, ours and torch's, lands with
 bt = vb.block_times()
 results.table(bt, ["case", "name", "median_us", "p10_us", "p90_us", "device", "source"]) if not bt.empty else bt
 
-# %% jupyter={"source_hidden": true}
-rows = []
-for n in (256, 1024, 4096):
-    rows.append({"N": n,
-                 "ours vs torch eager": vb.ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block", n),
-                 "ours vs torch + SDPA": vb.ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block (SDPA)", n),
-                 "our attention vs SDPA": vb.ratio(bt, "attention: cuBLAS + softmax kernel",
-                                                   "torch F.scaled_dot_product_attention", n)})
-speed = pd.DataFrame(rows).round(2)
-r = speed.set_index("N").loc[4096, "ours vs torch eager"]
-s = speed.set_index("N").loc[4096, "ours vs torch + SDPA"]
-kl.say(results.unless_missing(r, f"At N = 4096 our block is **{r:.2f}×** the torch eager block of the same math "
-                      f"(target ≥ 1.0: **{results.target_outcome(vb.TARGETS[0].measure(vb.pick(bt)), 1.0)}**) and "
-                      f"{s:.2f}× the torch block with SDPA (target ≥ 1.0: "
-                      f"**{results.target_outcome(vb.TARGETS[1].measure(vb.pick(bt)), 1.0)}**) "
-                      f"({kl.provenance(vb.pick(bt))}). Ratios above 1: ours is faster."))
+# %%
+speed = vb.speed_table(bt)
+vb.say_speed(bt, speed)
 speed
 
 # %% [markdown]
@@ -299,44 +282,8 @@ kl.device.live_only("captures the block, replays it, and compares the replay wit
 gt = vb.graph_table(gr, bd)
 gt.drop(columns=["date", "why they differ"]).round(2) if not gt.empty else gt
 
-# %% jupyter={"source_hidden": true}
-def graph_sentence(p):
-    b = p[(p["what"] == "block") & (p["N"] == 256)]
-    if not len(b):
-        return results.MISSING
-    b, top = b.iloc[0], p[(p["what"] == "block") & (p["N"] == p["N"].max())].iloc[0]
-    m = results.Measured(b["graph speedup (wall)"], b["speedup p10"], b["speedup p90"])
-    return (f"At N = 256 the graph-replayed block is **{m.value:.2f}×** (p10–p90 {m.lo:.2f}–{m.hi:.2f}) the eagerly "
-            f"launched one (target ≥ 1.3: **{results.target_outcome(m, 1.3)}**): eagerly it takes {b['eager wall us']:.0f} µs "
-            f"of wall time (the host issues it in {b['host us to issue']:.0f} µs) for {b['GPU us (replay)']:.0f} µs of GPU time "
-            f"(graph replay), replayed {b['graph wall us']:.0f} µs. At N = {top['N']} the block's gain is "
-            f"{top['graph speedup (wall)']:.2f}× ({kl.provenance(p)}).")
-
-
-def differ_sentence(p, b):      # one device's graph table and block times
-    at = lambda key: [f"{r['what'].split(' (')[0]} N = {r['N']}" for _, r in p.iterrows() if key in r["why they differ"]]  # noqa: E731
-    off = [f"{r['what'].split(' (')[0]} N = {r['N']} ({100 * (r['replay GPU us (graph run)'] / r['GPU us (replay)'] - 1):+.1f}%)"
-           for _, r in p.iterrows() if "replay GPU time" in r["why they differ"]]
-    k = b[(b["N"] == 256) & (b["name"] == "block (lab kernels + cuBLAS)")]
-    parts = []
-    if at("eager wall"):
-        parts.append(f"Its eager wall lies outside the breakdown run's band at {', '.join(at('eager wall'))}: a wall "
-                     "from idle follows the host's pace, and the host issued the launches at another pace (the host µs).")
-    if off:
-        parts.append(f"Its replay GPU time, the same method on another run, lies outside the band at {', '.join(off)}.")
-    if at("host time"):
-        parts.append(f"Its eager launches timed behind a spacer read the host's issue time, not GPU time, at "
-                     f"{', '.join(at('host time'))}: the spacer cannot hide hundreds of launches.")
-    parts.append(("Elsewhere the" if at("host time") else "The") + " eager launches timed behind a spacer read the GPU "
-                 "time plus the gaps between eager kernels"
-                 + (f", as is the block section's {k['median_us'].iloc[0]:.0f} µs at N = 256" if len(k) else "")
-                 + "; the per-op events sum higher still, since they also catch host gaps.")
-    return "The graph run measured some of these again. " + " ".join(parts) + f" ({kl.provenance(p)})."
-
-
-if not gt.empty:
-    results.each_device(gt, graph_sentence)
-    results.each_device(gt, differ_sentence, bt)
+# %%
+vb.say_graphs(gt, bt)
 
 # %% [markdown]
 # ## Tokens per second
@@ -385,29 +332,13 @@ results.targets(vb.TARGETS, pd.concat([bt, bd, gr], ignore_index=True))
 # s = 1 + f·(r − 1); and even kernels that take no time at all bound the encode at 1/(1 − f). The share
 # comes from the breakdown of the tower at the largest N, where the per-op events are closest to the GPU time.
 
-# %% jupyter={"source_hidden": true}
-cf = results.claims_file()
-s_claim = float(cf.set_index("id").loc["vit_block-004", "claimed"]) if len(cf) else float("nan")
-
-
-def amdahl_sentence(p):
-    t = vb.shares(p)
-    t = t[t["what"].str.startswith("tower")].sort_values("N").iloc[-1]
-    f = t.kernel_us / t.gpu_us
-    return (f"At N = {t.N} the lab's kernels hold **{100 * f:.0f}%** of the tower's GPU time (the per-op events sum to "
-            f"{t.events_us / t.gpu_us:.2f}× the replay's GPU time, so the shares are close). The report's "
-            f"{s_claim:.3f}× (claim vit_block-004) from the kernels alone then needs them to have taken "
-            f"**{1 + (s_claim - 1) / f:.2f}×** as long before the change, and no kernel work at all could give at most "
-            f"{1 / (1 - f):.2f}×. A bound from this GPU and N, not the engine's measurement on an Orin ({kl.provenance(p)}).")
-
-
-if not bd.empty:
-    results.each_device(bd, amdahl_sentence)
+# %%
+vb.say_amdahl(bd)
 
 # %% [markdown]
 # ## Seed claim vs measured
 
-# %% jupyter={"source_hidden": true}
+# %%
 claims = results.claims("06_vit_block", [bt, bd, gr], vb.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims

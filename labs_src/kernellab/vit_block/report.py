@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..core import bench
+from ..core import bench, results
 from ..core.device import ORIN_PEAK_GBPS, is_live
 from ..core.device import torch as _torch
 from ..core.family import Family, Target
@@ -366,3 +366,110 @@ def record():
 # The block is not a ladder: a Family that records itself.
 VIT_BLOCK = Family(name=NAME, kernels="vision", record=record, shapes={f"N={n}": (n, HIDDEN) for n in RECORD_NS},
                    targets=TARGETS, about="lab 06: Qwen3-VL's vision tower from lab 05's kernels and cuBLAS")
+
+
+# The sentences under the lab's tables. Each reads the frames on screen through results' functions
+# (every number and verdict computed, none typed in); a notebook cell is one call.
+def say_drawings(as_report, as_model, tanh_erf) -> None:
+    """How far the main merger's output moves between the report's drawing and the model's, against
+    the merger's fp16 bound and the tanh/erf GELU gap (tanh_erf: vision.gelu_tanh_vs_erf())."""
+    from .reference import error_bound, rel_err
+    d = rel_err(as_report, as_model)
+    results.say(f"The main merger's output moves by **{d:.1e}** (normwise, relative) between the drawings, "
+                f"{d / error_bound(len(MERGER_PLAN)):.2f}× the fp16 storage bound of the merger alone: the tanh and "
+                f"erf GELUs differ by at most {tanh_erf['max_abs_diff']:.1e} (at x = {tanh_erf['at_x']:.2f}). The "
+                "DeepStack mergers differ in structure, not in rounding: their norm sees the 4608 merged values, "
+                "with 4608 weights of its own.")
+
+
+def speed_table(bt, ns=(256, 1024, 4096)):
+    """Per N: our block against the torch eager block, with and without SDPA, and our attention against SDPA
+    (ratios above 1: ours is faster), from the block times bt."""
+    import pandas as pd
+    rows = []
+    for n in ns:
+        rows.append({"N": n,
+                     "ours vs torch eager": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block", n),
+                     "ours vs torch + SDPA": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block (SDPA)", n),
+                     "our attention vs SDPA": ratio(bt, "attention: cuBLAS + softmax kernel",
+                                                    "torch F.scaled_dot_product_attention", n)})
+    return pd.DataFrame(rows).round(2)
+
+
+def say_speed(bt, speed) -> None:
+    """At N = 4096, the speed table's two block ratios against their targets (TARGETS[0], TARGETS[1])."""
+    r = speed.set_index("N").loc[4096, "ours vs torch eager"]
+    s = speed.set_index("N").loc[4096, "ours vs torch + SDPA"]
+    results.say(results.unless_missing(
+        r, f"At N = 4096 our block is **{r:.2f}×** the torch eager block of the same math "
+           f"(target ≥ 1.0: **{results.target_outcome(TARGETS[0].measure(pick(bt)), 1.0)}**) and "
+           f"{s:.2f}× the torch block with SDPA (target ≥ 1.0: "
+           f"**{results.target_outcome(TARGETS[1].measure(pick(bt)), 1.0)}**) "
+           f"({results.source(pick(bt))}). Ratios above 1: ours is faster."))
+
+
+def graph_sentence(p) -> str:
+    """One device's graph table p: the graph-replayed block against the eager one at N = 256 (the 1.3 target),
+    its wall, host and GPU times, and the gain at the largest N."""
+    b = p[(p["what"] == "block") & (p["N"] == 256)]
+    if not len(b):
+        return results.MISSING
+    b, top = b.iloc[0], p[(p["what"] == "block") & (p["N"] == p["N"].max())].iloc[0]
+    m = results.Measured(b["graph speedup (wall)"], b["speedup p10"], b["speedup p90"])
+    return (f"At N = 256 the graph-replayed block is **{m.value:.2f}×** (p10–p90 {m.lo:.2f}–{m.hi:.2f}) the eagerly "
+            f"launched one (target ≥ 1.3: **{results.target_outcome(m, 1.3)}**): eagerly it takes "
+            f"{b['eager wall us']:.0f} µs of wall time (the host issues it in {b['host us to issue']:.0f} µs) for "
+            f"{b['GPU us (replay)']:.0f} µs of GPU time (graph replay), replayed {b['graph wall us']:.0f} µs. At N = "
+            f"{top['N']} the block's gain is {top['graph speedup (wall)']:.2f}× ({results.source(p)}).")
+
+
+def differ_sentence(p, b) -> str:
+    """One device's graph table p and block times b: where the graph run's second readings lie outside the
+    breakdown run's bands, and why."""
+    at = lambda key: [f"{r['what'].split(' (')[0]} N = {r['N']}" for _, r in p.iterrows() if key in r["why they differ"]]  # noqa: E731
+    off = [f"{r['what'].split(' (')[0]} N = {r['N']} ({100 * (r['replay GPU us (graph run)'] / r['GPU us (replay)'] - 1):+.1f}%)"
+           for _, r in p.iterrows() if "replay GPU time" in r["why they differ"]]
+    k = b[(b["N"] == 256) & (b["name"] == "block (lab kernels + cuBLAS)")]
+    parts = []
+    if at("eager wall"):
+        parts.append(f"Its eager wall lies outside the breakdown run's band at {', '.join(at('eager wall'))}: a wall "
+                     "from idle follows the host's pace, and the host issued the launches at another pace (the host µs).")
+    if off:
+        parts.append(f"Its replay GPU time, the same method on another run, lies outside the band at {', '.join(off)}.")
+    if at("host time"):
+        parts.append(f"Its eager launches timed behind a spacer read the host's issue time, not GPU time, at "
+                     f"{', '.join(at('host time'))}: the spacer cannot hide hundreds of launches.")
+    parts.append(("Elsewhere the" if at("host time") else "The") + " eager launches timed behind a spacer read the GPU "
+                 "time plus the gaps between eager kernels"
+                 + (f", as is the block section's {k['median_us'].iloc[0]:.0f} µs at N = 256" if len(k) else "")
+                 + "; the per-op events sum higher still, since they also catch host gaps.")
+    return "The graph run measured some of these again. " + " ".join(parts) + f" ({results.source(p)})."
+
+
+def say_graphs(gt, bt) -> None:
+    """graph_sentence and differ_sentence for the device on screen; nothing without a graph table."""
+    if not gt.empty:
+        results.each_device(gt, graph_sentence)
+        results.each_device(gt, differ_sentence, bt)
+
+
+def amdahl_sentence(p, s_claim) -> str:
+    """One device's breakdown p: the lab kernels' share f of the tower's GPU time at the largest N, what the
+    report's s_claim asks of them (s = 1 + f·(r − 1)), and the 1/(1 − f) bound."""
+    t = shares(p)
+    t = t[t["what"].str.startswith("tower")].sort_values("N").iloc[-1]
+    f = t.kernel_us / t.gpu_us
+    return (f"At N = {t.N} the lab's kernels hold **{100 * f:.0f}%** of the tower's GPU time (the per-op events sum to "
+            f"{t.events_us / t.gpu_us:.2f}× the replay's GPU time, so the shares are close). The report's "
+            f"{s_claim:.3f}× (claim vit_block-004) from the kernels alone then needs them to have taken "
+            f"**{1 + (s_claim - 1) / f:.2f}×** as long before the change, and no kernel work at all could give at most "
+            f"{1 / (1 - f):.2f}×. A bound from this GPU and N, not the engine's measurement on an Orin "
+            f"({results.source(p)}).")
+
+
+def say_amdahl(bd) -> None:
+    """amdahl_sentence for the device on screen, with the claimed s of claim vit_block-004 (docs/claims.csv)."""
+    cf = results.claims_file()
+    s_claim = float(cf.set_index("id").loc["vit_block-004", "claimed"]) if len(cf) else float("nan")
+    if not bd.empty:
+        results.each_device(bd, lambda p: amdahl_sentence(p, s_claim))
