@@ -155,39 +155,16 @@ print(f"chunks per KV head (step 05's rule) on the {f.get('device')}: {f.get('sm
 dec = bench.compare(A.DECODE, A.DECODE.record_cases)
 results.table(dec, ["case", "name", "median_us", "p10_us", "p90_us", "frac_read", "warm_us", "host_us"], roof="read")
 
-# %% jupyter={"source_hidden": true}
-for part in results.devices(dec):
-    if A.noisy_text(part):
-        kl.say(A.noisy_text(part))
+# %%
+A.say_noisy(dec)
+
 
 # %%
 A.show_sdpa_backend("decode")
 
-# %% jupyter={"source_hidden": true}
-c4k, c1 = A.dec_case_key((A.HQ, 4096), "float16"), A.dec_case_key((A.HQ, 1), "float16")
+# %%
+A.say_decode(dec)
 
-
-def floor_text(d):
-    fl, best4 = results.pick(d, A.DEC_FLOOR, "frac_read", case=c4k), A.best_variant(d, c4k)[0]
-    return results.unless_missing(
-        fl, f"The floor: at KV length 4096 ({results.pick(d, A.DEC_FLOOR, 'bytes', case=c4k) / 1e6:.0f} MB), a "
-            f"kernel that only reads as many bytes as the cache reaches **{fl:.2f}** of the read roof "
-            f"(`{A.DEC_FLOOR}`: launch and ramp weigh on a few µs of data), so no decode kernel can reach 0.75 "
-            f"there ({results.source(d)}); the fastest step there, `{best4}`, reaches "
-            f"**{results.pick(d, best4, 'frac_read', case=c4k) / fl:.2f}** of that floor.")
-
-
-# every sentence once per recorded device: where the GPUs disagree, both lines show it
-results.each_device(dec, lambda d: results.summary(d, "05_gqa_tile", A.SDPA_DEC))
-results.each_device(dec, lambda d: results.roof_text(d, "05_gqa_tile", A.dec_case_key((A.HQ, 32768), "float16"),
-                                                     0.75, roof="read") + f" ({results.source(d)}).")
-results.each_device(dec, floor_text)
-results.each_device(dec, lambda d: A.then(results.compare_text(d, "03_split", "02_head", c4k),
-                                          f": more blocks than query heads ({results.source(d)})."))
-results.each_device(dec, lambda d: A.then(results.compare_text(d, A.GRAPH_DEC, "05_gqa_tile", c1),
-                                          f" in GPU time at one cached token ({results.source(d)})."))
-results.each_device(dec, A.host_text)
-results.each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
 
 # %% [markdown]
 # ### Step 04 against step 03, length by length
@@ -199,8 +176,9 @@ results.each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
 # %%
 pd.concat([A.gqa_vs_split(part) for part in results.devices(dec)], ignore_index=True).round(2)
 
-# %% jupyter={"source_hidden": true}
-results.each_device(dec, A.gqa_vs_split_text)
+# %%
+A.say_gqa_vs_split(dec)
+
 
 # %% [markdown]
 # Read the table as a hypothesis, not a measurement of its cause (no L2 counter of steps 03 and 04 is
@@ -225,8 +203,9 @@ plot.progress(dec, "07_decode_progress", roof="read", case=A.dec_case_key((A.HQ,
 lim_dec = results.limiters(A.DECODE)
 lim_dec
 
-# %% jupyter={"source_hidden": true}
-kl.say(A.decode_limits_text(lim_dec))
+# %%
+A.say_decode_limits(lim_dec)
+
 
 # %% [markdown]
 # ### RoPE and the KV-cache append, one launch
@@ -258,9 +237,9 @@ pd.DataFrame([{"N": n, "q, k, v, o (MiB)": 4 * 16 * n * 72 * 2 / 2**20,
 # %% [markdown]
 # The score bytes grow as $N^2$ while q, k, v and o grow as $N$, so the path is bound by the scores:
 
-# %% jupyter={"source_hidden": true}
-kl.say(f"At N = 4096 the scores are **{A.scores_bytes(4096) / (4 * 16 * 4096 * 72 * 2):.0f}×** the useful bytes "
-       "(q, k, v read once, o written once): that is the traffic a fused kernel removes.")
+# %%
+A.say_scores()
+
 
 # %% [markdown]
 # ### Step 11: fused, one query row per block
@@ -327,37 +306,9 @@ results.table(pf, ["case", "name", "median_us", "p10_us", "p90_us", "TFLOP/s"])
 # %%
 A.show_sdpa_backend("prefill")
 
-# %% jupyter={"source_hidden": true}
-c4k_pf = A.pf_case_key((A.PF_HEADS, 4096), "float16")
+# %%
+A.say_prefill(pf)
 
-
-def vs_sdpa_text(d, n):
-    name = A.best_variant(d, A.pf_case_key((A.PF_HEADS, n), "float16"))[0]
-    r = A.pf_vs_sdpa(n)(d)
-    return results.unless_missing(r.value, f"At N = {n} the fastest step, `{name}`, takes **{r.value:.2f}×** the "
-                                           f"time of torch SDPA (band {r.lo:.2f}–{r.hi:.2f}; target ≤ 1.4: "
-                                           f"**{results.target_outcome(r, 1.4, below=True)}**; {results.source(d)}).")
-
-
-def cublas_claim_text(d):
-    m = A.pf_vs_cublas(d)     # time(cuBLAS path) / time(best flash step), the worst N >= 1024
-    claim = results.Measured(1 / m.value, 1 / m.hi, 1 / m.lo) if m.ok else m   # time(flash) / time(cuBLAS)
-    return results.unless_missing(
-        m.value, f"The seed's claim that cuBLAS is faster than flash attention: against the fastest flash step "
-                 f"at each N ≥ 1024, the cuBLAS path takes at least **{m.value:.2f}×** its time (band "
-                 f"{m.lo:.2f}–{m.hi:.2f}): **{results.verdict(claim)}** for these kernels ({results.source(d)}).")
-
-
-for n in (4096, 16384):
-    results.each_device(pf, lambda d: vs_sdpa_text(d, n))
-results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "01_cublas"))
-results.each_device(pf, lambda d: A.then(results.compare_text(d, "13_cp_async", "12_mma", c4k_pf),
-                                         f": cp.async double buffering alone ({results.source(d)})."))
-results.each_device(pf, lambda d: A.then(results.compare_text(d, "14_padded", "13_cp_async", c4k_pf),
-                                         f": the conflict-free row stride alone ({results.source(d)})."))
-results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "14_padded")
-                    + " The query rows per warp are the one change.")
-results.each_device(pf, cublas_claim_text)
 
 # %% [markdown]
 # The bars leave out `11_row` (one query row per block, CUDA cores): it takes so much longer than the
@@ -375,8 +326,9 @@ plot.bars(pf[(pf["cols"] >= 4096) & (pf["name"] != "11_row")] if len(pf) else pf
 lim_pf = results.limiters(A.PREFILL)
 lim_pf
 
-# %% jupyter={"source_hidden": true}
-kl.say(A.prefill_limits_text(lim_pf))
+# %%
+A.say_prefill_limits(lim_pf)
+
 
 # %% [markdown]
 # ### Lab 06's block, with flash attention
@@ -389,11 +341,9 @@ kl.say(A.prefill_limits_text(lim_pf))
 blk = A.block_compare()
 results.table(blk, ["case", "name", "median_us", "p10_us", "p90_us"])
 
-# %% jupyter={"source_hidden": true}
-for n in A.BLOCK_NS:
-    results.each_device(blk, lambda d: results.compare_text(d, A.FLASH_BLOCK, A.CUBLAS_BLOCK, f"N={n}:float16")
-                        + "; " + results.compare_text(d, A.FLASH_BLOCK, A.SDPA_BLOCK, f"N={n}:float16")
-                        + f" ({results.source(d)}).")
+# %%
+A.say_block(blk)
+
 
 # %% [markdown]
 # ## Targets
@@ -407,9 +357,9 @@ results.targets([*A.DECODE.targets, *A.PREFILL.targets, *A.BLOCK.targets], pd.co
 # assumes a kernel at 0.75 of the datasheet bandwidth. Step 05's rule gives the chunk count for its
 # SMs (the table says how many, and the blocks per SM ptxas allows on sm_87).
 
-# %% jupyter={"source_hidden": true}
-kl.say(f"An AGX Orin has {A.ORIN_SMS} SMs and {A.ORIN_GBPS:g} GB/s of LPDDR5 on its datasheet "
-       f"(`kernellab.device.ORIN_SMS`, `ORIN_PEAK_GBPS`).")
+# %%
+A.say_orin()
+
 
 # %%
 A.orin_decode_model()
@@ -489,5 +439,5 @@ kl.check.grade_exercise(SOLUTION, "merge_chunks", strict=True, **GRADE)
 #   for the remaining gap to torch SDPA, not measured here; the backend torch picked is named above
 #   on a GPU (`show_sdpa_backend`).
 
-# %% jupyter={"source_hidden": true}
-kl.say(A.limits_list(lim_dec, lim_pf))
+# %%
+A.say_limits(lim_dec, lim_pf)

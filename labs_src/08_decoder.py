@@ -50,16 +50,9 @@ cfg = D.QWEN3_8B
 table = D.bytes_table(cfg, contexts=(1, 512, 4096))
 table.round(4)
 
-# %% jupyter={"source_hidden": true}
-b16, b4 = D.bytes_per_token(cfg, "float16", 512), D.bytes_per_token(cfg, "int4", 512)
-kl.say(f"At context 512 an fp16 token reads **{b16['total'] / 1e9:.2f} GB**: the layers' weights are "
-       f"{b16['layer weights'] / b16['total']:.1%} of it, the LM head {b16['LM head'] / b16['total']:.1%}, "
-       f"the KV cache {b16['KV cache'] / b16['total']:.2%}. int4 weights cut the total to "
-       f"**{b4['total'] / 1e9:.2f} GB** ({b16['total'] / b4['total']:.2f}× fewer bytes), and the fp16 LM head "
-       f"is then {b4['LM head'] / b4['total']:.0%} of what is left.")
-k4096 = D.bytes_per_token(cfg, "float16", 4096)
-kl.say(f"The KV cache grows by {(k4096['KV cache'] - b16['KV cache']) / (4096 - 512) / 1e3:.0f} kB per token of "
-       f"context; at 4096 it is {k4096['KV cache'] / k4096['total']:.1%} of an fp16 token.")
+# %%
+D.say_bytes(cfg)
+
 
 # %% [markdown]
 # A GPU that reads at R GB/s can therefore decode at most R / (GB per token) tokens per second,
@@ -73,18 +66,9 @@ kl.say(f"The KV cache grows by {(k4096['KV cache'] - b16['KV cache']) / (4096 - 
 seeds = D.seed_figures()
 seeds
 
-# %% jupyter={"source_hidden": true}
-fp16 = seeds[seeds["model"].str.contains("fp16")][["tokens/s before", "tokens/s after"]]
-fp16_after = seeds[seeds["model"].str.contains("fp16")]["tokens/s after"]
-awq = seeds[seeds["model"].str.contains("AWQ")]
-lo, hi = awq[["tokens/s before", "tokens/s after"]].min().min(), awq[["tokens/s before", "tokens/s after"]].max().max()
-kl.say(f"Every figure, before and after: fp16 {fp16.min().min():.2f}–{fp16.max().max():.2f} tokens/s; AWQ "
-       f"{lo:.2f}–{hi:.2f} tokens/s. "
-       f"With this lab's bytes model, {fp16_after.max():.2f} fp16 tokens/s is "
-       f"**{D.seed_read_fraction(fp16_after.max()):.2f}** of the Orin AGX's datasheet bandwidth. {hi:.2f} AWQ tokens/s is **{D.seed_read_fraction(hi, 'int4'):.2f}** of it if the weights are "
-       f"int4, and **{D.seed_read_fraction(hi, 'w8a16'):.2f}** if they are int8, as seed 002 says its AWQ "
-       f"kernel is: {D.seed_read_fraction(fp16_after.max()) / D.seed_read_fraction(hi, 'w8a16'):.1f}× less of the "
-       "bandwidth than the fp16 engine at best. (A model of what the seeds' engines moved, not a measurement.)")
+# %%
+D.say_seeds(seeds)
+
 
 # %% [markdown]
 # ## Part 2: the float64 reference
@@ -144,12 +128,9 @@ new16, logits16 = D.reference_generate(small, W, prompt, 6, fp16_storage=True)
 e16 = D.rel_err(logits16, logits)
 margin = D.top2_margin(logits)
 
-# %% jupyter={"source_hidden": true}
-kl.say(f"fp16 storage moves the logits by **{e16:.1e}** (normwise, relative); the bound is "
-       f"**{D.error_bound(small):.1e}** ({D.STAGES_PER_LAYER} stores per layer × {small.layers} layers + 2, × 2^-11). "
-       f"The greedy tokens {'agree' if new16 == new else 'differ'} ({new16}). A greedy step may flip only where "
-       f"the top-2 margin is below twice the logit error; the smallest margin in these steps is "
-       f"{margin.min():.3f}, the largest logit error {np.abs(logits16 - logits).max():.1e}.")
+# %%
+D.say_fp16_storage(small, new, logits, new16, logits16)
+
 
 # %% [markdown]
 # ## Part 3: the kernels still missing
@@ -265,14 +246,9 @@ kl.device.live_only("compares our GPU decoder's logits and greedy tokens with tr
 tps = D.measure_tokens_per_s(cfg=cfg, paths=D.PATHS, contexts=(1, 512), swaps=D.SWAPS)
 results.table(tps, ["case", "name", "layers run", "median_us", "p10_us", "p90_us", "host_us", "tokens/s", "frac_read"])
 
-# %% jupyter={"source_hidden": true}
-results.each_device(tps, lambda d: D.ran_text(d))
-results.each_device(tps, lambda d: D.tokens_text(d, 512))
-results.each_device(tps, lambda d: "; ".join(
-    results.compare_text(d, D.step_name(p, "graph"), D.step_name("float16", "graph"), D.ctx_case(512))
-    for p in ("int4", "w8a16")) + f" ({results.source(d)}).")
-results.each_device(tps, D.gemv_limits)
-results.each_device(tps, D.launch_share)
+# %%
+D.say_tokens(tps)
+
 
 # %% [markdown]
 # Now the two torch decoders, on the same fp16 weights, timed in one run beside our graph-replayed step:
@@ -281,19 +257,9 @@ results.each_device(tps, D.launch_share)
 tb = T.measure_baselines(cfg=cfg, contexts=(1, 512))
 results.table(tb, ["case", "name", "median_us", "p10_us", "p90_us", "host_us", "tokens/s", "frac_read"])
 
-# %% jupyter={"source_hidden": true}
-def vs_torch(d):            # one device's rows
-    cap = T.BASELINES.targets[1].floor(d)
-    cap = getattr(cap, "value", cap)
-    return ("; ".join(results.compare_text(d, T.OURS, base, D.ctx_case(512)) for base in (T.TORCH_COMPILED, T.TRANSFORMERS))
-            + ". " + results.unless_missing(cap, f"Even at the read roof (every byte of a token at full bandwidth) a "
-                                                 f"decoder would be only **{cap:.1f}×** faster than transformers")
-            + f" ({results.source(d)}).")
+# %%
+D.say_vs_torch(tb, T.BASELINES, T.TORCH_COMPILED, T.TRANSFORMERS)
 
-
-results.each_device(tb, vs_torch)
-kl.say("How far a target over transformers can go is set by transformers' own speed on that GPU and host "
-       "(the 'at the floor' column below).")
 
 # %% [markdown]
 # The issue's targets for the token step, judged by the one rule from the results above. The
@@ -329,10 +295,9 @@ D.plot_tokens(tps, tb, swaps)
 # The seeds' claims about the decoder, each judged by the one rule where this lab measures it, or
 # with the reason it cannot be (most need the seeds' whole engine on an Orin):
 
-# %% jupyter={"source_hidden": true}
-claims = results.claims("08_decoder", [tps], D.FAMILIES, measured=e2e)
-kl.say(results.claims_summary(claims))
-claims
+# %%
+D.claims_table(tps, e2e, D.FAMILIES)
+
 
 # %% [markdown]
 # ### Where a token's time goes
@@ -356,15 +321,9 @@ per_op
 orin = D.orin_model(cfg, contexts=(1, 512, 4096), fractions=(1.0, 0.75))
 orin.round(2)
 
-# %% jupyter={"source_hidden": true}
-o16 = orin[(orin["path"] == "float16") & (orin["context"] == 512)].iloc[0]
-o4 = orin[(orin["path"] == "int4") & (orin["context"] == 512)].iloc[0]
-col = [c for c in orin.columns if c.startswith("tokens/s at 0.75")][0]
-kl.say(f"Model, at 0.75 of the datasheet bandwidth and context 512: fp16 **{o16[col]:.1f}** tokens/s, int4 "
-       f"**{o4[col]:.1f}** tokens/s ({o4[col] / o16[col]:.2f}× fp16). The seeds measured {fp16_after.max():.2f} "
-       f"(fp16: {fp16_after.max() / o16[col]:.2f}× the model's fp16 figure) and {lo:.2f}–{hi:.2f} (AWQ: "
-       f"{hi / o4[col]:.2f}× the model's int4 figure at best). Bytes alone predict AWQ "
-       f"{o4[col] / o16[col]:.1f}× faster than fp16; the seeds measured it {hi / fp16_after.max():.2f}× as fast.")
+# %%
+D.say_orin(orin, seeds)
+
 
 # %% [markdown]
 # ## Exercise: fuse SiLU × up into the down GEMV
@@ -439,7 +398,5 @@ kl.check.grade_exercise(SOLUTION, "silu_down", strict=True, **GRADE)
 #   bytes gets faster: the seeds' AWQ engine, at a small fraction of the bandwidth, shows the
 #   opposite case.
 
-# %% jupyter={"source_hidden": true}
-kl.say(f"One eager Qwen3-8B token is **{D.launches_per_token(cfg, 'float16')}** launches in fp16 and "
-       f"**{D.launches_per_token(cfg, 'int4')}** on the int4 path (each quantised GEMV adds lab 04's fp32 -> fp16 "
-       f"conversion); as a CUDA graph it is one replay.")
+# %%
+D.say_launches(cfg)

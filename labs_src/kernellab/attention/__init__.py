@@ -21,6 +21,7 @@ The package, one job per file (imports run down this list; the face re-exports e
   reference.py  shapes and constants, inputs and check cases, the float64 references
   steps.py      launchers, Variants (decode, prefill), the merge, RoPE + KV append, torch baselines
   report.py     bytes models, readers, targets, sentences, lab 06's block, the Orin model, the families
+  prose.py      the sentences under the lab's tables, one call a cell
 """
 from __future__ import annotations
 
@@ -47,5 +48,8 @@ from .report import (  # noqa: F401
     cache_bytes, dec_roof_fraction, dec_vs_sdpa, decode_bytes, decode_limits_text, gqa_vs_split, gqa_vs_split_text,
     host_text, limits_list, noisy_rows, noisy_text, orin_decode_model, pf_vs_cublas, pf_vs_sdpa, prefill_bytes,
     prefill_compare, prefill_flops, prefill_limits_text, scores_bytes, then)
+from .prose import (  # noqa: F401
+    C1, C4K, C4K_PF, C32K, cublas_claim_text, floor_text, say_block, say_decode, say_decode_limits, say_gqa_vs_split,
+    say_limits, say_noisy, say_orin, say_prefill, say_prefill_limits, say_scores, vs_sdpa_text)
 
 FAMILIES = [DECODE, PREFILL, BLOCK]

@@ -28,7 +28,7 @@ and the private ones tests and torch_decoder call):
 config.py (Config and the lab's names), weights.py (names, layouts, safetensors, checkpoints),
 reference.py (float64), bytes_model.py (bytes per token, the Orin model), steps.py (the new kernels
 and the exercise), engine.py (GpuOps, NumpyOps, Decoder), measure.py (tokens/s rows, floors, swaps,
-the DECODER family), report.py (sentences and the plot).
+the DECODER family), report.py (sentences, one call a notebook cell, and the plot).
 """
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ from .measure import (  # noqa: F401
     DECODER, RECORD_CONTEXTS, RECORD_PATHS, SWAPS, SWAP_CONTEXT, Swap, _row, amdahl, breakdown, ctx_case, floor_name,
     floor_rows, measure_tokens_per_s, step_name, step_rows, swap_rows, token_steps, tokens_per_s)
 from .report import (  # noqa: F401
-    gemv_limits, launch_share, launches_per_token, plot_tokens, ran, ran_text, tokens_text)
+    claims_table, gemv_limits, launch_share, launches_per_token, paths_text, plot_tokens, ran, ran_text, say_bytes,
+    say_fp16_storage, say_launches, say_orin, say_seeds, say_tokens, say_vs_torch, seed_span, tokens_text)
 
 FAMILIES = [*OPS, DECODER]          # the new kernels' families and the token step's

@@ -2,8 +2,13 @@
 steps the token ran, what holds the GEMVs back, the launches' share, eager vs graph, plot_tokens."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import gemv as G
+from ..core import results
+from .bytes_model import bytes_per_token, seed_read_fraction
 from .config import Config, PATHS, QWEN3_8B
+from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import GpuOps
 from .measure import ctx_case, floor_name, step_name
 
@@ -136,3 +141,117 @@ def tokens_text(df, context: int = 512) -> str:
             f"eager it takes {e['median_us'] / 1e3:.2f} ms ({e['median_us'] / g['median_us']:.2f}× the graph), and the host "
             f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay ({source(df)}).")
 
+
+# ---- the notebook's sentences, one call a cell (each reads the frames and arrays on screen) ------------------
+
+def say_bytes(cfg: Config = QWEN3_8B, context: int = 512, long: int = 4096) -> None:
+    """What an fp16 token reads at `context` (weights, LM head, KV cache), what int4 weights leave,
+    and how the KV cache grows per token of context up to `long` (bytes_per_token)."""
+    b16, b4 = bytes_per_token(cfg, "float16", context), bytes_per_token(cfg, "int4", context)
+    results.say(f"At context {context} an fp16 token reads **{b16['total'] / 1e9:.2f} GB**: the layers' weights are "
+                f"{b16['layer weights'] / b16['total']:.1%} of it, the LM head {b16['LM head'] / b16['total']:.1%}, "
+                f"the KV cache {b16['KV cache'] / b16['total']:.2%}. int4 weights cut the total to "
+                f"**{b4['total'] / 1e9:.2f} GB** ({b16['total'] / b4['total']:.2f}× fewer bytes), and the fp16 LM head "
+                f"is then {b4['LM head'] / b4['total']:.0%} of what is left.")
+    bl = bytes_per_token(cfg, "float16", long)
+    results.say(f"The KV cache grows by {(bl['KV cache'] - b16['KV cache']) / (long - context) / 1e3:.0f} kB per "
+                f"token of context; at {long} it is {bl['KV cache'] / bl['total']:.1%} of an fp16 token.")
+
+
+def seed_span(seeds) -> tuple:
+    """The seeds' tokens/s (seed_figures), before and after: (fp16 lowest, fp16 highest, fp16's best
+    'after' figure, AWQ lowest, AWQ highest)."""
+    fp16 = seeds[seeds["model"].str.contains("fp16")]
+    awq = seeds[seeds["model"].str.contains("AWQ")][["tokens/s before", "tokens/s after"]]
+    both = fp16[["tokens/s before", "tokens/s after"]]
+    return (both.min().min(), both.max().max(), fp16["tokens/s after"].max(), awq.min().min(),
+            awq.max().max())
+
+
+def say_seeds(seeds) -> None:
+    """The seeds' figures (seed_figures) as fractions of the Orin AGX's datasheet bandwidth, by this
+    lab's bytes model (a model of what the seeds' engines moved, not a measurement)."""
+    f16_lo, f16_hi, best, lo, hi = seed_span(seeds)
+    results.say(f"Every figure, before and after: fp16 {f16_lo:.2f}–{f16_hi:.2f} tokens/s; AWQ "
+                f"{lo:.2f}–{hi:.2f} tokens/s. "
+                f"With this lab's bytes model, {best:.2f} fp16 tokens/s is "
+                f"**{seed_read_fraction(best):.2f}** of the Orin AGX's datasheet bandwidth. {hi:.2f} AWQ tokens/s is "
+                f"**{seed_read_fraction(hi, 'int4'):.2f}** of it if the weights are "
+                f"int4, and **{seed_read_fraction(hi, 'w8a16'):.2f}** if they are int8, as seed 002 says its AWQ "
+                f"kernel is: {seed_read_fraction(best) / seed_read_fraction(hi, 'w8a16'):.1f}× less of the "
+                "bandwidth than the fp16 engine at best. (A model of what the seeds' engines moved, not a measurement.)")
+
+
+def say_fp16_storage(cfg: Config, new, logits, new16, logits16) -> None:
+    """fp16 storage against the float64 reference on `cfg`: the logits' normwise error beside its
+    bound (error_bound), whether the greedy tokens agree, and the top-2 margin against the error."""
+    e16, margin = rel_err(logits16, logits), top2_margin(logits)
+    results.say(f"fp16 storage moves the logits by **{e16:.1e}** (normwise, relative); the bound is "
+                f"**{error_bound(cfg):.1e}** ({STAGES_PER_LAYER} stores per layer × {cfg.layers} layers + 2, × 2^-11). "
+                f"The greedy tokens {'agree' if new16 == new else 'differ'} ({new16}). A greedy step may flip only "
+                f"where the top-2 margin is below twice the logit error; the smallest margin in these steps is "
+                f"{margin.min():.3f}, the largest logit error {np.abs(logits16 - logits).max():.1e}.")
+
+
+def paths_text(d, context: int = 512) -> str:
+    """int4 and W8A16 graph-replayed token steps against fp16's at `context`, one device."""
+    return "; ".join(results.compare_text(d, step_name(p, "graph"), step_name("float16", "graph"), ctx_case(context))
+                     for p in ("int4", "w8a16")) + f" ({results.source(d)})."
+
+
+def say_tokens(tps, context: int = 512) -> None:
+    """The tokens/s table's sentences: the steps each path ran, graph against eager, the quantised
+    paths against fp16, what holds the GEMVs back, and the launches' share of a token."""
+    results.each_device(tps, lambda d: ran_text(d))
+    results.each_device(tps, lambda d: tokens_text(d, context))
+    results.each_device(tps, lambda d: paths_text(d, context))
+    results.each_device(tps, gemv_limits)
+    results.each_device(tps, launch_share)
+
+
+def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
+    """Our fp16 graph step against each torch baseline in `bases` (names in tb) at `context`, and how
+    far the read roof would let a decoder beat transformers (baselines.targets[1].floor: the
+    torch_decoder family's own floor), one device; then a line on what bounds such a target."""
+    ours = step_name("float16", "graph")
+
+    def said(d):
+        cap = baselines.targets[1].floor(d)
+        cap = getattr(cap, "value", cap)
+        return ("; ".join(results.compare_text(d, ours, base, ctx_case(context)) for base in bases)
+                + ". " + results.unless_missing(cap, f"Even at the read roof (every byte of a token at full "
+                                                     f"bandwidth) a decoder would be only **{cap:.1f}×** faster "
+                                                     f"than transformers")
+                + f" ({results.source(d)}).")
+    results.each_device(tb, said)
+    results.say("How far a target over transformers can go is set by transformers' own speed on that GPU and host "
+                "(the 'at the floor' column below).")
+
+
+def claims_table(tps, measured, families):
+    """The seeds' claims judged on the tokens/s frame (results.claims): says the one-line summary
+    and returns the table to show."""
+    claims = results.claims("08_decoder", [tps], families, measured=measured)
+    results.say(results.claims_summary(claims))
+    return claims
+
+
+def say_orin(orin, seeds, context: int = 512, fraction: float = 0.75) -> None:
+    """The Orin model (orin_model) at `fraction` of the datasheet bandwidth and `context`, fp16 and
+    int4, beside the seeds' measured tokens/s (seed_span): what bytes alone predict and what was measured."""
+    o16 = orin[(orin["path"] == "float16") & (orin["context"] == context)].iloc[0]
+    o4 = orin[(orin["path"] == "int4") & (orin["context"] == context)].iloc[0]
+    col = [c for c in orin.columns if c.startswith(f"tokens/s at {fraction:.2f}")][0]
+    best, lo, hi = seed_span(seeds)[2:]
+    results.say(f"Model, at {fraction:g} of the datasheet bandwidth and context {context}: fp16 **{o16[col]:.1f}** "
+                f"tokens/s, int4 **{o4[col]:.1f}** tokens/s ({o4[col] / o16[col]:.2f}× fp16). The seeds measured "
+                f"{best:.2f} (fp16: {best / o16[col]:.2f}× the model's fp16 figure) and {lo:.2f}–{hi:.2f} (AWQ: "
+                f"{hi / o4[col]:.2f}× the model's int4 figure at best). Bytes alone predict AWQ "
+                f"{o4[col] / o16[col]:.1f}× faster than fp16; the seeds measured it {hi / best:.2f}× as fast.")
+
+
+def say_launches(cfg: Config = QWEN3_8B) -> None:
+    """How many launches one eager token makes on the fp16 and int4 paths (launches_per_token)."""
+    results.say(f"One eager Qwen3-8B token is **{launches_per_token(cfg, 'float16')}** launches in fp16 and "
+                f"**{launches_per_token(cfg, 'int4')}** on the int4 path (each quantised GEMV adds lab 04's fp32 -> "
+                f"fp16 conversion); as a CUDA graph it is one replay.")

@@ -1,0 +1,124 @@
+"""Attention (lab 07): the sentences under the lab's tables. Each reads the frames on screen through
+results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
+`*_text(part)` returns one device's Markdown (for results.each_device); `say_*` prints."""
+from __future__ import annotations
+
+from ..core import results
+from .reference import HQ, PF_D, PF_HEADS, dec_case_key, pf_case_key
+from .report import (CUBLAS_BLOCK, FLASH_BLOCK, ORIN_GBPS, ORIN_SMS, SDPA_BLOCK, BLOCK_NS, best_variant,
+                     decode_limits_text, gqa_vs_split_text, host_text, limits_list, noisy_text, pf_vs_cublas,
+                     pf_vs_sdpa, prefill_limits_text, scores_bytes, then)
+from .steps import DEC_FLOOR, GRAPH_DEC, SDPA_DEC
+
+C4K, C1 = dec_case_key((HQ, 4096), "float16"), dec_case_key((HQ, 1), "float16")     # decode at 4096 keys, 1 key
+C32K = dec_case_key((HQ, 32768), "float16")
+C4K_PF = pf_case_key((PF_HEADS, 4096), "float16")                                    # prefill at N = 4096
+
+
+def say_noisy(dec) -> None:
+    """Name every recorded device's noisy rows (noisy_text) beside the table; nothing when none is noisy."""
+    for part in results.devices(dec):
+        if noisy_text(part):
+            results.say(noisy_text(part))
+
+
+def floor_text(d) -> str:
+    """The decode floor at 4096 keys for one device: the fraction of the read roof a read-only kernel
+    reaches there, and the fastest step's share of that floor."""
+    fl, best4 = results.pick(d, DEC_FLOOR, "frac_read", case=C4K), best_variant(d, C4K)[0]
+    return results.unless_missing(
+        fl, f"The floor: at KV length 4096 ({results.pick(d, DEC_FLOOR, 'bytes', case=C4K) / 1e6:.0f} MB), a "
+            f"kernel that only reads as many bytes as the cache reaches **{fl:.2f}** of the read roof "
+            f"(`{DEC_FLOOR}`: launch and ramp weigh on a few µs of data), so no decode kernel can reach 0.75 "
+            f"there ({results.source(d)}); the fastest step there, `{best4}`, reaches "
+            f"**{results.pick(d, best4, 'frac_read', case=C4K) / fl:.2f}** of that floor.")
+
+
+def say_decode(dec) -> None:
+    """The decode ladder's sentences: step 05 against SDPA, its roof at 32768 keys, the floor at 4096,
+    split-KV against one block per head, the graph at one key, and the host time of each call."""
+    results.each_device(dec, lambda d: results.summary(d, "05_gqa_tile", SDPA_DEC))
+    results.each_device(dec, lambda d: results.roof_text(d, "05_gqa_tile", C32K, 0.75, roof="read")
+                        + f" ({results.source(d)}).")
+    results.each_device(dec, floor_text)
+    results.each_device(dec, lambda d: then(results.compare_text(d, "03_split", "02_head", C4K),
+                                            f": more blocks than query heads ({results.source(d)})."))
+    results.each_device(dec, lambda d: then(results.compare_text(d, GRAPH_DEC, "05_gqa_tile", C1),
+                                            f" in GPU time at one cached token ({results.source(d)})."))
+    results.each_device(dec, host_text)
+    results.each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
+
+
+def say_gqa_vs_split(dec) -> None:
+    """Step 04 against step 03, length by length (gqa_vs_split_text)."""
+    results.each_device(dec, gqa_vs_split_text)
+
+
+def say_decode_limits(lim_dec) -> None:
+    """What the counters say holds decode back (decode_limits_text)."""
+    results.say(decode_limits_text(lim_dec))
+
+
+def say_scores(n: int = 4096) -> None:
+    """How many times the useful bytes (q, k, v read once, o written once) the scores of the cuBLAS path are."""
+    useful = 4 * PF_HEADS * n * PF_D * 2
+    results.say(f"At N = {n} the scores are **{scores_bytes(n) / useful:.0f}×** the useful bytes "
+                "(q, k, v read once, o written once): that is the traffic a fused kernel removes.")
+
+
+def vs_sdpa_text(d, n) -> str:
+    """The fastest prefill step against torch SDPA at N = n on one device, with its band and the 1.4 target."""
+    name = best_variant(d, pf_case_key((PF_HEADS, n), "float16"))[0]
+    r = pf_vs_sdpa(n)(d)
+    return results.unless_missing(r.value, f"At N = {n} the fastest step, `{name}`, takes **{r.value:.2f}×** the "
+                                           f"time of torch SDPA (band {r.lo:.2f}–{r.hi:.2f}; target ≤ 1.4: "
+                                           f"**{results.target_outcome(r, 1.4, below=True)}**; {results.source(d)}).")
+
+
+def cublas_claim_text(d) -> str:
+    """The seed's claim that cuBLAS beats flash attention, judged on one device's worst N >= 1024."""
+    m = pf_vs_cublas(d)     # time(cuBLAS path) / time(best flash step), the worst N >= 1024
+    claim = results.Measured(1 / m.value, 1 / m.hi, 1 / m.lo) if m.ok else m   # time(flash) / time(cuBLAS)
+    return results.unless_missing(
+        m.value, f"The seed's claim that cuBLAS is faster than flash attention: against the fastest flash step "
+                 f"at each N ≥ 1024, the cuBLAS path takes at least **{m.value:.2f}×** its time (band "
+                 f"{m.lo:.2f}–{m.hi:.2f}): **{results.verdict(claim)}** for these kernels ({results.source(d)}).")
+
+
+def say_prefill(pf) -> None:
+    """The prefill ladder's sentences: the fastest step against SDPA at 4096 and 16384, step 15 against
+    cuBLAS, each of steps 13, 14 and 15 against the step before it, and the seed's cuBLAS claim."""
+    for n in (4096, 16384):
+        results.each_device(pf, lambda d: vs_sdpa_text(d, n))
+    results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "01_cublas"))
+    results.each_device(pf, lambda d: then(results.compare_text(d, "13_cp_async", "12_mma", C4K_PF),
+                                           f": cp.async double buffering alone ({results.source(d)})."))
+    results.each_device(pf, lambda d: then(results.compare_text(d, "14_padded", "13_cp_async", C4K_PF),
+                                           f": the conflict-free row stride alone ({results.source(d)})."))
+    results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "14_padded")
+                        + " The query rows per warp are the one change.")
+    results.each_device(pf, cublas_claim_text)
+
+
+def say_prefill_limits(lim_pf) -> None:
+    """What the counters say holds the prefill back (prefill_limits_text)."""
+    results.say(prefill_limits_text(lim_pf))
+
+
+def say_block(blk) -> None:
+    """Lab 06's block with flash attention against the cuBLAS block and torch's eager block, per N."""
+    for n in BLOCK_NS:
+        results.each_device(blk, lambda d: results.compare_text(d, FLASH_BLOCK, CUBLAS_BLOCK, f"N={n}:float16")
+                            + "; " + results.compare_text(d, FLASH_BLOCK, SDPA_BLOCK, f"N={n}:float16")
+                            + f" ({results.source(d)}).")
+
+
+def say_orin() -> None:
+    """The AGX Orin's datasheet figures the Orin model uses, and where they are kept."""
+    results.say(f"An AGX Orin has {ORIN_SMS} SMs and {ORIN_GBPS:g} GB/s of LPDDR5 on its datasheet "
+                f"(`kernellab.device.ORIN_SMS`, `ORIN_PEAK_GBPS`).")
+
+
+def say_limits(lim_dec, lim_pf) -> None:
+    """What limits each step, from the counters (limits_list)."""
+    results.say(limits_list(lim_dec, lim_pf))
