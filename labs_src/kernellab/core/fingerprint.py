@@ -162,8 +162,7 @@ class _Walk:
                 continue
             if isinstance(v, _SIMPLE) or (isinstance(v, tuple) and all(isinstance(x, _SIMPLE) for x in v)):
                 self.parts.append(repr(v))
-                self.strings |= {v} if isinstance(v, str) else {x for x in v if isinstance(x, str)} \
-                    if isinstance(v, tuple) else set()
+                self.strings |= {x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, str)}
             elif callable(v) and depth < DEPTH:
                 self.add(v, depth + 1)
         names, mods = set(), []
