@@ -24,8 +24,8 @@
 
 # %%
 import kernellab as kl
-from kernellab import bench, build, launch, measuring, measuring_report as report, plot, results
-
+from kernellab.core import bench, build, launch, plot, results
+from kernellab import measuring, measuring_report as report
 kl.banner()
 
 # %% [markdown]
@@ -172,9 +172,8 @@ each(fund, report.chain_said)
 
 # %%
 from kernellab import rmsnorm
-
-one = bench.compare(rmsnorm, [((1, 4096), "float16")], names=[rmsnorm.BEST["float16"]],
-                    baselines=[b for b in rmsnorm.BASELINES if b.startswith("torch")])
+one = bench.compare(rmsnorm, [((1, 4096), "float16")], names=[rmsnorm.RMSNORM.default["float16"]],
+                    baselines=[b for b in rmsnorm.RMSNORM.baselines if b.startswith("torch")])
 results.table(one, ["case", "name", "median_us", "warm_us", "host_us", "bare_host_us", "device", "source"])
 
 # %%

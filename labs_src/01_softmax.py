@@ -40,8 +40,9 @@ import numpy as np
 import pandas as pd
 
 import kernellab as kl
-from kernellab import bench, build, plot, results, softmax
-from kernellab.check import variants as check_variants, run_variant
+from kernellab.core import bench, build, plot, results
+from kernellab import softmax
+from kernellab.core.check import variants as check_variants, run_variant
 
 kl.banner()
 
@@ -367,8 +368,8 @@ build.ptxas_info("softmax")
 # inputs in the same process; GB/s counts one read of the input and one write of the output.
 
 # %%
-TARGETS = [softmax.SHAPES["square_4096"], softmax.SHAPES["long_rows_1024x32768"],
-           softmax.SHAPES["short_rows_32768x1024"]]
+TARGETS = [softmax.SOFTMAX.shapes["square_4096"], softmax.SOFTMAX.shapes["long_rows_1024x32768"],
+           softmax.SOFTMAX.shapes["short_rows_32768x1024"]]
 res = bench.compare(softmax, [(s, "float32") for s in TARGETS] + [(s, "float16") for s in TARGETS])
 results.table(res)
 
@@ -380,7 +381,7 @@ plot.bars(results.select(res, dtype="float16"), "01_softmax_targets_fp16", title
 # Speedups of the best steps over `torch.softmax` (ratios of medians; > 1 means faster):
 
 # %%
-pd.concat([results.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("float32", "float16")]
+pd.concat([results.speedup(res, softmax.SOFTMAX.default[dt], "torch.softmax") for dt in ("float32", "float16")]
           + [results.speedup(res, "07_fp16_pipelined", "06_fp16_vec8")], axis=1).round(2)
 
 # %% [markdown]
@@ -388,7 +389,7 @@ pd.concat([results.speedup(res, softmax.BEST[dt], "torch.softmax") for dt in ("f
 # (`host_us`), beside the same launches made as bare CuPy kernel calls (`bare_host_us`).
 
 # %%
-results.each_device(res, lambda part: results.host_text(part, softmax.BEST["float16"], "torch.softmax"))
+results.each_device(res, lambda part: results.host_text(part, softmax.SOFTMAX.default["float16"], "torch.softmax"))
 
 # %% [markdown]
 # Step 07's two changes, one at a time (fp16, the target shapes, the same run):
@@ -488,9 +489,9 @@ softmax.say_passes(pt, sw)
 # blocks (a two-kernel or cluster reduction): step 10 does that with a thread-block cluster.
 
 # %%
-seed = bench.compare(softmax, [(softmax.SHAPES["vision_attention_16x1024x1024"], "float32"),
-                               (softmax.SHAPES["vision_attention_16x1024x1024"], "float16"),
-                               (softmax.SHAPES["logits_151936"], "float32")])
+seed = bench.compare(softmax, [(softmax.SOFTMAX.shapes["vision_attention_16x1024x1024"], "float32"),
+                               (softmax.SOFTMAX.shapes["vision_attention_16x1024x1024"], "float16"),
+                               (softmax.SOFTMAX.shapes["logits_151936"], "float32")])
 results.table(seed)
 
 # %%
@@ -556,7 +557,6 @@ if errs:
 
 # %%
 from kernellab import explore
-
 explore.softmax(cols=1024, width=4)
 
 # %% [markdown]
@@ -643,7 +643,7 @@ GRADE = dict(
     grid=lambda x: ((x.shape[0] + 3) // 4,), block=(32, 4),            # 4 rows (warps) per block
     scalars=lambda x: x.shape,                                         # R, C
     ptx_must_contain="shfl.sync.bfly",
-    step=("step 03_warp_per_row", softmax.VARIANTS["03_warp_per_row"]),
+    step=("step 03_warp_per_row", softmax.SOFTMAX.variants["03_warp_per_row"]),
 )
 
 # %% tags=["exercise"]

@@ -47,9 +47,10 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import bench, build, plot, results, rmsnorm, rmsnorm_report as report
+from kernellab.core import bench, build, plot, results
+from kernellab import rmsnorm, rmsnorm_report as report
 from kernellab.core.ncu import ncu
-from kernellab.check import variants as check_variants
+from kernellab.core.check import variants as check_variants
 
 kl.banner()
 
@@ -246,7 +247,7 @@ results.table(res)
 # Host time, what the CPU pays to issue one call (not GPU time), against `torch`'s RMSNorm:
 
 # %%
-results.each_device(res, lambda part: results.host_text(part, rmsnorm.BEST["float16"], "torch"))
+results.each_device(res, lambda part: results.host_text(part, rmsnorm.RMSNORM.default["float16"], "torch"))
 
 # %%
 for path in rmsnorm.PATHS:
@@ -270,7 +271,7 @@ plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, sma
 
 # %%
 one_rows = []
-for step, v in rmsnorm.VARIANTS.items():
+for step, v in rmsnorm.RMSNORM.variants.items():
     for path in v.dtypes:
         itemsize = np.dtype(rmsnorm.PATHS[path][0]).itemsize
         t = results.pick(res, step, "median_us", case=rmsnorm.case_key((1, 4096), path))
@@ -315,7 +316,7 @@ one.assign(launches=one["median_us"] / one["empty_launch_us"])[
     ["case", "median_us", "empty_launch_us", "launches", "device", "source"]].round(2)
 
 # %%
-from kernellab.family import Target
+from kernellab.core.family import Target
 
 c1, c512, c8k = (rmsnorm.case_key((r, 4096), "float16") for r in (1, 512, 8192))
 results.targets([
@@ -415,7 +416,6 @@ ncu(rmsnorm, "08_onepass", (8192, 4096), "float16")
 
 # %%
 from kernellab import explore
-
 explore.rmsnorm(rows=1, path="float16")
 
 # %% [markdown]
@@ -444,7 +444,7 @@ GRADE = dict(
     grid=lambda x, r, w: (x.shape[0],), block=(256,),
     scalars=lambda x, r, w: (x.shape[1], rmsnorm.EPS),
     ptx_must_contain=["[fused_add_rmsnorm_param_1]", "[fused_add_rmsnorm_param_3]"],
-    step=("step 09 (02_fused)", rmsnorm.FUSED.VARIANTS["02_fused"]),
+    step=("step 09 (02_fused)", rmsnorm.FUSED.variants["02_fused"]),
 )
 
 # %% tags=["exercise"]

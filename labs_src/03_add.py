@@ -36,9 +36,10 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import add, add_report as report, bench, build, plot, results
+from kernellab.core import bench, build, plot, results
+from kernellab import add, add_report as report
 from kernellab.core.ncu import ncu
-from kernellab.check import variants as check_variants
+from kernellab.core.check import variants as check_variants
 
 kl.banner()
 
@@ -94,7 +95,7 @@ import pandas as pd
 
 N = 4096 * 512
 here = kl.device.facts()        # the GPU of the results on screen (live, or the recorded device)
-from kernellab.device import ORIN_SMS   # the Orin boards' SM counts (datasheets); the seed's board: an AGX
+from kernellab.core.device import ORIN_SMS   # the Orin boards' SM counts (datasheets); the seed's board: an AGX
 
 rows = []
 for step, block, per in [("01_f32_scalar", 512, 1), ("02_f32_float4", 256, 4), ("03_fp16_half2", 256, 2),
@@ -145,7 +146,7 @@ for dt in ("float32", "float16"):
 
 # %%
 big = results.select(res, cols=2 ** 26)
-print(results.select(big, name=list(add.BEST.values()))[["case", "name", "frac_copy", "source"]].round(3))
+print(results.select(big, name=list(add.ADD.default.values()))[["case", "name", "frac_copy", "source"]].round(3))
 pd.concat([results.speedup(big, "02_f32_float4", "torch.add"), results.speedup(big, "04_fp16_vec8", "torch.add")],
           axis=1).round(3)
 
@@ -178,13 +179,13 @@ results.each_device(res, report.width_said)
 # the measured fraction of the copy roof at 64M elements, where every byte comes from DRAM.
 
 # %%
-from kernellab.device import facts as device_facts   # SMs, L2 and arch of the device the frame was measured on
+from kernellab.core.device import facts as device_facts   # SMs, L2 and arch of the device the frame was measured on
 
 _arch = device_facts(big).get("arch", "sm_90")
 _arch = _arch if _arch in build.ARCHS else "sm_90"      # ptxas occupancy is computed for the teaching archs
 _rows = []
 for step in add.LOADS:
-    dt = add.VARIANTS[step].dtypes[0]
+    dt = add.ADD.variants[step].dtypes[0]
     occ = build.occupancy("add", step, threads=add.LOADS[step][1])
     per_sm = int(occ[(occ.arch == _arch) & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
     _rows.append({"step": step, "dtype": dt, **add.in_flight(step, per_sm),
@@ -330,7 +331,7 @@ GRADE = dict(
     grid=lambda a, b: (-(-a.size // (256 * 4)),), block=(256,),      # one thread per 4 elements
     scalars=lambda a, b: (a.size,),
     ptx_must_contain=[("ld.global.nc.v4.f32", "ld.global.v4.f32"), "st.global.v4.f32"],   # float4 in and out
-    step=("step 02_f32_float4", add.VARIANTS["02_f32_float4"]),
+    step=("step 02_f32_float4", add.ADD.variants["02_f32_float4"]),
 )
 
 # %% tags=["exercise"]

@@ -49,7 +49,8 @@ import numpy as np
 import pandas as pd
 
 import kernellab as kl
-from kernellab import bench, build, gemv, measuring, plot, results
+from kernellab.core import bench, build, plot, results
+from kernellab import gemv, measuring
 from kernellab.core.ncu import NCU_METRICS as ncu_metrics, ncu
 
 kl.banner()
@@ -227,7 +228,7 @@ gemv.say_f16w_switch(fw, fw_cases)
 # run there.
 
 # %%
-from kernellab.device import ORIN_PEAK_GBPS, ORIN_SMS
+from kernellab.core.device import ORIN_PEAK_GBPS, ORIN_SMS
 
 roof = bench.roof_values(f32)
 per_sm = pd.DataFrame([{"GPU": f"Orin {k} (datasheet)", "SMs": ORIN_SMS[k], "GB/s": v, "GB/s per SM": v / ORIN_SMS[k]}
@@ -305,7 +306,7 @@ gemv.ladder(lg, ["11_fp16_f32out_half2", "12_fp16_f32out_ilp", "23_fp16_f32out_f
 build.show("gemv", "22_fp16_fast")
 
 # %%
-from kernellab.device import ORIN_SMS
+from kernellab.core.device import ORIN_SMS
 
 sms_here = kl.device.facts(f16).get("sms") or ORIN_SMS["agx"]   # the device of the results on screen
 pd.DataFrame([{"shape": f"{k}x{m}", "SMs": sms_here, "step 10 warps per SM": round(k / sms_here, 1),
@@ -461,7 +462,7 @@ gemv.check_variants(names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined", "3
 # %%
 i4 = bench.compare(gemv, gemv.CASES["int4"], names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined", "36_int4_tiles"])
 dec = pd.concat([f32, i8, f16, i4])
-b8 = gemv.BEST["int8"]
+b8 = gemv.GEMV.default["int8"]
 fastest16 = lambda f, k, m: gemv.time_us(f, results.fastest(f, gemv.case_key((k, m), "float16")),   # noqa: E731
                                          gemv.case_key((k, m), "float16"))   # our fastest fp16 step there, from the data
 on_device = lambda part: ((lambda d_, dv=part["device"].iloc[0]: results.select(d_, device=dv))   # noqa: E731
@@ -528,7 +529,7 @@ kl.device.live_only("shows the warps per tile each shape gets and its waves (the
 # %%
 w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16", "37_w8a16_tiles"])
 dec = pd.concat([dec, w8])
-b29 = gemv.BEST["w8a16"]
+b29 = gemv.GEMV.default["w8a16"]
 rows = []
 for part in results.devices(w8):
     on = on_device(part)
@@ -561,7 +562,7 @@ gemv.say_w8a16(w8t, w8)
 lim = []
 for dev in results.devices(w8):
     on = (lambda d_, dv=dev["device"].iloc[0]: results.select(d_, device=dv)) if "device" in dev else (lambda d_: d_)
-    for df_, step, path in ((i8, b8, "int8"), (i4, gemv.BEST["int4"], "int4"), (w8, b29, "w8a16")):
+    for df_, step, path in ((i8, b8, "int8"), (i4, gemv.GEMV.default["int4"], "int4"), (w8, b29, "w8a16")):
         for (k, m), _ in gemv.CASES[path]:
             c = gemv.case_key((k, m), path)
             t, fl, co = (gemv.time_us(on(df_), n, c) for n in (step, gemv.FLOOR, gemv.COMPUTE_ONLY))
@@ -682,7 +683,7 @@ gemv.say_seed_times(lim)
 
 
 # %%
-orin = gemv.orin_model({k: v for k, v in gemv.SHAPES.items()})
+orin = gemv.orin_model({k: v for k, v in gemv.GEMV.shapes.items()})
 orin.round(1)
 
 # %% [markdown]
@@ -716,7 +717,7 @@ GRADE = dict(
     grid=lambda W, x: ((W.shape[0] + 7) // 8,), block=(256,),
     scalars=lambda W, x: (W.shape[0], W.shape[1]),
     ptx_must_contain="ld.global.nc.v4.u32",
-    step=("step 12_fp16_f32out_ilp", gemv.LOGITS.VARIANTS["12_fp16_f32out_ilp"]),
+    step=("step 12_fp16_f32out_ilp", gemv.LOGITS.variants["12_fp16_f32out_ilp"]),
 )
 
 # %% tags=["exercise"]

@@ -38,8 +38,9 @@
 import numpy as np
 
 import kernellab as kl
-from kernellab import bench, build, plot, results, vision
-from kernellab.check import variants as check_variants
+from kernellab.core import bench, build, plot, results
+from kernellab import vision
+from kernellab.core.check import variants as check_variants
 
 kl.banner()
 N_BIG = max(vision.TOKENS)          # 16384 tokens: the cases the targets are stated at
@@ -431,7 +432,7 @@ claims
 # a target the copy itself misses is out of reach at this size on that GPU.
 
 # %%
-from kernellab.family import Target
+from kernellab.core.family import Target
 
 frac = lambda c: lambda df: results.frac_band(df, results.fastest(df, c), c)   # noqa: E731
 copy_floor = lambda df: results.frac_band(df, "torch copy_ (view)", cs)        # noqa: E731
@@ -461,7 +462,7 @@ GRADE = dict(
     grid=lambda x, b, r: ((x.size // 8 + 255) // 256,), block=(256,),
     scalars=lambda x, b, r: (x.size, x.shape[1]),
     ptx_must_contain=["ld.global.nc.v4.u32", "st.global.v4.u32"],   # 16-byte loads and store
-    step=("step 11", vision.BIAS_RESIDUAL.VARIANTS["11_bias_residual_vec8"]),
+    step=("step 11", vision.BIAS_RESIDUAL.variants["11_bias_residual_vec8"]),
 )
 
 # %% tags=["exercise"]

@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 import kernellab as kl
-from kernellab import build, results, vision
+from kernellab.core import build, results
+from kernellab import vision
 from kernellab import vit_block as vb
-
 kl.banner()
 
 # %% [markdown]

@@ -40,8 +40,7 @@ import pandas as pd
 
 import kernellab as kl
 from kernellab import attention as A
-from kernellab import bench, build, plot, results
-
+from kernellab.core import bench, build, plot, results
 kl.banner()
 
 # %% [markdown]

@@ -30,9 +30,8 @@ import numpy as np
 import pandas as pd
 
 import kernellab as kl
-from kernellab import build, results
+from kernellab.core import build, results
 from kernellab import decoder as D
-
 kl.banner()
 
 # %% [markdown]
@@ -223,7 +222,6 @@ kl.say(f"The emulated token step generates {emu_new} ({'the same tokens as' if e
 
 # %%
 from kernellab import torch_decoder as T
-
 kl.device.live_only("compares our GPU decoder's logits and greedy tokens with transformers' on the GPU",
                     lambda: T.gpu_check(T.WIDE, seeds=(1, 2)))
 

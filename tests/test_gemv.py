@@ -144,11 +144,11 @@ def test_bytes_moved_counts_each_input_once():
 
 
 def test_every_kernel_has_a_launcher():
-    launched = {f"gemv_{gemv.KERNEL_OF.get(nm, nm).removesuffix('_stream')}" for fam in gemv.FAMILIES for nm in fam.VARIANTS}
+    launched = {f"gemv_{gemv.KERNEL_OF.get(nm, nm).removesuffix('_stream')}" for fam in gemv.FAMILIES for nm in fam.variants}
     assert set(build.steps("gemv")) == launched
     for fam in gemv.FAMILIES:
-        for dt, best in fam.BEST.items():
-            assert dt in fam.VARIANTS[best].dtypes
+        for dt, best in fam.default.items():
+            assert dt in fam.variants[best].dtypes
 
 
 def test_compile_only_checks_say_skipped(capsys, monkeypatch):

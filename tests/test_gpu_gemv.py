@@ -45,7 +45,7 @@ def test_variant_matches_reference(fam, name, dtype, values):
 def test_logits_at_vocab_151936():
     host = gemv.LOGITS.make_input((151936, 4096), "fp16_f32out", "randn", seed=3)
     want, tol, dev = gemv.LOGITS.reference(*host), gemv.LOGITS.tolerance(*host), _gpu(host)
-    for name, v in gemv.LOGITS.VARIANTS.items():
+    for name, v in gemv.LOGITS.variants.items():
         check.check(v(*dev), want, name=name, quiet=True, **tol)
 
 
@@ -65,12 +65,12 @@ def test_past_int32_elements_int64_offsets_are_right_and_int32_step_refuses():
     assert (K - 64) * M > gemv.INT32_MAX
     host = (W[rows].get(), x.get())
     for name in ("12_fp16_f32out_ilp", "23_fp16_f32out_fast"):
-        y = gemv.LOGITS.VARIANTS[name](W, x)
+        y = gemv.LOGITS.variants[name](W, x)
         check.check(y[rows], gemv.LOGITS.reference(*host), name=name, quiet=True, **gemv.LOGITS.tolerance(*host))
-    y16 = gemv.VARIANTS["22_fp16_fast"](W, x)
+    y16 = gemv.GEMV.variants["22_fp16_fast"](W, x)
     check.check(y16[rows], gemv.reference(*host), name="22_fp16_fast", quiet=True, **gemv.tolerance(*host))
     with pytest.raises(ValueError, match="int32"):
-        gemv.LOGITS.VARIANTS["11_fp16_f32out_half2"](W, x)
+        gemv.LOGITS.variants["11_fp16_f32out_half2"](W, x)
     del W
     cupy.get_default_memory_pool().free_all_blocks()
 
@@ -84,7 +84,7 @@ def test_misaligned_bases_and_odd_m_take_the_scalar_fallback():
             x = host[-1]
             big = cupy.asarray(np.concatenate([np.zeros(1, x.dtype), x]))
             dev[-1] = big[1:]                          # x one element off its 16-byte alignment
-            for nm, v in gemv.VARIANTS.items():
+            for nm, v in gemv.GEMV.variants.items():
                 if path in v.dtypes:
                     _check(gemv, v(*dev), host, f"{nm} misaligned x {K}x{M}")
                     _check(gemv, v(*_gpu(host)), host, f"{nm} {K}x{M}")
@@ -125,7 +125,7 @@ def test_every_tile_split_is_correct():
                     host = gemv.make_input(shape, path, values, seed=shape[1])
                     for S in range(1, 17):
                         gemv.TILE_SPLIT[(name, *shape)] = S
-                        _check(gemv, gemv.VARIANTS[name](*_gpu(host)), host, f"{name} split={S} {shape} {values}")
+                        _check(gemv, gemv.GEMV.variants[name](*_gpu(host)), host, f"{name} split={S} {shape} {values}")
     finally:
         gemv.TILE_SPLIT.clear()
 
@@ -137,7 +137,7 @@ def test_tiles_on_packed_weights_cache_and_bad_packed_input(name, path):
     same arrays reuses the repack, a new array gets its own; unpack inverts pack; packed arrays that do
     not match x, or an 8-byte-misaligned Mi, are a ValueError before any launch."""
     import cupy
-    v = gemv.VARIANTS[name]
+    v = gemv.GEMV.variants[name]
     for shape in ((33, 4096), (4097, 4096), (19, 1408), (16, 128)):
         for values in ("randn", "hostile"):
             host = gemv.make_input(shape, path, values, seed=shape[0])
@@ -169,7 +169,7 @@ def test_a_cached_repack_never_serves_another_array(name, path):
     """Called with the quantiser's arrays and out=, the step replays a launch plan for the very same
     objects; freed and reallocated (the pool hands back the same addresses), new weights of the same
     shape get their own repack and the right answer."""
-    v = gemv.VARIANTS[name]
+    v = gemv.GEMV.variants[name]
     for seed in range(3):
         host = gemv.make_input((64, 4096), path, seed=seed)
         dev = _gpu(host)
@@ -182,7 +182,7 @@ def test_a_cached_repack_never_serves_another_array(name, path):
 
 def test_empty_shapes():
     import cupy
-    for nm, v in gemv.VARIANTS.items():
+    for nm, v in gemv.GEMV.variants.items():
         path = v.dtypes[0]
         W, x = gemv.make_input((4, 8), path)[0], gemv.make_input((4, 8), path)[-1]  # noqa: F841
         host = gemv.make_input((0, 8), path)
@@ -201,7 +201,7 @@ def test_bad_input_raises_before_launch():
     W32, x32 = cupy.zeros((4, 256), f32), cupy.zeros(256, f32)
     q8, s8 = cupy.zeros((4, 256), cupy.int8), cupy.zeros((4, 2), f32)
     q4, s4, z4 = cupy.zeros((4, 128), cupy.uint8), cupy.zeros((4, 2), f16), cupy.zeros((4, 2), cupy.uint8)
-    V = gemv.VARIANTS
+    V = gemv.GEMV.variants
     bad = [
         (V["22_fp16_fast"], (W32, x16), "dtype"),
         (V["22_fp16_fast"], (W16, x32), "dtype"),
@@ -221,7 +221,7 @@ def test_bad_input_raises_before_launch():
         (V["22_fp16_fast"], (W16.get(), x16), "cupy.ndarray"),
         (gemv.BATCHED.VARIANTS["17_batched_fp16_float4"], (cupy.zeros((3, 255), f16), W16), "disagree"),
         (gemv.BATCHED.VARIANTS["15_batched_f16w_half2x2"], (cupy.zeros((3, 256), f16), W16), "dtype"),
-        (gemv.CONVERT.VARIANTS["19_f32_to_f16_x4"], (x16,), "dtype"),
+        (gemv.CONVERT.variants["19_f32_to_f16_x4"], (x16,), "dtype"),
         # the report's befores (steps 30-34)
         (V["30_f32_sdata_float4"], (W32, x16), "dtype"),
         (V["30_f32_sdata_float4"], (W32, cupy.zeros(255, f32)), "disagree"),
@@ -277,7 +277,7 @@ def test_the_reports_pairs_agree_on_the_reports_shapes():
         for shape in ((512, 4096), (37, 4101)):
             host = gemv.make_input(shape, path, "randn", seed=7)
             for nm in (before, after):
-                _check(gemv, gemv.VARIANTS[nm](*_gpu(host)), host, f"{nm} {shape}")
+                _check(gemv, gemv.GEMV.variants[nm](*_gpu(host)), host, f"{nm} {shape}")
     for shape in ((8, 512, 4096), (3, 37, 4101)):
         host = gemv.BATCHED.make_input(shape, "float32", seed=7)
         for nm in ("34_batched_f32_sdata", "13_batched_f32"):

@@ -43,7 +43,7 @@ def test_graph_replays_and_refuses_allocation():
     a, b = (cupy.asarray(v) for v in add.make_input((4097,), "float32"))
     h = cupy.empty_like(a)
     y = cupy.empty_like(a)
-    step = add.VARIANTS["02_f32_float4"]
+    step = add.ADD.variants["02_f32_float4"]
     g = bench.graph(lambda: (step(a, b, out=h), step(h, b, out=y)))
     h.fill(0)
     y.fill(0)
@@ -65,14 +65,14 @@ def test_launcher_host_cost_near_a_bare_call(fam, name, shape, dt):
     import cupy
     import functools
     args = [cupy.asarray(v) for v in fam.make_input(shape, dt)]
-    v = fam.VARIANTS[name]
+    v = fam.variants[name]
     fn = functools.partial(v, *args, out=v.alloc_out(*args))
     bare = bench.bare(fn)
     ours, floor = float("inf"), float("inf")
     for _ in range(5):             # interleaved, so a slow patch of the host hits both sides
         ours = min(ours, bench.host_us(fn, calls=100, batches=2))
         floor = min(floor, bench.host_us(bare, calls=100, batches=2))
-    print(f"{fam.NAME} {name}: launcher {ours:.2f} us, bare RawKernel {floor:.2f} us, {ours / floor:.2f}x")
+    print(f"{fam.name} {name}: launcher {ours:.2f} us, bare RawKernel {floor:.2f} us, {ours / floor:.2f}x")
     assert ours <= HOST_RATIO * floor, f"{ours:.2f} us vs bare {floor:.2f} us"
 
 
@@ -102,23 +102,23 @@ def test_out_aliasing():
     import cupy
     a, b = (cupy.asarray(x) for x in add.make_input((4097,), "float16"))
     want = add.reference(a.get(), b.get())
-    check(add.VARIANTS["04_fp16_vec8"](a, b, out=a), want, name="add in place (out=a)")
+    check(add.ADD.variants["04_fp16_vec8"](a, b, out=a), want, name="add in place (out=a)")
     a2, b2 = (cupy.asarray(x) for x in add.make_input((4097,), "float16"))
-    check(add.VARIANTS["04_fp16_vec8"](a2, b2, out=b2), want, name="add in place (out=b)")
+    check(add.ADD.variants["04_fp16_vec8"](a2, b2, out=b2), want, name="add in place (out=b)")
     big = cupy.asarray(add.make_input((8200,), "float16")[0])
     with pytest.raises(ValueError, match="overlaps"):
-        add.VARIANTS["04_fp16_vec8"](big[:4096], big[8:4104], out=big[4:4100])   # a shifted overlap
+        add.ADD.variants["04_fp16_vec8"](big[:4096], big[8:4104], out=big[4:4100])   # a shifted overlap
     (x,) = [cupy.asarray(v) for v in softmax.make_input((3, 1023))]
     with pytest.raises(ValueError, match="__restrict__"):
-        softmax.VARIANTS["05_online_vec4"](x, out=x)
+        softmax.SOFTMAX.variants["05_online_vec4"](x, out=x)
     xr, w = (cupy.asarray(v) for v in rmsnorm.make_input((3, 1152), "float16"))
     with pytest.raises(ValueError, match="overlaps"):
-        rmsnorm.VARIANTS["08_onepass"](xr, w, out=xr)
+        rmsnorm.RMSNORM.variants["08_onepass"](xr, w, out=xr)
 
 
 def test_launch_plan_replays_with_new_values_and_keeps_checks():
     import cupy
-    step = add.VARIANTS["04_fp16_vec8"]
+    step = add.ADD.variants["04_fp16_vec8"]
     ha, hb = add.make_input((4097,), "float16")
     a, b = cupy.asarray(ha), cupy.asarray(hb)
     out = cupy.empty_like(a)
@@ -149,7 +149,7 @@ def test_launch_plan_replays_with_new_values_and_keeps_checks():
     with pytest.raises(ValueError, match="overlaps"):
         step(a[1:], b[1:], out=a[:-1])
     x, res, w = (cupy.asarray(v) for v in rmsnorm.FUSED.make_input((3, 1152), "float16"))
-    fused = rmsnorm.FUSED.VARIANTS["02_fused"]
+    fused = rmsnorm.FUSED.variants["02_fused"]
     h, y = fused.alloc_out(x, res, w)
     want = rmsnorm.FUSED.reference(x.get(), res.get(), w.get())
     for _ in range(3):                               # recorded, replayed by key, then by identity

@@ -38,9 +38,9 @@ def test_variant_matches_reference(fam, name, dtype, values):
             check.check(g, w, name=f"{fam} {name} {dtype} {shape} {values}", quiet=True)
 
 
-@pytest.mark.parametrize("name", list(rmsnorm.VARIANTS))
+@pytest.mark.parametrize("name", list(rmsnorm.RMSNORM.variants))
 def test_rmsnorm_single_row_is_1d_and_grid_1(name):
-    v = rmsnorm.VARIANTS[name]
+    v = rmsnorm.RMSNORM.variants[name]
     for dt in v.dtypes:
         x, w = rmsnorm.make_input((1, 4096), dt)
         got = v(*_gpu((x[0], w)))
@@ -48,9 +48,9 @@ def test_rmsnorm_single_row_is_1d_and_grid_1(name):
         check.check(got, rmsnorm.reference(x[0], w), quiet=True)
 
 
-@pytest.mark.parametrize("name", list(rmsnorm.VARIANTS))
+@pytest.mark.parametrize("name", list(rmsnorm.RMSNORM.variants))
 def test_rmsnorm_zero_row_is_zero_and_nan_propagates(name):
-    v = rmsnorm.VARIANTS[name]
+    v = rmsnorm.RMSNORM.variants[name]
     for dt in v.dtypes:
         x, w = rmsnorm.make_input((2, 1152), dt)
         x[0] = 0
@@ -66,12 +66,12 @@ def test_misaligned_and_long_rows_take_the_fallbacks():
         x, w = rmsnorm.make_input((3, 1024), dt)
         big = cupy.asarray(np.concatenate([np.zeros(1, dt), x.ravel()]))
         view = big[1:].reshape(3, 1024)            # one element off 16-byte alignment
-        for nm, v in rmsnorm.VARIANTS.items():
+        for nm, v in rmsnorm.RMSNORM.variants.items():
             if dt in v.dtypes:
                 check.check(v(view, cupy.asarray(w)), rmsnorm.reference(x, w), name=nm, quiet=True)
         a, b = add.make_input((4099,), dt)
         va = cupy.asarray(np.concatenate([np.zeros(1, dt), a]))[1:]
-        for nm, v in add.VARIANTS.items():
+        for nm, v in add.ADD.variants.items():
             if dt in v.dtypes:
                 check.check(v(va, cupy.asarray(b)), add.reference(a, b), name=nm, quiet=True)
     x, w = rmsnorm.make_input((2, 40000), "float16")   # longer than the registers hold
@@ -81,7 +81,7 @@ def test_misaligned_and_long_rows_take_the_fallbacks():
 def test_empty_inputs_launch_nothing():
     import cupy
     assert rmsnorm.onepass(cupy.zeros((0, 64), cupy.float16), cupy.ones(64, cupy.float16)).shape == (0, 64)
-    assert add.VARIANTS["04_fp16_vec8"](cupy.zeros(0, cupy.float16), cupy.zeros(0, cupy.float16)).size == 0
+    assert add.ADD.variants["04_fp16_vec8"](cupy.zeros(0, cupy.float16), cupy.zeros(0, cupy.float16)).size == 0
     assert add.BIAS.VARIANTS["07_bias_2d_vec8"](cupy.zeros((0, 8), cupy.float16),
                                                 cupy.zeros(8, cupy.float16)).shape == (0, 8)
 
@@ -125,9 +125,9 @@ def test_bad_input_raises_before_launch():
         (rmsnorm.fp16_uint4, (x.astype(f32), w), "dtype"),
         (rmsnorm.f32_fp16w_uint2, (x.astype(f32), w.astype(f32)), "dtype"),
         (rmsnorm.fused, (x, cupy.zeros((4, 63), f16), w), "shape"),
-        (add.VARIANTS["02_f32_float4"], (cupy.zeros(8, f32), cupy.zeros(9, f32)), "shape"),
-        (add.VARIANTS["04_fp16_vec8"], (cupy.zeros(8, f32), cupy.zeros(8, f32)), "dtype"),
-        (add.VARIANTS["04_fp16_vec8"], (cupy.zeros((8, 8), f16)[:, ::2], cupy.zeros((8, 4), f16)), "contiguous"),
+        (add.ADD.variants["02_f32_float4"], (cupy.zeros(8, f32), cupy.zeros(9, f32)), "shape"),
+        (add.ADD.variants["04_fp16_vec8"], (cupy.zeros(8, f32), cupy.zeros(8, f32)), "dtype"),
+        (add.ADD.variants["04_fp16_vec8"], (cupy.zeros((8, 8), f16)[:, ::2], cupy.zeros((8, 4), f16)), "contiguous"),
         (add.BIAS.VARIANTS["07_bias_2d_vec8"], (x, cupy.ones(63, f16)), "shape"),
         (add.BIAS.VARIANTS["05_bias_mod"], (cupy.zeros(64, f16), w), "2-D"),
     ]

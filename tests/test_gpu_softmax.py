@@ -12,7 +12,7 @@ SHAPES = [(1, c) for c in (1, 31, 33, 1023, 4097, 65537)] + [(3, c) for c in (1,
 
 
 # every step of the lab, every row of the step-05 ablation table, and the short-row family (step 08)
-ALL = {**softmax.VARIANTS, **softmax.ABLATION.VARIANTS, **softmax.SHORT.VARIANTS}
+ALL = {**softmax.SOFTMAX.variants, **softmax.ABLATION.variants, **softmax.SHORT.variants}
 
 
 def _run(name, x):

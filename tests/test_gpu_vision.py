@@ -193,6 +193,6 @@ def test_transpose_walks_agree_exactly():
     for shape in [(V.HEADS, 1024, V.HEAD_DIM), (3, 37, 6), (5, 11, 7), (2, 1, 8)]:
         (o,) = V.TRANSPOSE.make_input(shape, "float16", "hostile", seed=1)
         want = np.ascontiguousarray(o.transpose(1, 0, 2)).reshape(shape[1], shape[0] * shape[2])  # the same bits
-        for nm, fn in V.TRANSPOSE.VARIANTS.items():
+        for nm, fn in V.TRANSPOSE.variants.items():
             np.testing.assert_array_equal(fn(cupy.asarray(o)).get().view(np.uint16), want.view(np.uint16),
                                           err_msg=f"{nm} {shape}")

@@ -134,11 +134,11 @@ def test_sanitize_cases_are_small_and_awkward():
     assert fams
     for fam in fams:
         cs = sanitize.cases(fam)
-        assert 1 <= len(cs) <= sanitize.PER_FAMILY, fam.NAME
+        assert 1 <= len(cs) <= sanitize.PER_FAMILY, fam.name
         for shape, values in cs:
             n = int(np.prod(shape))
             assert 0 < n <= sanitize.MAX_ELEMS
-            assert (shape, values) in [(tuple(s), v) for s, v in fam.CHECK_CASES]
+            assert (shape, values) in [(tuple(s), v) for s, v in fam.check_cases]
 
 
 def test_makefile_has_sanitize():
@@ -154,7 +154,7 @@ def test_plan_keys_and_clear_plans():
     with pytest.raises(TypeError):
         {}.get(launch._plan_key(([1, 2],), None))
     from kernellab import add
-    v = add.VARIANTS["02_f32_float4"]
+    v = add.ADD.variants["02_f32_float4"]
     v._plans["fake"] = lambda: None
     launch.clear_plans()
     assert not v._plans

@@ -68,25 +68,25 @@ def test_one_character_of_a_kernel_changes_its_steps_fingerprint(tmp_path, monke
         monkeypatch.undo()
         for f in (fp._file, fp.markers, fp.kernel, store.expected):
             f.cache_clear()
-    assert gemv.VARIANTS and softmax.VARIANTS
+    assert gemv.GEMV.variants and softmax.SOFTMAX.variants
 
 
 def test_a_launcher_change_changes_the_fingerprint(monkeypatch):
     """The launcher's code and the constants it names count: a different group size is another step."""
     from kernellab import gemv
-    before = fp.of(gemv.VARIANTS["36_int4_tiles"], "gemv")
+    before = fp.of(gemv.GEMV.variants["36_int4_tiles"], "gemv")
     monkeypatch.setattr(gemv, "GROUP", 64)
-    assert fp.of(gemv.VARIANTS["36_int4_tiles"], "gemv") != before
+    assert fp.of(gemv.GEMV.variants["36_int4_tiles"], "gemv") != before
 
 
 def test_composite_rows_name_the_steps_they_run():
-    """A decoder row's steps are what Decoder runs today (gemv.BEST of its path), so changing a default
+    """A decoder row's steps are what Decoder runs today (gemv.GEMV.default of its path), so changing a default
     makes its recorded rows stale."""
     from kernellab import decoder as D
     from kernellab import gemv
     for path in D.PATHS:
         got, steps = store.expected("decoder", D.step_name(path, "graph"))
-        assert f"gemv={gemv.BEST[path]}" in steps and "decode=" in steps and got
+        assert f"gemv={gemv.GEMV.default[path]}" in steps and "decode=" in steps and got
 
 
 def test_headline_table_matches_todays_records():

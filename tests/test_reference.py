@@ -68,7 +68,7 @@ def test_fp16_tolerance_is_looser_than_fp32():
 
 
 def test_launchers_reject_host_arrays_before_launch():
-    for name, fn in {**softmax.VARIANTS, **softmax.SHORT.VARIANTS}.items():
+    for name, fn in {**softmax.SOFTMAX.variants, **softmax.SHORT.variants}.items():
         with pytest.raises(ValueError, match="cupy.ndarray"):
             fn(np.zeros((2, 8), np.float32))
 
@@ -76,11 +76,11 @@ def test_launchers_reject_host_arrays_before_launch():
 def test_short_row_family_holds_only_rows_step_08_takes():
     """softmax.SHORT (step 08, the tutorial's safe_v1, beside the steps it is timed against): every
     case it checks or records has C <= 1024, step 08 accepts exactly those, and the references run."""
-    v = softmax.SHORT.VARIANTS["08_safe_v1"]
-    assert all(s[-1] <= softmax.SAFE_V1_MAX_BLOCK for s, _ in softmax.SHORT.RECORD_CASES + softmax.SHORT.CHECK_CASES)
+    v = softmax.SHORT.variants["08_safe_v1"]
+    assert all(s[-1] <= softmax.SAFE_V1_MAX_BLOCK for s, _ in softmax.SHORT.RECORD_CASES + softmax.SHORT.check_cases)
     assert v.accepts(((4, 1024), "hostile")) and not v.accepts(((4, 1025), "randn"))
-    assert not any(v is f for f in softmax.VARIANTS.values())      # the main family's cases reach 151936
-    for shape, values in softmax.SHORT.CHECK_CASES:
+    assert not any(v is f for f in softmax.SOFTMAX.variants.values())      # the main family's cases reach 151936
+    for shape, values in softmax.SHORT.check_cases:
         (x,) = softmax.SHORT.make_input(shape, "float32", values)
         assert softmax.SHORT.reference(x).shape == x.shape
 
@@ -90,7 +90,7 @@ def test_gemv_seed_befores_have_the_references_of_their_paths():
     from kernellab import gemv
     for before, after in (("30_f32_sdata_float4", "04_f32_ldg"), ("31_int8_sdata", "06_int8_char4"),
                           ("32_fp16_v2_plain", "33_fp16_v2_ldg")):
-        assert gemv.VARIANTS[before].dtypes == gemv.VARIANTS[after].dtypes
+        assert gemv.GEMV.variants[before].dtypes == gemv.GEMV.variants[after].dtypes
     assert gemv.BATCHED.VARIANTS["34_batched_f32_sdata"].dtypes == gemv.BATCHED.VARIANTS["13_batched_f32"].dtypes
 
 

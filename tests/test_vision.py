@@ -247,11 +247,11 @@ def test_transpose_walks_input_order_vs_output_order():
 def test_ablation_pairs_name_recorded_families_and_real_steps():
     kinds = set()
     for label, (fam, before, after, changes) in v.ABLATION_PAIRS.items():
-        assert fam in v.FAMILIES and {before, after} <= set(fam.VARIANTS), label
+        assert fam in v.FAMILIES and {before, after} <= set(fam.variants), label
         for what, with_it, without in changes:
-            assert {with_it, without} <= set(fam.VARIANTS) and with_it == after, (label, what)
+            assert {with_it, without} <= set(fam.variants) and with_it == after, (label, what)
             kinds.add(without)
-        assert set(fam.VARIANTS) <= set(v.ABLATION_STEPS) or fam is v.GELU, label
+        assert set(fam.variants) <= set(v.ABLATION_STEPS) or fam is v.GELU, label
     assert len(v.ABLATION_STEPS) == len(set(v.ABLATION_STEPS))
     assert sum(len(f.RECORD_CASES) for f in v.ABLATION) <= 12
     assert len({f.OP for f in v.ABLATION}) == len(v.ABLATION) and not {f.OP for f in v.ABLATION} & \

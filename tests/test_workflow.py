@@ -117,11 +117,11 @@ def registered():
                        block=(32,), scalars=lambda x: x.shape)
     yield v
     check.unregister(softmax, "99_test_mine")
-    assert "99_test_mine" not in softmax.VARIANTS
+    assert "99_test_mine" not in softmax.SOFTMAX.variants
 
 
 def test_register_adds_a_checked_variant(registered, capsys):
-    assert list(softmax.VARIANTS)[-1] == "99_test_mine"
+    assert list(softmax.SOFTMAX.variants)[-1] == "99_test_mine"
     check.variants(softmax, ["99_test_mine"])
     assert "99_test_mine" in capsys.readouterr().out
     # registering again replaces the learner's own version; a lab step cannot be replaced
@@ -137,7 +137,7 @@ def test_register_compile_error_raises():
     with pytest.raises(CompileError):
         check.register(softmax, "98_broken", MINE.replace("fmaxf", "fmaxf("), "softmax_test_mine",
                        grid=lambda x: (1,), block=(32,))
-    assert "98_broken" not in softmax.VARIANTS
+    assert "98_broken" not in softmax.SOFTMAX.variants
 
 
 @gpu

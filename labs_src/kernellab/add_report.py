@@ -23,7 +23,7 @@ def targets_said(part) -> str:
     """Each dtype's best step at 2^26 elements: its fraction of the copy roof and its ratio to torch.add,
     each against its target."""
     said = []
-    for dt, best in add.BEST.items():
+    for dt, best in add.ADD.default.items():
         c = add.case_key(BIG, dt)
         fc, vs = results.frac_band(part, best, c), results.ratio_band(part, best, "torch.add", c)
         if fc.ok:

@@ -1,54 +1,92 @@
-"""Names the labs used before the core existed, kept where a learner's saved notebook looks for
-them (kernellab.bench.fundamentals, build.variant, check.require, ...). Nothing new uses these."""
+"""Old spellings, in one place. A learner's saved notebook (a `make lab` copy from an earlier version)
+keeps working: each old name resolves through its module's `__getattr__` to today's object and warns
+once, naming the new spelling and `make reset LAB=NN` (docs/design.md, "Old names"). Nothing new uses
+these; tests/test_workflow.py runs the saved copies."""
 from __future__ import annotations
 
-from . import measuring
-from .core import bench, build, check, device, launch, results
+import warnings
 
-MOVED = {
-    bench: {**{n: getattr(measuring, n) for n in ("fundamentals", "value", "little", "sweep_fraction",
-                                                   "inflight", "INFLIGHT_BYTES", "CHAIN", "CHASE_HOPS")},
-            **{n: getattr(results, n) for n in ("select", "pick", "ratio", "speedup")},
-            "table": results.table, "claims": results.claim_rows},
-    build: {n: getattr(launch, n) for n in ("Variant", "variant", "launch", "kernel_args", "record_launches",
-                                            "clear_plans", "no_alias")},
-    check: {n: getattr(launch, n) for n in ("require", "no_alias", "aligned", "out_like")},
-    device: {"say": results.say},
-}
-for _mod, _names in MOVED.items():
-    for _n, _v in _names.items():
-        setattr(_mod, _n, _v)
+from . import attention, decoder, gemv, measuring, softmax, vision, vit_block
+from .core import bench, build, check, device, family, launch, ncu, results
 
-# Labs' own readers and claim lists, replaced by results (and docs/claims.csv).
-from . import gemv, vision, vit_block  # noqa: E402
+_SAID: set = set()
 
-for _mod in (vision, gemv):
-    for _n in ("ratio", "compare_text", "roof_text"):
-        setattr(_mod, _n, getattr(results, _n))
-vision.claims_table = lambda df, rows=None: results.claims("05_vision", df, vision.FAMILIES)
-vision.SEED_CLAIMS = gemv.CLAIMS = gemv.BATCHED_CLAIMS = None
-gemv.verdicts = lambda claims: claims
-vit_block.claims = lambda bt, bd, gr: results.claims("06_vit_block", bt, vit_block.FAMILIES)
 
-# Names later sessions moved or renamed (found by scanning every committed version of the labs).
-from . import attention, decoder, softmax  # noqa: E402
-from .core import ncu as _ncu  # noqa: E402
+def _say_once(old: str, new: str):
+    if old not in _SAID:
+        _SAID.add(old)
+        warnings.warn(f"{old} is now {new}; it still works here. `make reset LAB=NN` gives today's notebook "
+                      "(your copy moves to old/).", FutureWarning, stacklevel=3)
 
-bench.ncu, bench.NCU_METRICS = _ncu.ncu, _ncu.NCU_METRICS
-bench.TABLE_COLUMNS = ["case", "name", "median_us", "p10_us", "p90_us", "gbps", "frac_copy", "frac_read",
-                       "warm_us", "host_us", "device", "date", "source"]
-softmax.device_facts = device.facts
-vision.frac = lambda df, name, case, col="frac_copy": results.pick(df, name, col, case=case)
-vision.ptx_claims = lambda arch="sm_90": results.claims("05_vision", None, vision.FAMILIES)
-decoder.quantised_limits = decoder.gemv_limits
-attention.check_variants = lambda fam, names=None, cases=None: check.variants(fam, names, cases)
-vit_block.sentence = results.unless_missing
+
+def _install(mod, names: dict):
+    """mod.__getattr__ (PEP 562): an old name -> (new spelling, today's object), warned once."""
+    prefix = mod.__name__.replace("kernellab.core.", "").replace("kernellab.", "")
+
+    def __getattr__(name):
+        if name in names:
+            new, value = names[name]
+            _say_once(f"{prefix}.{name}", new)
+            return value
+        raise AttributeError(f"module {mod.__name__!r} has no attribute {name!r}")
+    mod.__getattr__ = __getattr__
+
+
+def _moved(src, prefix, names):
+    return {n: (f"{prefix}.{n}", getattr(src, n)) for n in names}
+
+
+_install(bench, {**_moved(measuring, "measuring", ("fundamentals", "value", "little", "sweep_fraction", "inflight",
+                                                    "INFLIGHT_BYTES", "CHAIN", "CHASE_HOPS")),
+                 **_moved(results, "results", ("select", "pick", "ratio", "speedup")),
+                 "table": ("results.table", results.table), "claims": ("results.claim_rows", results.claim_rows),
+                 "ncu": ("core.ncu.ncu", ncu.ncu), "NCU_METRICS": ("core.ncu.NCU_METRICS", ncu.NCU_METRICS),
+                 "TABLE_COLUMNS": ("results.frame(...).columns",
+                                   ["case", "name", "median_us", "p10_us", "p90_us", "gbps", "frac_copy", "frac_read",
+                                    "warm_us", "host_us", "device", "date", "source"])})
+_install(build, _moved(launch, "launch", ("Variant", "variant", "launch", "kernel_args", "record_launches",
+                                          "clear_plans", "no_alias")))
+_install(check, _moved(launch, "launch", ("require", "no_alias", "aligned", "out_like")))
+_install(device, {"say": ("results.say", results.say)})
+_install(softmax, {"device_facts": ("core.device.facts", device.facts)})
+_install(decoder, {"quantised_limits": ("decoder.gemv_limits", decoder.gemv_limits)})
+_install(attention, {"check_variants": ("check.variants(family, names, cases)",
+                                        lambda fam, names=None, cases=None: check.variants(fam, names, cases))})
+_install(gemv, {**{n: (f"results.{n}", getattr(results, n)) for n in ("ratio", "compare_text", "roof_text")},
+                "CLAIMS": ("docs/claims.csv (results.claims)", None), "BATCHED_CLAIMS": ("docs/claims.csv", None),
+                "verdicts": ("results.claims", lambda claims: claims)})
+_install(vision, {**{n: (f"results.{n}", getattr(results, n)) for n in ("ratio", "compare_text", "roof_text")},
+                  "claims_table": ("results.claims('05_vision', df, vision.FAMILIES)",
+                                   lambda df, rows=None: results.claims("05_vision", df, vision.FAMILIES)),
+                  "SEED_CLAIMS": ("docs/claims.csv", None),
+                  "frac": ("results.pick(df, name, col, case=case)",
+                           lambda df, name, case, col="frac_copy": results.pick(df, name, col, case=case)),
+                  "ptx_claims": ("results.claims('05_vision', None, vision.FAMILIES)",
+                                 lambda arch="sm_90": results.claims("05_vision", None, vision.FAMILIES))})
+
+# Family's fields were upper-case module constants once (softmax.VARIANTS, fam.BEST, ...).
+_FIELDS = {"NAME": "name", "FAMILY": "kernels", "VARIANTS": "variants", "BASELINES": "baselines", "BEST": "default",
+           "SHAPES": "shapes", "CHECK_CASES": "check_cases", "RECORD_CASES": "record_cases", "OP": "op"}
+
+
+def _family_field(old, new):
+    def get(self):
+        _say_once(f"<family>.{old}", f"<family>.{new}")
+        return getattr(self, new)
+    return property(get)
+
+
+for _old, _new in _FIELDS.items():
+    setattr(family.Family, _old, _family_field(_old, _new))
+
+# Lab 06's readers once took the graph run as well (shares(bd, gr), plot_breakdown(bd, gr), graph_table(gr),
+# tokens_per_s(graph run)): today's functions, taking the old arguments too.
 _shares, _plot_breakdown = vit_block.shares, vit_block.plot_breakdown
-# lab 06 once passed the graph run too: shares(bd, gr), plot_breakdown(bd, gr); both now read one breakdown run
+_graph_table, _tokens_per_s = vit_block.graph_table, vit_block.tokens_per_s
+vit_block.sentence = results.unless_missing
 vit_block.shares = lambda bd, gr=None: _shares(bd)
 vit_block.plot_breakdown = lambda bd, name="06_vit_breakdown", *_: _plot_breakdown(
     bd, name if isinstance(name, str) else "06_vit_breakdown")
-_graph_table, _tokens_per_s = vit_block.graph_table, vit_block.tokens_per_s
 
 
 def _old_graph_table(gr, bd=None):

@@ -98,7 +98,7 @@ def end_to_end(labs, device) -> list:
         if "vit_block" in todo:
             from . import vit_block as VB
             bar.step(f"ViT block and tower, N = {VIT_N}")
-            rec = load_recorded(VB.NAME)
+            rec = load_recorded(VB.VIT_BLOCK.name)
             rec = rec[(rec["device"] == device) & (rec["section"] == "graph") & (rec["N"] == VIT_N)]
             live = VB.graphs(ns=(VIT_N,))
             for _, lr in live.iterrows():

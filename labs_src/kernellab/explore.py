@@ -27,15 +27,15 @@ def point(family, shape, dtype, names=None, baselines=True):
     """The results for one (shape, dtype): measured now (live) or, compile-only, the recorded
     case of the same dtype whose shape is nearest (in log rows and log cols). Returns
     (frame, note)."""
-    names = list(family.VARIANTS) if names is None else list(names)
+    names = list(family.variants) if names is None else list(names)
     if is_live():
-        key = (family.NAME, tuple(shape), dtype, tuple(names), str(baselines))
+        key = (family.name, tuple(shape), dtype, tuple(names), str(baselines))
         if key not in _MEASURED:        # a point measured once per session (sliders come back)
             _MEASURED[key] = bench.compare(family, [(tuple(shape), dtype)], names=names, baselines=baselines)
         return _MEASURED[key], f"measured in this session at {family.case_key(shape, dtype)}"
-    rec = load_recorded(family.NAME)
+    rec = load_recorded(family.name)
     if rec.empty:
-        return rec, f"no recorded {family.NAME} results (make bench records them on a GPU)"
+        return rec, f"no recorded {family.name} results (make bench records them on a GPU)"
     rec = rec[rec["dtype"] == dtype]
     if not rec.empty:               # one device: a sentence speaks of one record (the first, as the tables')
         rec = rec[(rec["device"] == rec["device"].iloc[0])]
@@ -44,7 +44,7 @@ def point(family, shape, dtype, names=None, baselines=True):
     dist = (np.log2(rec["rows"].clip(lower=1)) - np.log2(max(shape[0], 1))) ** 2 + \
            (np.log2(rec["cols"].clip(lower=1)) - np.log2(max(shape[-1], 1))) ** 2
     case = rec.loc[dist.idxmin(), "case"]
-    keep = names + (list(family.BASELINES) if baselines is True else list(baselines or []))
+    keep = names + (list(family.baselines) if baselines is True else list(baselines or []))
     df = rec[(rec["case"] == case) & rec["name"].isin(keep)].reset_index(drop=True)
     asked = family.case_key(shape, dtype)
     note = f"RECORDED, nearest recorded case {case}" + ("" if case == asked else f" (you asked {asked})")
@@ -112,7 +112,7 @@ def _softmax_steps(width: int) -> list[str]:
     steps (`vec4` in the name), 1 = the other fp32 steps (scalar loads)."""
     from . import softmax
     out = []
-    for n, v in softmax.VARIANTS.items():
+    for n, v in softmax.SOFTMAX.variants.items():
         if "check.register" in (v.__doc__ or ""):
             continue                                    # a learner's own kernel: unknown width
         w = 8 if "float16" in v.dtypes else 4 if "vec4" in n else 1
@@ -135,7 +135,7 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
         _show(df, note)
         t = dict(zip(df["name"], df["median_us"]))
         if step in t:
-            best = min((b for b in sm.BASELINES if b in t), key=t.get, default=None)
+            best = min((b for b in sm.SOFTMAX.baselines if b in t), key=t.get, default=None)
             g = df.loc[df["name"] == step].iloc[0]
             say(f"`{step}` ({width}-wide loads, {dtype}): **{g['median_us']:.1f} µs**, "
                 f"{g['gbps']:.0f} GB/s = {100 * g['frac_copy']:.1f}% of the copy roof"
@@ -166,7 +166,7 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
     from . import rmsnorm as rn
 
     def render(rows, path):
-        names = [n for n, v in rn.VARIANTS.items() if path in v.dtypes]
+        names = [n for n, v in rn.RMSNORM.variants.items() if path in v.dtypes]
         df, note = point(rn, (rows, hidden), path, names=names)
         _show(df, note)
         v = df[df["kind"] == "variant"] if not df.empty else df

@@ -103,7 +103,7 @@ def _fundamentals():
     # launched one by one and replayed as one CUDA graph: GPU time, host time, end to end.
     a, b = (cupy.asarray(v) for v in add.make_input((4096,), "float16"))
     h = cupy.empty_like(a)
-    step = add.VARIANTS[add.BEST["float16"]]
+    step = add.ADD.variants[add.ADD.default["float16"]]
 
     def chain():
         for _ in range(CHAIN):

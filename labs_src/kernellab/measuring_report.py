@@ -95,8 +95,8 @@ def chain_said(part) -> str:
 
 def host_said(part) -> str:
     """Lab 02's best fp16 step on one decode row: GPU time, host time against a bare call, and torch's host time."""
-    best = rmsnorm.BEST["float16"]
-    torch_name = next((b for b in rmsnorm.BASELINES if b.startswith("torch")), "")
+    best = rmsnorm.RMSNORM.default["float16"]
+    torch_name = next((b for b in rmsnorm.RMSNORM.baselines if b.startswith("torch")), "")
     ours, bare_, gpu = (results.pick(part, best, c) for c in ("host_us", "bare_host_us", "median_us"))
     return (f"Step {best}: the GPU needs {gpu:.1f} µs, the host {ours:.1f} µs to queue it, "
             f"{ours / bare_:.2f}× a bare `RawKernel` call of the same kernel ({bare_:.1f} µs); {torch_name} costs "

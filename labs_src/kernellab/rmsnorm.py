@@ -369,7 +369,7 @@ def separate(x, res, w, out=None):
     path = _path_of(x)
     _validate(x, w, path, res)
     h, y = _pair(out, x)
-    add.VARIANTS[add.BEST[path]](x, res, out=h)
+    add.ADD.variants[add.ADD.default[path]](x, res, out=h)
     return h, onepass(h, w, out=y)
 
 

@@ -106,14 +106,6 @@ class Family:
         return [(name, shape, rest[1] if len(rest) > 1 else first, rest[0]) for name, shape, *rest in self.limiters]
 
 
-# The upper-case names the labs used before the Family type existed (softmax.VARIANTS, fam.NAME, ...):
-# read-only aliases, so a learner's saved notebook keeps working.
-for _old, _new in {"NAME": "name", "FAMILY": "kernels", "VARIANTS": "variants", "BASELINES": "baselines",
-                   "BEST": "default", "SHAPES": "shapes", "CHECK_CASES": "check_cases",
-                   "RECORD_CASES": "record_cases", "OP": "op"}.items():
-    setattr(Family, _old, property(lambda self, _n=_new: getattr(self, _n)))
-
-
 def of(x) -> Family:
     """The Family of `x`: a Family, or a lab module (its first family, the one named after it), so
     `bench.compare(softmax, ...)` and `bench.compare(softmax.SOFTMAX, ...)` mean the same."""

@@ -23,7 +23,7 @@ from .weights import layer_shapes, lw, weight_shapes
 def _gemv_step(path):
     """The lab 04 step a path's projections run: the default fp16 step, or the W8A16 / int4 steps
     (fp32 out, converted back to fp16 by lab 04's conversion step)."""
-    return G.VARIANTS[G.BEST[path]]
+    return G.GEMV.variants[G.GEMV.default[path]]
 
 
 class GpuOps:
@@ -63,18 +63,18 @@ def _unpacked(step):
 
 def _step_of(op: str, name: str):
     """The launcher of step `name` for one op of the token step (GpuOps' swap)."""
-    if op == "gemv" and name in G.VARIANTS:
-        return _unpacked(G.VARIANTS[name])
+    if op == "gemv" and name in G.GEMV.variants:
+        return _unpacked(G.GEMV.variants[name])
     if op == "decode" and name in A.DEC_VARIANTS:
         return A.DEC_VARIANTS[name]
     if op == "fused" and name in R.FUSED.variants:
         return R.FUSED.variants[name]
-    if op == "fused" and name.startswith("add + ") and name[6:] in R.VARIANTS:
+    if op == "fused" and name.startswith("add + ") and name[6:] in R.RMSNORM.variants:
         from .. import add
-        norm = R.VARIANTS[name[6:]]
+        norm = R.RMSNORM.variants[name[6:]]
 
         def fused(x, res, w, out):
-            add.VARIANTS[add.BEST["float16"]](x, res, out=out[0])
+            add.ADD.variants[add.ADD.default["float16"]](x, res, out=out[0])
             return out[0], norm(out[0].reshape(1, -1), w, out=out[1].reshape(1, -1))
         return fused
     raise ValueError(f"no step {name!r} for the op {op!r} (gemv: lab 04's steps; decode: lab 07's; fused: "

@@ -80,14 +80,14 @@ def gemv_limits(df) -> str:
     saying none is recorded otherwise."""
     from ..core.device import load_recorded
     from ..core.results import MISSING, one_source
-    rec = load_recorded(G.NAME)
+    rec = load_recorded(G.GEMV.name)
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) else None
     rec = rec[rec["device"] == dev] if dev is not None and len(rec) else rec
     if rec.empty:
         return MISSING
     parts = []
     for path in PATHS:
-        step = ran(df, path).get("gemv", G.BEST[path])       # the GEMV step the token's record ran
+        step = ran(df, path).get("gemv", G.GEMV.default[path])       # the GEMV step the token's record ran
         d = rec[(rec["dtype"] == path) & rec["case"].str.startswith(("12288x4096", "4096x12288", "18944x3584"))]
         fl, st = d[d["name"] == G.FLOOR], d[d["name"] == step]
         if fl.empty or st.empty:

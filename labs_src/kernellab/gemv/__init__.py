@@ -9,7 +9,7 @@ A "dtype" here names a data path, as the report's kernels do:
 The logits head (fp16 in, fp32 out) is the family LOGITS, the prefill kernels BATCHED
 (Y[N, K] = X[N, M] . W^T), the fp32 <-> fp16 conversions CONVERT; FAMILIES lists all four.
 
-This is the lab's face: every name of the lab is here (gemv.VARIANTS, gemv.pack, ...). The code:
+This is the lab's face: every name of the lab is here (gemv.GEMV.variants, gemv.pack, ...). The code:
   reference.py  inputs, quantisers, float64 references, tolerances, the shapes and cases
   layout.py     steps 36 / 37's tile-major weight layout and its cache (tiles)
   steps.py      the launchers, VARIANTS and BEST, pack / unpack, the baselines, LOGITS

@@ -94,7 +94,7 @@ def _hgemm_route(X, W):
     X16 = cupy.empty(X.shape, cupy.float16)
     Y16 = cupy.empty((X.shape[0], W.shape[0]), cupy.float16)
     Y = cupy.empty((X.shape[0], W.shape[0]), cupy.float32)
-    to16, to32 = CONVERT.VARIANTS["19_f32_to_f16_x4"], CONVERT.VARIANTS["21_f16_to_f32_x4"]
+    to16, to32 = CONVERT.variants["19_f32_to_f16_x4"], CONVERT.variants["21_f16_to_f32_x4"]
 
     def f():
         to16(X, out=X16)

@@ -176,7 +176,7 @@ def warm_vs_flushed(name, cases, family=None):
     rows = []
     for shape, dt in cases:
         args = [cupy.asarray(a) for a in fam.make_input(shape, dt)]
-        v = fam.VARIANTS[name]
+        v = fam.variants[name]
         out = v.alloc_out(*args)
         f = lambda: v(*args, out=out)   # noqa: E731
         fl, wm = time_fn(f).median_us, time_fn(f, flush=False).median_us

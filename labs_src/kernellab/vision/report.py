@@ -279,12 +279,12 @@ def say_transpose(tr, ct, ct4) -> None:
     """Transpose back 21 → 22 → 28 → 30, the default against the fastest step at ct and ct4, and the
     fastest against the copy roof and torch."""
     from .layout import TRANSPOSE
-    best = TRANSPOSE.BEST["float16"]
+    best = TRANSPOSE.default["float16"]
     results.each_device(tr, lambda g: (
         results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False).rstrip(".") + " (the report: 4×). "
         + results.summary(g, "28_transpose_tile", "22_transpose_vec8", prov=False) + " "
         + results.summary(g, "30_transpose_tile8", "28_transpose_tile", prov=False) + " The default "
-        f"(`vision.TRANSPOSE.BEST`) is `{best}`; the fastest step is "
+        f"(`vision.TRANSPOSE.default`) is `{best}`; the fastest step is "
         f"`{results.fastest(g, ct)}` at `{ct}` and `{results.fastest(g, ct4)}` at `{ct4}`"
         + ("" if results.fastest(g, ct) == best else
            ": the default is not the fastest there, and the ablation section says which of step 28's changes cost")

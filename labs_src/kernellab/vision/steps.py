@@ -46,7 +46,7 @@ def _op(**kw) -> Family:
 
 
 def _best(fam):
-    return fam.VARIANTS[fam.BEST["float16"]]
+    return fam.variants[fam.default["float16"]]
 
 
 # ================================================================================================
@@ -401,12 +401,12 @@ def sx_half2(x, out=None):
     return out_
 
 
-LAB01_SOFTMAX = "lab01_best_fp16"     # lab 01's best fp16 step (softmax.BEST["float16"])
+LAB01_SOFTMAX = "lab01_best_fp16"     # lab 01's best fp16 step (softmax.SOFTMAX.default["float16"])
 
 
 def _sx_lab01(x, out=None):
     from .. import softmax as sm
-    return sm.VARIANTS[sm.BEST["float16"]](x, out=out)
+    return sm.SOFTMAX.variants[sm.SOFTMAX.default["float16"]](x, out=out)
 
 
 def _sx_torch(x):
@@ -420,8 +420,8 @@ def _sx_torch(x):
 def _sx_variants():
     from .. import softmax as sm
     lab01 = variant(dtypes=FP16)(_sx_lab01)
-    best = sm.BEST["float16"]
-    lab01.__doc__ = f"lab 01's best fp16 step ({best}): " + (sm.VARIANTS[best].__doc__ or "")
+    best = sm.SOFTMAX.default["float16"]
+    lab01.__doc__ = f"lab 01's best fp16 step ({best}): " + (sm.SOFTMAX.variants[best].__doc__ or "")
     return {"23_softmax_half2_shfl": sx_half2, LAB01_SOFTMAX: lab01}
 
 
