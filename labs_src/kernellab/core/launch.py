@@ -132,10 +132,25 @@ def _dims(d) -> tuple:
     return (int(d),)
 
 
-def launch(family: str, name: str, grid, block, args, smem: int = 0) -> None:
-    """Launch kernel `name` of a family with kernel_args(args). Kept lean: it runs on every
-    call of every launcher, and its host cost adds to each kernel's (bench.host_us)."""
-    k = _KERNELS.get((family, name)) or kernel(family, name)
+_SPECIALISED: dict = {}     # (family, name, -D options) -> RawKernel
+
+
+def specialised(family: str, name: str, extra: tuple):
+    """Kernel `name` of a family compiled with `extra` options (e.g. -DDEC_GROUP=7 -DDEC_D=64: lab 07's
+    decode kernels specialised for a model's head layout), once per process and per options."""
+    k = _SPECIALISED.get((family, name, extra))
+    if k is None:
+        from .build import module
+        k = _SPECIALISED[family, name, extra] = module(family, extra).get_function(name)
+    return k
+
+
+def launch(family: str, name: str, grid, block, args, smem: int = 0, extra: tuple = ()) -> None:
+    """Launch kernel `name` of a family with kernel_args(args); `extra`: compile options of a
+    specialised build (specialised()). Kept lean: it runs on every call of every launcher, and its
+    host cost adds to each kernel's (bench.host_us)."""
+    k = (_KERNELS.get((family, name)) or kernel(family, name)) if not extra else \
+        (_SPECIALISED.get((family, name, extra)) or specialised(family, name, extra))
     grid, block, args = _dims(grid), _dims(block), kernel_args(args)
     if _RECORD is not None:
         _RECORD.append((k, grid, block, args, smem))
