@@ -27,6 +27,8 @@ def point(family, shape, dtype, names=None, baselines=True):
     """The results for one (shape, dtype): measured now (live) or, compile-only, the recorded
     case of the same dtype whose shape is nearest (in log rows and log cols). Returns
     (frame, note)."""
+    from .core.family import of
+    family = of(family)
     names = list(family.variants) if names is None else list(names)
     if is_live():
         key = (family.name, tuple(shape), dtype, tuple(names), str(baselines))
