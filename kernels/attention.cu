@@ -11,8 +11,16 @@
 // Softmax runs in base 2: the launcher passes scale * log2(e), so exp(x) becomes one ex2.approx.
 #include "common.cuh"
 
-#define DEC_D 128        // decode head dim
-#define DEC_GROUP 4      // query heads per KV head (32 / 8, GQA)
+// The decode kernels are specialised at compile time for a model's head layout: the launcher passes
+// -DDEC_D=<head dim> -DDEC_GROUP=<query heads per KV head> when they differ from Qwen3-8B's.
+#ifndef DEC_D
+#define DEC_D 128        // decode head dim (64 or 128)
+#endif
+#ifndef DEC_GROUP
+#define DEC_GROUP 4      // query heads per KV head (32 / 8, GQA; 1 to 8)
+#endif
+#define DEC_LANES (DEC_D / 8)          // lanes that hold one key row, 16 bytes each (16 at head dim 128)
+#define DEC_KPW (32 / DEC_LANES)       // keys a warp works on at once (2 at head dim 128)
 #define PF_D 72          // prefill head dim
 #define PF_DP 80         // ... padded to the mma's k = 16 (5 x 16)
 
@@ -34,10 +42,11 @@ __device__ __forceinline__ float h8_dot(const uint4& a, const float* q) {
     return s;
 }
 
-// Sum across the 16 lanes of a half-warp (a row of 128 halves is 16 lanes x 16 bytes).
+// Sum across the DEC_LANES lanes that hold one key row (a row of 128 halves is a half-warp: 16 lanes
+// x 16 bytes; of 64 halves, a quarter-warp).
 __device__ __forceinline__ float half_warp_sum(float v) {
 #pragma unroll
-    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = DEC_LANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
@@ -61,8 +70,8 @@ extern "C" __global__ void attention_01_naive_scores(const __half* __restrict__ 
     const __half* kr = kc + ((size_t)(h / DEC_GROUP) * cap + j) * DEC_D;
     float acc = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-        acc = fmaf(__half2float(q[h * DEC_D + lane * 4 + i]), __half2float(kr[lane * 4 + i]), acc);
+    for (int i = 0; i < DEC_D / 32; ++i)
+        acc = fmaf(__half2float(q[h * DEC_D + lane * (DEC_D / 32) + i]), __half2float(kr[lane * (DEC_D / 32) + i]), acc);
     acc = warp_reduce_sum(acc);
     if (lane == 0) s[(size_t)h * cap + j] = acc * scale_log2;
 }
@@ -186,8 +195,8 @@ template <int GROUP, int TILE>
 __device__ __forceinline__ void dec_block_merge(DecState<GROUP, TILE>& st, float* sm, int halves,
                                                 int qh0, int chunk, int chunks, __half* __restrict__ o,
                                                 float* __restrict__ part_o, float* __restrict__ part_lse) {
-    const int hw = threadIdx.x >> 4, sub = threadIdx.x & 15;
-    // sm: [halves][GROUP][2 + 128]
+    const int hw = threadIdx.x / DEC_LANES, sub = threadIdx.x % DEC_LANES;
+    // sm: [halves][GROUP][2 + DEC_D]
     float* mine = sm + hw * GROUP * (2 + DEC_D);
 #pragma unroll
     for (int g = 0; g < GROUP; ++g) {
@@ -227,7 +236,7 @@ __device__ __forceinline__ void dec_kernel(const __half* __restrict__ q, const _
     const int kvh = GROUP == 1 ? blockIdx.x / DEC_GROUP : blockIdx.x;  // GROUP 1: blockIdx.x is the query head
     const int qh0 = GROUP == 1 ? blockIdx.x : blockIdx.x * GROUP;
     const int chunk = blockIdx.y, chunks = gridDim.y;
-    const int hw = threadIdx.x >> 4, sub = threadIdx.x & 15, halves = blockDim.x >> 4;
+    const int hw = threadIdx.x / DEC_LANES, sub = threadIdx.x % DEC_LANES, halves = blockDim.x / DEC_LANES;
     const int L = dec_len(lens, len_host, cap);
     const int j0 = chunk * chunk_len, j1 = min(L, j0 + chunk_len);
     float qf[GROUP][8];
@@ -249,7 +258,8 @@ __device__ __forceinline__ void dec_kernel(const __half* __restrict__ q, const _
         for (int i = 0; i < 8; ++i) st.acc[g][i] = 0.0f;
     }
     const size_t base = (size_t)kvh * cap * DEC_D + sub * 8;
-    dec_walk<GROUP, TILE, PREFETCH>(st, qf, kc + base, vc + base, j0 + 2 * (threadIdx.x >> 5), j1, hw & 1, halves);
+    dec_walk<GROUP, TILE, PREFETCH>(st, qf, kc + base, vc + base, j0 + DEC_KPW * (threadIdx.x >> 5), j1,
+                                    hw % DEC_KPW, halves);
     dec_block_merge<GROUP, TILE>(st, dec_sm, halves, qh0, chunk, chunks, o, part_o, part_lse);
 }
 
@@ -334,24 +344,25 @@ extern "C" __global__ void attention_06_rope_append(const __half* __restrict__ q
                                                     __half* __restrict__ kc, __half* __restrict__ vc,
                                                     const int* __restrict__ pos_ptr, int pos_host,
                                                     int cap, int hq, int hkv) {
-    const int row = blockIdx.x, i = threadIdx.x;      // one head per block, i in [0, 64)
+    constexpr int H = DEC_D / 2;                      // rotate-half: dims i and i + H form a pair
+    const int row = blockIdx.x, i = threadIdx.x;      // one head per block, i in [0, H)
     const int pos = pos_ptr ? __ldg(pos_ptr) : pos_host;
     if (pos < 0 || pos >= cap) return;
-    const float c = cos_t[pos * 64 + i], s = sin_t[pos * 64 + i];
+    const float c = cos_t[pos * H + i], s = sin_t[pos * H + i];
     const __half* x = row < hq ? q + row * DEC_D : k + (row - hq) * DEC_D;
-    const float x1 = __half2float(x[i]), x2 = __half2float(x[i + 64]);
+    const float x1 = __half2float(x[i]), x2 = __half2float(x[i + H]);
     const __half y1 = __float2half(x1 * c - x2 * s), y2 = __float2half(x2 * c + x1 * s);
     if (row < hq) {
         q_out[row * DEC_D + i] = y1;
-        q_out[row * DEC_D + i + 64] = y2;
+        q_out[row * DEC_D + i + H] = y2;
     } else {
         const int g = row - hq;
         __half* kr = kc + ((size_t)g * cap + pos) * DEC_D;
         __half* vr = vc + ((size_t)g * cap + pos) * DEC_D;
         kr[i] = y1;
-        kr[i + 64] = y2;
+        kr[i + H] = y2;
         vr[i] = v[g * DEC_D + i];
-        vr[i + 64] = v[g * DEC_D + i + 64];
+        vr[i + H] = v[g * DEC_D + i + H];
     }
 }
 

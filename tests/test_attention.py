@@ -121,8 +121,45 @@ def test_families_are_complete():
         for shape, dt in fam.record_cases:
             assert fam.case_key(shape, dt) == f"{shape[0]}x{shape[1]}:{dt}"
     assert A.BLOCK.record and A.BLOCK.targets and not A.BLOCK.variants
-    lens = {n for (_, n), _ in A.DECODE.check_cases}
+    lens = {shape[1] for shape, _ in A.DECODE.check_cases}
     assert {1, 2, 3, 63, 127, 4097, 16385} <= lens
+    layouts = {A.dec_layout(shape)[::2] + (A.dec_layout(shape)[3],) for shape, _ in A.DECODE.check_cases}
+    assert {(16, 8, 128), (40, 8, 128), (28, 4, 128), (14, 2, 64), (32, 8, 128)} <= layouts
+
+
+def test_decode_layouts_the_kernels_take_and_refuse():
+    """GQA groups 1-8 at head dim 64 and 128 run (specialised by -D); anything else is a clear reason."""
+    assert A.layout_reason(32, 8, 128) is None and A.specialise(32, 8, 128) == ()
+    assert A.specialise(28, 4, 128) == ("-DDEC_GROUP=7", "-DDEC_D=128")
+    assert A.specialise(14, 2, 64) == ("-DDEC_GROUP=7", "-DDEC_D=64")
+    for hq, hkv, d in A.DEC_LAYOUTS:
+        assert A.layout_reason(hq, hkv, d) is None
+    assert "head dim 96" in A.layout_reason(32, 8, 96)
+    assert "multiple" in A.layout_reason(30, 8, 128)
+    assert "group of 16" in A.layout_reason(64, 4, 128)
+
+
+@pytest.mark.parametrize("hq,hkv,d", [(28, 4, 128), (14, 2, 64), (8, 8, 64)])
+def test_decode_reference_of_any_layout_is_per_head_attention(hq, hkv, d):
+    """The float64 reference at a GQA group of 7 (and 1) is each query head's softmax against its KV head."""
+    q, k, v, lens = A.make_decode((hq, 37, hkv, d), seed=3)
+    assert q.shape == (hq, d) and k.shape == (hkv, 37, d) and lens[0] == 37
+    o = A.reference_decode(q, k, v, lens)
+    g = hq // hkv
+    for h in (0, hq - 1):
+        qq, kk, vv = (np.asarray(a, np.float64) for a in (q[h], k[h // g], v[h // g]))
+        s = kk @ qq / np.sqrt(d)
+        p = np.exp(s - s.max())
+        np.testing.assert_allclose(o[h], (p / p.sum()) @ vv, rtol=1e-6, atol=1e-6)
+    assert A.dec_case_key((hq, 37, hkv, d), "float16") == f"{hq}x37/{hkv}x{d}:float16"
+
+
+def test_rope_reference_at_head_dim_64():
+    x = np.random.default_rng(0).standard_normal((3, 64))
+    c, s = A.rope_table_host(9, d=64)
+    assert c.shape == (9, 32)
+    y = A.reference_rope(x, 8)
+    np.testing.assert_allclose(y[:, :32], x[:, :32] * c[8] - x[:, 32:] * s[8], rtol=1e-6, atol=1e-6)
 
 
 def test_bad_input_is_a_value_error_without_a_gpu():
@@ -257,3 +294,14 @@ def test_orin_facts_come_from_the_device_tables():
 
 def test_limits_list_without_readings_says_so():
     assert A.limits_list(None, None).count(A.NO_COUNTERS) == 2
+
+
+@pytest.mark.parametrize("extra", [("-DDEC_GROUP=7", "-DDEC_D=128"), ("-DDEC_GROUP=7", "-DDEC_D=64"),
+                                   ("-DDEC_GROUP=8", "-DDEC_D=128"), ("-DDEC_GROUP=1", "-DDEC_D=64")])
+def test_decode_kernels_compile_for_every_layout(extra):
+    """Every specialisation the decoder asks for compiles for sm_87 (the Orin) with no spill of the step-05
+    accumulators into local memory beyond what ptxas reports (shown, not hidden)."""
+    from kernellab.core import build
+    ptx, log = build.compiled("attention", "sm_87", extra)
+    assert ".entry attention_05_decode_gqa_tile" in ptx and ".entry attention_06_rope_append" in ptx
+    assert "error" not in log.lower()

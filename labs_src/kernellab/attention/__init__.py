@@ -33,10 +33,11 @@ from ..core.family import Family, Target  # noqa: F401
 from ..core.launch import host_or_device_index, launch, require, variant, workspace  # noqa: F401
 from .reference import (  # noqa: F401
     D, DEC_CHECK_CASES, DEC_CHECK_LENGTHS, DEC_LENGTHS, DEC_SCALE, FAMILY, GROUP, HKV, HQ, LOG2E, PF_CHECK_CASES,
-    PF_D, PF_DP, PF_HEADS, PF_NS, PF_SCALE, THETA, TOL, _tolerance, dec_case_key, make_decode, make_partials,
-    make_prefill, merge_reference, pf_case_key, reference_decode, reference_prefill, reference_rope, rope_table_host)
+    DEC_LAYOUTS, PF_D, PF_DP, PF_HEADS, PF_NS, PF_SCALE, THETA, TOL, _tolerance, dec_case_key, dec_layout, make_decode,
+    make_partials, make_prefill, merge_reference, pf_case_key, reference_decode, reference_prefill, reference_rope, rope_table_host)
 from .steps import (  # noqa: F401
-    _SCRATCH, DEC_BASELINES, DEC_FLOOR, DEC_THREADS, DEC_VARIANTS, GRAPH_DEC, INT32_ELEMS, MATMUL_DEC, MIN_CHUNK,
+    _SCRATCH, HEAD_DIMS, MAX_GROUP, layout_reason, specialise, DEC_BASELINES, DEC_FLOOR,
+    DEC_THREADS, DEC_VARIANTS, GRAPH_DEC, INT32_ELEMS, MATMUL_DEC, MIN_CHUNK,
     PF_BASELINES, PF_SMEM, PF_VARIANTS, SDPA_DEC, SDPA_PF, SPLIT_CHUNK, TORCH_ATTN_KERNELS, _alloc_o, _alloc_pf,
     _cp_async, _cublas_path, _dec_check, _dec_torch_views, _dec_variant, _floor_dec, _gqa, _gqa_tile, _graph_05,
     _head, _matmul_decode, _mma, _naive, _need_sm80, _padded, _pf_check, _pf_launch, _row, _scratch,

@@ -27,7 +27,14 @@ def _tolerance(*inputs) -> dict:
 
 
 def dec_case_key(shape, dtype) -> str:
-    return f"{shape[0]}x{shape[-1]}:{dtype}"
+    """'32x4096:float16' (Qwen3-8B's heads), or '28x4096/4x128:float16' for another head layout."""
+    return f"{shape[0]}x{shape[1]}" + (f"/{shape[2]}x{shape[3]}" if len(shape) > 2 else "") + f":{dtype}"
+
+
+def dec_layout(shape) -> tuple:
+    """(query heads, length, KV heads, head dim) of a decode shape (hq, L) or (hq, L, hkv, d)."""
+    hq, L, hkv, d = (*shape, HKV, D)[:4] if len(shape) == 2 else shape
+    return int(hq), int(L), int(hkv), int(d)
 
 
 def make_decode(shape=(HQ, 4096), dtype="float16", values="randn", seed=0):
@@ -39,40 +46,47 @@ def make_decode(shape=(HQ, 4096), dtype="float16", values="randn", seed=0):
       constant  every key equal: a constant row of scores (the output is the mean of v)
       nan       a NaN in q of head 0, in k of KV head 7 at L // 2, in v of KV head 1 at the last
                 key, dim 5 (NaN spreads as in the reference)."""
-    hq, L = shape
+    hq, L, hkv, d = dec_layout(shape)
     rng = np.random.default_rng(seed)
-    q = rng.standard_normal((hq, D))
-    k = rng.standard_normal((HKV, L, D))
-    v = rng.standard_normal((HKV, L, D))
+    q = rng.standard_normal((hq, d))
+    k = rng.standard_normal((hkv, L, d))
+    v = rng.standard_normal((hkv, L, d))
     if values == "large":
         q, k = q * 12.0, k * 12.0
     elif values == "constant" and L:
         k[:] = k[:, :1]
     elif values == "nan" and L:
         q[0, 3] = np.nan
-        k[HKV - 1, L // 2, 7] = np.nan
-        v[1, L - 1, 5] = np.nan
+        k[hkv - 1, L // 2, 7] = np.nan
+        v[min(1, hkv - 1), L - 1, 5] = np.nan
     return (q.astype(dtype), k.astype(dtype), v.astype(dtype), np.array([L], np.int32))
 
 
 def reference_decode(q, k, v, lens):
-    """softmax(q k^T / sqrt(128)) v in float64, each query head against its KV head (h // 4),
+    """softmax(q k^T / sqrt(d)) v in float64, each query head against its KV head (h // group),
     over the first lens[0] keys, clamped to [0, capacity] as the kernels clamp a device-side length
-    (no key: NaN, the empty softmax). Returns float32 [32, 128]."""
-    L = min(max(int(np.asarray(lens).reshape(-1)[0]), 0), np.asarray(k).shape[1])
-    qd = np.asarray(q, np.float64).reshape(HKV, GROUP, D)
+    (no key: NaN, the empty softmax). Returns float32 [hq, d] (Qwen3-8B: [32, 128])."""
+    hkv, cap, d = np.asarray(k).shape
+    hq = np.asarray(q).shape[0]
+    L = min(max(int(np.asarray(lens).reshape(-1)[0]), 0), cap)
+    qd = np.asarray(q, np.float64).reshape(hkv, hq // hkv, d)
     kd, vd = np.asarray(k, np.float64)[:, :L], np.asarray(v, np.float64)[:, :L]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        s = np.einsum("hgd,hld->hgl", qd, kd) * DEC_SCALE
+        s = np.einsum("hgd,hld->hgl", qd, kd) / math.sqrt(d)
         m = np.max(s, axis=-1, keepdims=True) if L else np.zeros(s.shape[:-1] + (1,))
         p = np.exp(s - m)
         o = np.einsum("hgl,hld->hgd", p, vd) / p.sum(-1, keepdims=True)
-    return o.reshape(HQ, D).astype(np.float32)
+    return o.reshape(hq, d).astype(np.float32)
 
 
 DEC_LENGTHS = (1, 16, 64, 256, 1024, 4096, 8192, 16384, 32768)
 DEC_CHECK_LENGTHS = (1, 2, 3, 63, 127, 129, 1000, 4097, 16385)
-DEC_CHECK_CASES = [((HQ, n), val) for n in DEC_CHECK_LENGTHS for val in ("randn", "large", "constant", "nan")]
+# Other head layouts (query heads, KV heads, head dim): Qwen3-0.6B / 1.7B (16 / 8 of 128), Qwen3-14B
+# (40 / 8), Qwen3-32B (64 / 8), Qwen2.5-7B (28 / 4: a group of 7), Qwen2.5-0.5B (14 / 2 of 64), and
+# multi-head attention at head dim 64 (a group of 1). The kernels are specialised per layout (-D).
+DEC_LAYOUTS = ((16, 8, 128), (40, 8, 128), (64, 8, 128), (28, 4, 128), (14, 2, 64), (8, 8, 64))
+DEC_CHECK_CASES = [((HQ, n), val) for n in DEC_CHECK_LENGTHS for val in ("randn", "large", "constant", "nan")] + \
+    [((hq, n, hkv, d), val) for hq, hkv, d in DEC_LAYOUTS for n in (1, 129, 4097) for val in ("randn", "nan")]
 
 
 def merge_reference(part_o, part_lse):
@@ -108,19 +122,20 @@ def make_partials(shape=(HQ, 64), seed=0, values="randn"):
 # ---- RoPE --------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=8)
-def rope_table_host(capacity: int, theta: float = THETA):
-    """cos, sin [capacity, 64] float32 of the angles pos * theta^(-i/64), computed in float64."""
-    inv = theta ** (-np.arange(D // 2, dtype=np.float64) / (D // 2))
+def rope_table_host(capacity: int, theta: float = THETA, d: int = D):
+    """cos, sin [capacity, d / 2] float32 of the angles pos * theta^(-2i/d), computed in float64."""
+    inv = theta ** (-np.arange(d // 2, dtype=np.float64) / (d // 2))
     ang = np.arange(capacity, dtype=np.float64)[:, None] * inv[None, :]
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
 def reference_rope(x, pos, theta: float = THETA):
-    """Rotate-half RoPE in float64 (Qwen3): x [..., 128] at position pos -> float64."""
+    """Rotate-half RoPE in float64 (Qwen3, Qwen2.5): x [..., d] at position pos -> float64."""
     x = np.asarray(x, np.float64)
-    inv = theta ** (-np.arange(D // 2, dtype=np.float64) / (D // 2))
+    h = x.shape[-1] // 2
+    inv = theta ** (-np.arange(h, dtype=np.float64) / h)
     c, s = np.cos(pos * inv), np.sin(pos * inv)
-    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    x1, x2 = x[..., :h], x[..., h:]
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
 
 

@@ -35,47 +35,74 @@ def _scratch(what, shape, dtype=np.float32, only_one=False):
     return buf
 
 
+MAX_GROUP = 8           # query heads per KV head the decode kernels hold in registers (Qwen3-32B's 64 / 8)
+HEAD_DIMS = (64, 128)   # head dims the decode kernels are written for (a key row = 8 or 16 lanes x 16 B)
+
+
+def layout_reason(hq: int, hkv: int, d: int) -> str | None:
+    """Why the decode kernels cannot run hq query heads over hkv KV heads of head dim d (None: they can)."""
+    if d not in HEAD_DIMS:
+        return f"head dim {d}: the decode kernels take {' or '.join(map(str, HEAD_DIMS))}"
+    if hkv < 1 or hq % hkv:
+        return f"{hq} query heads over {hkv} KV heads: query heads must be a multiple of KV heads"
+    if not 1 <= hq // hkv <= MAX_GROUP:
+        return f"a GQA group of {hq // hkv} query heads per KV head: the decode kernels hold 1 to {MAX_GROUP}"
+    return None
+
+
+def specialise(hq: int, hkv: int, d: int) -> tuple:
+    """The -D options of the decode kernels for a head layout: () for Qwen3-8B's (the .cu defaults)."""
+    group = hq // hkv
+    return () if (group, d) == (GROUP, D) else (f"-DDEC_GROUP={group}", f"-DDEC_D={d}")
+
+
 def _dec_check(q, k, v, length, out):
-    """Validate one decode call before any launch; returns (capacity, lens pointer arg, host length)."""
-    require(q, "q", dtype="float16", shape=(HQ, D), align=16)
+    """Validate one decode call before any launch; returns (capacity, lens pointer arg, host length,
+    head layout (hq, hkv, d))."""
+    require(q, "q", dtype="float16", ndim=2, align=16)
+    hq, d = q.shape
     require(k, "k_cache", dtype="float16", ndim=3, align=16)
-    if k.shape[0] != HKV or k.shape[2] != D:
-        raise ValueError(f"k_cache: expected shape [{HKV}, capacity, {D}], got {tuple(k.shape)}")
+    if k.shape[2] != d:
+        raise ValueError(f"k_cache: expected shape [KV heads, capacity, {d}] (q's head dim), got {tuple(k.shape)}")
+    why = layout_reason(hq, k.shape[0], d)
+    if why:
+        raise ValueError(f"q {tuple(q.shape)}, k_cache {tuple(k.shape)}: {why}")
     require(v, "v_cache", dtype="float16", shape=k.shape, align=16)
-    require(out, "out", dtype="float16", shape=(HQ, D), align=16)
-    cap = k.shape[1]
+    require(out, "out", dtype="float16", shape=(hq, d), align=16)
+    cap, lay = k.shape[1], (hq, k.shape[0], d)
     if isinstance(length, (int, np.integer)):
         if not 1 <= int(length) <= cap:
             raise ValueError(f"length: expected 1 <= length <= capacity ({cap}), got {int(length)}")
-        return cap, np.uint64(0), int(length)
+        return cap, np.uint64(0), int(length), lay
     require(length, "length", dtype="int32", shape=(1,))
-    return cap, length, cap     # device-side length: the kernels read it (clamped to [0, capacity])
+    return cap, length, cap, lay     # device-side length: the kernels read it (clamped to [0, capacity])
 
 
 def _alloc_o(q, *_):
     import cupy
-    require(q, "q", dtype="float16", shape=(HQ, D))       # a bad q is a ValueError, not an allocation
-    return cupy.empty((HQ, D), cupy.float16)
+    require(q, "q", dtype="float16", ndim=2)       # a bad q is a ValueError, not an allocation
+    return cupy.empty(q.shape, cupy.float16)
 
 
 def _naive(q, k, v, length, out=None):
     """Step 01: scores to memory, softmax in place, P.V: three launches."""
     out = _alloc_o(q) if out is None else out
-    cap, lens, L = _dec_check(q, k, v, length, out)
-    s = _scratch("scores", (HQ, cap))
-    sl2 = DEC_SCALE * LOG2E
-    launch(FAMILY, "attention_01_naive_scores", (-(-L // 8), HQ), (256,), (q, k, s, lens, L, cap, sl2))
-    launch(FAMILY, "attention_01_naive_softmax", (HQ,), (256,), (s, lens, L, cap))
-    launch(FAMILY, "attention_01_naive_pv", (HQ,), (D,), (s, v, out, lens, L, cap))
+    cap, lens, L, (hq, hkv, d) = _dec_check(q, k, v, length, out)
+    ex = specialise(hq, hkv, d)
+    s = _scratch("scores", (hq, cap))
+    sl2 = LOG2E / d ** 0.5
+    launch(FAMILY, "attention_01_naive_scores", (-(-L // 8), hq), (256,), (q, k, s, lens, L, cap, sl2), extra=ex)
+    launch(FAMILY, "attention_01_naive_softmax", (hq,), (256,), (s, lens, L, cap), extra=ex)
+    launch(FAMILY, "attention_01_naive_pv", (hq,), (d,), (s, v, out, lens, L, cap), extra=ex)
     return out
 
 
-def chunks_for(step, length, sms=None, blocks_per_sm=None) -> int:
+def chunks_for(step, length, sms=None, blocks_per_sm=None, kv_heads=HKV) -> int:
     """How many chunks each head's cache is cut into.
     02: 1 (one block per query head). 03, 04: ceil(length / SPLIT_CHUNK).
     05: Little's law. Each block keeps 128 threads x 4 keys x (K + V) x 16 B = 16 KiB in flight;
     one full wave of resident blocks (blocks per SM from the occupancy API x SMs) keeps the most
-    bytes in flight the SMs can hold, so the chunks per KV head are floor(wave / 8 KV heads) (one
+    bytes in flight the SMs can hold, so the chunks per KV head are floor(wave / KV heads) (one
     block more than a wave would run alone in a second round, doubling the time), but no chunk
     shorter than MIN_CHUNK keys (each chunk costs a 2 KiB partial and a merge)."""
     if step == "02":
@@ -83,41 +110,49 @@ def chunks_for(step, length, sms=None, blocks_per_sm=None) -> int:
     if step in ("03", "04"):
         return max(1, -(-length // SPLIT_CHUNK))
     wave = blocks_per_sm * sms
-    return int(max(1, min(wave // HKV, -(-length // MIN_CHUNK))))
+    return int(max(1, min(wave // kv_heads, -(-length // MIN_CHUNK))))
+
+
+def _smem(group: int, d: int) -> int:
+    """Shared memory of the block merge: (row groups of DEC_THREADS) x group x (m, l, d accumulators) fp32."""
+    return DEC_THREADS // (d // 8) * group * (2 + d) * 4
 
 
 @functools.lru_cache(maxsize=None)
-def _wave_05():
-    """(SMs, resident blocks per SM) of step 05's kernel on this GPU (occupancy API)."""
+def _wave_05(extra=(), group=GROUP, d=D):
+    """(SMs, resident blocks per SM) of step 05's kernel, as specialised, on this GPU (occupancy API)."""
     from ..core.bench import blocks_per_sm
     from ..core.build import kernel
     from ..core.device import info
-    smem = 8 * GROUP * (2 + D) * 4
-    return info()["sms"], max(1, blocks_per_sm(kernel(FAMILY, "attention_05_decode_gqa_tile"), DEC_THREADS, smem))
+    from ..core.launch import specialised
+    k = specialised(FAMILY, "attention_05_decode_gqa_tile", extra) if extra else \
+        kernel(FAMILY, "attention_05_decode_gqa_tile")
+    return info()["sms"], max(1, blocks_per_sm(k, DEC_THREADS, _smem(group, d)))
 
 
 def _split(kname, step, q, k, v, length, out):
     out = _alloc_o(q) if out is None else out
-    cap, lens, L = _dec_check(q, k, v, length, out)
-    group = GROUP if step in ("04", "05") else 1
+    cap, lens, L, (hq, hkv, d) = _dec_check(q, k, v, length, out)
+    ex = specialise(hq, hkv, d)
+    group = hq // hkv if step in ("04", "05") else 1
     if step == "05":
-        sms, bps = _wave_05()
-        chunks = chunks_for("05", L, sms, bps)
+        sms, bps = _wave_05(ex, hq // hkv, d)
+        chunks = chunks_for("05", L, sms, bps, hkv)
     else:
         chunks = chunks_for(step, L)
     chunk_len = -(-L // chunks)
     chunks = -(-L // chunk_len)
-    smem = 8 * group * (2 + D) * 4
-    grid = (HQ // group, chunks)
-    sl2 = DEC_SCALE * LOG2E
+    grid = (hq // group, chunks)
+    sl2 = LOG2E / d ** 0.5
     if chunks == 1:
         po, pl = out, out          # unused: the kernel writes o itself
     else:
-        po = _scratch("part_o", (HQ, chunks, D))
-        pl = _scratch("part_lse", (HQ, chunks))
-    launch(FAMILY, kname, grid, (DEC_THREADS,), (q, k, v, out, po, pl, lens, L, cap, sl2, chunk_len), smem)
+        po = _scratch("part_o", (hq, chunks, d))
+        pl = _scratch("part_lse", (hq, chunks))
+    launch(FAMILY, kname, grid, (DEC_THREADS,), (q, k, v, out, po, pl, lens, L, cap, sl2, chunk_len),
+           _smem(group, d), extra=ex)
     if chunks > 1:
-        launch(FAMILY, "attention_03_decode_merge", (HQ,), (D,), (po, pl, out, chunks))
+        launch(FAMILY, "attention_03_decode_merge", (hq,), (d,), (po, pl, out, chunks), extra=ex)
     return out
 
 
@@ -132,12 +167,12 @@ def _splitkv(q, k, v, length, out=None):
 
 
 def _gqa(q, k, v, length, out=None):
-    """Step 04: one block per (KV head, chunk) serves its 4 query heads: the cache is read once."""
+    """Step 04: one block per (KV head, chunk) serves its group of query heads: the cache is read once."""
     return _split("attention_04_decode_gqa", "04", q, k, v, length, out)
 
 
 def _gqa_tile(q, k, v, length, out=None):
-    """Step 05: 4 keys' loads in flight per half-warp; chunks from SMs and length (Little's law);
+    """Step 05: 4 keys' loads in flight per row group; chunks from SMs and length (Little's law);
     no merge launch when one chunk suffices. The step lab 08's decoder calls."""
     return _split("attention_05_decode_gqa_tile", "05", q, k, v, length, out)
 
@@ -153,57 +188,65 @@ decode = DEC_VARIANTS["05_gqa_tile"]     # what lab 08 calls: decode(q, k_cache,
 
 
 def merge(part_o, part_lse, out=None):
-    """Launch the lab's merge kernel (step 03's) on partials [H, C, 128] and [H, C]: out [H, 128]
-    fp16. Used by the exercise as the step to time against."""
+    """Launch the lab's merge kernel (step 03's) on partials [H, C, d] and [H, C]: out [H, d] fp16
+    (d = 128, or 64). Used by the exercise as the step to time against."""
     import cupy
     require(part_o, "part_o", dtype="float32", ndim=3)
     H, C, d = part_o.shape
-    if d != D:
-        raise ValueError(f"part_o: expected [H, C, {D}], got {tuple(part_o.shape)}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"part_o: expected [H, C, d] with d in {HEAD_DIMS}, got {tuple(part_o.shape)}")
     require(part_lse, "part_lse", dtype="float32", shape=(H, C))
-    out = cupy.empty((H, D), cupy.float16) if out is None else out
-    require(out, "out", dtype="float16", shape=(H, D))
-    launch(FAMILY, "attention_03_decode_merge", (H,), (D,), (part_o, part_lse, out, C))
+    out = cupy.empty((H, d), cupy.float16) if out is None else out
+    require(out, "out", dtype="float16", shape=(H, d))
+    launch(FAMILY, "attention_03_decode_merge", (H,), (d,), (part_o, part_lse, out, C),
+           extra=() if d == D else (f"-DDEC_D={d}",))
     return out
 
 
 # ---- RoPE + KV append -----------------------------------------------------------------------------
 
-def rope_table(capacity: int, theta: float = THETA):
-    """The cos/sin tables on the device (built once per capacity, outside any graph)."""
+def rope_table(capacity: int, theta: float = THETA, d: int = D):
+    """The cos/sin tables [capacity, d / 2] on the device (built once per capacity, outside any graph)."""
     import cupy
-    key = ("rope", capacity, theta, cupy.cuda.Device().id)
+    key = ("rope", capacity, theta, d, cupy.cuda.Device().id)
     t = _SCRATCH.get(key)
     if t is None:
-        c, s = rope_table_host(capacity, theta)
+        c, s = rope_table_host(capacity, theta, d)
         t = _SCRATCH[key] = (cupy.asarray(c), cupy.asarray(s))
     return t
 
 
 def rope_append(q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
     """q_out = RoPE(q); k_cache[:, pos] = RoPE(k); v_cache[:, pos] = v. One launch.
-    q [32, 128], k and v [8, 128], caches [8, capacity, 128], all fp16. pos: a Python int
-    (checked: 0 <= pos < capacity, else ValueError) or an int32 device array of one element
-    (read by the kernel, so a CUDA graph replays every token; out of range writes nothing).
-    cos/sin: rope_table(capacity) by default."""
-    require(q, "q", dtype="float16", shape=(HQ, D))
-    require(k, "k", dtype="float16", shape=(HKV, D))
-    require(v, "v", dtype="float16", shape=(HKV, D))
+    q [hq, d], k and v [hkv, d], caches [hkv, capacity, d], all fp16 (Qwen3-8B: 32 and 8 heads of
+    128; d = 64 or 128). pos: a Python int (checked: 0 <= pos < capacity, else ValueError) or an
+    int32 device array of one element (read by the kernel, so a CUDA graph replays every token;
+    out of range writes nothing). cos/sin: rope_table(capacity, d=d) by default."""
+    require(q, "q", dtype="float16", ndim=2)
+    hq, d = q.shape
+    require(k, "k", dtype="float16", ndim=2)
+    hkv = k.shape[0]
+    require(k, "k", dtype="float16", shape=(hkv, d))
+    require(v, "v", dtype="float16", shape=(hkv, d))
+    why = layout_reason(hq, hkv, d)
+    if why:
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}: {why}")
     require(k_cache, "k_cache", dtype="float16", ndim=3)
-    if k_cache.shape[0] != HKV or k_cache.shape[2] != D:
-        raise ValueError(f"k_cache: expected shape [{HKV}, capacity, {D}], got {tuple(k_cache.shape)}")
+    if k_cache.shape[0] != hkv or k_cache.shape[2] != d:
+        raise ValueError(f"k_cache: expected shape [{hkv}, capacity, {d}], got {tuple(k_cache.shape)}")
     require(v_cache, "v_cache", dtype="float16", shape=k_cache.shape)
-    require(q_out, "q_out", dtype="float16", shape=(HQ, D))
+    require(q_out, "q_out", dtype="float16", shape=(hq, d))
     cap = k_cache.shape[1]
     if cos is None:
-        cos, sin = rope_table(cap)
+        cos, sin = rope_table(cap, d=d)
     require(cos, "cos", dtype="float32", ndim=2)
     require(sin, "sin", dtype="float32", shape=cos.shape)
-    if cos.shape[0] < cap or cos.shape[1] != D // 2:
-        raise ValueError(f"cos/sin: expected [>= {cap}, {D // 2}], got {tuple(cos.shape)}")
+    if cos.shape[0] < cap or cos.shape[1] != d // 2:
+        raise ValueError(f"cos/sin: expected [>= {cap}, {d // 2}], got {tuple(cos.shape)}")
     pptr, phost = host_or_device_index(pos, cap, "pos", "capacity")
-    launch(FAMILY, "attention_06_rope_append", (HQ + HKV,), (D // 2,),
-           (q, k, v, cos, sin, q_out, k_cache, v_cache, pptr, phost, cap, HQ, HKV))
+    launch(FAMILY, "attention_06_rope_append", (hq + hkv,), (d // 2,),
+           (q, k, v, cos, sin, q_out, k_cache, v_cache, pptr, phost, cap, hq, hkv),
+           extra=() if d == D else (f"-DDEC_D={d}",))
     return q_out
 
 
