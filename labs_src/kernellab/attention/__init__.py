@@ -34,7 +34,8 @@ from ..core.launch import host_or_device_index, launch, require, variant, worksp
 from .reference import (  # noqa: F401
     D, DEC_CHECK_CASES, DEC_CHECK_LENGTHS, DEC_LENGTHS, DEC_SCALE, FAMILY, GROUP, HKV, HQ, LOG2E, PF_CHECK_CASES,
     DEC_LAYOUTS, PF_D, PF_DP, PF_HEADS, PF_NS, PF_SCALE, THETA, TOL, _tolerance, dec_case_key, dec_layout, make_decode,
-    make_partials, make_prefill, merge_reference, pf_case_key, reference_decode, reference_prefill, reference_rope, rope_table_host)
+    make_partials, make_prefill, merge_reference, pf_case_key, reference_decode, reference_prefill, reference_rope,
+    rope_table_host)
 from .steps import (  # noqa: F401
     _SCRATCH, HEAD_DIMS, MAX_GROUP, layout_reason, specialise, DEC_BASELINES, DEC_FLOOR,
     DEC_THREADS, DEC_VARIANTS, GRAPH_DEC, INT32_ELEMS, MATMUL_DEC, MIN_CHUNK,
