@@ -294,7 +294,8 @@ D.plot_tokens(tps, tb, swaps)
 # with the reason it cannot be (most need the seeds' whole engine on an Orin):
 
 # %%
-D.claims_table(tps, e2e, D.FAMILIES)
+claims = D.claims_table(tps, e2e, D.FAMILIES)
+results.claims_brief(claims)                  # every claim with its reason in full: claims
 
 
 # %% [markdown]
@@ -321,6 +322,18 @@ orin.round(2)
 
 # %%
 D.say_orin(orin, seeds)
+
+# %% [markdown]
+# ## Other GPUs: every record side by side
+# The sentences above speak of one GPU: this one when it is live, else the reference record. Every
+# other record (and this GPU, when live) is set side by side here: each path's graph-replayed token
+# step by context, its read-only floor, and the two torch decoders on the same fp16 weights, in
+# tokens/s and as a fraction of each GPU's read roof.
+
+# %%
+ours = [D.step_name(p, "graph") for p in D.PATHS] + [D.floor_name(p) for p in D.PATHS]
+results.device_table(pd.concat([tps, tb[~tb["name"].isin(ours)]], ignore_index=True), roof="read",
+                     value="tokens/s", names=ours + [T.TORCH_COMPILED, T.TRANSFORMERS])
 
 
 # %% [markdown]

@@ -72,6 +72,73 @@ def brief(df, roof: str = "copy"):
     return pd.DataFrame(rows).round(3)
 
 
+def ptxas_brief(info, full: bool = False):
+    """build.ptxas_info's frame (one row per kernel per arch) for reading: one row per kernel, a column
+    per arch where the archs differ (registers), one where they agree; the kernels that differ only by
+    a template size (`softmax_10_cluster_2`, `_4`, `_8`) share a row, their values as a range; columns
+    that are zero everywhere (spills, stack) are said once instead of shown. full=True: the frame."""
+    import re
+    import pandas as pd
+    if full or info is None or info.empty:
+        return info
+    d = info.copy()
+    d["kernel"] = [re.sub(r"_(\d+)$", r"_{\1}", k) for k in d["kernel"]]
+    d["group"] = [re.sub(r"_\{\d+\}$", "", k) for k in d["kernel"]]
+    sizes = d.groupby("group")["kernel"].agg(lambda ks: sorted({re.search(r"\{(\d+)\}$", k).group(1)
+                                                                 for k in ks if k.endswith("}")}, key=int))
+    qty = [c for c in ("registers", "spill_stores", "spill_loads", "stack_bytes", "smem_bytes", "barriers") if c in d]
+    zero = [c for c in qty if (d[c] == 0).all()]
+    archs = list(dict.fromkeys(d["arch"]))
+
+    def span(v):
+        lo, hi = int(v.min()), int(v.max())
+        return f"{lo}" if lo == hi else f"{lo}–{hi}"
+    rows = []
+    for g, at in d.groupby("group", sort=False):
+        row = {"kernel": g + (f"_{{{','.join(sizes[g])}}}" if sizes[g] else "")}
+        for c in qty:
+            if c in zero:
+                continue
+            per = {a: span(at.loc[at["arch"] == a, c]) for a in archs if (at["arch"] == a).any()}
+            same = all((d.loc[d["arch"] == archs[0]].groupby("group")[c].agg(span)
+                        == d.loc[d["arch"] == a].groupby("group")[c].agg(span)).all() for a in archs[1:])
+            if same:
+                row[c] = per[archs[0]]
+            else:
+                row.update({f"{c} {a}": v for a, v in per.items()})
+        rows.append(row)
+    out = pd.DataFrame(rows).sort_values("kernel", kind="stable").reset_index(drop=True)
+    if zero:
+        print(f"{', '.join(zero)}: 0 for every kernel on {', '.join(archs)} (not shown)")
+    print(f"{len(info)} kernel builds in {len(out)} rows (a template size in braces shares a row; a range is "
+          "lowest–highest over those sizes); every build: build.ptxas_info(...).")
+    return out
+
+
+def claims_brief(table, full: bool = False):
+    """A claims table (results.claims) for reading: every claim judged or measured here, a row each, as
+    results.claims gives it; the claims that carry a stated reason instead (an Orin, the whole engine, a
+    slip in the seed) one row per reason, with their ids, so the table fits a screen. The full table (every
+    claim, with its reason in full) is the frame itself; full=True returns it."""
+    import re
+    import pandas as pd
+    from .verdict import OUTCOMES
+    if full or table is None or table.empty or "verdict" not in table or len(table) <= MAX_ROWS:
+        return table
+    v = table["verdict"].astype(str)
+    shown = v.isin(OUTCOMES) | ~table.get("measured", pd.Series("-", index=table.index)).astype(str).isin(["-", "", "nan"])
+    rest = table[~shown]
+    why = [re.split(r"\s*[(:;]", r, maxsplit=1)[0].strip() for r in rest["verdict"].astype(str)]
+    grouped = (pd.DataFrame({"reason": why, "id": rest["id"].astype(str) if "id" in rest else rest.index.astype(str)})
+               .groupby("reason", sort=False)["id"].agg(lambda ids: ", ".join(ids)))
+    out = table[shown].reset_index(drop=True)
+    more = pd.DataFrame([{"id": f"{ids.count(',') + 1} claims", "verdict": reason, "claim": ids}
+                         for reason, ids in grouped.items()])
+    print(f"{len(table)} claims: {int(shown.sum())} judged or measured here, a row each; the other "
+          f"{len(rest)} by their reason (each reason in full: the claims frame itself).")
+    return pd.concat([out, more], ignore_index=True).fillna("")
+
+
 HOST_TARGET = 1.1      # a default step's host µs per call, at most this times torch's call for the same operation
 
 
@@ -222,28 +289,37 @@ def each_device(df, sentence, *others) -> None:
                          for o in others]))
 
 
-def device_table(df, roof: str = "copy"):
+def device_table(df, roof: str = "copy", names=None, value: str = "median_us"):
     """Every record (and the live GPU) side by side, one row per case: the fastest step on the device on
     screen and, per device, that step's µs and its fraction of the roof that applies there, and the
-    fastest library baseline's µs: the one place a lab sets GPUs against each other."""
+    fastest library baseline's µs: the one place a lab sets GPUs against each other. names: the rows are
+    these steps or baselines instead (one per case and name, in this order), each with `value` (e.g.
+    "tokens/s") and its fraction of the roof per device."""
     import pandas as pd
     parts = [p for p in devices(df) if p is not None and len(p)]
     if not parts or "kind" not in parts[0]:
         print("(nothing to compare: one device or no results)")
         return pd.DataFrame()
-    top = best(parts[0])
+    if names is None:
+        top = best(parts[0])
+        keys = [(case, r["name"]) for case, r in top.iterrows()]
+    else:
+        first = parts[0]
+        keys = [(c, n) for n in names for c in dict.fromkeys(first.loc[first["name"] == n, "case"])]
+    unit = {"median_us": "µs"}.get(value, value)
     rows = []
-    for case, r in top.iterrows():
-        row = {"case": case, "step": r["name"]}
+    for case, name in keys:
+        row = {"case": case, "step": name}
         for p in parts:
             lab = short_device(p["device"].iloc[0]) + ("" if p["source"].iloc[0] == "recorded" else " (live)")
-            at = p[(p["case"] == case) & (p["name"] == r["name"])]
-            row[f"{lab} µs"] = float(at["median_us"].iloc[0]) if len(at) else float("nan")
+            at = p[(p["case"] == case) & (p["name"] == name)]
+            row[f"{lab} {unit}"] = float(at[value].iloc[0]) if len(at) and value in at else float("nan")
             if f"frac_{roof}" in at:
                 row[f"{lab} of {roof} roof"] = float(at[f"frac_{roof}"].iloc[0]) if len(at) else float("nan")
-            libs = p[(p["case"] == case) & (p["kind"] == "baseline")
-                     & p["name"].astype(str).str.contains(LIBRARY_NAMES, case=False)]
-            row[f"{lab} library µs"] = float(libs["median_us"].min()) if len(libs) else float("nan")
+            if names is None:
+                libs = p[(p["case"] == case) & (p["kind"] == "baseline")
+                         & p["name"].astype(str).str.contains(LIBRARY_NAMES, case=False)]
+                row[f"{lab} library µs"] = float(libs["median_us"].min()) if len(libs) else float("nan")
         rows.append(row)
     print_once("Every record side by side (" + "; ".join(f"{short_device(p['device'].iloc[0])}: {p['source'].iloc[0]} "
                                                           f"{p['date'].iloc[0]}" for p in parts) + ").")

@@ -5,7 +5,7 @@ frame.py    reading: select, one_source, source, pick, cases, fastest, best, dev
             print_once, and the live / recorded switch (recorded, mark_stale, live_or_recorded)
 verdict.py  Measured with its band, ratio bands, the one verdict rule (its text there), targets, and the
             seed's claims (docs/claims.csv) judged by it
-prose.py    tables and sentences: table, brief, device_table, host_text, summary, ablation, times,
+prose.py    tables and sentences: table, brief, ptxas_brief, claims_brief, device_table, host_text, summary, ablation, times,
             compare_text, roof_text, unless_missing, each_device, say"""
 from __future__ import annotations
 
@@ -19,4 +19,4 @@ from .verdict import (  # noqa: F401
     within_noise)
 from .prose import (  # noqa: F401
     FLOOR_NAMES, HOST_TARGET, LIBRARY_NAMES, MAX_ROWS, MISSING, ablation, brief, compare_text, device_table,
-    each_device, host_text, roof_text, say, short_device, summary, table, times, unless_missing)
+    claims_brief, each_device, host_text, ptxas_brief, roof_text, say, short_device, summary, table, times, unless_missing)
