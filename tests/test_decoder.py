@@ -32,7 +32,11 @@ def test_qwen3_8b_config_and_parameter_count():
     n = sum(math.prod(s) for s in D.weight_shapes(c).values())
     assert 8.18e9 < n < 8.20e9, n            # Qwen3-8B: 8.19 B parameters with its untied head
     assert c.gpu_reason() is None and D.SMALL.gpu_reason() is None
-    assert "lab 07" in D.TINY.gpu_reason()
+    assert "head dim 16" in D.TINY.gpu_reason()
+    q2 = D.QWEN25_7B                          # Qwen2.5-7B: 7.62 B parameters (its model card), a GQA group of 7
+    n2 = sum(math.prod(s) for s in D.weight_shapes(q2).values())
+    assert 7.60e9 < n2 < 7.63e9, n2
+    assert q2.gpu_reason() is None and q2.family == "qwen2" and not q2.qk_norm
 
 
 def test_config_from_hf(tmp_path):
@@ -45,6 +49,16 @@ def test_config_from_hf(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
     with pytest.raises(ValueError, match="missing key"):
         D.Config.from_hf(tmp_path)
+    qwen25 = {"model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+              "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064, "rms_norm_eps": 1e-6,
+              "rope_theta": 1000000.0, "tie_word_embeddings": False, "use_sliding_window": False, "rope_scaling": None}
+    (tmp_path / "config.json").write_text(json.dumps(qwen25))
+    assert D.Config.from_hf(tmp_path, name="Qwen2.5-7B") == D.QWEN25_7B      # head dim 3584 / 28 = 128, biases
+    for bad, what in (({"model_type": "qwen3_moe"}, "model_type"), ({"rope_scaling": {"type": "yarn"}}, "rope_scaling"),
+                      ({"use_sliding_window": True}, "sliding")):
+        (tmp_path / "config.json").write_text(json.dumps({**qwen25, **bad}))
+        with pytest.raises(ValueError, match=what):
+            D.Config.from_hf(tmp_path)
 
 
 def test_random_weights_are_deterministic_fp16_and_hf_shaped(tiny):
@@ -465,7 +479,7 @@ def test_launchers_reject_host_arrays_before_any_launch():
 def test_decoder_needs_a_gpu_and_lab07s_heads():
     from kernellab.core.device import NoGPU
     if is_live():
-        with pytest.raises(ValueError, match="lab 07"):
+        with pytest.raises(ValueError, match="head dim 16"):
             D.Decoder(D.TINY)
     else:
         with pytest.raises(NoGPU):
@@ -540,8 +554,9 @@ def _reference_weights(dec, W):
     return out
 
 
-@pytest.mark.parametrize("cfg,path", [(D.TINY, "float16"), (D.TINY, "w8a16"), (D.TINY, "int4"), (D.SMALL, "float16")],
-                         ids=["tiny-fp16", "tiny-w8a16", "tiny-int4", "small-fp16"])
+@pytest.mark.parametrize("cfg,path", [(D.TINY, "float16"), (D.TINY, "w8a16"), (D.TINY, "int4"), (D.SMALL, "float16"),
+                                      (D.TINY_QWEN2, "float16"), (D.TINY_QWEN2, "int4")],
+                         ids=["tiny-fp16", "tiny-w8a16", "tiny-int4", "small-fp16", "qwen2-fp16", "qwen2-int4"])
 def test_emulated_token_step_is_the_fp16_storage_reference(cfg, path):
     """Decoder.step's calls and buffers (views into the QKV and gate/up outputs, the residual
     ping-pong, the device-side position/length/token/history) run through NumpyOps give the float64

@@ -27,6 +27,8 @@ class TorchQwen3:
         self.dtype = dtype or torch.float16
         if self.capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
+        if not cfg.qk_norm or cfg.qkv_bias:
+            raise ValueError(f"{cfg.name}: the torch.compile baseline is Qwen3's layer (q/k norm, no biases)")
         # a torch tensor or a CuPy array on the device is used in place (no copy: lab 08 times this
         # decoder on the very weights of its own); a NumPy array is copied to the device
         t = lambda a: torch.as_tensor(a, device=device).to(dtype=self.dtype)      # noqa: E731
@@ -129,23 +131,41 @@ def weights_of(dec) -> dict:
         raise ValueError("weights_of: an fp16 decoder on the GPU")
     cfg, F = dec.cfg, dec.cfg.ffn
     qd, kd = cfg.q_dim, cfg.kv_dim
-    W = {"model.embed_tokens.weight": dec.embed_w, "model.norm.weight": dec.norm, "lm_head.weight": dec.lm}
+    W = {"model.embed_tokens.weight": dec.embed_w, "model.norm.weight": dec.norm}
+    if not cfg.tied:
+        W["lm_head.weight"] = dec.lm
     for i, L in enumerate(dec.layers):
         (qkv,), (gu,) = L["qkv"], L["gu"]
         W.update({lw(i, k): a for k, a in (
-            ("input_layernorm", L["ln1"]), ("post_attention_layernorm", L["ln2"]), ("self_attn.q_norm", L["qn"]),
-            ("self_attn.k_norm", L["kn"]), ("self_attn.q_proj", qkv[:qd]), ("self_attn.k_proj", qkv[qd:qd + kd]),
+            ("input_layernorm", L["ln1"]), ("post_attention_layernorm", L["ln2"]),
+            ("self_attn.q_proj", qkv[:qd]), ("self_attn.k_proj", qkv[qd:qd + kd]),
             ("self_attn.v_proj", qkv[qd + kd:]), ("self_attn.o_proj", L["o"][0]), ("mlp.gate_proj", gu[:F]),
             ("mlp.up_proj", gu[F:]), ("mlp.down_proj", L["down"][0]))})
+        if cfg.qk_norm:
+            W[lw(i, "self_attn.q_norm")], W[lw(i, "self_attn.k_norm")] = L["qn"], L["kn"]
+        if cfg.qkv_bias:
+            b = L["bias"]
+            W.update({lw(i, "self_attn.q_proj.bias"): b[:qd], lw(i, "self_attn.k_proj.bias"): b[qd:qd + kd],
+                      lw(i, "self_attn.v_proj.bias"): b[qd + kd:]})
     return W
+
+
+def _hf_class(cfg: Config):
+    """transformers' class for a config: Qwen3ForCausalLM, or Qwen2ForCausalLM (Qwen2.5)."""
+    import transformers as tf
+    return tf.Qwen3ForCausalLM if cfg.qk_norm else tf.Qwen2ForCausalLM
 
 
 def _hf_config(cfg: Config):
     import transformers as tf
-    return tf.Qwen3Config(vocab_size=cfg.vocab, hidden_size=cfg.hidden, intermediate_size=cfg.ffn,
-                          num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
-                          num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim, rms_norm_eps=cfg.eps,
-                          rope_theta=cfg.theta, tie_word_embeddings=cfg.tied, max_position_embeddings=4096)
+    kw = dict(vocab_size=cfg.vocab, hidden_size=cfg.hidden, intermediate_size=cfg.ffn,
+              num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_heads,
+              rms_norm_eps=cfg.eps, rope_theta=cfg.theta, tie_word_embeddings=cfg.tied, max_position_embeddings=4096)
+    if cfg.qk_norm:
+        return tf.Qwen3Config(head_dim=cfg.head_dim, attention_bias=cfg.qkv_bias, **kw)
+    if cfg.head_dim * cfg.heads != cfg.hidden or not cfg.qkv_bias:
+        raise ValueError(f"{cfg.name}: transformers' Qwen2 has head dim = hidden / heads and q/k/v biases")
+    return tf.Qwen2Config(**kw)
 
 
 def transformers_on_gpu(cfg: Config, W: dict, device="cuda"):
@@ -153,11 +173,11 @@ def transformers_on_gpu(cfg: Config, W: dict, device="cuda"):
     built on the meta device, then assigned), eager, as a user would run it. None without it."""
     try:
         import torch
-        import transformers as tf
+        import transformers  # noqa: F401
     except ImportError:
         return None
     with torch.device("meta"):
-        m = tf.Qwen3ForCausalLM(_hf_config(cfg))
+        m = _hf_class(cfg)(_hf_config(cfg))
     m.load_state_dict({k: torch.as_tensor(v, device=device) for k, v in W.items()}, strict=not cfg.tied, assign=True)
     with torch.device(device):               # the rotary angles are buffers, not weights: build them there
         m.model.rotary_emb = type(m.model.rotary_emb)(config=m.config)
@@ -192,10 +212,10 @@ def transformers_model(cfg: Config, W: dict, directory=None):
     one is given. None where transformers is not installed."""
     try:
         import torch
-        import transformers as tf
+        import transformers  # noqa: F401
     except ImportError:
         return None
-    m = tf.Qwen3ForCausalLM(_hf_config(cfg)).to(torch.float16).eval()
+    m = _hf_class(cfg)(_hf_config(cfg)).to(torch.float16).eval()
     m.load_state_dict({k: torch.from_numpy(v) for k, v in W.items()}, strict=not cfg.tied)
     if directory is not None:
         m.save_pretrained(directory)

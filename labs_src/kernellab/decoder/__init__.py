@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import replace  # noqa: F401  (decoder.replace: notebooks and tests shrink a Config with it)
 
 from .config import (  # noqa: F401
-    Config, DECODER_NAME, FAMILY, NAME, PATHS, QWEN3_8B, SMALL, TINY, U_FP16)
+    Config, DECODER_NAME, FAMILY, NAME, PATHS, QWEN25_7B, QWEN3_8B, SMALL, TINY, TINY_QWEN2, U_FP16)
 from .weights import (  # noqa: F401
     LAYER_KEYS, ST_DTYPES, bf16_to_f32, layer_shapes, lm_head, load_checkpoint, lw, random_weights, read_safetensors,
     weight_shapes, write_safetensors)

@@ -32,7 +32,8 @@ class GpuOps:
     table): gemv (lab 04's steps), fused (lab 02's add + RMSNorm steps, or 'add + <RMSNorm step>':
     lab 03's add, then that RMSNorm step), decode (lab 07's decode steps)."""
 
-    OPS = ("gemv", "conv", "fused", "logits", "embed", "head_norm", "silu_mul", "argmax", "rope_append", "decode")
+    OPS = ("gemv", "conv", "fused", "logits", "embed", "head_norm", "silu_mul", "argmax", "rope_append", "decode",
+           "bias_add")
 
     def __init__(self, path, swap: dict | None = None):
         self.gemv = _gemv_step(path)
@@ -41,6 +42,8 @@ class GpuOps:
         self.logits = G.LOGITS.variants[G.LOGITS.default["fp16_f32out"]]
         self.embed, self.head_norm, self.silu_mul, self.argmax = embed, head_norm, silu_mul, argmax_into
         self.rope_append, self.decode = A.rope_append, A.decode
+        from .. import add
+        self.bias_add = add.ADD.variants[add.ADD.default["float16"]]     # lab 03's add: Qwen2.5's q/k/v biases
         for op, name in (swap or {}).items():
             setattr(self, op, _step_of(op, name))
 
@@ -133,6 +136,11 @@ class NumpyOps:
         out[...] = reference_silu_mul(gate, up)
         return out
 
+    def bias_add(self, x, b, out):
+        with np.errstate(over="ignore"):
+            out[...] = (np.asarray(x, np.float64) + b).astype(out.dtype)
+        return out
+
     def rope_append(self, q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
         p = int(pos[0])
         if 0 <= p < k_cache.shape[1]:           # as the kernel: out of range writes nothing
@@ -209,10 +217,13 @@ class Decoder:
         for i in range(cfg.layers):
             get = (lambda k, i=i: W[lw(i, k)]) if W is not None else None
             L = {"ln1": self._vec(get, "input_layernorm", H), "ln2": self._vec(get, "post_attention_layernorm", H),
-                 "qn": self._vec(get, "self_attn.q_norm", cfg.head_dim), "kn": self._vec(get, "self_attn.k_norm", cfg.head_dim),
                  "qkv": self._linear(get, ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
                  "o": self._linear(get, ("self_attn.o_proj",)), "gu": self._linear(get, ("mlp.gate_proj", "mlp.up_proj")),
                  "down": self._linear(get, ("mlp.down_proj",))}
+            if cfg.qk_norm:              # Qwen3: RMSNorm of each q and k head
+                L["qn"], L["kn"] = (self._vec(get, f"self_attn.{n}_norm", cfg.head_dim) for n in "qk")
+            if cfg.qkv_bias:             # Qwen2.5: one bias vector over the QKV GEMV's output [q | k | v]
+                L["bias"] = self._bias(get, cfg.q_dim + 2 * cfg.kv_dim)
             self.layers.append(L)
         self.norm = self._vec((lambda k: W[k]) if W is not None else None, "model.norm.weight", H)
         if W is not None:
@@ -229,6 +240,7 @@ class Decoder:
         qd, kd = cfg.q_dim, cfg.kv_dim
         self.delta, self.zeros, self.h_a, self.h_b, self.y = e(H), e(H), e(H), e(H), e(H)
         self.qkv, self.gu, self.m = e(qd + 2 * kd), e(2 * F), e(F)
+        self.qkv_raw = e(qd + 2 * kd) if cfg.qkv_bias else self.qkv    # the GEMV's output before the bias
         self.q = self.qkv[:qd].reshape(cfg.heads, cfg.head_dim)
         self.k = self.qkv[qd:qd + kd].reshape(cfg.kv_heads, cfg.head_dim)
         self.v = self.qkv[qd + kd:].reshape(cfg.kv_heads, cfg.head_dim)
@@ -237,14 +249,14 @@ class Decoder:
         self.qr, self.o = e(cfg.heads, cfg.head_dim), e(cfg.heads, cfg.head_dim)
         self.o_flat = self.o.reshape(-1)
         # fp32 outputs of the quantised GEMVs, before lab 04's fp32 -> fp16 conversion step
-        self.f32 = {id(b): xp.zeros(b.shape, xp.float32) for b in (self.qkv, self.delta, self.gu)} \
+        self.f32 = {id(b): xp.zeros(b.shape, xp.float32) for b in (self.qkv_raw, self.delta, self.gu)} \
             if path != "float16" else {}
         self.logits = xp.zeros(cfg.vocab, xp.float32)
         self.token = xp.zeros(1, xp.int32)
         self.state = xp.zeros(2, xp.int32)
         self.pos, self.length = self.state[0:1], self.state[1:2]
         self.history = xp.full(self.capacity, -1, xp.int32)
-        self.cos, self.sin = (None, None) if emulate else A.rope_table(self.capacity, cfg.theta)
+        self.cos, self.sin = (None, None) if emulate else A.rope_table(self.capacity, cfg.theta, cfg.head_dim)
         self._graph = None
         self.host_pos = 0
         self.reset()                     # position 0, length 1: a fresh decoder can feed() at once
@@ -259,6 +271,12 @@ class Decoder:
             import cupy
             return (1.0 + 0.1 * self._rng.standard_normal((n,), dtype=cupy.float32)).astype(cupy.float16)
         return self.xp.asarray(np.asarray(get(key), np.float16))
+
+    def _bias(self, get, n):
+        if get is None:
+            import cupy
+            return (0.5 * self._rng.standard_normal((n,), dtype=cupy.float32)).astype(cupy.float16)
+        return self.xp.asarray(np.concatenate([np.asarray(get(f"self_attn.{k}_proj.bias"), np.float16) for k in "qkv"]))
 
     def _linear(self, get, keys):
         """One GEMV's weight, the keys' matrices stacked by rows, on this path: (W,) fp16, or lab
@@ -313,9 +331,13 @@ class Decoder:
         res = self.zeros
         for i, L in enumerate(self.layers):
             ops.fused(self.delta, res, L["ln1"], out=(self.h_b, self.y))
-            self._proj(L["qkv"], self.y, self.qkv)
-            ops.head_norm(self.q, self.k, L["qn"], L["kn"], out=(self.qn, self.kn))
-            ops.rope_append(self.qn, self.kn, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
+            self._proj(L["qkv"], self.y, self.qkv_raw)
+            if "bias" in L:
+                ops.bias_add(self.qkv_raw, L["bias"], out=self.qkv)
+            q, k = self.q, self.k
+            if "qn" in L:
+                q, k = ops.head_norm(self.q, self.k, L["qn"], L["kn"], out=(self.qn, self.kn))
+            ops.rope_append(q, k, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
             ops.decode(self.qr, self.kc[i], self.vc[i], self.length, out=self.o)
             self._proj(L["o"], self.o_flat, self.delta)
             ops.fused(self.delta, self.h_b, L["ln2"], out=(self.h_a, self.y))

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .config import Config, U_FP16
-from .weights import LAYER_KEYS, lm_head, lw
+from .weights import layer_shapes, lm_head, lw
 
 
 # ---- the float64 reference ------------------------------------------------------------------------------
@@ -73,11 +73,13 @@ def reference_layer(cfg: Config, W: dict, i: int, h, cache: Cache, fp16_storage=
     g = cfg.heads // cfg.kv_heads
     pos = cache.pos
     x = r(ref_rmsnorm(h, W[lw(i, "input_layernorm")], cfg.eps))
-    q = r(_mv(W[lw(i, "self_attn.q_proj")], x)).reshape(cfg.heads, cfg.head_dim)
-    k = r(_mv(W[lw(i, "self_attn.k_proj")], x)).reshape(cfg.kv_heads, cfg.head_dim)
-    v = r(_mv(W[lw(i, "self_attn.v_proj")], x)).reshape(cfg.kv_heads, cfg.head_dim)
-    q = r(ref_rmsnorm(q, W[lw(i, "self_attn.q_norm")], cfg.eps))
-    k = r(ref_rmsnorm(k, W[lw(i, "self_attn.k_norm")], cfg.eps))
+    q, k, v = (r(_mv(W[lw(i, f"self_attn.{n}_proj")], x)) for n in "qkv")
+    if cfg.qkv_bias:                 # Qwen2.5: the GEMV's fp16 output, then + bias (stored again)
+        q, k, v = (r(a + np.asarray(W[lw(i, f"self_attn.{n}_proj.bias")], np.float64)) for a, n in zip((q, k, v), "qkv"))
+    q, k, v = q.reshape(cfg.heads, cfg.head_dim), k.reshape(cfg.kv_heads, cfg.head_dim), v.reshape(cfg.kv_heads, cfg.head_dim)
+    if cfg.qk_norm:
+        q = r(ref_rmsnorm(q, W[lw(i, "self_attn.q_norm")], cfg.eps))
+        k = r(ref_rmsnorm(k, W[lw(i, "self_attn.k_norm")], cfg.eps))
     q, k = r(ref_rope(q, pos, cfg.theta)), r(ref_rope(k, pos, cfg.theta))
     cache.k[i, :, pos], cache.v[i, :, pos] = k, v
     K, V = cache.k[i, :, :pos + 1], cache.v[i, :, :pos + 1]          # [kv, L, hd]
@@ -135,13 +137,14 @@ def reference_sequence(cfg: Config, W: dict, tokens):
     h = np.asarray(W["model.embed_tokens.weight"], np.float64)[tokens]                # [T, H]
     mask = np.triu(np.full((T, T), -np.inf), 1)
     for i in range(cfg.layers):
-        P = {k: np.asarray(W[lw(i, k)], np.float64) for k in LAYER_KEYS}
+        P = {k: np.asarray(W[lw(i, k)], np.float64) for k in layer_shapes(cfg)}
         x = ref_rmsnorm(h, P["input_layernorm"], cfg.eps)
-        q = (x @ P["self_attn.q_proj"].T).reshape(T, cfg.heads, hd)
-        k = (x @ P["self_attn.k_proj"].T).reshape(T, cfg.kv_heads, hd)
-        v = (x @ P["self_attn.v_proj"].T).reshape(T, cfg.kv_heads, hd)
-        q = ref_rope(ref_rmsnorm(q, P["self_attn.q_norm"], cfg.eps), pos, cfg.theta)
-        k = ref_rope(ref_rmsnorm(k, P["self_attn.k_norm"], cfg.eps), pos, cfg.theta)
+        q, k, v = (x @ P[f"self_attn.{n}_proj"].T + (P[f"self_attn.{n}_proj.bias"] if cfg.qkv_bias else 0.0)
+                   for n in "qkv")
+        q, k, v = q.reshape(T, cfg.heads, hd), k.reshape(T, cfg.kv_heads, hd), v.reshape(T, cfg.kv_heads, hd)
+        if cfg.qk_norm:
+            q, k = ref_rmsnorm(q, P["self_attn.q_norm"], cfg.eps), ref_rmsnorm(k, P["self_attn.k_norm"], cfg.eps)
+        q, k = ref_rope(q, pos, cfg.theta), ref_rope(k, pos, cfg.theta)
         k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)                           # GQA: [T, heads, hd]
         s = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask
         p = np.exp(s - s.max(-1, keepdims=True))

@@ -20,17 +20,25 @@ LAYER_KEYS = ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_a
 
 
 def layer_shapes(cfg: Config) -> dict:
-    """{key: shape} of one layer's weights (nn.Linear layout: [out, in])."""
+    """{key: shape} of one layer's weights (nn.Linear layout: [out, in]); Qwen3's q/k norms where the
+    config has them, Qwen2.5's q/k/v biases (keys ending in .bias) where it has those."""
     H, F, hd = cfg.hidden, cfg.ffn, cfg.head_dim
-    return {"input_layernorm": (H,), "self_attn.q_proj": (cfg.q_dim, H), "self_attn.k_proj": (cfg.kv_dim, H),
-            "self_attn.v_proj": (cfg.kv_dim, H), "self_attn.q_norm": (hd,), "self_attn.k_norm": (hd,),
-            "self_attn.o_proj": (H, cfg.q_dim), "post_attention_layernorm": (H,), "mlp.gate_proj": (F, H),
-            "mlp.up_proj": (F, H), "mlp.down_proj": (H, F)}
+    out = {"input_layernorm": (H,), "self_attn.q_proj": (cfg.q_dim, H), "self_attn.k_proj": (cfg.kv_dim, H),
+           "self_attn.v_proj": (cfg.kv_dim, H)}
+    if cfg.qkv_bias:
+        out.update({"self_attn.q_proj.bias": (cfg.q_dim,), "self_attn.k_proj.bias": (cfg.kv_dim,),
+                    "self_attn.v_proj.bias": (cfg.kv_dim,)})
+    if cfg.qk_norm:
+        out.update({"self_attn.q_norm": (hd,), "self_attn.k_norm": (hd,)})
+    out.update({"self_attn.o_proj": (H, cfg.q_dim), "post_attention_layernorm": (H,), "mlp.gate_proj": (F, H),
+                "mlp.up_proj": (F, H), "mlp.down_proj": (H, F)})
+    return out
 
 
 def lw(i: int, key: str) -> str:
-    """The checkpoint name of layer i's weight `key`: model.layers.{i}.{key}.weight."""
-    return f"model.layers.{i}.{key}.weight"
+    """The checkpoint name of layer i's weight `key`: model.layers.{i}.{key}.weight (a key ending in
+    .bias names the bias itself: model.layers.{i}.self_attn.q_proj.bias)."""
+    return f"model.layers.{i}.{key}" if key.endswith(".bias") else f"model.layers.{i}.{key}.weight"
 
 
 def weight_shapes(cfg: Config) -> dict:
@@ -50,12 +58,15 @@ def lm_head(cfg: Config, W: dict):
 
 def random_weights(cfg: Config, seed: int = 0) -> dict:
     """Every weight of `cfg`, fp16, from a fixed seed: linear weights N(0, 1/fan_in) (outputs of
-    unit scale), the embedding N(0, 1), norm weights 1 + N(0, 0.1^2). Deterministic for a seed."""
+    unit scale), the embedding N(0, 1), norm weights 1 + N(0, 0.1^2), biases N(0, 0.5^2).
+    Deterministic for a seed."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, shape in weight_shapes(cfg).items():
         x = rng.standard_normal(shape, dtype=np.float32)
-        if len(shape) == 1:
+        if name.endswith(".bias"):
+            x = 0.5 * x                  # biases of the size Qwen2.5's have: a visible shift of q, k, v
+        elif len(shape) == 1:
             x = 1.0 + 0.1 * x
         elif not name.startswith("model.embed_tokens"):
             x *= 1.0 / math.sqrt(shape[1])
