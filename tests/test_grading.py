@@ -1,7 +1,9 @@
 """The exercises' graders without a GPU (check.grade_exercise in compile-only mode): a stub is told
 NOT YET by the `TODO;` in its code (never by a TODO in a comment), a kernel that lacks what the
-exercise asks for is told NOT YET by its PTX, and a finished kernel gets NOT CHECKED (no GPU), which
-names what was checked. Each lab's GRADE, stub and solution are taken from labs_src/NN_*.py itself.
+exercise asks for is told NOT YET by its PTX, and a finished kernel runs on the CPU (core/emulate.py: a
+few blocks, every CUDA thread a CPU thread) and is told CHECKED ON THE CPU or NOT YET by its answer (see
+tests/test_grading_cpu.py), or, where no C++ compiler is installed, NOT CHECKED (no GPU), which names what
+was checked. Each lab's GRADE, stub and solution are taken from labs_src/NN_*.py itself.
 On a GPU the same kernels are run and compared with NumPy instead (the last tests)."""
 import functools
 import re
@@ -59,6 +61,12 @@ def grade(lab, src, capsys):
     return capsys.readouterr().out
 
 
+def CHECKED_OR_NOT(out):
+    """A correct kernel without a GPU: checked on the CPU (a C++ compiler here), else NOT CHECKED."""
+    from kernellab.core import emulate
+    return "CHECKED ON THE CPU (no GPU here)" in out if emulate.compiler() else "NOT CHECKED (no GPU)" in out
+
+
 def without_todo(src):
     """The stub with its `TODO;` marker statements deleted (their comments kept): what a learner
     who deletes the marker and writes nothing gets."""
@@ -103,15 +111,27 @@ def test_stub_without_its_todo_is_not_yet_by_its_ptx(lab, capsys):
 
 @compile_only
 @pytest.mark.parametrize("lab", LABS)
-def test_solution_is_not_checked_and_says_what_was(lab, capsys):
+def test_solution_is_checked_on_the_cpu_or_not_checked_and_says_what_was(lab, capsys, monkeypatch):
+    """With a C++ compiler, the solution's first, second and last blocks run on the CPU and match NumPy
+    (lab 00's grid is sized from the GPU's SM count: NOT CHECKED); without one, NOT CHECKED names what
+    was checked."""
+    from kernellab.core import emulate
     ns = exercise(lab)
     capsys.readouterr()
     assert check.grade_exercise(ns["SOLUTION"], KERNEL[lab], strict=True, **ns["GRADE"]) is None
     out = capsys.readouterr().out
-    assert "NOT YET" not in out and "NOT CHECKED (no GPU): checked here: no TODO left in the code" in out
-    assert "Not checked: whether it computes the right answer" in out
+    assert "NOT YET" not in out
     for alts in check._needles(ns["GRADE"].get("ptx_must_contain", ())):
         assert f"`{alts[0]}`" in out
+    if emulate.compiler() and lab != "00":
+        assert "CHECKED ON THE CPU (no GPU here): blocks 0, 1, " in out and "match NumPy" in out, out
+    else:
+        assert "NOT CHECKED (no GPU): checked here: no TODO left in the code" in out, out
+    monkeypatch.setattr(emulate, "compiler", lambda: None)            # a machine without g++ or clang++
+    assert check.grade_exercise(ns["SOLUTION"], KERNEL[lab], strict=True, **ns["GRADE"]) is None
+    out = capsys.readouterr().out
+    assert "NOT CHECKED (no GPU): checked here: no TODO left in the code" in out, out
+    assert "Not checked: whether it computes the right answer" in out
 
 
 # ---- lab 08: fuse SiLU x up into the down GEMV ---------------------------------------------------------
@@ -162,7 +182,7 @@ def test_08_kernel_without_the_block_reduction_is_not_yet(kind, missing, capsys)
 @compile_only
 def test_08_correct_kernel_under_todo_comments_is_not_checked(capsys):
     out = grade("08", LOOP.replace("REDUCE", REDUCE_08["full"]), capsys)
-    assert "NOT YET" not in out and "NOT CHECKED (no GPU)" in out, out
+    assert "NOT YET" not in out and CHECKED_OR_NOT(out), out
 
 
 @compile_only
@@ -177,7 +197,7 @@ def test_08_solution_written_into_the_stub_is_not_checked(capsys):
                 .replace("    if (threadIdx.x == 0) y[row] = s;", "    " + REDUCE_08["full"]))
     assert "TODO;" not in mine and "// reduce s over the block" in mine
     out = grade("08", mine, capsys)
-    assert "NOT YET" not in out and "NOT CHECKED (no GPU)" in out, out
+    assert "NOT YET" not in out and CHECKED_OR_NOT(out), out
 
 
 # ---- lab 07: the split-KV merge -------------------------------------------------------------------------
@@ -218,7 +238,7 @@ def test_07_merge_without_weights_is_not_yet(capsys):
 @pytest.mark.parametrize("out_expr", ["a / w", "a * (1.0f / w)", "__fdividef(a, w)"])
 def test_07_correct_merge_under_todo_comments_is_not_checked(out_expr, capsys):
     out = grade("07", MERGE.replace("OUT", out_expr), capsys)
-    assert "NOT YET" not in out and "NOT CHECKED (no GPU)" in out, out
+    assert "NOT YET" not in out and CHECKED_OR_NOT(out), out
 
 
 # ---- on a GPU the answer itself is checked --------------------------------------------------------------

@@ -205,8 +205,10 @@ def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
     is a string, or a tuple of strings any one of which will do; PTX_MEANS says what each shows);
     on a GPU, run it on make_input(), compare each output with reference(*inputs), then time it
     and the lab's own step on the same inputs (bench.time_fn, L2 flushed) and print "your kernel
-    X µs, <step> Y µs". Without a GPU nothing runs: a kernel that passes these checks gets
-    NOT CHECKED (no GPU), which names exactly what was checked.
+    X µs, <step> Y µs". Without a GPU, the first, second and last blocks of the launch run on the CPU
+    (core.emulate: every CUDA thread a CPU thread) and what they write is compared with the reference:
+    "CHECKED ON THE CPU", or NOT YET with the difference; where the emulation cannot run (no C++
+    compiler), NOT CHECKED (no GPU), which names exactly what was checked.
 
     The kernel's arguments are the inputs, then one output per array the reference returns,
     then scalars(*inputs). grid(*inputs) gives the grid; block is a tuple. step=(label, fn):
@@ -228,6 +230,55 @@ def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
         print(f"NOT YET: the kernel failed to run: {type(e).__name__}: {e}\n"
               "An illegal memory access leaves the GPU context unusable: restart the kernel "
               "(Kernel > Restart) after fixing the indexing.")
+    return None
+
+
+# The bit pattern an output holds before the emulated blocks run: a NaN no kernel computes, so an element
+# still holding it was not written by those blocks (the rest of the grid did not run).
+_UNWRITTEN = {np.dtype(np.float32): np.uint32(0x7FBADBAD), np.dtype(np.float16): np.uint16(0x7DBD)}
+
+
+def _on_cpu(src, kernel_name, inputs, wants, grid, block, scalars, tol):
+    """Without a GPU: run the first, second and last blocks of the learner's launch on the CPU
+    (core.emulate) and compare every output element they wrote with the reference. Returns None when
+    it matched (and says so), or why the emulation could not run (no C++ compiler, a construct the
+    emulator lacks); raises CheckError when the kernel computed something else, wrote nothing, crashed
+    or hung."""
+    from . import emulate
+    outs = []
+    for w in wants:
+        o = np.empty(w.shape, w.dtype)
+        bits = _UNWRITTEN.get(w.dtype)
+        if bits is None:
+            return f"the emulation compares float32 and float16 outputs only, not {w.dtype}"
+        o.view(bits.dtype)[...] = bits
+        outs.append(o)
+    try:
+        g, b = _as_tuple(grid(*inputs)), _as_tuple(block)
+    except Exception as e:          # a grid sized from the GPU's own facts (lab 00: 4 blocks per SM)
+        return f"the launch's grid is sized from the GPU ({type(e).__name__}), so the CPU emulation has none"
+    try:
+        after, blocks = emulate.run(src, kernel_name, [np.asarray(a) for a in inputs] + outs,
+                                    list(scalars(*inputs)), g, b)
+    except emulate.Unavailable as e:
+        return str(e)
+    except emulate.Failed as e:
+        raise CheckError(f"run on the CPU (no GPU here, so blocks of your grid run as CPU threads), {e}") from None
+    got = after[len(inputs):]
+    where = ", ".join(str(x[0]) if len(g) == 1 else str(x[:len(g)]) for x in blocks)
+    n, worst = 0, 0.0
+    for k, (o, w) in enumerate(zip(got, wants)):
+        name = f"output {k} " if len(wants) > 1 else ""
+        written = o.view(_UNWRITTEN[w.dtype].dtype) != _UNWRITTEN[w.dtype]
+        if not written.any():
+            raise CheckError(f"run on the CPU (blocks {where} of your grid of {g}, no GPU here), your kernel wrote "
+                             f"nothing to its {name or 'output'}: each block must write its part of the result")
+        st = check(o[written], np.asarray(w)[written], quiet=True, **tol,
+                   name=f"your {kernel_name} {name}(blocks {where} run on the CPU: no GPU here)")
+        n, worst = n + int(written.sum()), max(worst, st["max_rel"])
+    print(f"CHECKED ON THE CPU (no GPU here): blocks {where} of your grid of {g} ran as CPU threads "
+          f"(__syncthreads and warp shuffles emulated, core/emulate.py) and the {n} values they wrote match "
+          f"NumPy (max rel err {worst:.1e}). The other blocks run only on a GPU.")
     return None
 
 
@@ -254,9 +305,13 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
     wants = _as_tuple(reference(*inputs))
     fn = compile_source(src, kernel_name) if is_live() else None
     if fn is None:
+        why = _on_cpu(src, kernel_name, inputs, wants, grid, block, scalars, tol)
+        if why is None:
+            print("Not timed: timing needs a GPU" + (f"; on one it is timed against {step[0]}." if step else "."))
+            return None
         print("NOT CHECKED (no GPU): checked here: no TODO left in the code, it compiles for "
               + " and ".join(ARCHS) + (", and its PTX has the instructions above" if needles else "")
-              + ". Not checked: whether it computes the right answer (nothing runs without a GPU), so a "
+              + f". Not checked: whether it computes the right answer ({why}), so a "
               "wrong kernel that passes these checks gets this same line. On a GPU it runs on inputs of "
               f"shape {[getattr(a, 'shape', ()) for a in inputs]}, is compared with NumPy and timed"
               + (f" against {step[0]}." if step else "."))
