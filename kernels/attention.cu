@@ -482,13 +482,14 @@ __device__ __forceinline__ unsigned pack_h2(float a, float b) {
     return *reinterpret_cast<unsigned*>(&h);
 }
 
-// rows [r0, r0 + 64) of a [N, 72] matrix -> shared [64][LD] (columns 0..71; rows >= N as zeros)
-template <bool ASYNC, int LD>
-__device__ __forceinline__ void pf_load_tile(__half* dst, const __half* __restrict__ src, int r0, int N) {
-    for (int i = threadIdx.x; i < PF_BC * (PF_D / 8); i += blockDim.x) {
-        const int r = i / (PF_D / 8), c = (i % (PF_D / 8)) * 8;
+// rows [r0, r0 + 64) of an [N, DH] matrix whose rows lie rs halves apart -> shared [64][LD]
+// (columns 0..DH-1; rows >= N as zeros)
+template <bool ASYNC, int LD, int DH = PF_D>
+__device__ __forceinline__ void pf_load_tile(__half* dst, const __half* __restrict__ src, int r0, int N, int rs = DH) {
+    for (int i = threadIdx.x; i < PF_BC * (DH / 8); i += blockDim.x) {
+        const int r = i / (DH / 8), c = (i % (DH / 8)) * 8;
         const bool ok = r0 + r < N;
-        const __half* g = src + (size_t)(ok ? r0 + r : 0) * PF_D + c;
+        const __half* g = src + (size_t)(ok ? r0 + r : 0) * rs + c;
         if (ASYNC) {
             cp_async16(dst + r * LD + c, g, ok);
         } else {
@@ -497,46 +498,59 @@ __device__ __forceinline__ void pf_load_tile(__half* dst, const __half* __restri
     }
 }
 
+// The geometry of one prefill call: N query rows per head, NK keys (NK = N, or the cache's p0 + N
+// for a causal prompt that starts at position p0), and where each head and row lives (strides in
+// halves): the ViT's [heads, N, 72] arrays, or a decoder's q and o [N, heads, 128] beside its KV cache
+// [KV heads, capacity, 128]. Query head h reads KV head h / group (GQA).
+struct PfShape {
+    int N, NK, p0, group;
+    long long q_hs, q_rs, kv_hs, kv_rs, o_hs, o_rs;
+};
+
 // MT: query tiles of 16 rows per warp (the block owns MT x 64 rows). Every K or V fragment a warp
-// loads with ldmatrix feeds MT x 2 mma's.
-template <bool ASYNC, int LD, int MT = 1>
+// loads with ldmatrix feeds MT x 2 mma's. DH: the head dim, DP: it padded to the mma's k (16);
+// CAUSAL: query row i (position p0 + i) sees keys 0..p0 + i only, and tiles past the last row's
+// position are skipped.
+template <bool ASYNC, int LD, int MT = 1, int DH = PF_D, int DP = PF_DP, bool CAUSAL = false>
 __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, const __half* __restrict__ k,
                                               const __half* __restrict__ v, __half* __restrict__ o,
-                                              int N, float scale_log2) {
+                                              const PfShape g, float scale_log2) {
 #if __CUDA_ARCH__ >= 800
     constexpr int TILE = PF_BC * LD;                   // halves per K or V tile
     constexpr int STAGES = ASYNC ? 2 : 1;
+    constexpr int KC = DP / 16, ON = DP / 8;           // mma k-chunks of a row; 8-column output blocks
     extern __shared__ __align__(16) __half pf_sm[];    // [STAGES][K, V][64][LD]; Q borrows the last stage
-    const int h = blockIdx.y, r0 = blockIdx.x * PF_BR * MT;
+    const int h = blockIdx.y, r0 = blockIdx.x * PF_BR * MT, N = g.N, NK = g.NK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const size_t hb = (size_t)h * N * PF_D;
-    const __half *qh = q + hb, *kh = k + hb, *vh = v + hb;
-    // zero the pad columns 72..LD of every tile once: the loads below never write them
+    const __half *qh = q + h * g.q_hs, *kh = k + (h / g.group) * g.kv_hs, *vh = v + (h / g.group) * g.kv_hs;
+    // zero the pad columns DH..LD of every tile once: the loads below never write them
     for (int i = threadIdx.x; i < 2 * STAGES * PF_BC; i += blockDim.x)
-        for (int c = PF_D; c < LD; ++c) pf_sm[i * LD + c] = __float2half(0.0f);
+        for (int c = DH; c < LD; ++c) pf_sm[i * LD + c] = __float2half(0.0f);
     __half* qs = pf_sm + (STAGES - 1) * 2 * TILE;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) pf_load_tile<false, LD>(qs + i * TILE, qh, r0 + i * PF_BC, N);
+    for (int i = 0; i < MT; ++i) pf_load_tile<false, LD, DH>(qs + i * TILE, qh, r0 + i * PF_BC, N, (int)g.q_rs);
     __syncthreads();
-    unsigned qa[MT][5][4];                             // this warp's MT x 16 rows of Q as mma A fragments
+    unsigned qa[MT][KC][4];                            // this warp's MT x 16 rows of Q as mma A fragments
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int c = 0; c < 5; ++c)
+        for (int c = 0; c < KC; ++c)
             ldsm_x4<false>(qa[i][c], qs + (i * PF_BR + warp * 16 + (lane & 15)) * LD + c * 16 + (lane >> 4) * 8);
     __syncthreads();                                   // Q's space is reused by the K/V tiles
-    float oacc[MT][10][4];
+    float oacc[MT][ON][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int n = 0; n < 10; ++n) oacc[i][n][0] = oacc[i][n][1] = oacc[i][n][2] = oacc[i][n][3] = 0.0f;
+        for (int n = 0; n < ON; ++n) oacc[i][n][0] = oacc[i][n][1] = oacc[i][n][2] = oacc[i][n][3] = 0.0f;
     float m[MT][2], l[MT][2];                          // per query tile: rows lane/4 and lane/4 + 8
 #pragma unroll
     for (int i = 0; i < MT; ++i) m[i][0] = m[i][1] = -KL_INF, l[i][0] = l[i][1] = 0.0f;
-    const int tiles = (N + PF_BC - 1) / PF_BC;
+    int tiles = (NK + PF_BC - 1) / PF_BC;
+    if (CAUSAL) tiles = min(tiles, (g.p0 + r0 + PF_BR * MT - 1) / PF_BC + 1);   // keys past the block's last row
+    const int kr = (int)g.kv_rs;
     if (ASYNC) {
-        pf_load_tile<true, LD>(pf_sm, kh, 0, N);
-        pf_load_tile<true, LD>(pf_sm + TILE, vh, 0, N);
+        pf_load_tile<true, LD, DH>(pf_sm, kh, 0, NK, kr);
+        pf_load_tile<true, LD, DH>(pf_sm + TILE, vh, 0, NK, kr);
         cp_async_commit();
     }
     for (int t = 0; t < tiles; ++t) {
@@ -544,14 +558,14 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
         if (ASYNC) {
             if (t + 1 < tiles) {                       // the next tile streams in while this one computes
                 __half* nk = pf_sm + ((t + 1) & 1) * 2 * TILE;
-                pf_load_tile<true, LD>(nk, kh, (t + 1) * PF_BC, N);
-                pf_load_tile<true, LD>(nk + TILE, vh, (t + 1) * PF_BC, N);
+                pf_load_tile<true, LD, DH>(nk, kh, (t + 1) * PF_BC, NK, kr);
+                pf_load_tile<true, LD, DH>(nk + TILE, vh, (t + 1) * PF_BC, NK, kr);
             }
             cp_async_commit();
             cp_async_wait<1>();
         } else {
-            pf_load_tile<false, LD>(ks, kh, t * PF_BC, N);
-            pf_load_tile<false, LD>(vs, vh, t * PF_BC, N);
+            pf_load_tile<false, LD, DH>(ks, kh, t * PF_BC, NK, kr);
+            pf_load_tile<false, LD, DH>(vs, vh, t * PF_BC, NK, kr);
         }
         __syncthreads();
         // S = Q K^T: MT x 16 x 64 per warp; each K fragment serves every query tile
@@ -561,7 +575,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
 #pragma unroll
             for (int n = 0; n < 8; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.0f;
 #pragma unroll
-        for (int c = 0; c < 5; ++c) {
+        for (int c = 0; c < KC; ++c) {
 #pragma unroll
             for (int n = 0; n < 8; n += 2) {
                 unsigned b[4];   // keys 8n..8n+15, dims 16c..16c+15
@@ -579,12 +593,14 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
             float mt[2] = {m[i][0], m[i][1]};
+            const int qpos = g.p0 + r0 + i * PF_BR + warp * 16 + (lane >> 2);   // this thread's first row's position
 #pragma unroll
             for (int n = 0; n < 8; ++n)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     float x = s[i][n][e] * scale_log2;
-                    if (kbase + n * 8 + (e & 1) >= N) x = -KL_INF;
+                    const int key = kbase + n * 8 + (e & 1);
+                    if (key >= NK || (CAUSAL && key > qpos + (e >> 1) * 8)) x = -KL_INF;
                     s[i][n][e] = x;
                     mt[e >> 1] = fmaxf(mt[e >> 1], x);
                 }
@@ -612,7 +628,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
                 l[i][r] = l[i][r] * alpha[r] + rs[r];
             }
 #pragma unroll
-            for (int n = 0; n < 10; ++n) {
+            for (int n = 0; n < ON; ++n) {
                 oacc[i][n][0] *= alpha[0]; oacc[i][n][1] *= alpha[0];
                 oacc[i][n][2] *= alpha[1]; oacc[i][n][3] *= alpha[1];
             }
@@ -621,7 +637,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
 #pragma unroll
-            for (int n = 0; n < 10; n += 2) {
+            for (int n = 0; n < ON; n += 2) {
                 unsigned b[4];   // keys 16c..16c+15, dims 8n..8n+15
                 ldsm_x4<true>(b, vs + (c * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n * 8 + (lane >> 4) * 8);
 #pragma unroll
@@ -633,7 +649,7 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
         }
         __syncthreads();                               // this stage is overwritten next
     }
-    // O / l, rows < N, columns < 72
+    // O / l, rows < N, columns < DH
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -642,19 +658,25 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
             if (row >= N) continue;
             const float inv = 1.0f / l[i][r];
 #pragma unroll
-            for (int n = 0; n < 9; ++n) {
+            for (int n = 0; n < DH / 8; ++n) {
                 const int col = n * 8 + (lane & 3) * 2;
-                *reinterpret_cast<__half2*>(o + hb + (size_t)row * PF_D + col) =
+                *reinterpret_cast<__half2*>(o + h * g.o_hs + row * g.o_rs + col) =
                     __floats2half2_rn(oacc[i][n][2 * r] * inv, oacc[i][n][2 * r + 1] * inv);
             }
         }
 #endif
 }
 
+// The ViT's geometry: [16 heads, N, 72] q, k, v and o, every query against every key.
+__device__ __forceinline__ PfShape pf_vit(int N) {
+    const long long hs = (long long)N * PF_D;
+    return PfShape{N, N, 0, 1, hs, PF_D, hs, PF_D, hs, PF_D};
+}
+
 extern "C" __global__ __launch_bounds__(128) void attention_12_prefill_mma(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
-    pf_mma_kernel<false, PF_DP>(q, k, v, o, N, scale_log2);
+    pf_mma_kernel<false, PF_DP>(q, k, v, o, pf_vit(N), scale_log2);
 }
 
 // === attention_13_prefill_cp_async ===
@@ -664,7 +686,7 @@ extern "C" __global__ __launch_bounds__(128) void attention_12_prefill_mma(
 extern "C" __global__ __launch_bounds__(128) void attention_13_prefill_cp_async(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
-    pf_mma_kernel<true, PF_DP>(q, k, v, o, N, scale_log2);
+    pf_mma_kernel<true, PF_DP>(q, k, v, o, pf_vit(N), scale_log2);
 }
 
 // === attention_14_prefill_padded ===
@@ -675,7 +697,7 @@ extern "C" __global__ __launch_bounds__(128) void attention_13_prefill_cp_async(
 extern "C" __global__ __launch_bounds__(128) void attention_14_prefill_padded(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
-    pf_mma_kernel<true, PF_DP + 8>(q, k, v, o, N, scale_log2);
+    pf_mma_kernel<true, PF_DP + 8>(q, k, v, o, pf_vit(N), scale_log2);
 }
 
 // === attention_15_prefill_two_tiles ===
@@ -689,5 +711,54 @@ extern "C" __global__ __launch_bounds__(128) void attention_14_prefill_padded(
 extern "C" __global__ __launch_bounds__(128) void attention_15_prefill_two_tiles(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {
-    pf_mma_kernel<true, PF_DP + 8, 2>(q, k, v, o, N, scale_log2);
+    pf_mma_kernel<true, PF_DP + 8, 2>(q, k, v, o, pf_vit(N), scale_log2);
+}
+
+// === attention_16_prefill_causal ===
+// Why: a decoder's prompt is prefill too, but causal (token i sees tokens 0..i), grouped (query head h
+// reads KV head h / group) and at head dim 128, with K and V already written to the KV cache. Step 14's
+// kernel with three changes: the scores of keys past a row's position are -inf, and a block stops at
+// the tile of its last row's position (half the tiles of the full square, on average); q and o are
+// read and written in the GEMMs' [N, heads, 128] layout and K, V straight from the cache (strides, no
+// transposes); head dim 128 needs no pad (8 k-chunks of 16), rows 136 halves apart (272 bytes: the
+// 8 rows of an ldmatrix phase on 8 bank groups). 2 stages x (K, V) x 64 x 136 halves = 68 KiB of
+// shared memory: above the 48 KiB default, so the launcher raises the kernel's limit.
+extern "C" __global__ __launch_bounds__(128) void attention_16_prefill_causal(
+        const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
+        __half* __restrict__ o, int N, int NK, int p0, int group, int q_hs, int q_rs, int kv_hs, int kv_rs,
+        int o_hs, int o_rs, float scale_log2) {
+    pf_mma_kernel<true, DEC_D + 8, 1, DEC_D, DEC_D, true>(
+        q, k, v, o, PfShape{N, NK, p0, group, q_hs, q_rs, kv_hs, kv_rs, o_hs, o_rs}, scale_log2);
+}
+
+// === attention_07_rope_prefill ===
+// Why: step 06 rotates one token's q and k and appends it to the cache; a prompt of N tokens would
+// take N launches. Here one launch does all N: block (token t, head) rotates that head's row at
+// position p0 + t, in place for q (the prefill kernel reads q in the GEMM's [N, heads, d] layout),
+// and writes k (rotated) and v to the cache at p0 + t. The same cos/sin table as step 06.
+extern "C" __global__ void attention_07_rope_prefill(__half* __restrict__ q, const __half* __restrict__ k,
+                                                     const __half* __restrict__ v, const float* __restrict__ cos_t,
+                                                     const float* __restrict__ sin_t, __half* __restrict__ kc,
+                                                     __half* __restrict__ vc, int n, int p0, int cap, int hq, int hkv) {
+    constexpr int H = DEC_D / 2;
+    const int t = blockIdx.x, row = blockIdx.y, i = threadIdx.x, pos = p0 + t;
+    if (t >= n || pos >= cap) return;
+    const float c = cos_t[pos * H + i], s = sin_t[pos * H + i];
+    __half* x = row < hq ? q + ((size_t)t * hq + row) * DEC_D : nullptr;
+    const __half* xk = row < hq ? x : k + ((size_t)t * hkv + row - hq) * DEC_D;
+    const float x1 = __half2float(xk[i]), x2 = __half2float(xk[i + H]);
+    const __half y1 = __float2half(x1 * c - x2 * s), y2 = __float2half(x2 * c + x1 * s);
+    if (row < hq) {
+        x[i] = y1;
+        x[i + H] = y2;
+    } else {
+        const int g = row - hq;
+        __half* kr = kc + ((size_t)g * cap + pos) * DEC_D;
+        __half* vr = vc + ((size_t)g * cap + pos) * DEC_D;
+        const __half* vs = v + ((size_t)t * hkv + g) * DEC_D;
+        kr[i] = y1;
+        kr[i + H] = y2;
+        vr[i] = vs[i];
+        vr[i + H] = vs[i + H];
+    }
 }

@@ -305,3 +305,24 @@ def test_decode_kernels_compile_for_every_layout(extra):
     ptx, log = build.compiled("attention", "sm_87", extra)
     assert ".entry attention_05_decode_gqa_tile" in ptx and ".entry attention_06_rope_append" in ptx
     assert "error" not in log.lower()
+
+
+@pytest.mark.parametrize("shape", [(32, 9, 8, 128), (28, 7, 4, 128), (14, 5, 2, 64)])
+def test_causal_prefill_reference_is_decode_at_every_position(shape):
+    """Row t of the causal prefill (query heads over KV heads) is one decode step at length t + 1."""
+    q, k, v = A.make_causal(shape, seed=5)
+    o = A.reference_causal(q, k, v)
+    for t in range(shape[1]):
+        want = A.reference_decode(q[t], k, v, np.array([t + 1], np.int32))
+        np.testing.assert_allclose(o[t], want, rtol=1e-6, atol=1e-6)
+    assert A.PREFILL_CAUSAL in A.FAMILIES and A.PREFILL_CAUSAL.default == {"float16": "16_causal"}
+    assert A.causal_flops(4096) == 2.0 * 32 * 128 * 4096 * 4097
+
+
+def test_causal_prefill_kernels_compile_and_use_the_tensor_cores():
+    from kernellab.core import build
+    for extra in ((), ("-DDEC_GROUP=7", "-DDEC_D=64")):
+        ptx, _ = build.compiled("attention", "sm_80", extra)
+        body = ptx.split(".entry attention_16_prefill_causal")[1].split(".entry")[0]
+        assert "mma.sync.aligned.m16n8k16" in body and "cp.async" in body and "ldmatrix" in body
+        assert ".entry attention_07_rope_prefill" in ptx

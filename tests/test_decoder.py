@@ -55,6 +55,7 @@ def test_config_from_hf(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(qwen25))
     assert D.Config.from_hf(tmp_path, name="Qwen2.5-7B") == D.QWEN25_7B      # head dim 3584 / 28 = 128, biases
     for bad, what in (({"model_type": "qwen3_moe"}, "model_type"), ({"rope_scaling": {"type": "yarn"}}, "rope_scaling"),
+                      ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6}}, "rope_scaling"),
                       ({"use_sliding_window": True}, "sliding")):
         (tmp_path / "config.json").write_text(json.dumps({**qwen25, **bad}))
         with pytest.raises(ValueError, match=what):

@@ -54,4 +54,8 @@ from .prose import (  # noqa: F401
     C1, C4K, C4K_PF, C32K, cublas_claim_text, floor_text, say_block, say_decode, say_decode_limits, say_gqa_vs_split,
     say_limits, say_noisy, say_orin, say_prefill, say_prefill_limits, say_scores, vs_sdpa_text)
 
-FAMILIES = [DECODE, PREFILL, BLOCK]
+from .causal import (  # noqa: E402,F401
+    CAUSAL_CHECK_CASES, CAUSAL_NS, PREFILL_CAUSAL, SDPA_CAUSAL, causal_bytes, causal_case_key, causal_flops, make_causal,
+    prefill_causal, reference_causal, rope_prefill)
+
+FAMILIES = [DECODE, PREFILL, BLOCK, PREFILL_CAUSAL]

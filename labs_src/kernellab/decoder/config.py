@@ -76,8 +76,10 @@ class Config:
         kind = c.get("model_type", "qwen3")
         if kind not in ("qwen3", "qwen2"):
             raise ValueError(f"{path}: model_type {kind!r}; lab 08 runs dense Qwen3 (qwen3) and Qwen2.5 (qwen2)")
-        if c.get("rope_scaling"):
-            raise ValueError(f"{path}: rope_scaling {c['rope_scaling']}; lab 08's RoPE is the plain one")
+        rope = c.get("rope_parameters") or {}          # transformers 5 keeps rope_theta and the rope type here
+        for r in (c.get("rope_scaling"), rope):
+            if r and r.get("rope_type", r.get("type", "default")) != "default":
+                raise ValueError(f"{path}: rope_scaling {r}; lab 08's RoPE is the plain one")
         if c.get("use_sliding_window"):
             raise ValueError(f"{path}: use_sliding_window is on; lab 08's attention reads the whole cache")
         try:
@@ -87,7 +89,7 @@ class Config:
                        kv_heads=int(c.get("num_key_value_heads", heads)),
                        head_dim=int(c.get("head_dim") or c["hidden_size"] // heads),
                        ffn=int(c["intermediate_size"]), vocab=int(c["vocab_size"]),
-                       eps=float(c.get("rms_norm_eps", 1e-6)), theta=float(c.get("rope_theta", 1e6)),
+                       eps=float(c.get("rms_norm_eps", 1e-6)), theta=float(c.get("rope_theta") or rope.get("rope_theta", 1e6)),
                        tied=bool(c.get("tie_word_embeddings", False)),
                        qkv_bias=kind == "qwen2" or bool(c.get("attention_bias", False)), qk_norm=kind == "qwen3")
         except KeyError as e:

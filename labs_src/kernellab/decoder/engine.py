@@ -381,17 +381,28 @@ class Decoder:
             self._graph = graph(self.step, warmup=False)
         return self._graph
 
-    def generate(self, prompt, n_new: int, use_graph: bool = True) -> list:
-        """Greedy: the prompt fed eagerly one token at a time, then n_new - 1 more steps (graph
-        replays, or eager); returns the n_new tokens (history, read once at the end)."""
+    def prefill(self, tokens):
+        """The prompt in one pass (decoder/prefill.py): GEMMs and lab 07's causal flash attention,
+        then the last token's logits and argmax, as its token step would leave them."""
+        from .prefill import prefill
+        prefill(self, tokens)
+
+    def generate(self, prompt, n_new: int, use_graph: bool = True, use_prefill: bool = True) -> list:
+        """Greedy: the prompt in one prefill (or, where prefill cannot run or use_prefill is False,
+        fed eagerly one token at a time), then n_new - 1 more steps (graph replays, or eager);
+        returns the n_new tokens (history, read once at the end)."""
+        from .prefill import why_not
         prompt = [int(t) for t in prompt]
         if not prompt or n_new < 1:
             raise ValueError("generate: a non-empty prompt and n_new >= 1")
         if len(prompt) + n_new - 1 > self.capacity:
             raise ValueError(f"{len(prompt)} + {n_new} tokens do not fit the KV cache ({self.capacity})")
         self.reset()
-        for t in prompt:
-            self.feed(t)
+        if use_prefill and why_not(self) is None:
+            self.prefill(prompt)
+        else:
+            for t in prompt:
+                self.feed(t)
         run = self.graph() if use_graph else self.step
         for _ in range(n_new - 1):
             run()
