@@ -359,7 +359,7 @@ results.ablation(cl, softmax.CLUSTER_PAIRS, softmax.CLUSTER_STEPS)
 # 16-byte words, which is what limits how many of its blocks fit on an SM.
 
 # %%
-build.ptxas_info("softmax")
+results.ptxas_brief(build.ptxas_info("softmax"))
 
 # %% [markdown]
 # ## Timing at the target shapes

@@ -468,7 +468,7 @@ fastest16 = lambda f, k, m: gemv.time_us(f, results.fastest(f, gemv.case_key((k,
 on_device = lambda part: ((lambda d_, dv=part["device"].iloc[0]: results.select(d_, device=dv))   # noqa: E731
                           if "device" in part else (lambda d_: d_))          # another frame cut to part's device
 rows, INT4_MMA = [], ("28_int4_mma", "35_int4_pipelined", "36_int4_tiles")
-for part in results.devices(i4):
+for part in results.devices(i4)[:1]:     # the device on screen; every record side by side: results.device_table
     on = on_device(part)
     for (k, m), _ in gemv.CASES["int4"]:
         t16 = fastest16(on(f16), k, m)
@@ -479,7 +479,8 @@ for part in results.devices(i4):
                      **{f"int4 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(part, s_, c4) for s_ in INT4_MMA},
                      "int4 floor vs fastest fp16": t16 / gemv.time_us(part, gemv.FLOOR, c4),
                      **{f"int4 ({s_[:2]}) fraction of its floor": results.ratio(part, s_, gemv.FLOOR, c4) for s_ in INT4_MMA}})
-pd.DataFrame(rows).round(2)
+print(results.source(i4))
+pd.DataFrame(rows).drop(columns="device").round(2)
 
 # %%
 results.each_device(i4, gemv.int4_tiles_said)
@@ -531,7 +532,7 @@ w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16", "37_w8a16_
 dec = pd.concat([dec, w8])
 b29 = gemv.GEMV.default["w8a16"]
 rows = []
-for part in results.devices(w8):
+for part in results.devices(w8)[:1]:     # the device on screen
     on = on_device(part)
     for (k, m), _ in gemv.CASES["w8a16"]:
         c8, cw = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "w8a16")
@@ -543,7 +544,8 @@ for part in results.devices(w8):
                      **{f"W8A16 ({s_[:2]}) fraction of its floor": results.ratio(part, s_, gemv.FLOOR, cw)
                         for s_ in ("29_int8_w8a16", "37_w8a16_tiles")}})
 w8t = pd.DataFrame(rows).round(2)
-w8t
+print(results.source(w8))
+w8t.drop(columns="device")
 
 # %%
 gemv.say_w8a16(w8t, w8)
@@ -560,7 +562,7 @@ gemv.say_w8a16(w8t, w8)
 
 # %%
 lim = []
-for dev in results.devices(w8):
+for dev in results.devices(w8)[:1]:      # the device on screen
     on = (lambda d_, dv=dev["device"].iloc[0]: results.select(d_, device=dv)) if "device" in dev else (lambda d_: d_)
     for df_, step, path in ((i8, b8, "int8"), (i4, gemv.GEMV.default["int4"], "int4"), (w8, b29, "w8a16")):
         for (k, m), _ in gemv.CASES[path]:
@@ -573,7 +575,8 @@ for dev in results.devices(w8):
                         "instructions vs bytes": "n/a" if co != co else "within noise" if results.within_noise(cf)
                         else "longer" if cf.value > 1 else "shorter", "kernel / max(both)": t / max(fl, co)})
 lim = pd.DataFrame(lim).round(2)
-lim
+print(results.source(w8))
+lim.drop(columns="device")
 
 # %%
 gemv.say_limits(lim)
@@ -668,7 +671,7 @@ vit = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["vit"], names=["16_batched_
 xf = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["float32"], host=False)    # the seed's batched fp32 pair (34 -> 13)
 claims = results.claims("04_gemv", [f32, i8, fw, f16, lg, i4, w8, cv, xo, xw, xf, vit, abl], gemv.FAMILIES)
 kl.say(results.claims_summary(claims))
-claims
+results.claims_brief(claims)                  # every claim with its reason in full: claims
 
 # %% [markdown]
 # ## Jetson Orin on paper (a model, not a measurement)

@@ -66,7 +66,20 @@ def _save(fig, name: str, metadata: dict | None = None):
 
 
 def _title(ax, title, df=None, prov=None):
-    ax.set_title(f"{title}\n{prov if prov is not None else provenance(df)}", fontsize=10)
+    text = f"{title}\n{prov if prov is not None else provenance(df)}"
+    if isinstance(ax, plt.Figure):                  # several panels: one title over them all
+        ax.suptitle(text, fontsize=10)
+    else:
+        ax.set_title(text, fontsize=10)
+
+
+SPAN = 30.0          # values spanning more than this factor: a log axis, or a panel per regime (bars)
+
+
+def span(values) -> float:
+    """max / min of the positive, finite values (1.0 when there are fewer than two)."""
+    v = np.asarray([x for x in np.ravel(np.asarray(values, dtype=float)) if np.isfinite(x) and x > 0])
+    return float(v.max() / v.min()) if v.size > 1 else 1.0
 
 
 def _roofs(ax, df, horizontal=True):
@@ -118,7 +131,7 @@ def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
                 mfc="none" if base else None)
     _roofs(ax, df)
     ax.set_xscale("log", base=2)
-    if logy:
+    if logy or span(df["gbps"]) > SPAN:      # short and long sizes differ by orders of magnitude: log GB/s
         ax.set_yscale("log")
     ax.set_xlabel({"cols": "columns (row length, or elements for 1-D data)", "rows": "rows (batch)"}.get(x, x))
     ax.set_ylabel("GB/s (unique bytes read + written)")
@@ -130,29 +143,39 @@ def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
 
 def bars(df, name: str, title: str = "", value: str = "gbps"):
     """One bar per variant/baseline per case: GB/s (or median_us), roofs drawn for GB/s.
-    Baselines are hatched."""
+    Baselines are hatched. Cases whose largest bars differ by more than SPAN x (a time at 4096 tokens
+    beside one at 16384) get a panel each, with its own axis; bars within one panel that still span more
+    than SPAN x get a log axis."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
     df = one_device(df)
     cases = list(dict.fromkeys(df["case"]))
     names = list(dict.fromkeys(df["name"]))
-    fig, ax = _figure(WIDTH, 4.2)
-    w = 0.8 / len(names)
+    vals = {c: [df[(df["case"] == c) & (df["name"] == nm)][value].median() for nm in names] for c in cases}
+    tops = [max((v for v in vals[c] if v == v), default=float("nan")) for c in cases]
+    groups = [[c] for c in cases] if len(cases) > 1 and span(tops) > SPAN else [cases]
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(groups), figsize=(WIDTH, 4.2), dpi=DPI, squeeze=False)
     colors = plt.get_cmap("tab20").colors
-    for i, nm in enumerate(names):
-        vals = [df[(df["case"] == c) & (df["name"] == nm)][value].median() for c in cases]
-        kind = df[df["name"] == nm]["kind"].iloc[0]
-        ax.bar(np.arange(len(cases)) + i * w, vals, w, label=nm, color=colors[i % len(colors)],
-               hatch="//" if kind == "baseline" else None, edgecolor="k" if kind == "baseline" else None,
-               lw=0.5)
-    if value == "gbps":
-        _roofs(ax, df)
-    ax.set_xticks(np.arange(len(cases)) + 0.4 - w / 2, cases, rotation=15 if len(cases) > 3 else 0)
-    ax.set_ylabel({"gbps": "GB/s (unique bytes)", "median_us": "median time (µs)"}.get(value, value))
-    _title(ax, title, df)
-    _legend_outside(ax)
-    ax.grid(alpha=0.3, axis="y")
+    w = 0.8 / len(names)
+    ylabel = {"gbps": "GB/s (unique bytes)", "median_us": "median time (µs)"}.get(value, value)
+    for ax, group in zip(axes[0], groups):
+        for i, nm in enumerate(names):
+            kind = df[df["name"] == nm]["kind"].iloc[0]
+            ax.bar(np.arange(len(group)) + i * w, [vals[c][i] for c in group], w, label=nm, color=colors[i % len(colors)],
+                   hatch="//" if kind == "baseline" else None, edgecolor="k" if kind == "baseline" else None, lw=0.5)
+        if value == "gbps":
+            _roofs(ax, df)
+        if span([v for c in group for v in vals[c]]) > SPAN:
+            ax.set_yscale("log")
+        ax.set_xticks(np.arange(len(group)) + 0.4 - w / 2, group, rotation=15 if len(group) > 3 else 0)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0][0].set_ylabel(ylabel + (" (each case its own axis)" if len(groups) > 1 else ""))
+    _title(axes[0][0] if len(groups) == 1 else fig, title, df)
+    _legend_outside(axes[0][-1])
+    if len(groups) > 1:
+        fig.tight_layout()
     return _save(fig, name)
 
 
@@ -293,8 +316,13 @@ def tokens(rows, floors, baselines, gains, name: str, title: str = "", prov: str
                  paths + [k.replace(" decoder", "") for k in baselines], fontsize=8, rotation=25, ha="right")
     a.set_ylabel("tokens/s (batch 1)")
     a.grid(alpha=0.3, axis="y")
-    top = max([v for v in (*rows.values(), *floors.values(), *baselines.values()) if v == v] or [1.0])
-    a.set_ylim(0, 1.35 * top)                  # room for the legend above the bars
+    every = [v for v in (*rows.values(), *floors.values(), *baselines.values()) if v == v]
+    top = max(every or [1.0])
+    if span(every) > SPAN:                     # transformers' eager tokens/s beside a floor: log axis
+        a.set_yscale("log")
+        a.set_ylim(min(every) / 2, 4 * top)
+    else:
+        a.set_ylim(0, 1.35 * top)              # room for the legend above the bars
     a.legend(fontsize=7, frameon=False, loc="upper left")
     a.set_title("tokens/s, context 512", fontsize=10)
     labels = list(gains)

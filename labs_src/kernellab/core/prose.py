@@ -116,27 +116,42 @@ def ptxas_brief(info, full: bool = False):
 
 
 def claims_brief(table, full: bool = False):
-    """A claims table (results.claims) for reading: every claim judged or measured here, a row each, as
-    results.claims gives it; the claims that carry a stated reason instead (an Orin, the whole engine, a
-    slip in the seed) one row per reason, with their ids, so the table fits a screen. The full table (every
-    claim, with its reason in full) is the frame itself; full=True returns it."""
+    """A claims table (results.claims) for reading, at most MAX_ROWS rows: every claim judged or measured
+    here a row each, as results.claims gives it; the claims that carry a stated reason instead (an
+    Orin, the whole engine, a slip in the seed) one row per reason, with their ids. Still too long: the
+    most common verdict among the judged rows (usually "within noise") becomes one row too, with its ids
+    and the range measured. The full table (every claim, its reason in full) is the frame itself;
+    full=True returns it."""
     import re
     import pandas as pd
     from .verdict import OUTCOMES
     if full or table is None or table.empty or "verdict" not in table or len(table) <= MAX_ROWS:
         return table
+    ids = table["id"].astype(str) if "id" in table else table.index.astype(str)
     v = table["verdict"].astype(str)
-    shown = v.isin(OUTCOMES) | ~table.get("measured", pd.Series("-", index=table.index)).astype(str).isin(["-", "", "nan"])
-    rest = table[~shown]
-    why = [re.split(r"\s*[(:;]", r, maxsplit=1)[0].strip() for r in rest["verdict"].astype(str)]
-    grouped = (pd.DataFrame({"reason": why, "id": rest["id"].astype(str) if "id" in rest else rest.index.astype(str)})
-               .groupby("reason", sort=False)["id"].agg(lambda ids: ", ".join(ids)))
-    out = table[shown].reset_index(drop=True)
-    more = pd.DataFrame([{"id": f"{ids.count(',') + 1} claims", "verdict": reason, "claim": ids}
-                         for reason, ids in grouped.items()])
-    print(f"{len(table)} claims: {int(shown.sum())} judged or measured here, a row each; the other "
-          f"{len(rest)} by their reason (each reason in full: the claims frame itself).")
-    return pd.concat([out, more], ignore_index=True).fillna("")
+    measured = table.get("measured", pd.Series("-", index=table.index)).astype(str)
+    shown = v.isin(OUTCOMES) | ~measured.isin(["-", "", "nan"])
+    reason = v.where(shown, [re.split(r"\s*[(:;]", r, maxsplit=1)[0].strip() for r in v])
+    groups = list(dict.fromkeys(reason[~shown]))
+    keep = shown.copy()
+    while keep.sum() + len(groups) > MAX_ROWS and keep.any():
+        common = reason[keep].value_counts().index[0]       # fold the most common verdict into one row
+        keep &= reason != common
+        groups.insert(0, common)
+
+    def folded(r):
+        at = reason == r
+        vals = pd.to_numeric(measured[at].str.rstrip("x×"), errors="coerce").dropna()
+        rng = "" if vals.empty else (f"{vals.min():.2f}" if f"{vals.min():.2f}" == f"{vals.max():.2f}"
+                                     else f"{vals.min():.2f}–{vals.max():.2f}")
+        return {"id": f"{int(at.sum())} claim{'s' * (int(at.sum()) > 1)}", "claim": ", ".join(ids[at]),
+                "measured": rng, "verdict": r}
+    out = pd.concat([table[keep], pd.DataFrame([folded(r) for r in groups])], ignore_index=True).fillna("")
+    print(f"{len(table)} claims in {len(out)} rows: those judged or measured here a row each"
+          + (f" (except those {' or '.join(repr(g) for g in groups if g in set(reason[shown]))}: one row per verdict)"
+             if any(g in set(reason[shown]) for g in groups) else "")
+          + "; the rest one row per reason, with their ids. Every claim, its reason in full: the claims frame itself.")
+    return out
 
 
 HOST_TARGET = 1.1      # a default step's host µs per call, at most this times torch's call for the same operation

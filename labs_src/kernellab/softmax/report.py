@@ -115,16 +115,17 @@ def ran_text(step: str, case: str) -> str:
     return f"`{step}`" if k == step else f"`{step}` (which runs `{k}`'s kernel here)"
 
 
-def best_per_length(df):
+def best_per_length(df, full: bool = False):
     """The sweep's fastest step per row length and dtype, the step whose kernel that launcher ran
     (kernel_run: step 10 below 16385 columns is step 09's dispatch, step 09 past a warp's row is
     step 05 or 07, so a win between them is a pick within noise between the same kernel), its
-    fraction of the copy roof, and time(torch.softmax) / its time (> 1: faster than torch); one
-    block of rows per recorded device."""
+    fraction of the copy roof, and time(torch.softmax) / its time (> 1: faster than torch): of the
+    device on screen (the live GPU, else the reference record; every record side by side is
+    results.device_table). full=True: one block of rows per recorded device, with a device column."""
     import pandas as pd
     from ..core.results import devices, ratio
     parts = []
-    for part in devices(df):
+    for part in (devices(df) if full else devices(df)[:1]):
         b = _sweep_best(part, 32, 2 ** 18)
         if not len(b):
             continue
@@ -132,7 +133,7 @@ def best_per_length(df):
         out["kernel that ran"] = [kernel_run(n, c) for c, n in zip(b.index, b["name"])]
         out[["median_us", "frac_copy"]] = b[["median_us", "frac_copy"]].values
         out["torch / best"] = [ratio(part, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])]
-        if "device" in part:
+        if full and "device" in part:
             out["device"] = part["device"].iloc[0]
         parts.append(out)
     return pd.concat(parts, ignore_index=True).round(3) if parts else pd.DataFrame()
