@@ -9,6 +9,8 @@ Qwen3ForCausalLM checks in turn (tests/test_decoder.py). torch is optional (the 
 nothing here is imported by the labs unless they ask for this baseline."""
 from __future__ import annotations
 
+import numpy as np
+
 from .core.family import Family, Target
 from .core.results import print_once
 from .decoder import LAYER_KEYS, QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, lm_head, lw, step_name, token_steps
@@ -178,7 +180,10 @@ def transformers_on_gpu(cfg: Config, W: dict, device="cuda"):
         return None
     with torch.device("meta"):
         m = _hf_class(cfg)(_hf_config(cfg))
-    m.load_state_dict({k: torch.as_tensor(v, device=device) for k, v in W.items()}, strict=not cfg.tied, assign=True)
+    sd = {k: torch.as_tensor(v, device=device) for k, v in W.items()}
+    if cfg.tied:                             # assign=True would leave a tied head on the meta device: share the table
+        sd.setdefault("lm_head.weight", sd["model.embed_tokens.weight"])
+    m.load_state_dict(sd, strict=True, assign=True)
     with torch.device(device):               # the rotary angles are buffers, not weights: build them there
         m.model.rotary_emb = type(m.model.rotary_emb)(config=m.config)
     return m.eval()
@@ -414,4 +419,79 @@ BASELINES = Family(
              Target("fp16 token step (graph) vs transformers eager, tokens/s, context 512", _vs(TRANSFORMERS), 10.0,
                     floor=_vs(TRANSFORMERS, floor=True))),
     about="lab 08: the Qwen3-8B fp16 token step against torch.compile (gpt-fast style) and transformers, same weights")
-FAMILIES = [BASELINES]
+
+
+# ---- time to first token: our prefill beside transformers' (make bench: decoder_prefill.csv) ------------------------
+
+PREFILL_NAME = "decoder_prefill"
+OURS_PREFILL = "our prefill (GEMMs + causal flash)"
+TRANSFORMERS_PREFILL = "transformers (sdpa) prefill"
+PROMPTS = (16, 512, 4096)
+
+
+def prefill_rows(cfg: Config = QWEN3_8B, prompts=PROMPTS, reps: int = 10) -> list:
+    """Live, in one run on one set of fp16 weights: the time to the first token of a prompt of n tokens,
+    our Decoder.prefill (the logits of the last token and its argmax) and transformers' forward with
+    a fresh cache and logits_to_keep=1 (what its generate does first), SDPA attention; bench.wall
+    (CUDA events from an idle GPU, and the host's µs to issue it). Prefill FLOPs: 2 x parameters x n
+    plus the causal attention's."""
+    import cupy
+    from .attention import causal_flops
+    from .core.bench import wall
+    dec = Decoder(cfg, None, "float16", capacity=max(prompts) + 8)
+    W = weights_of(dec)
+    params = sum(int(np.prod(a.shape)) for k, a in W.items() if "embed_tokens" not in k)
+    rows = []
+
+    def row(name, n, t):
+        fl = 2.0 * params * n + cfg.layers * causal_flops(n, cfg.heads, cfg.head_dim)
+        return {"lab": PREFILL_NAME, "case": f"prompt {n}", "name": name, "kind": "e2e", "dtype": "float16",
+                "context": n, "layers run": cfg.layers, "median_us": t["median_us"], "p10_us": t["p10_us"],
+                "p90_us": t["p90_us"], "reps": reps, "host_us": t["host_us"], "tflops": fl / t["median_us"] / 1e6}
+    ids = {n: np.random.default_rng(n).integers(0, cfg.vocab, n) for n in prompts}
+    for n in prompts:
+        rows.append(row(OURS_PREFILL, n, wall(lambda: dec.prefill(ids[n]), reps=reps, flush=False)))
+    try:
+        import torch
+        import transformers as tf
+    except ImportError:
+        print("SKIPPED: torch / transformers are not installed (KERNELLAB_EXTRAS=peers): no transformers prefill")
+        return rows
+    m = transformers_on_gpu(cfg, W)
+    for n in prompts:
+        tid = torch.from_numpy(ids[n])[None].cuda()
+
+        def call():
+            with torch.inference_mode():
+                m(tid, past_key_values=tf.DynamicCache(), use_cache=True, logits_to_keep=1)
+        try:
+            rows.append(row(TRANSFORMERS_PREFILL, n, wall(call, reps=reps, flush=False)))
+        except Exception as e:                       # noqa: BLE001
+            print(f"{TRANSFORMERS_PREFILL} at prompt {n} failed: {type(e).__name__}: {e}")
+    m = dec = None
+    torch.cuda.empty_cache()
+    cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def measure_prefill(**kw):
+    """prefill_rows live, or the recorded rows (decoder_prefill.csv), or a loud skip."""
+    from .core.results import live_or_recorded
+    return live_or_recorded(PREFILL_NAME, "time to the first token: our prefill beside transformers' (sdpa), on the "
+                            "same fp16 weights, in one run", lambda: prefill_rows(**kw))
+
+
+def _ttft_vs(n):
+    def m(df):
+        from .core.results import ratio_band
+        return ratio_band(df, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}")
+    return m
+
+
+PREFILL = Family(
+    name=PREFILL_NAME, kernels="attention", record=lambda: measure_prefill(),
+    targets=tuple(Target(f"time to first token, transformers (sdpa) / ours, prompt {n}", _ttft_vs(n), 1.0)
+                  for n in PROMPTS),
+    about="Qwen3-8B fp16 time to the first token: prompts of 16, 512 and 4096 tokens")
+
+FAMILIES = [BASELINES, PREFILL]
