@@ -114,7 +114,11 @@ def test_bad_input_is_a_value_error():
     with pytest.raises(ValueError, match="q"):
         step(q.astype(cupy.float32), k, v, lens)
     with pytest.raises(ValueError, match="k_cache"):
-        step(q, k[:4], v, lens)
+        step(q, k[:, :, :64], v, lens)                 # another head dim than q's
+    with pytest.raises(ValueError, match="v_cache"):
+        step(q, k[:4], v, lens)                        # 4 KV heads are a layout (a group of 8), but not v's
+    with pytest.raises(ValueError, match="multiple"):
+        step(q[:30], k, v, lens)                       # 30 query heads over 8 KV heads
     with pytest.raises(ValueError, match="contiguous"):
         step(q, k[:, ::2], v[:, ::2], lens)
     with pytest.raises(ValueError, match="length"):

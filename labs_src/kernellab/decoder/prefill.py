@@ -82,7 +82,7 @@ def prefill(dec, tokens) -> None:
             v += b[qd + kd:]
         if "qn" in L:
             q, k = head_norm(q.reshape(n * hq, d), k.reshape(n * hkv, d), L["qn"], L["kn"],
-                             out=(ws["qn"].reshape(n * hq, d), ws["kn"].reshape(n * hkv, d)), eps=cfg.eps)
+                             out=(ws["qn"].reshape(n * hq, d), ws["kn"].reshape(n * hkv, d)))
         q3 = q.reshape(n, hq, d)
         A.rope_prefill(q3, k.reshape(n, hkv, d), v.reshape(n, hkv, d), dec.kc[i], dec.vc[i], 0, dec.cos, dec.sin)
         A.prefill_causal(q3, dec.kc[i], dec.vc[i], 0, out=ws["o"].reshape(n, hq, d))
