@@ -312,6 +312,34 @@ per_op = kl.device.live_only(
 per_op
 
 # %% [markdown]
+# ### The prompt in one pass: prefill
+# Feeding a prompt one token at a time costs one token step per prompt token: at 4096 tokens that is
+# 4096 steps. `Decoder.prefill` runs the whole prompt at once, so its weights are read once for all
+# tokens and the work is matrix-matrix (`kernellab/decoder/prefill.py`):
+# * the Q, K, V, o, gate, up and down projections of every token are **GEMMs** (cuBLAS, fp16 in,
+#   fp32 accumulation: lab 04's prefill route);
+# * lab 07's **step 07** rotates every token's q and k and writes k and v into the KV cache, one launch;
+# * lab 07's **step 16** is the flash attention of step 14 made **causal** (token *i* sees tokens
+#   0..*i*; a block skips the tiles past its last row), **grouped** (query head *h* reads KV head
+#   *h* / group) and at head dim 128, reading K and V straight from the cache;
+# * the last token's final norm, logits and argmax are those its token step would give, so
+#   decoding goes on from there with the graph-replayed token step.
+#
+# A GPU test (`tests/test_gpu_models.py`) checks that prefill leaves the same cache and logits as
+# feeding the prompt token by token, at the widths of every Qwen3 size and Qwen2.5-7B. Below: the
+# time to the first token of Qwen3-8B (fp16, random weights) at prompts of 16, 512 and 4096
+# tokens, beside transformers' own prefill on the same weights (SDPA attention, a fresh cache,
+# `logits_to_keep=1`: what its `generate` does first), in one run.
+
+# %%
+pt = T.measure_prefill()
+results.table(pt, ["case", "name", "median_us", "p10_us", "p90_us", "host_us", "tflops"])
+
+# %%
+T.say_ttft(pt)
+results.targets(T.PREFILL.targets, pt)
+
+# %% [markdown]
 # ## Part 5: an Orin on paper (a model, not a measurement)
 # An AGX Orin reads at most its datasheet's bandwidth. The model divides that, and 0.75 of it (the
 # fraction of the read roof this lab's token step aims for), by the bytes per token, per path and context.

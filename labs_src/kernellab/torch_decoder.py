@@ -481,6 +481,20 @@ def measure_prefill(**kw):
                             "same fp16 weights, in one run", lambda: prefill_rows(**kw))
 
 
+def say_ttft(pt) -> None:
+    """One line per device on screen: our time to the first token against transformers' at each prompt
+    length, and the tensor-core rate our prefill reached at the longest."""
+    from .core import results
+
+    def said(d):
+        parts = [results.compare_text(d, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}") for n in PROMPTS]
+        rate = results.pick(d, OURS_PREFILL, "tflops", case=f"prompt {PROMPTS[-1]}")
+        return ("; ".join(parts) + ". " + results.unless_missing(
+            rate, f"At {PROMPTS[-1]} tokens our prefill runs **{rate:.0f} TFLOP/s** (GEMMs and attention)")
+            + f" ({results.source(d)}).")
+    results.each_device(pt, said)
+
+
 def _ttft_vs(n):
     def m(df):
         from .core.results import ratio_band
