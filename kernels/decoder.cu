@@ -195,3 +195,303 @@ extern "C" __global__ void decoder_05_argmax_final(const float* __restrict__ par
         }
     }
 }
+
+// === decoder_06_sample_init ===
+// Why: greedy decoding repeats itself; a chat model is meant to be sampled with a temperature and a top-k
+// / top-p cut. The usual way sorts the 151936 logits; a sort is many passes over them and its tie order is
+// the sort's. Here no sort: after lab 08's argmax first pass (the max, and numpy.argmax's index for NaN
+// and all -inf logits), init reduces its pairs; each radix pass (8 key bits) builds a histogram of the
+// selection's domain in shared memory, adds it to the grid's with integer atomics, and the last block to
+// finish picks the digit (the CUDA threadFenceReduction pattern: no extra launch); parts sums each 2048+
+// logit chunk of the final set; final scans those sums, finds the chunk holding the draw, and scans it.
+// 4 launches for temperature alone, 8 with top-k, 12 with both; whatever changes per token (the position
+// of the draw) is read from the device, so it is graph-capturable like the argmax.
+// The distribution: w_i = exp((x_i - max) / T) (a +inf logit: the +inf logits share the mass equally), held
+// as a 64-bit fixed-point integer (2^40 = the largest logit's weight; a weight below 2^-41 of it becomes 0,
+// a probability under 1e-12). The order is argmax's: value down, then index up (-0 == +0). The top-k set is
+// the first k in that order; the nucleus (top-p) the shortest prefix of the top-k set whose mass reaches
+// top_p of the set's. Both sets have one form: every key above a threshold key, plus the first c (by index)
+// of the logits equal to it; radix selects find the threshold, 8 bits a pass. The token is then the first
+// index whose running mass, in index order over the set, passes r * Z / 2^64, r = splitmix64(splitmix64(seed)
+// ^ position): a counter-based draw, so a CUDA graph replays it deterministically and NumPy reproduces it.
+// Every sum is an integer sum, so the order in which atomics land changes no bit of the result.
+#define SAMPLE_ONE 1099511627776.0f     // 2^40: the largest logit's weight
+
+struct SampleCtl {
+    unsigned long long mass[256];       // the radix pass's histogram over the whole grid: mass per digit
+    unsigned int count[256];            // and count per digit
+    unsigned long long acc_mass;        // mass of the selection's domain above the chosen prefix
+    unsigned long long target;          // top-p: the mass the nucleus must reach
+    float m;                            // the largest logit
+    int mode;                           // 1: the token is first_idx (a NaN, or every logit -inf), no draw
+    int first_idx;                      // numpy.argmax's index
+    unsigned int done;                  // blocks of this pass that are done (the last one selects)
+    unsigned int prefix, acc_count;     // key bits chosen so far; count of the domain above the prefix
+    unsigned int key_k, c_k;            // the top-k set: keys > key_k and the first c_k equal to it
+    unsigned int key_f, c_f;            // the final set, in the same form
+    int skip;                           // top-p ended among the top-k threshold's ties: later passes return
+};
+
+__device__ __forceinline__ unsigned int sm_key(float x) {      // larger value -> larger key; -0 -> +0
+    const unsigned int b = __float_as_uint(x == 0.0f ? 0.0f : x);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__device__ __forceinline__ float sm_val(unsigned int k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+__device__ __forceinline__ unsigned long long sm_weight(float x, float m, float t) {
+    if (m == KL_INF) return x == KL_INF ? (1ull << 40) : 0ull;
+    return __float2ull_rn(expf((x - m) / t) * SAMPLE_ONE);
+}
+
+__device__ __forceinline__ unsigned long long splitmix64(unsigned long long z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// Exclusive prefix sum of v over the block's threads in thread order (blockDim a multiple of 32);
+// total: the block's sum. sh: 32 entries of shared memory.
+__device__ __forceinline__ unsigned long long sm_scan(unsigned long long v, unsigned long long* sh,
+                                                      unsigned long long& total) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    unsigned long long inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long y = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += y;
+    }
+    if (lane == 31) sh[wid] = inc;
+    __syncthreads();
+    if (wid == 0) {
+        unsigned long long w = lane < nw ? sh[lane] : 0ull;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned long long y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) w += y;
+        }
+        if (lane < nw) sh[lane] = w;
+    }
+    __syncthreads();
+    total = sh[nw - 1];
+    const unsigned long long r = inc - v + (wid ? sh[wid - 1] : 0ull);
+    __syncthreads();
+    return r;
+}
+
+extern "C" __global__ void decoder_06_sample_init(const float* __restrict__ part_v, const int* __restrict__ part_i,
+                                                  int parts, SampleCtl* c) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    float v = -KL_INF;
+    int idx = 0x7fffffff;
+    for (int j = threadIdx.x; j < parts; j += blockDim.x) am_take(part_v[j], part_i[j], v, idx);
+    am_block(v, idx, sv, si);
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) { c->mass[b] = 0ull; c->count[b] = 0u; }
+    if (threadIdx.x == 0) {
+        c->m = v;
+        c->first_idx = idx;
+        c->mode = (v != v || v == -KL_INF) ? 1 : 0;
+        c->acc_mass = 0ull; c->target = 0ull;
+        c->done = 0u; c->prefix = 0u; c->acc_count = 0u;
+        c->key_k = 0u; c->c_k = 0u; c->key_f = 0u; c->c_f = 0u; c->skip = 0;
+    }
+}
+
+// === decoder_06_sample_radix ===
+// Why: one radix-select pass of 8 key bits (shift 24, 16, 8, 0) without a sort: phase 0 finds the top-k
+// threshold (counts; k < n), phase 1 the nucleus threshold over the keys above it (masses). Integer atomics
+// into one histogram; the last block to finish picks the digit, so no launch is spent on the choice.
+extern "C" __global__ void decoder_06_sample_radix(const float* __restrict__ x, int n, SampleCtl* c, float t,
+                                                   int phase, int shift, unsigned int k, float top_p) {
+    __shared__ unsigned long long smass[256];
+    __shared__ unsigned int scount[256];
+    __shared__ int last;
+    if (c->mode || (phase == 1 && c->skip)) return;          // the same for every block of the grid
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) { smass[b] = 0ull; scount[b] = 0u; }
+    __syncthreads();
+    const float m = c->m;
+    const unsigned int lo = phase ? c->key_k : 0u, prefix = c->prefix;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+        const float v = __ldg(x + j);
+        const unsigned int key = sm_key(v);
+        if (key <= lo || (shift < 24 && (key >> (shift + 8)) != prefix)) continue;
+        const unsigned int d = (key >> shift) & 255u;
+        if (phase) atomicAdd(&smass[d], sm_weight(v, m, t));
+        else atomicAdd(&scount[d], 1u);
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) {
+        if (scount[b]) atomicAdd(&c->count[b], scount[b]);
+        if (smass[b]) atomicAdd(&c->mass[b], smass[b]);
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&c->done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x == 0) {
+        const volatile unsigned long long* vm = c->mass;
+        const volatile unsigned int* vc = c->count;
+        int b = 255;
+        if (phase == 0) {
+            unsigned int acc = c->acc_count;
+            for (; b > 0 && acc + vc[b] < k; --b) acc += vc[b];
+            c->acc_count = acc;
+            c->prefix = (prefix << 8) | (unsigned int)b;
+            if (shift == 0) {
+                c->key_k = c->key_f = c->prefix;
+                c->c_k = c->c_f = k - acc;
+                c->prefix = 0u; c->acc_count = 0u;
+            }
+        } else {
+            unsigned long long acc = c->acc_mass;
+            bool go = true;
+            if (shift == 24) {
+                unsigned long long dom = 0ull;
+                for (int i = 0; i < 256; ++i) dom += vm[i];
+                const unsigned long long wk = c->c_k ? sm_weight(sm_val(c->key_k), m, t) : 0ull;
+                const unsigned long long z = dom + (unsigned long long)c->c_k * wk;
+                unsigned long long P = (unsigned long long)ceil((double)top_p * (double)z);
+                P = P < 1ull ? 1ull : (P > z ? z : P);
+                c->target = P;
+                if (dom < P) {                               // the nucleus ends among key_k's ties
+                    c->key_f = c->key_k;
+                    c->c_f = wk ? (unsigned int)((P - dom + wk - 1) / wk) : c->c_k;
+                    c->skip = 1;
+                    go = false;
+                }
+            }
+            if (go) {
+                const unsigned long long P = c->target;
+                for (; b > 0 && acc + vm[b] < P; --b) acc += vm[b];
+                c->acc_mass = acc;
+                c->prefix = (prefix << 8) | (unsigned int)b;
+                if (shift == 0) {
+                    const unsigned long long wf = sm_weight(sm_val(c->prefix), m, t);
+                    c->key_f = c->prefix;
+                    c->c_f = wf ? (unsigned int)((P - acc + wf - 1) / wf) : 1u;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) { c->mass[b] = 0ull; c->count[b] = 0u; }
+    if (threadIdx.x == 0) c->done = 0u;
+}
+
+// === decoder_06_sample_parts ===
+// Why: the draw runs in index order over the final set, and a block cannot scan 151936 logits fast
+// alone: one block per chunk leaves the mass of its keys above key_f and its count equal to key_f.
+extern "C" __global__ void decoder_06_sample_parts(const float* __restrict__ x, int n, int chunk,
+                                                   const SampleCtl* __restrict__ c, float t,
+                                                   unsigned long long* __restrict__ part_mass,
+                                                   unsigned int* __restrict__ part_ties) {
+    __shared__ unsigned long long sh[32];
+    if (c->mode) return;
+    const unsigned int key_f = c->key_f;
+    const float m = c->m;
+    const int base = blockIdx.x * chunk, end = min(n, base + chunk);
+    unsigned long long s = 0ull, ties = 0ull, tot;
+    for (int j = base + threadIdx.x; j < end; j += blockDim.x) {
+        const float v = __ldg(x + j);
+        const unsigned int key = sm_key(v);
+        if (key > key_f) s += sm_weight(v, m, t);
+        else if (key == key_f) ++ties;
+    }
+    sm_scan(s, sh, tot);
+    if (threadIdx.x == 0) part_mass[blockIdx.x] = tot;
+    sm_scan(ties, sh, tot);
+    if (threadIdx.x == 0) part_ties[blockIdx.x] = (unsigned int)tot;
+}
+
+// === decoder_06_sample_final ===
+// Why: one block turns the parts into running sums, finds the chunk that holds the draw and the index
+// inside it, and writes the token, history and state as decoder_05_argmax_final does (the same
+// bookkeeping, so the token step swaps one for the other).
+extern "C" __global__ void decoder_06_sample_final(const float* __restrict__ x, int n, int chunk, int parts,
+                                                   const SampleCtl* __restrict__ c, float t,
+                                                   const unsigned long long* __restrict__ part_mass,
+                                                   const unsigned int* __restrict__ part_ties,
+                                                   unsigned long long seed, int pos_host, int* __restrict__ token,
+                                                   int* __restrict__ state, int* __restrict__ history, int capacity) {
+    __shared__ unsigned long long sh[32];
+    __shared__ unsigned long long s_base, s_tbase;
+    __shared__ int s_part, s_tok;
+    const int pos = state ? state[0] : pos_host;
+    if (threadIdx.x == 0) { s_tok = c->first_idx; s_part = -1; }
+    __syncthreads();
+    if (!c->mode) {
+        const unsigned int key_f = c->key_f, c_f = c->c_f;
+        const float m = c->m;
+        const unsigned long long wf = c_f ? sm_weight(sm_val(key_f), m, t) : 0ull;
+        const unsigned long long r = splitmix64(splitmix64(seed) ^ (unsigned long long)(unsigned int)pos);
+        // the parts: thread i owns parts [i * per, (i + 1) * per)
+        const int per = (parts + blockDim.x - 1) / blockDim.x;
+        const int p0 = min(parts, threadIdx.x * per), p1 = min(parts, p0 + per);
+        unsigned long long ties = 0ull, mass = 0ull, tot, z;
+        for (int p = p0; p < p1; ++p) ties += part_ties[p];
+        unsigned long long tb = sm_scan(ties, sh, tot);
+        for (int p = p0; p < p1; ++p) {
+            const unsigned long long tp = part_ties[p];
+            const unsigned long long in = tb >= c_f ? 0ull : min(tp, (unsigned long long)c_f - tb);
+            mass += part_mass[p] + in * wf;
+            tb += tp;
+        }
+        unsigned long long mb = sm_scan(mass, sh, z);
+        const unsigned long long T = __umul64hi(r, z);         // floor(r * Z / 2^64) < Z
+        if (z && T >= mb && T < mb + mass) {
+            tb -= ties;
+            for (int p = p0; p < p1; ++p) {
+                const unsigned long long tp = part_ties[p];
+                const unsigned long long in = tb >= c_f ? 0ull : min(tp, (unsigned long long)c_f - tb);
+                const unsigned long long mp = part_mass[p] + in * wf;
+                if (T < mb + mp) { s_part = p; s_base = mb; s_tbase = tb; break; }
+                mb += mp;
+                tb += tp;
+            }
+        }
+        __syncthreads();
+        if (s_part >= 0) {                    // the same for every thread: scan the chunk of the draw
+            const int per_e = (chunk + blockDim.x - 1) / blockDim.x;
+            const int start = s_part * chunk, stop = min(n, start + chunk);
+            const int e0 = min(stop, start + (int)threadIdx.x * per_e), e1 = min(stop, e0 + per_e);
+            unsigned long long et = 0ull, em = 0ull;
+            for (int j = e0; j < e1; ++j) et += sm_key(__ldg(x + j)) == key_f;
+            unsigned long long rank = sm_scan(et, sh, tot) + s_tbase;
+            const unsigned long long rank0 = rank;
+            for (int j = e0; j < e1; ++j) {
+                const float v = __ldg(x + j);
+                const unsigned int key = sm_key(v);
+                if (key > key_f) em += sm_weight(v, m, t);
+                else if (key == key_f) em += (rank++ < c_f) ? wf : 0ull;
+            }
+            unsigned long long cum = sm_scan(em, sh, tot) + s_base;
+            if (T >= cum && T < cum + em) {
+                rank = rank0;
+                for (int j = e0; j < e1; ++j) {
+                    const float v = __ldg(x + j);
+                    const unsigned int key = sm_key(v);
+                    const unsigned long long w = key > key_f ? sm_weight(v, m, t)
+                        : key == key_f ? ((rank++ < c_f) ? wf : 0ull) : 0ull;
+                    cum += w;
+                    if (T < cum) { s_tok = j; break; }
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int idx = s_tok;
+        token[0] = idx;
+        if (state) {
+            if (history && pos >= 0 && pos < capacity) history[pos] = idx;
+            state[0] = pos + 1;
+            state[1] = state[1] + 1;
+        }
+    }
+}
