@@ -57,5 +57,11 @@ from .measure import (  # noqa: F401
 from .report import (  # noqa: F401
     claims_table, gemv_limits, launch_share, launches_per_token, paths_text, plot_tokens, ran, ran_text, say_bytes,
     say_fp16_storage, say_launches, say_orin, say_seeds, say_tokens, say_vs_torch, seed_span, tokens_text)
+from .sample import (  # noqa: F401
+    SAMPLE, Sampling, check_params, distribution, draw, margin, reference_sample, sample, sample_into,
+    sample_launches, sample_reference, uniform)
+from .text import (  # noqa: F401
+    CHECKPOINT_NOTE, Generation, TextStream, chat_prompt, default_eos, demo_tokenizer, encode, eos_ids, generate,
+    load_tokenizer, open_model, readback_cost)
 
 FAMILIES = [*OPS, DECODER]          # the new kernels' families and the token step's

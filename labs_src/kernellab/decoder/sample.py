@@ -116,7 +116,7 @@ def chunk_of(n: int) -> int:
     return max(CHUNK, -(-per // SAMPLE_THREADS) * SAMPLE_THREADS)
 
 
-def launches(n: int, temperature=1.0, top_k=0, top_p=1.0) -> list:
+def sample_launches(n: int, temperature=1.0, top_k=0, top_p=1.0) -> list:
     """The kernels one call launches, in order: 2 for greedy (the argmax), else 4, + 4 with a top-k cut
     (k < n), + 4 with a top-p cut."""
     if temperature == 0 or top_k == 1:
