@@ -176,6 +176,7 @@ def _alloc_token(x, *_):
 
 def sample(x, temperature=1.0, top_k=0, top_p=1.0, seed=0, position=0):
     """A draw from fp32 logits [n] into a new int32 [1] on the device (see sample_into)."""
+    check_params(temperature, top_k, top_p, seed)
     require(x, "logits", dtype="float32", ndim=1)
     return sample_into(x, _alloc_token(x), temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                        position=position)
