@@ -340,6 +340,32 @@ T.say_ttft(pt)
 results.targets(T.PREFILL.targets, pt)
 
 # %% [markdown]
+# ### A prompt in, text out
+# `decoder.open_model(directory)` loads a local Qwen3 or Qwen2.5 checkpoint (its `config.json`,
+# `*.safetensors` and `tokenizer.json`); `decoder.generate` takes a string, prefills it, and streams
+# the answer as it is decoded: greedy, or sampled on the GPU (temperature, top-k, top-p; a seed
+# makes it reproducible; `kernels/decoder.cu`'s `decoder_06_sample_*` kernels), stopping at the
+# model's end-of-sequence token. Set `KERNELLAB_CHECKPOINT` to a checkpoint directory to talk to
+# a real model; without one, the cell runs random weights with a tokenizer built here (the words
+# are nonsense, the pipeline is the real one), and says how to get a checkpoint. Without a GPU it
+# runs the same calls through the NumPy emulation of the token step.
+
+# %%
+import os
+from pathlib import Path
+ckpt = Path(os.environ.get("KERNELLAB_CHECKPOINT", "~/models/Qwen3-0.6B")).expanduser()
+if kl.is_live() and (ckpt / "tokenizer.json").exists():
+    dec, tok, eos = D.open_model(ckpt, capacity=1024)
+    D.generate(dec, tok, "Explain what a GEMV is in one sentence.", 64, temperature=0.7, top_k=20, top_p=0.8,
+               seed=0, stream=print, eos_ids=eos, chat=True)
+else:
+    print(D.CHECKPOINT_NOTE)
+    tcfg = D.replace(D.SMALL if kl.is_live() else D.TINY, vocab=512)     # the demo tokenizer's 512 ids
+    tdec = D.Decoder(tcfg, D.random_weights(tcfg, seed=0), capacity=256, emulate=not kl.is_live())
+    D.generate(tdec, D.demo_tokenizer(512), "Hello, world!", 24, temperature=0.8, top_k=40, seed=0,
+               stream=print, eos_ids=[])
+
+# %% [markdown]
 # ## Part 5: an Orin on paper (a model, not a measurement)
 # An AGX Orin reads at most its datasheet's bandwidth. The model divides that, and 0.75 of it (the
 # fraction of the read roof this lab's token step aims for), by the bytes per token, per path and context.

@@ -39,7 +39,7 @@ if [ "$purpose" = --exports ]; then
   exit 0
 fi
 if [ "$purpose" = --extra ]; then pick_extra; exit 0; fi
-mods="cupy numpy matplotlib pandas jupytext ipykernel nbformat"
+mods="cupy numpy matplotlib pandas jupytext ipykernel nbformat tokenizers"
 case "$purpose" in
   test) mods="$mods pytest nbval nbclient" ;;
   lab)  mods="$mods jupyterlab ipywidgets" ;;
