@@ -109,3 +109,41 @@ def test_prefill_refuses_what_it_cannot_run():
         dec.prefill(list(range(17)))
     with pytest.raises(ValueError, match="token ids"):
         dec.prefill([1, cfg.vocab])
+
+
+def test_prefill_with_its_own_embeddings_and_angles_is_the_plain_prefill():
+    """The vision-language inputs of prefill (lab 09): the prompt's embedding rows passed as embeds, and
+    the plain positions' angles passed as a per-token table, give the plain prefill's logits bit for bit;
+    DeepStack features of zeros change nothing, and non-zero ones change only what follows them."""
+    import cupy
+    cfg = _cfg(*WIDTHS[0], vocab=4096)
+    dec = D.Decoder(cfg, None, "float16", capacity=64, seed=2)
+    prompt = [int(t) for t in np.random.default_rng(0).integers(0, cfg.vocab, 40)]
+    dec.prefill(prompt)
+    plain = dec.logits.get()
+    from kernellab import attention as A
+    cos, sin = (cupy.asarray(t[:40]) for t in A.rope_table_host(64, cfg.theta, cfg.head_dim))
+    emb = dec.embed_w[cupy.asarray(prompt)]
+    rows = cupy.arange(5, 15, dtype=cupy.int32)
+    zeros = [cupy.zeros((10, cfg.hidden), cupy.float16)] * 2
+    dec.prefill(prompt, embeds=emb, rope=(cos, sin), deepstack=(rows, zeros))
+    assert np.array_equal(dec.logits.get(), plain)
+    feats = [cupy.full((10, cfg.hidden), 0.5, cupy.float16)] * 2
+    dec.prefill(prompt, embeds=emb, rope=(cos, sin), deepstack=(rows, feats))
+    assert not np.array_equal(dec.logits.get(), plain)
+    with pytest.raises(ValueError, match="deepstack"):
+        dec.prefill(prompt, deepstack=(rows, [cupy.zeros((9, cfg.hidden), cupy.float16)]))
+
+
+@pytest.mark.parametrize("delta", [0, 7, -13])
+def test_rope_delta_shifts_the_decoders_own_table(delta):
+    cfg = _cfg(*WIDTHS[0], vocab=4096)
+    dec = D.Decoder(cfg, None, "float16", capacity=48, seed=2)
+    other = D.Decoder(cfg, None, "float16", capacity=48, seed=3)
+    dec.set_rope_delta(delta)
+    half = cfg.head_dim // 2
+    inv = cfg.theta ** (-np.arange(half) / half)
+    ang = (np.arange(48) + delta)[:, None] * inv[None, :]
+    np.testing.assert_allclose(dec.cos.get(), np.cos(ang), atol=2e-7)
+    np.testing.assert_allclose(dec.sin.get(), np.sin(ang), atol=2e-7)
+    np.testing.assert_allclose(other.cos.get(), np.cos(np.arange(48)[:, None] * inv[None, :]), atol=2e-7)

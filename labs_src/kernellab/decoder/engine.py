@@ -256,7 +256,9 @@ class Decoder:
         self.state = xp.zeros(2, xp.int32)
         self.pos, self.length = self.state[0:1], self.state[1:2]
         self.history = xp.full(self.capacity, -1, xp.int32)
-        self.cos, self.sin = (None, None) if emulate else A.rope_table(self.capacity, cfg.theta, cfg.head_dim)
+        # the decoder's own copy: set_rope_delta rewrites it in place (a captured graph keeps reading it)
+        self.cos, self.sin = (None, None) if emulate else (t.copy() for t in A.rope_table(self.capacity, cfg.theta,
+                                                                                          cfg.head_dim))
         self._graph = None
         self.host_pos = 0
         self.reset()                     # position 0, length 1: a fresh decoder can feed() at once
@@ -381,11 +383,28 @@ class Decoder:
             self._graph = graph(self.step, warmup=False)
         return self._graph
 
-    def prefill(self, tokens):
+    def prefill(self, tokens, embeds=None, rope=None, deepstack=None):
         """The prompt in one pass (decoder/prefill.py): GEMMs and lab 07's causal flash attention,
-        then the last token's logits and argmax, as its token step would leave them."""
+        then the last token's logits and argmax, as its token step would leave them (embeds, rope,
+        deepstack: a vision-language prompt's, lab 09)."""
         from .prefill import prefill
-        prefill(self, tokens)
+        prefill(self, tokens, embeds, rope, deepstack)
+
+    def set_rope_delta(self, delta: int):
+        """Token steps from now on rotate the token in cache slot p by the angle of position p + delta
+        (Qwen3-VL: an image's tokens take fewer positions than slots, so the text after it is shifted;
+        delta 0 is plain RoPE). Rewrites the decoder's own cos/sin table in place (graph-safe)."""
+        if self.emulate:
+            raise ValueError("an emulated decoder has no RoPE table")
+        c, s = A.rope_table_host(self.capacity + abs(int(delta)), self.cfg.theta, self.cfg.head_dim)
+        if delta < 0:                    # positions below zero: cos is even, sin odd
+            c = np.concatenate([c[1:-delta + 1][::-1], c])
+            s = np.concatenate([-s[1:-delta + 1][::-1], s])
+            lo = 0
+        else:
+            lo = int(delta)
+        self.cos[...] = self.xp.asarray(c[lo:lo + self.capacity])
+        self.sin[...] = self.xp.asarray(s[lo:lo + self.capacity])
 
     def generate(self, prompt, n_new: int, use_graph: bool = True, use_prefill: bool = True) -> list:
         """Greedy: the prompt in one prefill (or, where prefill cannot run or use_prefill is False,
