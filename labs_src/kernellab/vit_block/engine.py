@@ -173,23 +173,28 @@ class Merger(_Launched):
 
 
 @functools.lru_cache(maxsize=1)
-def _gpu_weights(layers, seed, model="report"):
+def _gpu_weights(layers, seed, model="report", mergers=None):
     import cupy
-    return weights(layers, seed=seed, xp=cupy, model=model)
+    return weights(layers, mergers, seed=seed, xp=cupy, model=model)
 
 
 class Tower(_Launched):
-    """The vision tower: patch embed + position, `layers` blocks (DeepStack mergers after 8, 16, 24),
-    the main merger; weights drawn on the GPU (27 layers: ~0.8 GB). model: the mergers' drawing
-    (MERGER_MODELS; W, if given, from weights(..., model=...))."""
+    """The vision tower: patch embed + position, `layers` blocks (DeepStack mergers after the blocks in
+    `deepstack`: Qwen3-VL-8B's 8, 16, 24), the main merger; weights drawn on the GPU (27 layers: ~0.8 GB).
+    model: the mergers' drawing (MERGER_MODELS; W, if given, from weights(..., model=...))."""
 
-    def __init__(self, grid_h, grid_w, layers=LAYERS, W=None, patches=None, seed=0, model="report"):
+    def __init__(self, grid_h, grid_w, layers=LAYERS, W=None, patches=None, seed=0, model="report",
+                 deepstack=DEEPSTACK):
         need_gpu("the vision tower")
         _merger_form(model, 0)                   # a bad model name: ValueError before any allocation
         import cupy
         validate(np.empty((grid_h * grid_w, PATCH_DIM)) if patches is None else patches, grid_h, grid_w,
                  hidden=PATCH_DIM, name="patches")
-        W = _gpu_weights(layers, seed, model) if W is None else W
+        need = 1 + sum(1 for i in deepstack if i < layers)       # the main merger and one per DeepStack block
+        W = _gpu_weights(layers, seed, model, need) if W is None else W
+        if len(W.mergers) < need or len(W.layers) != layers:
+            raise ValueError(f"weights: {len(W.layers)} blocks and {len(W.mergers)} mergers; this tower needs "
+                             f"{layers} blocks and {need} mergers (DeepStack after blocks {tuple(deepstack)})")
         for L in W.layers:
             _check_weights(L, LAYER_SHAPES, "block")
         for j, M in enumerate(W.mergers):        # a DeepStack merger of Qwen3-VL's drawing normalises 4608
@@ -208,7 +213,7 @@ class Tower(_Launched):
         for i, L in enumerate(self.W.layers):
             ops += block_ops(L, ws, cur, nxt)
             cur, nxt = nxt, cur
-            if i in DEEPSTACK:
+            if i in deepstack:
                 self.deep.append(_f16(n // 4, MERGE_OUT))
                 post, act = _merger_form(model, len(self.deep))
                 ops += merger_ops(self.W.mergers[len(self.deep)], ws, cur, self.deep[-1], post, act)
