@@ -199,11 +199,11 @@ def size_name(model: str, what: str) -> str:
     return f"{model}: {what}"
 
 
-def size_rows(models=None, paths=("float16", "w8a16", "int4"), context: int = 512, reps: int = 20) -> list:
+def size_rows(models=None, paths=("float16", "w8a16", "int4"), context: int = 512, reps: int = 10) -> list:
     """Live, per model (decoder.fit.MODELS: every Qwen3 size and Qwen2.5-7B that fits this GPU) and path: our
     graph-replayed token step at `context` and its read-only floor; on the fp16 weights, in the same run,
-    transformers eager and (Qwen3 only: its layer) the torch.compile decoder. Random weights drawn on the
-    GPU; a model that does not fit is skipped with the numbers (decoder.fit.check_fits)."""
+    transformers eager. Random weights drawn on the GPU; a model that does not fit is skipped with the
+    numbers (decoder.fit.check_fits)."""
     import cupy
     from .core.bench import roof_values, wall
     from .decoder import floor_name, floor_rows, step_rows
@@ -232,24 +232,15 @@ def size_rows(models=None, paths=("float16", "w8a16", "int4"), context: int = 51
 
 
 def _peer_rows(cfg, dec, model, context, reps, read, wall) -> list:
-    """transformers eager and, for Qwen3, the torch.compile decoder, on `dec`'s fp16 weights."""
+    """transformers eager on `dec`'s fp16 weights (the torch.compile decoder is timed at 8B only: its
+    compile takes about a minute per model)."""
     try:
         import torch
     except ImportError:
-        print_once("SKIPPED: torch is not installed (KERNELLAB_EXTRAS=peers): no torch baselines per size")
+        print_once("SKIPPED: torch is not installed (KERNELLAB_EXTRAS=peers): no transformers per size")
         return []
     from .decoder import _row
-    rows, W = [], weights_of(dec)
-    if cfg.qk_norm and not cfg.qkv_bias:
-        try:
-            replay, _, pos, _ = TorchQwen3(cfg, W, capacity=context + 8).graphed()
-            pos.fill_(context - 1)
-            rows.append(_row(cfg, size_name(model, TORCH_COMPILED), "float16", context, "graph",
-                             wall(replay, reps=reps, flush=False), reps, read))
-        except Exception as e:                       # noqa: BLE001
-            print(f"{model}: {TORCH_COMPILED} failed: {type(e).__name__}: {e}")
-        replay = None
-    m = transformers_on_gpu(cfg, W)
+    m, rows = transformers_on_gpu(cfg, weights_of(dec)), []
     if m is not None:
         call, reset = transformers_step(m, context)
         r = max(5, reps // 4)
