@@ -340,6 +340,21 @@ T.say_ttft(pt)
 results.targets(T.PREFILL.targets, pt)
 
 # %% [markdown]
+# ### Every Qwen3 size, and Qwen2.5-7B
+# Nothing above is written for one model. `Config.from_hf` reads any dense Qwen3 or Qwen2.5
+# `config.json`; lab 07's decode attention and RoPE are compiled for each model's head layout (the
+# GQA group, 1 to 8 query heads per KV head, and head dim 64 or 128, passed as `-D` defines: Qwen3-14B
+# has 40 query heads over 8, Qwen2.5-7B 28 over 4, a group of 7); Qwen2.5's q/k/v biases go through
+# lab 03's add and its missing q/k norm is skipped. `tests/test_gpu_models.py` checks every size at
+# its real widths (2 layers) against transformers. Below, on the record: tokens/s of the whole model
+# at context 512 per path, its fraction of the read roof, the read-only floor of its weights (the
+# most any decoder could do on this GPU), and transformers (eager, fp16) on the same weights.
+
+# %%
+sz = T.measure_sizes()
+T.sizes_table(sz)
+
+# %% [markdown]
 # ### A prompt in, text out
 # `decoder.open_model(directory)` loads a local Qwen3 or Qwen2.5 checkpoint (its `config.json`,
 # `*.safetensors` and `tokenizer.json`); `decoder.generate` takes a string, prefills it, and streams

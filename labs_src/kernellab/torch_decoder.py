@@ -258,6 +258,35 @@ def measure_sizes(**kw):
                             "transformers and the torch.compile decoder, in one run", lambda: size_rows(**kw))
 
 
+def sizes_table(sz):
+    """One row per (model, path) of the device on screen: tokens/s of our graph step, its fraction of the
+    read roof, its floor's tokens/s (the most any decoder could do here), and transformers' tokens/s."""
+    import pandas as pd
+    rows = []
+    for d in _one_device(sz):
+        for model in dict.fromkeys(d["model"]):
+            m = d[d["model"] == model]
+            tf_ = m[m["name"] == size_name(model, TRANSFORMERS)]["tokens/s"]
+            for path in dict.fromkeys(m["path"].dropna()):
+                ours = m[m["name"] == size_name(model, f"{path} (graph)")]
+                floor = m[m["name"].str.endswith(f"{path} read-only floor (graph)")]
+                if len(ours):
+                    rows.append({"model": model, "path": path, "tokens/s": float(ours["tokens/s"].iloc[0]),
+                                 "frac_read": float(ours["frac_read"].iloc[0]),
+                                 "floor tokens/s": float(floor["tokens/s"].iloc[0]) if len(floor) else float("nan"),
+                                 "transformers tokens/s (fp16)": float(tf_.iloc[0]) if len(tf_) else float("nan"),
+                                 "device": d["device"].iloc[0], "source": d["source"].iloc[0]})
+    return pd.DataFrame(rows)
+
+
+def _one_device(df):
+    """The frame of the device on screen (results.one_source: the live GPU, or the reference record), as a
+    one-item list; none if empty."""
+    from .core.results import one_source
+    part = one_source(df) if df is not None and len(df) else None
+    return [part] if part is not None and len(part) else []
+
+
 SIZES = Family(name=SIZES_NAME, kernels="decoder", roof="read", record=lambda: measure_sizes(),
                about="tokens/s of every Qwen3 size and Qwen2.5-7B per path, context 512")
 
