@@ -63,5 +63,6 @@ from .sample import (  # noqa: F401
 from .text import (  # noqa: F401
     CHECKPOINT_NOTE, Generation, TextStream, chat_prompt, default_eos, demo_tokenizer, encode, eos_ids, generate,
     load_tokenizer, open_model, readback_cost)
+from .fit import MODELS, QWEN3, check_fits, choose, device_memory, free_memory, need, param_count, weight_bytes  # noqa: F401
 
 FAMILIES = [*OPS, DECODER]          # the new kernels' families and the token step's
