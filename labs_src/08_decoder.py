@@ -355,6 +355,25 @@ sz = T.measure_sizes()
 T.sizes_table(sz)
 
 # %% [markdown]
+# Which one fits **your** GPU? `decoder.choose` counts the bytes of each size and path (weights as the
+# course stores them, the KV cache at the context, the workspaces and a margin) against the free memory
+# (on a Jetson, the memory shared with the CPU), and picks the largest Qwen3 that fits on its most precise
+# path; `Decoder` refuses a choice that does not fit before allocating anything, with the numbers. Set
+# `KERNELLAB_MEMORY_CAP=8GB` to see what an 8 GB board would get.
+
+# %%
+D.fit.need_table(ctx=4096)
+
+# %%
+if kl.is_live():
+    pick_cfg, pick_path, why = D.choose(ctx=4096)
+    results.say(f"On this GPU: **{pick_cfg.name}, {pick_path}**. {why}")
+else:
+    for gb in (8, 16, 24, 80):
+        pick_cfg, pick_path, why = D.choose(free=gb * 10**9, ctx=4096, staged=False)
+        results.say(f"With {gb} GB free: **{pick_cfg.name}, {pick_path}**. {why}")
+
+# %% [markdown]
 # ### A prompt in, text out
 # `decoder.open_model(directory)` loads a local Qwen3 or Qwen2.5 checkpoint (its `config.json`,
 # `*.safetensors` and `tokenizer.json`); `decoder.generate` takes a string, prefills it, and streams

@@ -147,3 +147,20 @@ def test_rope_delta_shifts_the_decoders_own_table(delta):
     np.testing.assert_allclose(dec.cos.get(), np.cos(ang), atol=2e-7)
     np.testing.assert_allclose(dec.sin.get(), np.sin(ang), atol=2e-7)
     np.testing.assert_allclose(other.cos.get(), np.cos(np.arange(48)[:, None] * inv[None, :]), atol=2e-7)
+
+
+def test_an_8gb_learner_gets_a_model_that_runs(monkeypatch):
+    """KERNELLAB_MEMORY_CAP=8GB simulates an 8 GB GPU: fit.choose picks a model and path, says why, and that
+    decoder (random weights drawn on the GPU, the real widths and layers) runs token steps; a choice that
+    does not fit is refused before any allocation, with the numbers."""
+    from kernellab.decoder import fit
+    monkeypatch.setenv("KERNELLAB_MEMORY_CAP", "8GB")
+    cfg, path, why = fit.choose(ctx=1024, staged=False)
+    print(cfg.name, path, why)
+    assert "GB" in why
+    dec = D.Decoder(cfg, None, path, capacity=1024)
+    toks = dec.generate([1, 2, 3], 4, use_prefill=False)
+    assert len(toks) == 4 and all(0 <= t < cfg.vocab for t in toks)
+    dec = None
+    with pytest.raises(ValueError, match="GB"):
+        D.Decoder(fit.MODELS["Qwen3-14B"], None, "float16", capacity=1024)

@@ -169,6 +169,17 @@ class NumpyOps:
         return token
 
 
+def _fits(cfg, path, capacity):
+    """fit.check_fits before any allocation: free memory now (plus what CuPy's pool holds free for reuse),
+    or the learner's cap (KERNELLAB_MEMORY_CAP); a ValueError with the numbers when the model does not fit."""
+    import cupy
+    from . import fit
+    free = fit.free_memory()
+    if free is not None and fit.memory_cap()[0] is None:
+        free += cupy.get_default_memory_pool().free_bytes()
+    fit.check_fits(cfg, path, int(capacity), free=free, staged=False)
+
+
 class Decoder:
     """One Qwen3 decoder on the GPU, batch 1: weights, KV cache and workspace allocated once, then
     `step()` runs one token with the course's kernels and nothing else:
@@ -202,6 +213,7 @@ class Decoder:
             need_gpu("the decoder's token step")
             if cfg.gpu_reason():
                 raise ValueError(cfg.gpu_reason())
+            _fits(cfg, path, capacity)
             xp, self.ops = cupy, GpuOps(path)
             self._rng = cupy.random.RandomState(seed)
         if cfg.layers < 1 or not 1 <= capacity <= 2 ** 20:
