@@ -26,3 +26,4 @@ from .weights import (  # noqa: F401
 from .reference import (  # noqa: F401
     image_rows, ref_mrope, reference_generate, reference_layer, reference_text, reference_vision, reference_vlm,
     scatter_image_features)
+from .engine import VLM  # noqa: E402,F401  (the GPU pipeline: lab 06's tower, lab 05's scatter, lab 08's prefill and steps)

@@ -1,0 +1,134 @@
+"""Lab 09 on the GPU: Qwen3-VL from the course's kernels, an image and a prompt in, tokens out.
+
+    pixel_values (vlm.preprocess, host) -> per image: lab 06's vision tower (patch embed, blocks, the main
+    merger and the DeepStack mergers) -> the prompt's embedding rows with the image features placed at the
+    image tokens (lab 05's scatter) -> the multimodal rotary table of every prompt token (vlm.positions) ->
+    lab 08's prefill with that table and the DeepStack features added to the image rows after the early
+    layers -> the rope delta set on the decoder -> lab 08's token step (graph replays) for every new token.
+
+Stage times (`stages`) are GPU time between CUDA events, each stage on an idle GPU."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from .positions import get_rope_index, mrope_table
+from .preprocess import split_patches
+from .reference import image_rows
+
+
+def _device(W):
+    """Lab 06's weights (host or device) as device arrays, once: every image's tower shares them."""
+    import cupy
+    to = lambda d: {k: cupy.asarray(v) for k, v in d.items()}     # noqa: E731
+    return SimpleNamespace(layers=[to(L) for L in W.layers], mergers=[to(M) for M in W.mergers], patch=to(W.patch))
+
+
+class VLM:
+    """Qwen3-VL on the GPU. vcfg: vlm.VLMConfig; vision_W: lab 06's layout (vlm.load_checkpoint or
+    vlm.random_vision); text_W: lab 08's names. Batch 1, fp16 (the text model on `path`)."""
+
+    def __init__(self, vcfg, vision_W, text_W, capacity: int = 4096, path: str = "float16"):
+        from ..core.device import need_gpu
+        from ..decoder import Decoder
+        need_gpu("Qwen3-VL")
+        self.vcfg, self.cfg = vcfg, vcfg.text
+        self.dec = Decoder(vcfg.text, text_W, path, capacity)
+        self.vision = _device(vision_W)
+        self._towers: dict = {}
+
+    def tower(self, grid_h: int, grid_w: int, patches):
+        """Lab 06's tower for one image's grid, its workspace kept for the next image of that grid."""
+        from .. import vit_block as VB
+        t = self._towers.get((grid_h, grid_w))
+        if t is None:
+            t = self._towers[grid_h, grid_w] = VB.Tower(grid_h, grid_w, self.vcfg.vision_depth, self.vision, patches,
+                                                        model="qwen3-vl", deepstack=tuple(self.vcfg.deepstack))
+        else:
+            t.patches[...] = patches
+        return t
+
+    def encode(self, pixel_values, image_grid_thw):
+        """(features [image tokens, hidden], [DeepStack features]) of every image, in order, on the GPU."""
+        import cupy
+        main, deep = [], []
+        for p, (t, gh, gw) in zip(split_patches(pixel_values, image_grid_thw), np.asarray(image_grid_thw).reshape(-1, 3)):
+            if int(t) != 1:
+                raise ValueError(f"grid t = {t}: one temporal patch per image")
+            tw = self.tower(int(gh), int(gw), cupy.asarray(np.asarray(p, np.float16)))
+            tw()
+            main.append(tw.output.copy())
+            deep.append([d.copy() for d in tw.deep])
+        feats = cupy.concatenate(main) if main else cupy.zeros((0, self.cfg.hidden), cupy.float16)
+        return feats, [cupy.concatenate([d[j] for d in deep]) for j in range(len(deep[0]))] if deep else []
+
+    def prefill(self, input_ids, pixel_values=None, image_grid_thw=None, times: dict | None = None):
+        """The prompt (image tokens included) in one pass; leaves the decoder ready for its first token
+        step (its logits are the prompt's last; its token the argmax). times: filled with each stage's
+        GPU ms when given."""
+        import cupy
+        from .. import vision as V
+        ids = np.asarray(input_ids, np.int64).reshape(-1)
+        cfg, vc = self.cfg, self.vcfg
+        if ids.size == 0 or ids.min() < 0 or ids.max() >= cfg.vocab:
+            raise ValueError(f"input_ids: a non-empty prompt of ids in [0, {cfg.vocab})")
+        rows = image_rows(ids, vc.image_token_id)
+        clock = _Clock(times)
+        feats, deep = (cupy.zeros((0, cfg.hidden), cupy.float16), [])
+        if pixel_values is not None:
+            with clock("tower"):
+                feats, deep = self.encode(pixel_values, image_grid_thw)
+        if len(rows) != feats.shape[0]:
+            raise ValueError(f"{len(rows)} image tokens in the prompt, {feats.shape[0]} image features")
+        with clock("scatter"):
+            emb = cupy.take(self.dec.embed_w, cupy.asarray(ids.astype(np.int32)), axis=0)
+            drows = cupy.asarray(rows.astype(np.int32))
+            if len(rows):
+                V.replace_image_tokens(emb, feats, drows)
+        pos, delta = get_rope_index(ids, image_grid_thw, vc.image_token_id, vc.merge)
+        cos, sin = (cupy.asarray(t) for t in mrope_table(pos, cfg.head_dim, cfg.theta, vc.mrope_section))
+        with clock("prefill"):
+            self.dec.reset()
+            self.dec.prefill(ids, embeds=emb, rope=(cos, sin), deepstack=(drows, deep) if len(rows) else None)
+        self.dec.set_rope_delta(int(delta))
+        return int(delta)
+
+    def generate(self, input_ids, pixel_values=None, image_grid_thw=None, n_new: int = 32, times=None) -> list:
+        """Greedy: the prompt's prefill, then n_new - 1 token steps (graph replays); the n_new new tokens."""
+        n = int(np.asarray(input_ids).size)
+        if n + n_new - 1 > self.dec.capacity:
+            raise ValueError(f"{n} + {n_new} tokens do not fit the KV cache ({self.dec.capacity})")
+        self.prefill(input_ids, pixel_values, image_grid_thw, times)
+        clock = _Clock(times)
+        with clock("decode"):
+            run = self.dec.graph()
+            for _ in range(n_new - 1):
+                run()
+        self.dec.host_pos = n + n_new - 1
+        return [int(t) for t in self.dec.history[n - 1:n - 1 + n_new].get()]
+
+
+class _Clock:
+    """with clock(stage): GPU ms of the block between CUDA events (synchronised), into times[stage]."""
+
+    def __init__(self, times):
+        self.times = times
+
+    def __call__(self, stage):
+        self.stage = stage
+        return self
+
+    def __enter__(self):
+        if self.times is not None:
+            import cupy
+            cupy.cuda.Device().synchronize()
+            self.s, self.e = cupy.cuda.Event(), cupy.cuda.Event()
+            self.s.record()
+
+    def __exit__(self, *exc):
+        if self.times is not None and exc[0] is None:
+            import cupy
+            self.e.record()
+            self.e.synchronize()
+            self.times[self.stage] = cupy.cuda.get_elapsed_time(self.s, self.e)
