@@ -208,3 +208,26 @@ def test_readme_counts():
     assert int(m.group(1)) == len(rows), f"README says {m.group(1)} claim rows; docs/claims.csv has {len(rows)}"
     assert (int(m.group(2)), int(m.group(3))) == (got[H100], got[H200]), \
         f"README says {m.group(2)} / {m.group(3)} with a verdict; recomputed {got[H100]} (H100) / {got[H200]} (H200)"
+
+
+def test_one_limiter_rule():
+    """core.ncu.limiter is the one rule: a unit whose band reaches SATURATED limits; otherwise the top
+    stall does, with ties inside the noise named; the same evidence gives the same verdict (lab 07's
+    steps 14 and 15 both read from the record)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "labs_src"))
+    from kernellab.core.ncu import SATURATED, limiter
+    busy = {"DRAM throughput (% of peak)": SATURATED - 1, "stall: waiting on memory": 2.0}
+    assert limiter(busy).kind == "unit"                        # within the noise of saturation
+    assert limiter({**busy, "DRAM throughput (% of peak)": 50.0}).what == "waiting on memory"
+    tie = limiter({"shared memory busy (%)": 56.0, "stall: fixed latency": 1.0, "stall: __syncthreads": 0.95})
+    assert tie.kind == "latency" and tie.tied == ("__syncthreads",)
+    same = {"shared memory busy (%)": 56.0, "tensor pipe busy (%)": 33.0, "stall: fixed latency": 1.74}
+    assert limiter(same) == limiter(dict(same))
+    from kernellab import attention as A
+    from kernellab.core import results
+    from kernellab.core.ncu import limiter_of
+    lim = results.limiters(A.PREFILL)
+    if lim is not None:
+        k14, k15 = (limiter_of(lim, c).kind for c in lim.columns if c.startswith(("14_", "15_")))
+        assert k14 == k15 == "latency", "lab 07's steps 14 and 15: the record shows no unit near saturation"

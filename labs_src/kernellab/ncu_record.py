@@ -7,6 +7,8 @@ figures/reference/<device>/ncu.csv (family, name, case, metric, unit, value), wh
 claims tables read (results.claims) without a GPU. It also profiles every launch a family names in
 `limiters` (a step or a baseline) with core.ncu.LIMITER_METRICS: the counters that say what limits
 it (results.limiters reads them). `--limiters` records only those, keeping the other readings.
+`--repeat=N` (default REPEAT) profiles each launch N times and records the median reading with the
+lowest and highest (`lo`, `hi`): the noise band core.ncu.limiter reads.
 Needs a GPU and ncu with access to the performance counters (the H100 host has both)."""
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from .core.device import is_live, save_recorded
 from .core.ncu import LIMITER_METRICS, ncu
 from .core.results import claims_file
 from .labs import families, family_named, key
+
+REPEAT = 3              # readings per launch: the median is recorded, with its lowest and highest
 
 
 def shape_of(fam, case: str):
@@ -65,21 +69,28 @@ def main(argv=None) -> int:
     todo = [] if "--limiters" in argv else [(family_named(k), step, *shape_of(family_named(k), case), None, metrics)
                                             for (k, step, case), metrics in sorted(jobs().items())]
     todo += [(f, name, shape, dt, kernel, LIMITER_METRICS) for f, name, shape, dt, kernel in limiter_jobs()]
+    repeat = int(next((a.split("=", 1)[1] for a in argv if a.startswith("--repeat=")), REPEAT))
     rows, failed = [], []
     for fam, step, shape, dt, kernel, metrics in todo:
         k, case = key(fam), fam.case_key(shape, dt)
-        df = ncu(fam, step, shape, dt, kernel=kernel, metrics={m: m for m in sorted(metrics)})
-        if df is None:
+        seen: dict = {}
+        for _ in range(repeat):                  # repeated readings: the band core.ncu.limiter reads
+            df = ncu(fam, step, shape, dt, kernel=kernel, metrics={m: m for m in sorted(metrics)})
+            if df is None:
+                break
+            for r in df.itertuples():
+                try:
+                    seen.setdefault((r[2], r[4]), []).append(float(str(r[5]).replace(",", "")))
+                except ValueError:               # 'n/a': this metric has no reading on this GPU
+                    failed.append(f"{k} {step} {case} {r[2]} ({r[5]})")
+        if not seen:
             failed.append(f"{k} {step} {case}")
             continue
-        for r in df.itertuples():
-            try:
-                value = float(str(r[5]).replace(",", ""))
-            except ValueError:                   # 'n/a': this metric has no reading on this GPU
-                failed.append(f"{k} {step} {case} {r[2]} ({r[5]})")
-                continue
-            rows.append({"family": fam.name, "name": step, "case": case, "metric": r[2], "unit": r[4], "value": value})
-        print(f"ncu: {k} {step} {case}: {len(df)} readings")
+        for (metric, unit), vals in seen.items():
+            vals = sorted(vals)
+            rows.append({"family": fam.name, "name": step, "case": case, "metric": metric, "unit": unit,
+                         "value": vals[len(vals) // 2], "lo": vals[0], "hi": vals[-1]})
+        print(f"ncu: {k} {step} {case}: {len(seen)} metrics x {repeat} readings")
     if rows:
         new = pd.DataFrame(rows)
         if "--limiters" in argv:                 # keep this device's other readings
@@ -89,7 +100,7 @@ def main(argv=None) -> int:
             if len(old):
                 mine = set(zip(new["family"], new["name"], new["case"]))
                 keep = [t not in mine for t in zip(old["family"], old["name"], old["case"])]
-                new = pd.concat([old.loc[keep, list(new.columns)], new], ignore_index=True)
+                new = pd.concat([old.loc[keep].reindex(columns=new.columns), new], ignore_index=True)
         print(f"recorded {len(rows)} readings -> {save_recorded('ncu', new)}")
     if failed:
         print(f"not recorded ({len(failed)}): " + "; ".join(failed))

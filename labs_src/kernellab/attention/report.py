@@ -8,6 +8,7 @@ import functools
 from ..core.device import ORIN_PEAK_GBPS
 from ..core.device import ORIN_SMS as _ORIN_SMS
 from ..core.family import Family, Target
+from ..core.ncu import limiter_of
 from .reference import (D, DEC_CHECK_CASES, DEC_LENGTHS, FAMILY, HKV, HQ, PF_CHECK_CASES, PF_D, PF_HEADS, PF_NS,
                         _tolerance, dec_case_key, make_decode, make_prefill, pf_case_key, reference_decode,
                         reference_prefill)
@@ -307,8 +308,15 @@ NO_COUNTERS = "*No Nsight Compute readings recorded yet (`make ncu` on a GPU wit
 
 
 def _stall(lim, col):
+    """(top stall reason, its cycles per issued instruction) of one launch, as core.ncu.limiter reads it."""
     st = lim.loc[[i for i in lim.index if i.startswith("stall:")], col]
     return st.idxmax()[7:], float(st.max())
+
+
+def _chain(lm) -> str:
+    """The mechanism behind a prefill step's latency limiter (only when the rule reads latency)."""
+    return (": one warp's mma → softmax → mma chain, with too few warps beside it to fill the gaps"
+            if lm is not None and lm.kind == "latency" else "")
 
 
 def prefill_limits_text(lim, n=4096) -> str:
@@ -319,18 +327,15 @@ def prefill_limits_text(lim, n=4096) -> str:
         return NO_COUNTERS
     v = lambda row, col: float(lim.loc[row, col])            # noqa: E731
     tp, sm, occ = "tensor pipe busy (%)", "shared memory busy (%)", "achieved occupancy (%)"
-    stall, per = _stall(lim, b)
+    la, lb, lt = (limiter_of(lim, x) for x in (a, b, t))          # the one rule (core.ncu.limiter)
     return (f"At N = {n}, in `14_padded` shared memory is busy **{v(sm, a):.0f}%** of the time and the tensor "
-            f"pipe **{v(tp, a):.0f}%**: reading the fragments takes longer than using them. In `15_two_tiles`, "
-            f"where each fragment feeds twice the mma's, shared memory falls to **{v(sm, b):.0f}%** and the tensor "
-            f"pipe rises to **{v(tp, b):.0f}%**; SDPA's kernel keeps it at **{v(tp, t):.0f}%**. No unit is "
-            f"saturated in step 15: it is held by latency. It runs at {v(occ, b):.0f}% occupancy "
-            f"({v('registers per thread', b):.0f} registers a thread), its issue slots are busy "
-            f"{v('issue slots busy (%)', b):.0f}% of the cycles, and its warps wait most on *{stall}* ({per:.2f} "
-            f"cycles per issued instruction): one warp's mma → softmax → mma chain, with too few warps beside "
-            f"it to fill the gaps. SDPA's kernel launches {v('grid size', t):.0f} blocks at {v(occ, t):.0f}% "
-            f"occupancy and keeps the tensor pipe busier while issuing in fewer cycles "
-            f"({v('issue slots busy (%)', t):.0f}%): more work per instruction, and its stalls overlapped.")
+            f"pipe **{v(tp, a):.0f}%**: {la}. In `15_two_tiles`, where each fragment feeds twice the mma's, "
+            f"shared memory is busy **{v(sm, b):.0f}%** and the tensor pipe **{v(tp, b):.0f}%**; SDPA's kernel "
+            f"keeps the tensor pipe at **{v(tp, t):.0f}%**. Step 15 runs at {v(occ, b):.0f}% occupancy "
+            f"({v('registers per thread', b):.0f} registers a thread), its issue slots busy "
+            f"{v('issue slots busy (%)', b):.0f}% of the cycles: {lb}{_chain(lb)}. SDPA's kernel launches "
+            f"{v('grid size', t):.0f} blocks at {v(occ, t):.0f}% occupancy, its issue slots busy "
+            f"{v('issue slots busy (%)', t):.0f}%: {lt}.")
 
 
 def decode_limits_text(lim, long=32768, short=1024) -> str:
@@ -341,11 +346,13 @@ def decode_limits_text(lim, long=32768, short=1024) -> str:
         return NO_COUNTERS
     v = lambda row, name, n: float(lim.loc[row, col(name, n)])     # noqa: E731
     dr, iss, tp = "DRAM throughput (% of peak)", "issue slots busy (%)", "tensor pipe busy (%)"
+    ours, sdpa = limiter_of(lim, col("05_gqa_tile", long)), limiter_of(lim, col(SDPA_DEC, long))
     return (f"At KV length {long}, `05_gqa_tile` keeps DRAM **{v(dr, '05_gqa_tile', long):.0f}%** busy and "
             f"SDPA **{v(dr, SDPA_DEC, long):.0f}%**. Ours issues an instruction in **{v(iss, '05_gqa_tile', long):.0f}%** "
             f"of the cycles, SDPA's kernel in **{v(iss, SDPA_DEC, long):.0f}%**: our half-warps reduce every key's "
-            f"dot product with shuffles and accumulate P·V with FP32 FMAs, while SDPA runs both on the tensor "
-            f"cores (tensor pipe {v(tp, SDPA_DEC, long):.0f}% busy; ours {v(tp, '05_gqa_tile', long):.1f}%). "
+            f"dot product with shuffles and accumulate P·V with FP32 FMAs; SDPA's kernel keeps the tensor pipe "
+            f"{v(tp, SDPA_DEC, long):.0f}% busy, ours {v(tp, '05_gqa_tile', long):.1f}%. Read by the one rule: in "
+            f"ours {ours}; in SDPA's {sdpa}. "
             f"At length {short} neither is near a roof: DRAM **{v(dr, '05_gqa_tile', short):.0f}%** (ours) and "
             f"**{v(dr, SDPA_DEC, short):.0f}%** (SDPA) over {v('duration (ns)', '05_gqa_tile', short) / 1e3:.1f} and "
             f"{v('duration (ns)', SDPA_DEC, short) / 1e3:.1f} µs: a few µs of launch, ramp and one pass of "
@@ -361,29 +368,23 @@ def limits_list(lim_dec, lim_pf, long=32768, n=4096) -> str:
     d5 = f"05_gqa_tile @ {HQ}x{long}:float16"
     if lim_dec is not None and d5 in getattr(lim_dec, "columns", ()):
         v = lambda row: float(lim_dec.loc[row, d5])               # noqa: E731
-        stall, per = _stall(lim_dec, d5)
         out.append(f"* **Decode 04–05**, at KV length {long}: DRAM {v(dr):.0f}% busy, issue slots {v(iss):.0f}%, "
-                   f"at {v(occ):.0f}% occupancy ({v('registers per thread'):.0f} registers a thread); its top stall "
-                   f"is *{stall}* ({per:.2f} cycles per instruction). No unit is above "
-                   f"{max(v(dr), v(iss)):.0f}% busy: read as too few warps to hide the loads' latency while each "
-                   f"key costs CUDA-core instructions (dot products, shuffles, rescales). Tensor cores for the "
-                   f"4-head GQA group (as FlashInfer does) are the next step to try, not measured here.")
+                   f"at {v(occ):.0f}% occupancy ({v('registers per thread'):.0f} registers a thread): "
+                   f"{limiter_of(lim_dec, d5)}. Each key costs CUDA-core instructions (dot products, shuffles, "
+                   f"rescales); tensor cores for the 4-head GQA group (as FlashInfer does) are the next step to "
+                   f"try, not measured here.")
     else:
         out.append("* **Decode 04–05**: " + NO_COUNTERS)
     c = f"{PF_HEADS}x{n}:float16"
     a, b = f"14_padded @ {c}", f"15_two_tiles @ {c}"
     if lim_pf is not None and {a, b} <= set(getattr(lim_pf, "columns", ())):
         v = lambda row, col: float(lim_pf.loc[row, col])          # noqa: E731
-        why = ("shared memory is the busier unit: the `ldmatrix` fragment reads, not the `mma.sync` issue, "
-               "set the pace" if v(sm, a) > v(tp, a) else "the tensor pipe is the busier unit: `mma.sync` issue "
-               "sets the pace")
-        stall, per = _stall(lim_pf, b)
-        out.append(f"* **Prefill 13–14**, read at step 14, N = {n}: shared memory {v(sm, a):.0f}% busy against "
-                   f"the tensor pipe's {v(tp, a):.0f}%: {why}.")
-        out.append(f"* **Prefill 15**: no unit above {max(v(sm, b), v(tp, b), v(iss, b)):.0f}% busy, "
-                   f"{v(occ, b):.0f}% occupancy ({v('registers per thread', b):.0f} registers a thread), "
-                   f"top stall *{stall}*: latency, one warp's mma → softmax → mma chain with too "
-                   f"few warps beside it.")
+        la, lb = limiter_of(lim_pf, a), limiter_of(lim_pf, b)     # the one rule, for both steps
+        out.append(f"* **Prefill 13–14**, read at step 14, N = {n}: shared memory {v(sm, a):.0f}% busy, the "
+                   f"tensor pipe {v(tp, a):.0f}%: {la}{_chain(la)}.")
+        out.append(f"* **Prefill 15**: shared memory {v(sm, b):.0f}% busy, the tensor pipe {v(tp, b):.0f}%, "
+                   f"{v(occ, b):.0f}% occupancy ({v('registers per thread', b):.0f} registers a thread): "
+                   f"{lb}{_chain(lb)}.")
     else:
         out.append("* **Prefill 13–15**: " + NO_COUNTERS)
     src = lim_pf if lim_pf is not None else lim_dec

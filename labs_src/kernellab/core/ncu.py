@@ -2,6 +2,8 @@
 one step, in a child process under `ncu`; without a GPU or ncu, the command to run."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from . import build
 from .device import is_live
 from .family import of
@@ -87,3 +89,88 @@ def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics
     df = df[["Kernel Name", "Metric Name", "Metric Unit", "Metric Value"]]
     df.insert(2, "meaning", df["Metric Name"].map(metrics))
     return df.reset_index(drop=True)
+
+
+# ---- the one rule that reads the counters: a limiter ---------------------------------------------------
+
+# The units a launch can saturate (LIMITER_METRICS' labels, busy as a % of their peak) and their names.
+UNITS = {"DRAM throughput (% of peak)": "DRAM", "tensor pipe busy (%)": "the tensor pipe",
+         "shared memory busy (%)": "shared memory", "XU pipe (exp2) busy (%)": "the XU pipe (exp2)",
+         "issue slots busy (%)": "the issue slots"}
+SATURATED = 80.0        # % of a unit's peak from which it is read as the limiter (Nsight's "high" band)
+# The noise band of one reading where no repeated readings are recorded (`make ncu --repeat N` records
+# each launch N times and keeps the lowest and highest, `lo` and `hi` in ncu.csv): +-NOISE_PTS points of a
+# busy %, +-NOISE_REL of a stall ratio (the spread of repeated single-launch readings of one kernel).
+NOISE_PTS, NOISE_REL = 3.0, 0.10
+
+
+@dataclass(frozen=True)
+class Limiter:
+    """What limits one launch, from its counters (`limiter`): kind 'unit' (a unit at or near saturation:
+    `what` names it, `value` its busy %) or 'latency' (no unit near saturation: `what` is the top stall
+    reason, `value` its stall cycles per issued instruction, `tied` the reasons within its noise band);
+    busiest and busy: the busiest unit and its %, for the sentence."""
+    kind: str
+    what: str
+    value: float
+    busiest: str
+    busy: float
+    tied: tuple = ()
+
+    @property
+    def short(self) -> str:
+        """The verdict without the stall: which unit sets the pace, or that latency does."""
+        if self.kind == "unit":
+            return str(self)
+        return f"no unit is near saturation (the busiest, {self.busiest}, at {self.busy:.0f}%): it is held by latency"
+
+    def __str__(self):
+        if self.kind == "unit":
+            return f"{self.what} is near saturation ({self.value:.0f}% busy): it sets the pace"
+        also = "".join(f", within the noise of *{t}*" for t in self.tied)
+        return (f"no unit is near saturation (the busiest, {self.busiest}, at {self.busy:.0f}%): it is held by "
+                f"latency, its warps waiting most on *{self.what}* ({self.value:.2f} cycles per issued "
+                f"instruction{also})")
+
+
+def _band(readings, lo, hi, key, rel: bool):
+    v = float(readings[key])
+    if lo is not None and hi is not None and key in lo and key in hi and lo[key] == lo[key]:
+        return v, float(lo[key]), float(hi[key])
+    d = abs(v) * NOISE_REL if rel else NOISE_PTS
+    return v, v - d, v + d
+
+
+def limiter(readings, lo=None, hi=None) -> Limiter | None:
+    """The one rule that turns Nsight Compute readings into a limiter, for every lab's sentence:
+    readings: {LIMITER_METRICS label: value} of one launch (a column of results.limiters); lo, hi: the
+    lowest and highest of repeated readings (same keys), else a band of NOISE_PTS / NOISE_REL.
+    A unit whose band reaches SATURATED is the limiter (the busiest such); otherwise the top stall
+    reason is, with every other reason whose band overlaps it named as tied. None without readings."""
+    readings = {k: v for k, v in dict(readings).items() if v == v}
+    units = {k: _band(readings, lo, hi, k, False) for k in UNITS if k in readings}
+    stalls = {k: _band(readings, lo, hi, k, True) for k in readings if str(k).startswith("stall:")}
+    if not units and not stalls:
+        return None
+    busiest = max(units, key=lambda k: units[k][0]) if units else None
+    busy = units[busiest][0] if busiest else float("nan")
+    near = [k for k in units if units[k][2] >= SATURATED]
+    if near:
+        k = max(near, key=lambda k: units[k][0])
+        return Limiter("unit", UNITS[k], units[k][0], UNITS[k], units[k][0])
+    if not stalls:
+        return Limiter("latency", "no stall reading", float("nan"), UNITS.get(busiest, "-"), busy)
+    top = max(stalls, key=lambda k: stalls[k][0])
+    tied = tuple(k[7:] for k in sorted(stalls, key=lambda k: -stalls[k][0])
+                 if k != top and stalls[k][2] >= stalls[top][1])
+    return Limiter("latency", top[7:], stalls[top][0], UNITS.get(busiest, "-"), busy, tied)
+
+
+def limiter_of(lim, col: str) -> Limiter | None:
+    """`limiter` of one column of a results.limiters table ('<step> @ <case>'), with the band of its
+    repeated readings where the record has them (the table's attrs 'lo' / 'hi')."""
+    if lim is None or col not in getattr(lim, "columns", ()):
+        return None
+    band = [lim.attrs[k][col].to_dict() if col in getattr(lim.attrs.get(k), "columns", ()) else None
+            for k in ("lo", "hi")]
+    return limiter(lim[col].to_dict(), *band)

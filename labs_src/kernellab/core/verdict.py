@@ -255,11 +255,17 @@ def limiters(family):
         return None
     rec = one_source(rec)
     print(f"Nsight Compute, one launch each: {provenance(rec)}")
-    t = rec.pivot_table(index="metric", columns=["name", "case"], values="value", sort=False)
-    t = t.reindex([m for m in LIMITER_METRICS if m in t.index])
-    t.index = [LIMITER_METRICS[m] for m in t.index]
-    t.columns = [f"{n} @ {c}" for n, c in t.columns]
-    return t[[f"{n} @ {c}" for n, c in keys if f"{n} @ {c}" in t.columns]].round(2)
+    def table(values):
+        t = rec.pivot_table(index="metric", columns=["name", "case"], values=values, sort=False)
+        t = t.reindex([m for m in LIMITER_METRICS if m in t.index])
+        t.index = [LIMITER_METRICS[m] for m in t.index]
+        t.columns = [f"{n} @ {c}" for n, c in t.columns]
+        return t[[f"{n} @ {c}" for n, c in keys if f"{n} @ {c}" in t.columns]].round(2)
+    out = table("value")
+    for k in ("lo", "hi"):        # repeated readings (make ncu --repeat N): their band, for core.ncu.limiter
+        if k in rec and rec[k].notna().any():
+            out.attrs[k] = table(k)
+    return out
 
 
 CLAIM_MEASURES: dict = {}      # claim id -> measure(frame) -> (Measured, verdict, shown): rows with how `lab:<name>`

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..core.device import facts as facts_of
 from ..core.family import Family, Target
+from ..core.ncu import limiter_of
 from .reference import CHECK_CASES, SHAPES, SWEEP, bytes_moved, case_key, make_input, reference, tolerance
 from .steps import (BASELINES, BEST, CLUSTER_FROM, FAMILY, NAME, ROW_BLOCK, VARIANTS, cluster11_geometry,
                     cluster_geometry, rows_per_warp_geometry)
@@ -162,16 +163,13 @@ def long_limits_text(lim) -> str:
     if lim is None or not {a, b, t} <= set(lim.columns):
         return "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
     v = lambda row, c: float(lim.loc[row, c])                                 # noqa: E731
-    dr, iss, occ, xu = ("DRAM throughput (% of peak)", "issue slots busy (%)", "achieved occupancy (%)",
-                        "XU pipe (exp2) busy (%)")
+    dr, iss, occ = "DRAM throughput (% of peak)", "issue slots busy (%)", "achieved occupancy (%)"
     stalls = [i for i in lim.index if i.startswith("stall:")]
     top, second = lim.loc[stalls, a].sort_values(ascending=False).index[:2]
     s13 = col("13_cluster_one_exp", "float16")
     top13 = lim.loc[stalls, s13].idxmax() if s13 in lim.columns else None
-    units = {dr: "DRAM", iss: "the issue slots", xu: "the XU pipe (exp2)"}
-    busiest = max(units, key=lambda r: v(r, a))
-    held = (f"no unit is saturated (the busiest, {units[busiest]}, at {v(busiest, a):.0f}%): it is held by latency"
-            if v(busiest, a) < 80 else f"{units[busiest]} is saturated ({v(busiest, a):.0f}%)")
+    la, l13 = limiter_of(lim, a), limiter_of(lim, s13)        # the one rule (core.ncu.limiter)
+    held = la.short
     dram_bytes = lambda c: v(dr, c) * v("duration (ns)", c)                   # noqa: E731  DRAM busy x time
     return (f"At {LIMIT_LONG[0]} × {LIMIT_LONG[1]}, fp16 `10_cluster` keeps DRAM **{v(dr, a):.0f}%** busy over "
             f"{v('duration (ns)', a) / 1e3:.1f} µs; the same kernel on fp32 rows **{v(dr, b):.0f}%**. In fp16 {held}. "
@@ -188,9 +186,7 @@ def long_limits_text(lim) -> str:
                f" Step 13, with steps 11–13's changes, keeps DRAM **{v(dr, s13):.0f}%** busy over "
                f"{v('duration (ns)', s13) / 1e3:.1f} µs at {v(occ, s13):.0f}% occupancy "
                f"({v('registers per thread', s13):.0f} registers a thread) and issues in {v(iss, s13):.0f}% of the "
-               f"cycles; its warps wait most on *{top13[7:]}* ({v(top13, s13):.2f}): "
-               + ("still no unit saturated, still latency." if max(v(r, s13) for r in units) < 80 else
-                  f"{units[max(units, key=lambda r: v(r, s13))]} is now saturated.")))
+               f"cycles; its warps wait most on *{top13[7:]}* ({v(top13, s13):.2f}): {l13.short}."))
 
 
 SOFTMAX = Family(
