@@ -231,3 +231,23 @@ def test_one_limiter_rule():
     if lim is not None:
         k14, k15 = (limiter_of(lim, c).kind for c in lim.columns if c.startswith(("14_", "15_")))
         assert k14 == k15 == "latency", "lab 07's steps 14 and 15: the record shows no unit near saturation"
+
+
+def test_no_bar_past_the_roof():
+    """The README's promise, for every record: no recorded fraction of a roof is above 1, and each
+    device's roofs are at least every reader and copier lab 00 recorded beside them (meta.json)."""
+    import json
+    import pandas as pd
+    bad = []
+    for meta in sorted((ROOT / "figures" / "reference").glob("*/meta.json")):
+        roofs = json.loads(meta.read_text()).get("roofs") or {}
+        for kind in ("read", "copy"):
+            parts = {k: v for k, v in roofs.items() if k.startswith(kind + "_") and k.endswith("_gbps")}
+            low = [k for k, v in parts.items() if v > roofs.get(f"{kind}_gbps", float("inf")) * (1 + 1e-6)]
+            bad += [f"{meta.parent.name}: {kind}_gbps below {k}" for k in low]
+        for path in sorted(meta.parent.glob("*.csv")):
+            d = pd.read_csv(path)
+            for c in ("frac_read", "frac_copy"):
+                if c in d and d[c].max() > 1 + 1e-6:
+                    bad.append(f"{meta.parent.name}/{path.name}: {c} {d[c].max():.4f}")
+    assert not bad, "a bar past 100% would be possible:\n  " + "\n  ".join(bad)

@@ -41,38 +41,85 @@ QUANTISED = ("int8", "int4", "w8a16")    # judged against a reader of their own 
 # Lab 08's first family is a token step's ops (SiLU x up, an argmax: a few KB each, launch-bound, not
 # a ladder against a ceiling); lab 08's own figure is the whole token step, judged by its targets.
 HEADLINE_SKIP = {"decoder", "torch_decoder"}
+# Families drawn beside each lab's first, where no roof applies (compute-bound: attention prefill on the
+# tensor cores, lab 06's whole block): their bar is the speed against the fastest torch call of the same
+# case, time(torch) / time(ours), torch at 100%. {family: (our rows' name prefix or None for the ladder's
+# steps, the library rows' name prefix)}.
+HEADLINE_VS_LIBRARY = {"attention_prefill": (None, "torch"), "vit_block": ("block (lab kernels", "torch eager block")}
+
+
+def _common_case(rec, dt, vs=None):
+    """The largest case (by bytes, else N, else name) of dtype dt with a time on every device that
+    recorded the family at that dtype (for a HEADLINE_VS_LIBRARY family: with both of its bars): every
+    panel draws the same shape."""
+    g = rec[(rec["dtype"] == dt) if "dtype" in rec else slice(None)]
+    g = g[g["median_us"].notna()]
+    devs = list(dict.fromkeys(g["device"]))
+    key = ["bytes", "case"] if "bytes" in g else ["N", "case"] if "N" in g else ["case"]
+    for case in reversed(list(dict.fromkeys(g.sort_values(key)["case"]))):
+        at = [g[(g["device"] == d) & (g["case"] == case)] for d in devs]
+        if all(len(a) for a in at) and (vs is None or all(_vs_library(a, *vs) for a in at)):
+            return case
+    return None
+
+
+def _vs_library(at, ours_prefix, lib_prefix):
+    """Rows (name, kind, frac) for a family without a roof: our fastest against torch's, torch = 1."""
+    from .core.results import best
+    libs = at[(at["kind"] == "baseline") & at["name"].astype(str).str.startswith(lib_prefix)]
+    mine = (at[at["kind"] == "variant"] if ours_prefix is None else
+            at[(at["kind"] == "variant") & at["name"].astype(str).str.startswith(ours_prefix)])
+    if libs.empty or mine.empty:
+        return []
+    lib = libs.loc[libs["median_us"].idxmin()]
+    top = best(mine).reset_index().iloc[0] if ours_prefix is None else mine.loc[mine["median_us"].idxmin()]
+    return [(top, float(lib["median_us"]) / float(top["median_us"])), (lib, 1.0)]
 
 
 def headline_rows():
-    """Per recorded device and lab: at the lab's largest recorded case of each dtype, the fastest step
-    (read from the data) and the fastest torch/cuBLAS baseline, each as a fraction of the ceiling
-    that applies: a step's own read-only floor where the family records one (the quantised GEMVs:
-    time(floor)/time(step)), the read roof for a GEMV (it reads its weights and writes almost
-    nothing), else the copy roof (read once, write once): the family's `roof`."""
+    """Per recorded device and lab: at the lab's largest case of each dtype recorded on every device
+    (the same shape in every panel), the fastest step (read from the data) and the fastest torch/cuBLAS
+    baseline, each as a fraction of the ceiling that applies: a step's own read-only floor where the
+    family records one (the quantised GEMVs: time(floor)/time(step)), the read roof for a GEMV (it
+    reads its weights and writes almost nothing), else the copy roof (read once, write once): the
+    family's `roof`. Lab 07's prefill and lab 06's block, where no roof applies, as their speed against
+    the fastest torch call (HEADLINE_VS_LIBRARY)."""
     import pandas as pd
     from .core.device import load_recorded
     from .core.results import best, one_source
     rows = []
+    fams = []
     for lab in LABS:
         if lab in HEADLINE_SKIP:
             continue
-        fam = next(iter(importlib.import_module(f"kernellab.{lab}").FAMILIES))
+        mod = importlib.import_module(f"kernellab.{lab}")
+        fams.append(next(iter(mod.FAMILIES)))
+        fams += [f for f in mod.FAMILIES if f.name in HEADLINE_VS_LIBRARY and f is not fams[-1]]
+    for fam in fams:
         rec = load_recorded(fam.name)
-        if not fam.variants or rec.empty:
+        vs = HEADLINE_VS_LIBRARY.get(fam.name)
+        if (not fam.variants and vs is None) or rec.empty:
             continue
-        for dev, g in rec.groupby("device", sort=False):
-            for dt, gd in g.groupby("dtype", sort=False):
-                case = gd.sort_values(["bytes", "case"]).iloc[-1]["case"]
-                at = one_source(gd[gd["case"] == case])
-                top = best(at)
-                libs = at[(at["kind"] == "baseline") & at["name"].str.contains("torch|cublas", case=False)]
-                floor = at[at["name"].str.startswith("read-only kernel")]
-                picks = [top.reset_index().iloc[0]] + ([libs.loc[libs["median_us"].idxmin()]] if len(libs) else [])
-                for r in picks:
-                    if len(floor) and dt in QUANTISED:
-                        frac, ceiling = float(floor["median_us"].min()) / float(r["median_us"]), "its read-only floor"
-                    else:
-                        frac, ceiling = float(r[f"frac_{fam.roof}"]), f"the {fam.roof} roof"
+        for dt in dict.fromkeys(rec["dtype"] if "dtype" in rec else [None]):
+            case = _common_case(rec, dt, vs)
+            if case is None:
+                continue
+            for dev, g in rec[rec["case"] == case].groupby("device", sort=False):
+                at = one_source(g)
+                if vs is not None:
+                    picks = [(r, f, "the fastest torch call's time (no roof applies)") for r, f in _vs_library(at, *vs)]
+                else:
+                    top = best(at)
+                    libs = at[(at["kind"] == "baseline") & at["name"].str.contains("torch|cublas", case=False)]
+                    floor = at[at["name"].str.startswith("read-only kernel")]
+                    picks = []
+                    for r in [top.reset_index().iloc[0]] + ([libs.loc[libs["median_us"].idxmin()]] if len(libs) else []):
+                        if len(floor) and dt in QUANTISED:
+                            picks.append((r, float(floor["median_us"].min()) / float(r["median_us"]),
+                                          "its read-only floor"))
+                        else:
+                            picks.append((r, float(r[f"frac_{fam.roof}"]), f"the {fam.roof} roof"))
+                for r, frac, ceiling in picks:
                     rows.append({"device": dev, "date": r["date"], "family": fam.name, "case": case, "name": r["name"],
                                  "kind": r["kind"], "frac": frac, "ceiling": ceiling})
     return pd.DataFrame(rows)
