@@ -225,8 +225,11 @@ def _ncu_reading(r, claimed, df) -> tuple:
     after, before = val(r.fast), val(r.slow)
     if after != after:
         return NAN, "not measured yet: no recorded reading of this step", None
-    if before != before:                     # a reading of one step: shown, not a ratio
-        return Measured(after, after, after), "reading", f"{after:g} in {r.fast}{on}"
+    if before != before:                     # a reading of one step: a count claimed exactly, else shown
+        raw = getattr(r, "claimed", "")
+        v = "reading" if claimed is None and raw != "0" else (
+            "holds" if after == (0.0 if raw == "0" else claimed) else "refuted")
+        return Measured(after, after, after), v, f"{after:g} in {r.fast}{on}"
     shown = f"{before:g} -> {after:g}{on}"
     if before == after:
         return Measured(1.0, 1.0, 1.0), "no change" if claimed is None else ("holds" if claimed == 1 else "refuted"), shown
@@ -323,6 +326,12 @@ def claims(lab: str, df, families=(), measured=None):
         both = [f for f in rs if all(pick(f, n, "median_us", case=r.case) == pick(f, n, "median_us", case=r.case)
                                      for n in (r.fast, r.slow))]        # row names, else the first with both times
         both = sorted(both, key=lambda f: "lab" not in f or not (f["lab"] == r.family).all())
+        if not both:                    # the family another lab records (lab 06's row on lab 07's prefill)
+            from .device import load_recorded
+            rec = load_recorded(r.family)
+            dev = rs[0]["device"].iloc[0] if rs and "device" in rs[0] else None
+            rec = rec[rec["device"] == dev] if dev is not None and len(rec) and (rec["device"] == dev).any() else rec
+            both = [rec] if len(rec) else []
         m = ratio_band(both[0] if both else (rs[0] if rs else df), r.fast, r.slow, r.case)
         return m, verdict(m, claimed, r.kind)
     kernels = {f.name: f.kernels for f in families}
@@ -357,9 +366,12 @@ def claims(lab: str, df, families=(), measured=None):
             v = "not measured here (end to end)" if r.kind == "end-to-end" else (r.reason or "not measured here")
         if not m.ok and r.reason and v.startswith("not measured"):
             v = r.reason
+        if r.reason.startswith(NOT_COMPARABLE):   # measured, but at a scale or on a device that decides it
+            v, extra = r.reason, {k: f"{x.split(': ', 1)[0]}: {NOT_COMPARABLE}" for k, x in extra.items()}
         rows.append({"id": r.id, "claim": r.claim, "seed says": f"{claimed:g}" if claimed else "-",
                      "measured": shown or (f"{m.value:.2f}" if m.ok else "-"), "verdict": v,
-                     "how": f"{r.fast} vs {r.slow} at {r.case}" if r.how == "ratio" else (r.how or "-"), **extra})
+                     "how": f"{r.fast} vs {r.slow} at {r.case}" if r.how == "ratio" else (r.how or "-"),
+                     "conditions": _conditions(r, shown, devs), **extra})
     out = pd.DataFrame(rows)
     for d in others:                  # a PTX count or a stated reason is the same on every device
         if f"on {d}" in out:
@@ -369,6 +381,22 @@ def claims(lab: str, df, families=(), measured=None):
         print(f"Seed claims of {lab} ({len(out)}): " + (source(df) if df is not None and len(df) else
                                                          "counts from the compiled kernels (no timings needed)"))
     return out
+
+
+NOT_COMPARABLE = "not comparable here"
+
+
+def _conditions(r, shown, devs) -> str:
+    """Like for like: where and at what the seed measured, against where and at what this row is."""
+    seed = "seed: Jetson Orin (sm_87, 16 SMs)"
+    if r.how.startswith(("ptx:", "ptxas:")):
+        arch = "sm_90" if shown and "(sm_90)" in str(shown) else CLAIM_ARCH
+        return f"{seed}; here: compiled for {arch}" + (" (the seed's arch)" if arch == CLAIM_ARCH else "")
+    if r.how == "ratio" or r.how.startswith(("ncu:", "e2e", "lab:")):
+        dev = short_device(devs[0]) if devs else "the record on screen"
+        at = f" at {r.case}" if r.case else ""
+        return f"{seed}; here: {dev}{at}"
+    return "-"
 
 
 OUTCOMES = ("holds", "smaller than claimed", "larger than claimed", "refuted", "within noise",
