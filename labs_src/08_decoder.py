@@ -306,7 +306,7 @@ results.claims_brief(claims)                  # every claim with its reason in f
 # %%
 per_op = kl.device.live_only(
     "times each launch of one token step (2 layers of Qwen3-8B's shape, context 512) with CUDA events, "
-    "and groups them by kernel: the GEMVs should take nearly all of it.",
+    "and groups them by kernel (the GEMVs' share against the other kernels' own run time).",
     lambda: pd.DataFrame(D.breakdown(cfg, "float16", 512, layers=2)).groupby("kernel")["us"].agg(["count", "sum"])
     .sort_values("sum", ascending=False))
 per_op

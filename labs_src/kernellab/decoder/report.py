@@ -115,13 +115,21 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     rec = rec[rec["device"] == d["device"].iloc[0]]
     per = rec.loc[rec["quantity"] == QUANTITIES["launch_graph_us"], "value"]
     t = pick(d, step_name("float16", "graph"), "median_us", case=ctx_case(context))
+    f = pick(d, "float16 read-only floor (graph)", "median_us", case=ctx_case(context))
     extra = launches_per_token(cfg, "float16") - (4 * cfg.layers + 1)
     if per.empty or t != t:
         return MISSING
-    return (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, an fp16 token makes **{extra}** launches "
+    cost = extra * float(per.iloc[0])
+    said = (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, an fp16 token makes **{extra}** launches "
             f"more (norms, RoPE and the cache, attention, SiLU, the embedding, the argmax); at lab 00's "
-            f"{float(per.iloc[0]):.2f} µs per launch inside a graph ({rec['device'].iloc[0]}), they cost about "
-            f"**{extra * float(per.iloc[0]) / t:.0%}** of the token, on top of each GEMV's distance to its floor.")
+            f"{float(per.iloc[0]):.2f} µs per launch inside a graph ({rec['device'].iloc[0]}), their launches cost "
+            f"about **{cost / t:.0%}** of the token.")
+    if f == f and t > f:
+        said += (f" The whole gap to the floor is {t - f:.0f} µs ({(t - f) / t:.0%} of the token): those launches "
+                 f"are {min(cost / (t - f), 1):.0%} of it; the rest, {max(t - f - cost, 0):.0f} µs, is the other "
+                 f"kernels' own run time (attention, norms, RoPE: the per-kernel table below) and each GEMV's "
+                 f"distance from its floor.")
+    return said
 
 
 def tokens_text(df, context: int = 512) -> str:
