@@ -8,9 +8,15 @@
 #include <cub/block/block_reduce.cuh>
 #include "common.cuh"
 
+#ifndef SEED_BLOCK
 #define SEED_BLOCK 128     // matmul_kernel_cu_fp32<128,1>, matmul_kernel_cu_fp32int8<128,1>
+#endif
+#ifndef INT8_GROUP
 #define INT8_GROUP 128     // the report's quantisation group along M
+#endif
+#ifndef WARP_ROWS
 #define WARP_ROWS 8        // warps (rows) per 256-thread block in the warp-per-row kernels
+#endif
 
 __device__ __forceinline__ float cub_sum128(float v) {
     typedef cub::BlockReduce<float, SEED_BLOCK> BlockReduce;

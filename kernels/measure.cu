@@ -25,7 +25,9 @@ extern "C" __global__ void measure_01_copy(const float4* __restrict__ src, float
 // ceiling, so this one keeps many bytes in flight: READ_UNROLL independent 16-byte loads
 // per thread are issued before the first is used (one load at a time left it below the
 // copy roof: latency x too few bytes in flight, see measure_05 and Little's law).
+#ifndef READ_UNROLL
 #define READ_UNROLL 8
+#endif
 extern "C" __global__ void measure_02_read(const float4* __restrict__ src, float* __restrict__ partial,
                                            long long n4) {
     __shared__ float scratch[33];
@@ -56,7 +58,9 @@ extern "C" __global__ void measure_02_read(const float4* __restrict__ src, float
 // === measure_03_fma ===
 // Why: the compute roof for the roofline. Each thread runs independent chains of
 // fused multiply-adds in registers (2 FLOP each) and touches memory once at the end.
+#ifndef FMA_CHAINS
 #define FMA_CHAINS 8
+#endif
 extern "C" __global__ void measure_03_fma(float* __restrict__ out, int iters, float a, float b) {
     float v[FMA_CHAINS];
 #pragma unroll
@@ -154,7 +158,9 @@ extern "C" __global__ void measure_05_inflight_128B(const float4* __restrict__ s
 // become ex2.approx, which runs on the SFU (MUFU), a unit with far fewer lanes per SM
 // than the FMA units. Independent chains of ex2.approx.ftz measure its throughput.
 // v = 2^-v stays in (0.5, 1]; the negation is a cheap FP32 instruction on another pipe.
+#ifndef EX2_CHAINS
 #define EX2_CHAINS 8
+#endif
 extern "C" __global__ void measure_06_ex2(float* __restrict__ out, int iters, float seed) {
     float v[EX2_CHAINS];
 #pragma unroll
@@ -176,7 +182,9 @@ extern "C" __global__ void measure_06_ex2(float* __restrict__ out, int iters, fl
 // chains, interleaved, keep two pipes busy at once: 8 FFMA + 8 integer instructions per
 // repeat, ISSUE_REPEAT repeats per loop trip. Its instruction rate, next to the FMA kernel's, is the issue roof
 // that a kernel doing many cheap instructions per byte (fp16 softmax) can hit first.
+#ifndef ISSUE_REPEAT
 #define ISSUE_REPEAT 4
+#endif
 extern "C" __global__ void measure_07_issue(float* __restrict__ out, int iters, float a, float b,
                                             unsigned int c, unsigned int d) {
     float v[8];

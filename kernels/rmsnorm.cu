@@ -12,7 +12,9 @@
 #include <cub/block/block_reduce.cuh>
 #include "common.cuh"
 
+#ifndef RMS_BLOCK
 #define RMS_BLOCK 128   // the seed's block size for steps 01-07
+#endif
 
 // The seed's "before" reduction: cub::BlockReduce, then thread 0 broadcasts through smem.
 __device__ __forceinline__ float cub_block_sum(float v) {

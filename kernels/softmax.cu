@@ -37,7 +37,9 @@ extern "C" __global__ void softmax_01_naive(const float* x, float* y, int R, int
 // fitting), and a __syncthreads() at every level of each tree (8 levels for 256 threads).
 // Steps 02-04 use this fixed block size. A compile-time stride matters: the compiler can then
 // unroll the row loops and keep several loads in flight; with `i += blockDim.x` it cannot.
+#ifndef ROW_BLOCK
 #define ROW_BLOCK 256
+#endif
 __device__ __forceinline__ float tree_reduce(float v, float* s, bool is_max) {
     s[threadIdx.x] = v;
     __syncthreads();
@@ -548,7 +550,9 @@ extern "C" __global__ void softmax_07_ablate_no_prefetch(const __half* __restric
 // into registers, the max and the sum reduced over the row's lanes with shuffles (width lpr), one
 // ex2 per element, one 16-byte store. Rows longer than 32 lanes x 8 float4 (or x 4 half8) = 1024
 // elements go to steps 05 / 07: the launcher is the dispatch table.
+#ifndef RPW_REGS
 #define RPW_REGS 8     // float4 registers per lane: the row's share of a lane, at most
+#endif
 __device__ __forceinline__ float group_max(float v, int lpr) {
     for (int o = lpr >> 1; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -609,8 +613,12 @@ __device__ __forceinline__ void rows_per_warp_body(const void* __restrict__ xv, 
 // Rows of one or two 16-byte loads per lane (nv <= 2: up to 256 floats; nv = 1: up to 256 halves) leave
 // a lane too few bytes in flight for Little's law. There each lane group takes several rows (4 fp32,
 // 8 fp16); the warp's j-th load reads a run of 32 / lpr consecutive rows (512 contiguous bytes).
+#ifndef RPW_ROWS_F32
 #define RPW_ROWS_F32 4
+#endif
+#ifndef RPW_ROWS_F16
 #define RPW_ROWS_F16 8
+#endif
 // fp32: the rows stay as floats, and each exponential is computed once and kept for the output.
 template <int NV>
 __device__ __forceinline__ void short_rows_f32(const float* __restrict__ x, float* __restrict__ y, int R, int C,
@@ -700,7 +708,7 @@ extern "C" __global__ void softmax_09_rows_per_warp_fp16(const __half* __restric
     else rows_per_warp_body<true>(x, y, R, C, vec_ok, lpr, nv);
 }
 
-// === softmax_10_cluster_2 ===
+// === softmax_10_cluster ===
 // Why: a row longer than one block's registers (1024 threads x 32 elements = 32768) makes steps 05
 // and 07 stream it twice: 2 reads + 1 write, at most 2/3 of the copy roof. A thread-block cluster
 // (sm_90) spreads one row over CS blocks on CS SMs, each holding its chunk in registers; the blocks
@@ -712,7 +720,9 @@ extern "C" __global__ void softmax_09_rows_per_warp_fp16(const __half* __restric
 #else
 #define KL_CLUSTER(n)
 #endif
+#ifndef CL_REGS
 #define CL_REGS 8      // float4 registers per thread: 32 elements
+#endif
 
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r = 0;
@@ -753,7 +763,9 @@ __device__ __forceinline__ MD cluster_row_md(MD mine) {
 // fp16 keeps its chunk as raw halves (8 x 16 bytes = 64 halves a thread, twice fp32's count in the same
 // registers), so a block of half the threads holds the same chunk: two blocks an SM where fp32 has one.
 // The max is taken in fp16 (exact), and exp is computed twice (once for the sum, once for the output).
+#ifndef CLH_REGS
 #define CLH_REGS 8
+#endif
 template <int CS>
 __device__ __forceinline__ void cluster_body_h(const __half* __restrict__ x, __half* __restrict__ y, int C,
                                                int vec_ok, int chunk) {
@@ -818,48 +830,27 @@ __device__ __forceinline__ void cluster_body(const float* __restrict__ x, float*
     cluster_chunk_out<CS>(v, y, row * C + c0, len, vec_ok);
 }
 
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(2) softmax_10_cluster_2(
-        const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
-    cluster_body<2>(x, y, C, vec_ok, chunk);
-}
+// A cluster's size is fixed at compile time (__cluster_dims__), so each cluster step is one kernel per
+// size: KL_CLUSTER_KERNELS(name, T, threads, ARGS, body) stamps name_2, name_4 and name_8 from one body,
+// each taking ARGS(T) and running `body` with the constant CS = 2, 4 or 8 (the launcher picks the size).
+#define KL_CLUSTER_KERNEL(name, cs, T, threads, ARGS, ...)                                             \
+    extern "C" __global__ __launch_bounds__(threads) void KL_CLUSTER(cs) name##_##cs(ARGS(T)) {         \
+        constexpr int CS = cs;                                                                         \
+        __VA_ARGS__;                                                                                   \
+    }
+#define KL_CLUSTER_KERNELS(name, T, threads, ARGS, ...)                                                \
+    KL_CLUSTER_KERNEL(name, 2, T, threads, ARGS, __VA_ARGS__)                                          \
+    KL_CLUSTER_KERNEL(name, 4, T, threads, ARGS, __VA_ARGS__)                                          \
+    KL_CLUSTER_KERNEL(name, 8, T, threads, ARGS, __VA_ARGS__)
+#define CL10_ARGS(T) const T* __restrict__ x, T* __restrict__ y, int C, int vec_ok, int chunk
+KL_CLUSTER_KERNELS(softmax_10_cluster, float, 1024, CL10_ARGS, cluster_body<CS>(x, y, C, vec_ok, chunk))
 
-// === softmax_10_cluster_fp16_2 ===
-// Why: the same for fp16, a cluster of 2 blocks; the chunk stays in registers as raw halves (64 a thread).
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_10_cluster_fp16_2(
-        const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
-    cluster_body_h<2>(x, y, C, vec_ok, chunk);
-}
-
-// === softmax_10_cluster_4 ===
-// Why: the same, a cluster of 4 blocks (the cluster size is fixed at compile time: one kernel per size).
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(4) softmax_10_cluster_4(
-        const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
-    cluster_body<4>(x, y, C, vec_ok, chunk);
-}
-
-// === softmax_10_cluster_fp16_4 ===
-// Why: the same for fp16, a cluster of 4 blocks; the chunk stays in registers as raw halves (64 a thread).
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_10_cluster_fp16_4(
-        const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
-    cluster_body_h<4>(x, y, C, vec_ok, chunk);
-}
-
-// === softmax_10_cluster_8 ===
-// Why: the same, a cluster of 8 blocks (the cluster size is fixed at compile time: one kernel per size).
-extern "C" __global__ __launch_bounds__(1024) void KL_CLUSTER(8) softmax_10_cluster_8(
-        const float* __restrict__ x, float* __restrict__ y, int C, int vec_ok, int chunk) {
-    cluster_body<8>(x, y, C, vec_ok, chunk);
-}
-
-// === softmax_10_cluster_fp16_8 ===
-// Why: the same for fp16, a cluster of 8 blocks; the chunk stays in registers as raw halves (64 a thread).
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_10_cluster_fp16_8(
-        const __half* __restrict__ x, __half* __restrict__ y, int C, int vec_ok, int chunk) {
-    cluster_body_h<8>(x, y, C, vec_ok, chunk);
-}
+// === softmax_10_cluster_fp16 ===
+// Why: the same for fp16; the chunk stays in registers as raw halves (64 a thread).
+KL_CLUSTER_KERNELS(softmax_10_cluster_fp16, __half, 512, CL10_ARGS, cluster_body_h<CS>(x, y, C, vec_ok, chunk))
 
 
-// === softmax_11_cluster_resident_2 ===
+// === softmax_11_cluster_resident ===
 // Why: step 10 launches one cluster per row; each block loads its chunk (a DRAM round trip with
 // nothing else to do), reduces, exchanges (m, d) with the cluster, stores and exits, and the few
 // blocks on an SM do so in step. Step 07's first change, given to the cluster: the grid holds only
@@ -869,7 +860,9 @@ extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_10_clust
 // live, 128 registers a thread, two blocks an SM; ablation 11_ablate_fp32_max times that change alone.
 // Same chunk a thread as step 10 (8 16-byte words) and at most 512 threads a block: fp32 rows over
 // 8 x 512 x 32 elements, and rows that are not 16-byte aligned, go to step 10.
+#ifndef CL11_REGS
 #define CL11_REGS 8
+#endif
 template <int CS, bool PREFETCH>
 __device__ __forceinline__ void cluster_rows(const float* __restrict__ x, float* __restrict__ y, int R, int C, int chunk) {
     const int c0 = (int)cluster_rank() * chunk, len = max(0, min(C, c0 + chunk) - c0);
@@ -963,118 +956,35 @@ __device__ __forceinline__ void cluster_rows_h(const __half* __restrict__ x, __h
     }
 }
 #define CL11_ARGS(T) const T* __restrict__ x, T* __restrict__ y, int R, int C, int chunk
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_11_cluster_resident_2(CL11_ARGS(float)) {
-    cluster_rows<2, false>(x, y, R, C, chunk);
-}
+KL_CLUSTER_KERNELS(softmax_11_cluster_resident, float, 512, CL11_ARGS, cluster_rows<CS, false>(x, y, R, C, chunk))
 
-// === softmax_11_cluster_resident_4 ===
-// Why: the same, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_11_cluster_resident_4(CL11_ARGS(float)) {
-    cluster_rows<4, false>(x, y, R, C, chunk);
-}
+// === softmax_11_cluster_resident_fp16 ===
+// Why: the same for fp16 (the max in fp16).
+KL_CLUSTER_KERNELS(softmax_11_cluster_resident_fp16, __half, 512, CL11_ARGS, cluster_rows_h<CS, false>(x, y, R, C, chunk))
 
-// === softmax_11_cluster_resident_8 ===
-// Why: the same, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_11_cluster_resident_8(CL11_ARGS(float)) {
-    cluster_rows<8, false>(x, y, R, C, chunk);
-}
-
-// === softmax_11_cluster_resident_fp16_2 ===
-// Why: the same for fp16 (the max in fp16), a cluster of 2 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_11_cluster_resident_fp16_2(CL11_ARGS(__half)) {
-    cluster_rows_h<2, false>(x, y, R, C, chunk);
-}
-
-// === softmax_11_cluster_resident_fp16_4 ===
-// Why: the same for fp16 (the max in fp16), a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_11_cluster_resident_fp16_4(CL11_ARGS(__half)) {
-    cluster_rows_h<4, false>(x, y, R, C, chunk);
-}
-
-// === softmax_11_cluster_resident_fp16_8 ===
-// Why: the same for fp16 (the max in fp16), a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_11_cluster_resident_fp16_8(CL11_ARGS(__half)) {
-    cluster_rows_h<8, false>(x, y, R, C, chunk);
-}
-
-// === softmax_11_ablate_fp32_max_fp16_2 ===
+// === softmax_11_ablate_fp32_max_fp16 ===
 // Why: step 11 (fp16) with step 10's max over unpacked floats: the resident clusters alone. 10 -> this is the resident grid, this -> 11 the fp16 max (registers).
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_11_ablate_fp32_max_fp16_2(CL11_ARGS(__half)) {
-    cluster_rows_h<2, false, false, false>(x, y, R, C, chunk);
-}
+KL_CLUSTER_KERNELS(softmax_11_ablate_fp32_max_fp16, __half, 512, CL11_ARGS,
+                   cluster_rows_h<CS, false, false, false>(x, y, R, C, chunk))
 
-// === softmax_11_ablate_fp32_max_fp16_4 ===
-// Why: the same ablation, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_11_ablate_fp32_max_fp16_4(CL11_ARGS(__half)) {
-    cluster_rows_h<4, false, false, false>(x, y, R, C, chunk);
-}
-
-// === softmax_11_ablate_fp32_max_fp16_8 ===
-// Why: the same ablation, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_11_ablate_fp32_max_fp16_8(CL11_ARGS(__half)) {
-    cluster_rows_h<8, false, false, false>(x, y, R, C, chunk);
-}
-
-// === softmax_12_cluster_prefetch_2 ===
+// === softmax_12_cluster_prefetch ===
 // Why: step 07's second change, given to step 11: every block issues the loads of its chunk of the NEXT
 // row (into raw registers) before this row's reduction, exchange and store, so DRAM has work while
 // the cluster synchronises. The price: two rows' words live at once, twice the registers, half the
 // blocks an SM. Step 11 is its ablation; lab 01 measures which side wins.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_12_cluster_prefetch_2(CL11_ARGS(float)) {
-    cluster_rows<2, true>(x, y, R, C, chunk);
-}
+KL_CLUSTER_KERNELS(softmax_12_cluster_prefetch, float, 512, CL11_ARGS, cluster_rows<CS, true>(x, y, R, C, chunk))
 
-// === softmax_12_cluster_prefetch_4 ===
-// Why: the same, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_12_cluster_prefetch_4(CL11_ARGS(float)) {
-    cluster_rows<4, true>(x, y, R, C, chunk);
-}
+// === softmax_12_cluster_prefetch_fp16 ===
+// Why: the same for fp16.
+KL_CLUSTER_KERNELS(softmax_12_cluster_prefetch_fp16, __half, 512, CL11_ARGS, cluster_rows_h<CS, true>(x, y, R, C, chunk))
 
-// === softmax_12_cluster_prefetch_8 ===
-// Why: the same, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_12_cluster_prefetch_8(CL11_ARGS(float)) {
-    cluster_rows<8, true>(x, y, R, C, chunk);
-}
-
-// === softmax_12_cluster_prefetch_fp16_2 ===
-// Why: the same for fp16, a cluster of 2 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_12_cluster_prefetch_fp16_2(CL11_ARGS(__half)) {
-    cluster_rows_h<2, true>(x, y, R, C, chunk);
-}
-
-// === softmax_12_cluster_prefetch_fp16_4 ===
-// Why: the same for fp16, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_12_cluster_prefetch_fp16_4(CL11_ARGS(__half)) {
-    cluster_rows_h<4, true>(x, y, R, C, chunk);
-}
-
-// === softmax_12_cluster_prefetch_fp16_8 ===
-// Why: the same for fp16, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_12_cluster_prefetch_fp16_8(CL11_ARGS(__half)) {
-    cluster_rows_h<8, true>(x, y, R, C, chunk);
-}
-
-// === softmax_13_cluster_one_exp_fp16_2 ===
+// === softmax_13_cluster_one_exp_fp16 ===
 // Why: steps 10 to 12 keep an fp16 row as raw halves and compute each exponential twice (once for the
 // sum, once for the output), where fp32 keeps its exponentials: twice fp32's ex2 per element, on the
 // XU pipe. Here the sum pass packs e = exp(x - m), in [0, 1], back into the halves where x was (fp16
 // keeps it to 2^-11 relative) and the output pass scales them by e^(m - M) / D: one ex2 per element,
 // the same registers. All else is step 11 (its ablation). fp16 only.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(2) softmax_13_cluster_one_exp_fp16_2(CL11_ARGS(__half)) {
-    cluster_rows_h<2, false, true>(x, y, R, C, chunk);
-}
-
-// === softmax_13_cluster_one_exp_fp16_4 ===
-// Why: the same, a cluster of 4 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(4) softmax_13_cluster_one_exp_fp16_4(CL11_ARGS(__half)) {
-    cluster_rows_h<4, false, true>(x, y, R, C, chunk);
-}
-
-// === softmax_13_cluster_one_exp_fp16_8 ===
-// Why: the same, a cluster of 8 blocks.
-extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_13_cluster_one_exp_fp16_8(CL11_ARGS(__half)) {
-    cluster_rows_h<8, false, true>(x, y, R, C, chunk);
-}
+KL_CLUSTER_KERNELS(softmax_13_cluster_one_exp_fp16, __half, 512, CL11_ARGS, cluster_rows_h<CS, false, true>(x, y, R, C, chunk))
 
 // === softmax_08_safe_v1 ===
 // Why: the tutorial's softmax_safe_v1_kernel as it means it, fixed so it compiles: the printed code
@@ -1086,7 +996,9 @@ extern "C" __global__ __launch_bounds__(512) void KL_CLUSTER(8) softmax_13_clust
 // refuses longer rows with a ValueError. Step 02 is the course's version for any C: it strides over
 // the row, so it reads it three times (max, sum, write). Block = C rounded up to a power of two (the
 // tree halves it), at least a warp; the tutorial's BLOCK_SIZE template, chosen per launch.
+#ifndef SAFE_V1_MAX_BLOCK
 #define SAFE_V1_MAX_BLOCK 1024
+#endif
 extern "C" __global__ void softmax_08_safe_v1(const float* input, float* output, int R, int C) {
     __shared__ float s_data[SAFE_V1_MAX_BLOCK];
     const int row_idx = blockIdx.x;

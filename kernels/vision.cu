@@ -12,7 +12,9 @@
 #define __fmaf_rn(a, b, c) ((a) * (b) + (c))
 #endif
 
+#ifndef LN_BLOCK
 #define LN_BLOCK 256   // the seed's LayerNorm block (steps 01, 02)
+#endif
 #define LN_VEC 5       // step 03: 16-byte vectors per lane held in registers (5 x 32 x 8 = 1280 >= 1152)
 
 __device__ __forceinline__ float vl_h(__half v) { return __half2float(v); }
@@ -603,7 +605,9 @@ extern "C" __global__ void vision_19_split_rope_fma(const __half* __restrict__ q
 // 1152 contiguous bytes of q/k/v[head] (whole sectors), and read 144-byte runs whose neighbours
 // (the next head) the next 72 threads read. vec = 0 (D % 8 != 0, misaligned) does the same items
 // element by element.
+#ifndef SR_TILE
 #define SR_TILE 8
+#endif
 extern "C" __global__ void vision_20_split_rope_vec(const __half* __restrict__ qkv, const float* __restrict__ cosv,
                                                     const float* __restrict__ sinv, __half* __restrict__ q,
                                                     __half* __restrict__ k, __half* __restrict__ v,
@@ -782,7 +786,9 @@ extern "C" __global__ void vision_24_replace_image_tokens(__half* __restrict__ e
 // A second change rides along: the index arithmetic is unsigned 32-bit (I = unsigned: `i % C` is
 // rem.u32), where step 09's is signed int (rem.s32). The body takes both as switches (U vectors
 // per thread, the index type I); the ablations below undo one each.
+#ifndef BG_U
 #define BG_U 2
+#endif
 template <int U, typename I>
 __device__ __forceinline__ void bias_gelu_x(const __half* __restrict__ x, const __half* __restrict__ bias,
                                             __half* __restrict__ y, int n, int C, int vec) {
@@ -851,7 +857,9 @@ extern "C" __global__ void vision_25_ablate_signed_index(const __half* __restric
 // pass; the loop is grid-stride, so the ablation `ablate_26_resident_grid` runs the same kernel
 // over one wave of resident blocks (bench.resident_grid) instead. vec = 0 (C % 8 != 0,
 // misaligned) copies halves.
+#ifndef SM_U
 #define SM_U 4
+#endif
 extern "C" __global__ void vision_26_spatial_merge_stream(const __half* __restrict__ x, __half* __restrict__ y,
                                                           int n_out, int C, int vec) {
     const long long n = 4LL * n_out * C;
@@ -886,8 +894,12 @@ extern "C" __global__ void vision_26_spatial_merge_stream(const __half* __restri
 // That is four changes at once; the body takes each as a switch (TILE tokens per block, U items in
 // flight, J the type of the item decode, ONEPASS: a grid.z of blocks so each thread makes one pass
 // instead of looping over the tile), and the ablations below undo one each.
+#ifndef SR2_TILE
 #define SR2_TILE 16
+#endif
+#ifndef SR2_U
 #define SR2_U 3
+#endif
 template <int TILE, int U, typename J, bool ONEPASS>
 __device__ __forceinline__ void split_rope_tile(const __half* __restrict__ qkv, const float* __restrict__ cosv,
                                                 const float* __restrict__ sinv, __half* __restrict__ q,
@@ -1005,7 +1017,9 @@ extern "C" __global__ void vision_27_ablate_one_pass(SPLIT_ROPE_ARGS) {
 // Four changes at once; the body takes each as a switch (TILE tokens per block, U loads in
 // flight, J the type of the item decode, STAGE: through shared memory or straight to y), and the
 // ablations below undo one each.
+#ifndef TR_TILE
 #define TR_TILE 16
+#endif
 #define TR_U 3
 template <int TILE, int U, typename J, bool STAGE>
 __device__ __forceinline__ void transpose_tile(const __half* __restrict__ o, __half* __restrict__ y,

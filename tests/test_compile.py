@@ -20,7 +20,7 @@ LEARNER_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
 MIN_ARCH = {"gemv_28_int4_mma": "sm_80", "gemv_29_int8_w8a16": "sm_80", "gemv_35_int4_pipelined": "sm_80",
             "gemv_36_int4_tiles": "sm_80", "gemv_37_w8a16_tiles": "sm_80"}
 # Kernels of thread-block clusters: their launchers never run them before sm_90 (no trap needed).
-CLUSTER_MIN_ARCH = {k: "sm_90" for k in KERNEL_RE.findall(build.source("softmax")) if re.match(r"softmax_1[1-3]_", k)}
+CLUSTER_MIN_ARCH = {k: "sm_90" for k in build.entries("softmax") if re.match(r"softmax_1[1-3]_", k)}
 # Kernels whose default path runs everywhere but one option needs sm_80 (stream = 1: the L2
 # evict-first weight loads of variant 22_fp16_fast_stream).
 OPTION_MIN_ARCH = {k: "sm_80" for k in ("gemv_22_fp16_fast", "gemv_23_fp16_f32out_fast", "gemv_24_f32_fast",
@@ -38,7 +38,7 @@ def test_compiles_for_every_learner_gpu(family, arch):
     0 spills wherever the step is meant to run. A failure names the arch: a T4 learner would get
     no lab at all if one kernel of the family failed (one .cu is one module)."""
     info = build.ptxas_info(family, archs=(arch,))
-    kernels = set(KERNEL_RE.findall(build.source(family)))
+    kernels = set(build.entries(family))
     assert kernels <= set(info.kernel), f"{arch}: no ptxas info for {kernels - set(info.kernel)}"
     need = {**MIN_ARCH, **CLUSTER_MIN_ARCH}
     runs_here = info[[_arch_num(arch) >= _arch_num(need.get(k, "sm_75")) for k in info.kernel]]
@@ -74,7 +74,7 @@ def test_gemv_compute_only_build_compiles_for_every_learner_gpu(arch):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_compiles_without_spills(family):
     info = build.ptxas_info(family)
-    kernels = set(KERNEL_RE.findall(build.source(family)))
+    kernels = set(build.entries(family))
     assert kernels, f"{family}.cu has no kernels"
     for arch in build.ARCHS:
         got = set(info[info.arch == arch].kernel)
@@ -85,12 +85,29 @@ def test_compiles_without_spills(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_kernel_has_a_marker_and_a_why(family):
+    """Every compiled kernel has one marker: its own, or, for a kernel a macro stamps per cluster size
+    (softmax_10_cluster_2, _4, _8), the marker of its step (softmax_10_cluster); every marker marks a kernel."""
     src = build.source(family)
-    kernels = KERNEL_RE.findall(src)
-    assert set(kernels) == set(build.steps(family)), "every kernel needs exactly one // === marker ==="
-    for k in kernels:
+    kernels = build.entries(family)
+    assert {k for k in KERNEL_RE.findall(src) if k.startswith(family + "_")} <= set(kernels)
+    marks = {k: build.marker_of(family, k) for k in kernels}
+    assert set(marks.values()) == set(build.steps(family)), "every kernel needs exactly one // === marker ==="
+    assert len(build.steps(family)) == len(set(build.steps(family))), "a marker appears twice"
+    for k, m in marks.items():
         assert re.fullmatch(rf"{family}_\d\d_\w+", k), k
+        assert m == k or f"{m}_" in k, (k, m)
         assert "// Why:" in build.step_source(family, k), f"{k} has no '// Why:' comment"
+
+
+def test_cluster_kernels_are_stamped_from_one_macro():
+    """softmax.cu's cluster steps: one marker and one KL_CLUSTER_KERNELS line per (step, dtype), three
+    kernels (cluster sizes 2, 4, 8) each; the slice of a sized kernel is its step's."""
+    stamped = re.findall(r"^KL_CLUSTER_KERNELS\((\w+),", build.source("softmax"), re.M)
+    assert len(stamped) == 8 and set(stamped) <= set(build.steps("softmax"))
+    entries = build.entries("softmax")
+    for m in stamped:
+        assert [k for k in entries if build.marker_of("softmax", k) == m] == [f"{m}_{cs}" for cs in (2, 4, 8)]
+    assert build.step_source("softmax", "10_cluster_2") == build.step_source("softmax", "10_cluster")
 
 
 VECTOR_STEPS = [("softmax", "05_online_vec4", r"ld\.global\.nc\.v4\.f32"),

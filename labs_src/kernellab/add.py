@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .core.build import define
 from .core.device import torch as torch_module
 from .core.family import Family
 from .core.launch import launch, variant
@@ -12,7 +13,8 @@ from .core.launch import aligned, int32_size as _size_ok, out_like, require
 
 NAME = "add"
 FAMILY = "add"
-BIAS_ROWS = 1              # rows per thread of step 07 (BIAS_ROWS in add.cu)
+BIAS_ROWS = 1              # rows per thread of step 07
+DEFINES = define(FAMILY, BIAS_ROWS=BIAS_ROWS)   # -D: add.cu's #ifndef default agrees (tests/test_constants.py)
 
 SHAPES = {
     "decode_residual_4096": (4096,),             # one token's residual add (Qwen3-8B: 72 per token)
@@ -90,7 +92,7 @@ VARIANTS = {
     "03_fp16_half2": variant(dtypes=("float16",), **_ew)(_elementwise("03_fp16_half2", "float16", 256, 2, 4)),
     "04_fp16_vec8": variant(dtypes=("float16",), **_ew)(_elementwise("04_fp16_vec8", "float16", 256, 8, 16)),
     # step 04 without __restrict__ / __ldg: the ablation that splits 03 -> 04 (and 08 -> 04) into width and qualifiers
-    "ablate_04_plain": variant(dtypes=("float16",), **_ew)(_elementwise("04_ablate_plain", "float16", 256, 8, 16)),
+    "04_ablate_plain": variant(dtypes=("float16",), **_ew)(_elementwise("04_ablate_plain", "float16", 256, 8, 16)),
     "08_vec_fp16_scalar": variant(dtypes=("float16",), **_ew)(
         _elementwise("08_vec_fp16_scalar", "float16", 256, 1)),
 }
@@ -156,7 +158,7 @@ BIAS = Family(
     variants={"05_bias_mod": variant(dtypes=("float16",))(_bias_step("05_bias_mod", 1, False)),
               "06_bias_2d": variant(dtypes=("float16",))(_bias_step("06_bias_2d", 1, True)),
               # step 06 without __restrict__ / __ldg: splits 05 -> 06 into the grid (modulo gone) and the qualifiers
-              "ablate_06_plain": variant(dtypes=("float16",))(_bias_step("06_ablate_plain", 1, True)),
+              "06_ablate_plain": variant(dtypes=("float16",))(_bias_step("06_ablate_plain", 1, True)),
               "07_bias_2d_vec8": variant(dtypes=("float16",))(_bias_step("07_bias_2d_vec8", 8, True))},
     default={"float16": "07_bias_2d_vec8"},
     baselines={"cupy + (broadcast)": _cupy, "torch.add (broadcast)": _torch},

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import add
 from .core import build
-from .core.bench import (LAUNCHES, _grid, _roof_elems, end_to_end_us, graph, host_us, resident_grid, roofs,
+from .core.bench import (LAUNCHES, MEASURE, _grid, _roof_elems, end_to_end_us, graph, host_us, resident_grid, roofs,
                          time_fn)
 from .core.device import info
 from .core.results import (HOLD, NAN, Measured, claim_measure, devices, live_or_recorded, quantity_verdict,
@@ -79,7 +79,7 @@ def derive_inflight(fund):
 
 
 # The roofs and launch costs, by the quantity that states each in lab 00's table; the recorded
-# table is the device record's source for them (record.stated_roofs)
+# table is the device record's source for them (core.store.stated_roofs)
 ROOF_QUANTITIES = {
     "copy_gbps": "copy roof", "copy_kernel_gbps": "copy roof: copy kernel", "copy_memcpy_gbps": "copy roof: cudaMemcpy",
     "copy_near_l2_gbps": "copy roof: best near L2's size", "copy_2r1w_gbps": "copy roof: 2 reads + 1 write stream",
@@ -162,10 +162,11 @@ def _fundamentals():
     del bsrc
     # Compute ceilings for the roofline.
     out = cupy.empty(1, cupy.float32)
-    fma = _rate("measure_03_fma", (out, np.float32(0.999), np.float32(0.001)), 8, 4096)   # 8 FMA per trip
-    ex2 = _rate("measure_06_ex2", (out, np.float32(0.5)), 8, 4096)                         # 8 ex2 per trip
+    per = MEASURE                # per loop trip: FMA_CHAINS FMAs, EX2_CHAINS ex2, 16 x ISSUE_REPEAT instructions
+    fma = _rate("measure_03_fma", (out, np.float32(0.999), np.float32(0.001)), per["FMA_CHAINS"], 4096)
+    ex2 = _rate("measure_06_ex2", (out, np.float32(0.5)), per["EX2_CHAINS"], 4096)
     mix = _rate("measure_07_issue", (out, np.float32(0.999), np.float32(0.001), np.uint32(7), np.uint32(5)),
-                64, 1024)                                          # 64 instructions per trip (loop control not counted)
+                16 * per["ISSUE_REPEAT"], 1024)                    # loop control not counted
     rows += [("fp32 FMA peak", 2 * fma, "GFLOP/s"), ("FFMA instructions", fma, "G instr/s"),
              ("ex2.approx (SFU) throughput", ex2, "G ex2/s"),
              ("FFMA + INT32 mix instructions", mix, "G instr/s"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core.build import kernel
+from .core.build import define, kernel
 from .core.bench import memcpy
 from .core.device import torch as torch_module
 from .core.family import Family, Target
@@ -22,8 +22,9 @@ from .core.device import info
 NAME = "rmsnorm"
 FAMILY = "rmsnorm"
 EPS = 1e-6                 # Qwen's rms_norm_eps
-SEED_BLOCK = 128           # RMS_BLOCK in rmsnorm.cu: steps 01-07 launch exactly this many threads
-PER_THREAD = 4             # RMS_PER_THREAD: 16-byte loads each thread of step 08/09 keeps in registers
+SEED_BLOCK = 128           # steps 01-07 launch exactly this many threads (RMS_BLOCK in rmsnorm.cu)
+PER_THREAD = 4             # 16-byte loads each thread of step 08/09 keeps in registers (RMS_PER_THREAD)
+DEFINES = define(FAMILY, RMS_BLOCK=SEED_BLOCK, RMS_PER_THREAD=PER_THREAD)   # -D: the .cu's #ifndef defaults agree
 PATHS = {"float32": ("float32", "float32"), "f32_fp16w": ("float32", "float16"),
          "float16": ("float16", "float16")}
 

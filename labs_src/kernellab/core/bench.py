@@ -8,10 +8,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import build
+from . import build, store
 from .build import _grid, blocks_per_sm, resident_grid, waves  # noqa: F401  (bench.waves etc. stay importable)
 from .device import info, is_live, need_gpu, now, release_cached
 from .family import of
+
+# kernels/measure.cu (the roofs, the flush, the spacer; lab 00's micro-benchmarks) is compiled with these
+# (-D; its #ifndef defaults agree: tests/test_constants.py): loads in flight per thread of the read roof,
+# independent chains of the FMA and ex2 ceilings, repeats of the issue ceiling's 16 instructions per trip
+MEASURE = build.define("measure", READ_UNROLL=8, FMA_CHAINS=8, EX2_CHAINS=8, ISSUE_REPEAT=4)
 
 
 @dataclass
@@ -404,22 +409,13 @@ def roof_values(df=None) -> dict:
     most labs). Never another device's roofs."""
     if is_live() and (df is None or not len(df) or (df["source"] == "live").any()):
         return {**roofs(), "device": info()["name"], "source": "live", "date": now()}
-    from .device import recorded_meta
-    metas = [m for m in recorded_meta().values() if "roofs" in m]
-    if df is not None and len(df) and "device" in df:
-        metas = [m for m in metas if m["device"] == df["device"].iloc[0]]
-    metas.sort(key=lambda m: -len(m.get("labs", {})))
-    return {**metas[0]["roofs"], "device": metas[0]["device"], "source": "recorded",
-            "date": metas[0].get("roofs_date", "?")} if metas else {}
+    return store.recorded_roofs(df)
 
 
 def measure(fn, nbytes: int, **kw) -> dict:
-    """Time fn and express it as GB/s of unique bytes and fractions of the two roofs."""
+    """Time fn and express it as GB/s of unique bytes and fractions of the two roofs (store.derive)."""
     t = time_fn(fn, **kw)
-    r = roofs()
-    gbps = nbytes / t.median_us / 1e3
-    return {**t.row(), "bytes": int(nbytes), "gbps": gbps, "frac_copy": gbps / r["copy_gbps"],
-            "frac_read": gbps / r["read_gbps"]}
+    return store.derive_row({**t.row(), "bytes": int(nbytes)}, roofs())
 
 
 # ---- side-by-side comparison of a family's variants and baselines -----------------------------
@@ -453,8 +449,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
     base = list(family.baselines) if baselines is True else list(baselines or [])
     keys = [family.case_key(shape, dt) for shape, dt in cases]
     if not is_live():
-        from .results import recorded
-        rec = recorded(family.name, "every variant and baseline", case=keys, name=names + base)
+        rec = store.recorded(family.name, "every variant and baseline", case=keys, name=names + base)
         return rec if len(rec) else pd.DataFrame(columns=RESULT_COLUMNS)
     import cupy
     from .progress import current
@@ -480,8 +475,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
                 out = v.alloc_out(*args)
                 fn = functools.partial(v, *args, out=out)     # the call a user makes, as it is made
             gpu = (bare(fn) if not is_base and v.reads_back else None) or fn
-            res = measure(gpu, nbytes, reps=reps)
-            res["frac_copy" if family.roof == "read" else "frac_read"] = float("nan")   # one roof applies
+            res = {**time_fn(gpu, reps=reps).row(), "bytes": int(nbytes)}     # fractions: store.derive, below
             res["warm_us"] = time_fn(gpu, reps=reps, flush=False).median_us if warm else float("nan")
             res["host_us"] = host_us(fn) if host else float("nan")
             b = None if (is_base or not host) else bare(fn)
@@ -491,6 +485,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
         del args, out
     release_cached()
     df = pd.DataFrame(rows, columns=[c for c in RESULT_COLUMNS if c not in ("device", "date", "source")])
+    store.derive(df, roofs(), family.roof)          # gbps and the one fraction that applies
     print(f"LIVE: measured now on {info()['name']}, {now()}")
     df["device"], df["date"], df["source"] = info()["name"], now(), "live"
     return df

@@ -35,10 +35,29 @@ def steps(family: str) -> list[str]:
     return _MARK.findall(source(family))
 
 
+def full_name(family: str, step: str) -> str:
+    """A kernel's full name from a step's: full_name('softmax', '04_online') == 'softmax_04_online'
+    (a full name is returned as it is)."""
+    return step if step.startswith(family + "_") else f"{family}_{step}"
+
+
+_SIZED = re.compile(r"_\d+$")
+
+
+def marker_of(family: str, step: str) -> str:
+    """The marker whose slice holds a kernel: its own, or, for a kernel one macro stamps per size
+    (softmax_10_cluster_2, _4, _8 from `// === softmax_10_cluster ===`), the marker without the size."""
+    name = full_name(family, step)
+    marks = steps(family)
+    if name in marks or not _SIZED.search(name):
+        return name
+    return _SIZED.sub("", name) if _SIZED.sub("", name) in marks else name
+
+
 def step_source(family: str, step: str) -> str:
     """The slice of the .cu file from the step's marker to the next marker."""
     src = source(family)
-    name = step if step.startswith(family + "_") else f"{family}_{step}"
+    name = marker_of(family, step)
     marks = list(_MARK.finditer(src))
     for i, m in enumerate(marks):
         if m.group(1) == name:
@@ -78,15 +97,52 @@ def _options(extra=()) -> tuple[str, ...]:
     return (STD, *[f"-I{d}" for d in include_dirs()], *extra)
 
 
+# ---- constants shared by a .cu file and Python: one source, the Python side ---------------------
+
+DEFINES: dict = {}      # family -> {NAME: value}: what every compile of kernels/<family>.cu gets as -D
+
+
+def define(family: str, **values) -> dict:
+    """Declare the constants a lab shares with kernels/<family>.cu (block sizes, registers a thread
+    holds, tiles): every compile of the file, RawModule and NVRTC, gets -DNAME=value, so the Python
+    value is the one source (as CuPy's examples/gemm prepends its #defines). The .cu keeps
+    `#ifndef NAME / #define NAME default / #endif`, so the file still reads and compiles on its own;
+    tests/test_constants.py checks every default against the value declared here. Returns `values`."""
+    got = DEFINES.setdefault(family, {})
+    for k, v in values.items():
+        if got.get(k, v) != v:
+            raise ValueError(f"{family}.cu: {k} declared twice, as {got[k]!r} and {v!r}")
+        got[k] = v
+    return dict(values)
+
+
+def defines(family: str) -> tuple[str, ...]:
+    """The -D options of kernels/<family>.cu (define): ('-DNAME=value', ...), sorted."""
+    return tuple(f"-D{k}={v}" for k, v in sorted(DEFINES.get(family, {}).items()))
+
+
+_DEFAULT = re.compile(r"^[ \t]*#ifndef[ \t]+(\w+)[ \t]*\n[ \t]*#define[ \t]+\1[ \t]+([^\n]*?)[ \t]*(?://[^\n]*)?\n"
+                      r"[ \t]*#endif", re.M)
+
+
+def defaults(family: str) -> dict:
+    """{NAME: default text} of every `#ifndef NAME / #define NAME default / #endif` in kernels/<family>.cu."""
+    return dict(_DEFAULT.findall(source(family)))
+
+
 # ---- live: RawModule ----------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
 def module(family: str, extra: tuple = ()):
-    """The family's cupy.RawModule, compiled once per process and per `extra` options (e.g. a
-    -D of an ablation build; live mode only)."""
+    """The family's cupy.RawModule (its defines, then `extra` options, e.g. a -D of an ablation
+    build), compiled once per process and per options (live mode only)."""
+    return _module(family, (*defines(family), *extra))
+
+
+@functools.lru_cache(maxsize=None)
+def _module(family: str, options: tuple):
     need_gpu(f"compiling {family}.cu into a RawModule")
     import cupy
-    return cupy.RawModule(code=source(family), options=_options(extra), name_expressions=None)
+    return cupy.RawModule(code=source(family), options=_options(options), name_expressions=None)
 
 
 _KERNELS: dict = {}     # (family, name) -> RawKernel: one dict lookup per launch
@@ -96,7 +152,7 @@ def kernel(family: str, name: str):
     """A compiled kernel by its full name, e.g. kernel('softmax', 'softmax_04_online')."""
     k = _KERNELS.get((family, name))
     if k is None:
-        k = _KERNELS[family, name] = module(family).get_function(name)
+        k = _KERNELS[family, name] = module(family).get_function(full_name(family, name))
     return k
 
 
@@ -133,11 +189,21 @@ def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu", extra=()) -> tup
     return ptx, nvrtc.getProgramLog(prog)
 
 
-@functools.lru_cache(maxsize=None)
 def compiled(family: str, arch: str, extra: tuple = ()) -> tuple[str, str]:
-    """(ptx, log) of kernels/<family>.cu for `arch`, compiled once per process (extra: more NVRTC
-    options, e.g. a -D that builds a variant of the file)."""
-    return nvrtc_compile(source(family), arch, f"{family}.cu", tuple(extra))
+    """(ptx, log) of kernels/<family>.cu for `arch` with its defines, compiled once per process
+    (extra: more NVRTC options, e.g. a -D that builds a variant of the file)."""
+    return _compiled(family, arch, (*defines(family), *extra))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(family: str, arch: str, options: tuple) -> tuple[str, str]:
+    return nvrtc_compile(source(family), arch, f"{family}.cu", options)
+
+
+def entries(family: str, arch: str = "sm_90") -> list[str]:
+    """The names of every kernel kernels/<family>.cu compiles to (its PTX's .entry names, in file
+    order): the marked ones and those a macro stamps per size (softmax_10_cluster_2, _4, _8)."""
+    return re.findall(r"^\.visible \.entry (\w+)\(", compiled(family, arch)[0], re.M)
 
 
 def compile_all(family: str) -> None:
@@ -179,7 +245,7 @@ def ptxas_info(family: str, archs=ARCHS):
 def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None, extra: tuple = ()) -> list[str]:
     """The PTX lines of one kernel (its .entry body), optionally only those matching `grep`; extra:
     NVRTC options of a variant build (compiled(family, arch, extra))."""
-    name = step if step.startswith(family + "_") else f"{family}_{step}"
+    name = full_name(family, step)
     text = compiled(family, arch, tuple(extra))[0]
     # the body ends at a closing brace alone on its line that is not an inline-asm block's
     m = re.search(rf"\.entry {name}\(.*?\n}}\n(?![ \t]*// end inline asm)", text, re.S)
@@ -202,11 +268,13 @@ def show(family: str, step: str):
     """Display the marked slice of kernels/<family>.cu and compile it in the same cell."""
     from IPython.display import Markdown, display
     compile_all(family)
-    name = step if step.startswith(family + "_") else f"{family}_{step}"
+    name = full_name(family, step)
     info = ptxas_info(family)
-    info = info[info.kernel == name]
-    summary = "; ".join(f"{r.arch}: {r.registers} regs, {r.spill_stores} B spill, {r.smem_bytes} B smem"
-                        for r in info.itertuples())
+    info = info[info.kernel == name] if name in set(info.kernel) else \
+        info[[marker_of(family, k) == name for k in info.kernel]]      # a marker of kernels stamped per size
+    many = info.kernel.nunique() > 1
+    summary = "; ".join(f"{r.kernel + ' ' if many else ''}{r.arch}: {r.registers} regs, {r.spill_stores} B spill, "
+                        f"{r.smem_bytes} B smem" for r in info.itertuples())
     display(Markdown(f"```cuda\n{step_source(family, step)}```\n*compiled: {summary}*"))
 
 
@@ -251,7 +319,7 @@ def occupancy(family: str, name: str, threads: int, dyn_smem: int = 0):
     """Blocks per SM for `threads`-thread blocks, per arch from ptxas -v (what limits it),
     and, live, from cudaOccupancyMaxActiveBlocksPerMultiprocessor on this GPU."""
     import pandas as pd
-    name = name if name.startswith(family + "_") else f"{family}_{name}"
+    name = full_name(family, name)
     info = ptxas_info(family)
     rows = []
     for r in info[info.kernel == name].itertuples():

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import json
+import functools
 import os
 import platform
 import re
@@ -149,53 +149,32 @@ def versions() -> dict:
     return v
 
 
-# ---- recorded results: figures/reference/<device-slug>/<lab>.csv + meta.json --------------
-
-def recorded_meta() -> dict:
-    """{slug: meta} for every recorded device."""
-    out = {}
-    for meta in sorted(REFERENCE.glob("*/meta.json")):
-        out[meta.parent.name] = json.loads(meta.read_text())
-    return out
-
+# ---- recorded results: their home is core/store.py --------------------------------------------------
 
 TIMING_RULES = 2    # the bench rules a lab's record was timed under, written beside it in meta.json:
 #                     2: a reads_back launcher's GPU time is its launches alone (its check is host time)
 
 
-def save_recorded(lab: str, df, extra_meta: dict | None = None) -> Path:
-    """Write the live results of one lab for this device, with its meta.json."""
-    need_gpu("save_recorded")
-    d = info()
-    folder = REFERENCE / d["slug"]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{lab}.csv"
-    df.to_csv(path, index=False, float_format="%.6g")
-    meta_path = folder / "meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    meta.update({"device": d["name"], "arch": d["arch"], "sms": d["sms"], "l2_bytes": d["l2_bytes"],
-                 "jetson": d["jetson"], "sm_clock_mhz": d["sm_clock_mhz"], **versions()})
-    if d["jetson"]:                     # power mode and clocks: a Jetson's numbers mean little without them
-        meta["jetson_clocks"] = jetson_clocks()
-    meta.setdefault("labs", {})[lab] = {"date": now(), "rows": len(df), "timing": TIMING_RULES}
-    meta.update(extra_meta or {})
-    meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    return path
+def recorded_meta() -> dict:
+    """{slug: meta} for every recorded device (the facts of the devices on record; core/store.py
+    reads, writes and derives the rest of the device record)."""
+    return {meta.parent.name: json.loads(meta.read_text()) for meta in sorted(REFERENCE.glob("*/meta.json"))}
+
+
+def _store():
+    # core/store.py imports this module; looked up at call time, so the import graph stays one-way
+    import importlib
+    return importlib.import_module(__package__ + ".store")
+
+
+def save_recorded(lab: str, df, extra_meta: dict | None = None):
+    """The old name of store.save_recorded (the device record's files live in core/store.py)."""
+    return _store().save_recorded(lab, df, extra_meta)
 
 
 def load_recorded(lab: str):
-    """Every recorded row of one lab, across devices, tagged source='recorded'."""
-    import pandas as pd
-    frames = []
-    for slug_, meta in recorded_meta().items():
-        path = REFERENCE / slug_ / f"{lab}.csv"
-        if path.exists():
-            df = pd.read_csv(path)
-            df["device"] = meta["device"]
-            df["date"] = meta.get("labs", {}).get(lab, {}).get("date", "?")
-            df["source"] = "recorded"
-            frames.append(df)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    """The old name of store.load_recorded (the one reader of the recorded CSVs, in core/store.py)."""
+    return _store().load_recorded(lab)
 
 
 # ---- prose computed from the results on screen -------------------------------------------------

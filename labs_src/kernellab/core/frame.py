@@ -8,7 +8,7 @@ bytes, gbps, frac_copy, frac_read, warm_us, host_us, and device, date, source ('
 never branch on the mode: they call the functions here, which read whatever frame they are given."""
 from __future__ import annotations
 
-from .device import provenance, slug
+from .device import provenance
 
 
 def select(df, **eq):
@@ -111,49 +111,31 @@ def print_once(line: str) -> None:
     print(line)
 
 
-# ---- the live / recorded switch: written once -------------------------------------------------------
+# ---- names a recorded row may carry ---------------------------------------------------------------
 
-def recorded(lab: str, what: str, **eq):
-    """Compile-only: the recorded rows of `lab` (matching eq, e.g. section=..., case=[...]), with one
-    line saying they are recorded and from where; or an empty frame and a line saying what a GPU
-    would measure."""
-    import pandas as pd
-    from .device import load_recorded
-    rec = select(load_recorded(lab), **eq) if eq else load_recorded(lab)
-    if rec is None or rec.empty:
-        print_once(f"SKIPPED (compile-only): nothing recorded for {lab} yet (`make bench` on a GPU records it); "
-                   f"on a GPU this measures {what} live.")
-        return pd.DataFrame()
-    print_once(f"RECORDED results (not measured now): {provenance(rec)}")
-    return mark_stale(lab, rec.reset_index(drop=True))
-
-
-def mark_stale(lab: str, rec):
-    """Recorded rows whose code has moved on since (core.store: their fingerprint differs from
-    today's) get a `note` column, 'recorded with an earlier version of step NN', and one line says
-    so with the reason the device record states for keeping them."""
-    from .store import kept_reason, note
-    notes = note(lab, rec)
-    if any(notes):
-        rec = rec.assign(note=notes)
-        steps = sorted({n.rsplit(" of ", 1)[1] for n in notes if n})
-        why = "; ".join(sorted({kept_reason(slug(d)) for d in rec.loc[rec["note"] != "", "device"]} - {""}))
-        print_once(f"STALE: {sum(map(bool, notes))} recorded rows ran an earlier version of the code "
-                   f"({', '.join(steps[:6])}{' ...' if len(steps) > 6 else ''}): marked in the `note` column"
-                   + (f" (kept because: {why})" if why else "; `make bench` on that GPU re-records them") + ".")
-    return rec
+# Rows recorded under a name since renamed (the ablation keys now all read NN_ablate_what): old -> new.
+# The one map; store.read_csv (every read of a recorded CSV) applies it through renamed(), so the files stay
+# as recorded. (The live / recorded switch, recorded() and live_or_recorded(), lives in core/store.py.)
+RENAMED = {
+    "ablate_07_no_prefetch": "07_ablate_no_prefetch",      # softmax
+    "04_two_exp": "04_ablate_two_exp",                      # softmax_ablation
+    "05_no_vec_loads": "05_ablate_no_vec_loads",
+    "05_no_ex2": "05_ablate_no_ex2",
+    "05_no_reg_cache": "05_ablate_no_reg_cache",
+    "05_block_256": "05_ablate_block_256",
+    "ablate_04_plain": "04_ablate_plain",                   # add
+    "ablate_06_plain": "06_ablate_plain",                   # bias_add
+    "ablate_02_scalar_loads": "02_ablate_scalar_loads",     # vision
+    "ablate_18_block128": "18_ablate_block128",
+    "ablate_19_scalar_v": "19_ablate_scalar_v",
+    "ablate_26_resident_grid": "26_ablate_resident_grid",
+}
 
 
-def live_or_recorded(lab: str, what: str, measure, **eq):
-    """The one switch: live, measure() -> a list of row dicts (or a frame), tagged live with this
-    device and date; compile-only, recorded(name, what, **eq)."""
-    import pandas as pd
-    from .device import info, is_live, now
-    if not is_live():
-        return recorded(lab, what, **eq)
-    got = measure()
-    df = got if isinstance(got, pd.DataFrame) else pd.DataFrame(got)
-    df["device"], df["date"], df["source"] = info()["name"], now(), "live"
+def renamed(df):
+    """A frame's `name` column under today's names (RENAMED)."""
+    if df is not None and "name" in df and df["name"].isin(list(RENAMED)).any():
+        df = df.assign(name=df["name"].replace(RENAMED))
     return df
 
 

@@ -1,16 +1,229 @@
-"""The device record knows what it timed: every recorded row carries the fingerprint of the code
-that ran (core.fingerprint), written by `make bench`; here today's fingerprint of a row is
-computed, and the rows whose code has moved on since are found (stale). A device record may keep
-stale rows only for a reason its meta.json states (`stale_kept`: e.g. no such GPU at hand); the
-reader marks them, and tests/test_records.py fails on any other."""
+"""The device record, in one home: figures/reference/<device>/ holds one CSV per recorded family and a
+meta.json (roofs, launch costs, SM count, dates). Here it is read, written and derived:
+
+  files         save_recorded, load_recorded and read_csv (the one reader of the CSVs: old row names
+                read as today's, frame.RENAMED); recorded_meta (device.py: the recorded devices' facts)
+  roofs         recorded_roofs (the roofs that go with a recorded frame), stated_roofs, settle
+  fractions     derive: the one writer of gbps, frac_copy and frac_read, live (bench.compare) or
+                recorded (settle), each row against the one roof that applies to its family (row_roofs)
+  frames        recorded, mark_stale, live_or_recorded: the one switch between a live measurement and
+                the recorded rows (results re-exports them)
+  fingerprints  every recorded row carries the fingerprint of the code that ran (core.fingerprint),
+                written by `make bench`; here today's fingerprint of a row is computed, and the rows
+                whose code has moved on since are found (stale). A device record may keep stale rows
+                only for a reason its meta.json states (`stale_kept`: e.g. no such GPU at hand); the
+                reader marks them, and tests/test_records.py fails on any other.
+core.device keeps the device's facts and the mode; its old names for the files (device.load_recorded,
+device.save_recorded) read through to here."""
 from __future__ import annotations
 
 import functools
 import json
 
 from . import fingerprint as fp
-from .device import REFERENCE
+from .device import (REFERENCE, TIMING_RULES, info, is_live, jetson_clocks, need_gpu, now, provenance,  # noqa: F401
+                     recorded_meta, slug, versions)
 from .family import REGISTRY
+from .frame import print_once, renamed, select
+
+
+# ---- files: figures/reference/<device-slug>/<record>.csv + meta.json -------------------------------
+
+def save_recorded(lab: str, df, extra_meta: dict | None = None):
+    """Write the live results of one record for this device, with its meta.json."""
+    need_gpu("save_recorded")
+    d = info()
+    folder = REFERENCE / d["slug"]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{lab}.csv"
+    df.to_csv(path, index=False, float_format="%.6g")
+    meta_path = folder / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta.update({"device": d["name"], "arch": d["arch"], "sms": d["sms"], "l2_bytes": d["l2_bytes"],
+                 "jetson": d["jetson"], "sm_clock_mhz": d["sm_clock_mhz"], **versions()})
+    if d["jetson"]:                     # power mode and clocks: a Jetson's numbers mean little without them
+        meta["jetson_clocks"] = jetson_clocks()
+    meta.setdefault("labs", {})[lab] = {"date": now(), "rows": len(df), "timing": TIMING_RULES}
+    meta.update(extra_meta or {})
+    meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_csv(path):
+    """One recorded CSV, its rows under today's names (a row recorded under a name since renamed,
+    frame.RENAMED, reads as the new one; the file itself is never rewritten by hand)."""
+    import pandas as pd
+    return renamed(pd.read_csv(path))
+
+
+def load_recorded(lab: str):
+    """Every recorded row of one record, across devices, tagged source='recorded'."""
+    import pandas as pd
+    frames = []
+    for slug_, meta in recorded_meta().items():
+        path = REFERENCE / slug_ / f"{lab}.csv"
+        if path.exists():
+            df = read_csv(path)
+            df["device"] = meta["device"]
+            df["date"] = meta.get("labs", {}).get(lab, {}).get("date", "?")
+            df["source"] = "recorded"
+            frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+# ---- fractions: one writer ------------------------------------------------------------------------
+
+def derive(df, roofs: dict, roof="copy"):
+    """gbps and the fraction of the one roof that applies (frac_copy or frac_read) of every row with
+    bytes and a time (none for a compute-only row: it reads no weights), from the given roofs; roof:
+    "copy", "read", "both" (a row judged against either), or one per row (row_roofs). The other
+    fraction is NaN: the copy roof is no ceiling for a kernel that writes ~nothing, nor the read roof
+    for one that writes (near L2's size its writes can still sit in L2 when the end event fires).
+    The one writer of these columns, live (bench) and recorded (settle)."""
+    if "bytes" in df and "median_us" in df:
+        import pandas as pd
+        roof = pd.Series(roof, index=df.index) if isinstance(roof, str) else roof
+        gbps = df["bytes"] / df["median_us"] / 1e3
+        df["gbps"] = gbps
+        moves = ~df["name"].astype(str).str.contains("compute only") if "name" in df else True
+        df["frac_copy"] = (gbps / roofs["copy_gbps"]).where(roof.isin(["copy", "both"]) & moves)
+        df["frac_read"] = (gbps / roofs["read_gbps"]).where(roof.isin(["read", "both"]) & moves)
+    return df
+
+
+def derive_row(row: dict, roofs: dict, roof: str = "both") -> dict:
+    """derive() for one row (a dict with bytes and median_us)."""
+    import pandas as pd
+    return derive(pd.DataFrame([row]), roofs, roof).iloc[0].to_dict()
+
+
+def row_roofs(name: str, df):
+    """The roof that applies to each row of a recorded CSV: its family's. Families that share a
+    CSV (vision's ops, the decoder's new kernels) are told apart by the op their case key names."""
+    fams = REGISTRY.get(name, [])
+    by_op = {f.op: f.roof for f in fams if f.op}
+    default = fams[0].roof if fams else "copy"
+    return df["case"].astype(str).str.split(":").str[0].map(lambda op: by_op.get(op, default))
+
+
+# ---- roofs -------------------------------------------------------------------------------------------
+
+def recorded_roofs(df=None) -> dict:
+    """The roofs of the device record that a recorded frame was recorded on (df=None: the recorded
+    device with the most labs), with device, source and date. Never another device's roofs."""
+    metas = [m for m in recorded_meta().values() if "roofs" in m]
+    if df is not None and len(df) and "device" in df:
+        metas = [m for m in metas if m["device"] == df["device"].iloc[0]]
+    metas.sort(key=lambda m: -len(m.get("labs", {})))
+    return {**metas[0]["roofs"], "device": metas[0]["device"], "source": "recorded",
+            "date": metas[0].get("roofs_date", "?")} if metas else {}
+
+
+def stated_roofs(folder, roofs: dict, quantities: dict) -> tuple[dict, str | None]:
+    """The device record's roofs: those a recorded table states by quantity (`quantities`: lab 00's
+    ROOF_QUANTITIES, {roof key: quantity}; from the run that recorded that table) over `roofs`, so a
+    later partial run cannot leave a second roof beside them; and the name of the table that states them."""
+    import pandas as pd
+    for path in sorted(folder.glob("*.csv")):
+        m = pd.read_csv(path)
+        if "quantity" in m and set(quantities.values()) & set(m["quantity"]):
+            v = dict(zip(m["quantity"], m["value"]))
+            return {**roofs, **{k: float(v[q]) for k, q in quantities.items() if q in v}}, path.stem
+    return roofs, None
+
+
+def settle(folder, quantities: dict, base: dict | None = None) -> dict:
+    """One device record in `folder`: the roofs lab 00's table states (stated_roofs), each raised to
+    the fastest recorded row judged against it where a lab's kernel ran faster than the
+    micro-benchmarks (a roof is a ceiling: a fraction above 1 would mean the roof was wrong), written
+    into meta.json and that table, which name the row that set it; then every recorded fraction derived."""
+    import pandas as pd
+    meta_path = folder / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    roofs, table = stated_roofs(folder, {**(base or {}), **(meta.get("roofs") or {})}, quantities)   # base: this run's
+    if table:
+        meta["roofs_date"] = meta["labs"][table]["date"]
+    # start from what the micro-benchmarks measured (so a roof comes back down when the kernel that
+    # raised it is re-recorded slower); a record from before those rows: its components, or as stated
+    parts = [roofs[k] for k in ("copy_kernel_gbps", "copy_memcpy_gbps", "copy_2r1w_gbps", "copy_near_l2_gbps")
+             if k in roofs]
+    roofs["copy_gbps"] = roofs.get("copy_micro_gbps") or (max(parts) if parts else roofs["copy_gbps"])
+    roofs["read_gbps"] = roofs.get("read_micro_gbps") or roofs["read_gbps"]
+    frames = {c: pd.read_csv(c) for c in sorted(folder.glob("*.csv"))}
+    frames = {c: d for c, d in frames.items() if {"bytes", "median_us", "name", "case"} <= set(d)}
+    raised = {}
+    for c, d in frames.items():
+        roof = row_roofs(c.stem, d)
+        g = (d["bytes"] / d["median_us"] / 1e3)[~d["name"].astype(str).str.contains("compute only")]
+        for kind in ("copy", "read"):
+            gk, key = g[roof[g.index] == kind], f"{kind}_gbps"
+            if len(gk) and gk.max() > roofs[key] * (1 - 1e-5):     # at it (an earlier settle raised it) or above
+                r = d.loc[gk.idxmax()]
+                roofs[key], raised[key] = max(roofs[key], float(gk.max())), f"{c.name} {r['name']} at {r['case']}"
+    meta["roofs"], meta["roofs_raised_by"] = roofs, raised
+    meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    if table:
+        m_path = folder / f"{table}.csv"
+        m = pd.read_csv(m_path)
+        m = m[~m["quantity"].str.contains(": raised to ")]
+        for key, label in (("copy_gbps", "copy roof"), ("read_gbps", "read roof")):
+            m.loc[m["quantity"] == label, "value"] = roofs[key]
+            if key in raised:
+                at = m.index[m["quantity"] == label]
+                row = pd.DataFrame([{"quantity": f"{label}: raised to {raised[key]}", "value": roofs[key],
+                                     "unit": "GB/s", **({FP: m.loc[at[0], FP]}      # what timed its roof
+                                                        if len(at) and FP in m else {})}])
+                m = pd.concat([m.loc[:at[0]], row, m.loc[at[0] + 1:]] if len(at) else [m, row], ignore_index=True)
+        m.to_csv(m_path, index=False, float_format="%.6g")
+    for c, d in frames.items():
+        derive(d, roofs, row_roofs(c.stem, d)).to_csv(c, index=False, float_format="%.6g")
+    return raised
+
+
+# ---- frames: the live / recorded switch, written once ---------------------------------------------
+
+def recorded(lab: str, what: str, **eq):
+    """Compile-only: the recorded rows of `lab` (matching eq, e.g. section=..., case=[...]), with one
+    line saying they are recorded and from where; or an empty frame and a line saying what a GPU
+    would measure."""
+    import pandas as pd
+    rec = select(load_recorded(lab), **eq) if eq else load_recorded(lab)
+    if rec is None or rec.empty:
+        print_once(f"SKIPPED (compile-only): nothing recorded for {lab} yet (`make bench` on a GPU records it); "
+                   f"on a GPU this measures {what} live.")
+        return pd.DataFrame()
+    print_once(f"RECORDED results (not measured now): {provenance(rec)}")
+    return mark_stale(lab, rec.reset_index(drop=True))
+
+
+def mark_stale(lab: str, rec):
+    """Recorded rows whose code has moved on since (their fingerprint differs from today's) get a
+    `note` column, 'recorded with an earlier version of step NN', and one line says so with the
+    reason the device record states for keeping them."""
+    notes = note(lab, rec)
+    if any(notes):
+        rec = rec.assign(note=notes)
+        steps = sorted({n.rsplit(" of ", 1)[1] for n in notes if n})
+        why = "; ".join(sorted({kept_reason(slug(d)) for d in rec.loc[rec["note"] != "", "device"]} - {""}))
+        print_once(f"STALE: {sum(map(bool, notes))} recorded rows ran an earlier version of the code "
+                   f"({', '.join(steps[:6])}{' ...' if len(steps) > 6 else ''}): marked in the `note` column"
+                   + (f" (kept because: {why})" if why else "; `make bench` on that GPU re-records them") + ".")
+    return rec
+
+
+def live_or_recorded(lab: str, what: str, measure, **eq):
+    """The one switch: live, measure() -> a list of row dicts (or a frame), tagged live with this
+    device and date; compile-only, recorded(name, what, **eq)."""
+    import pandas as pd
+    if not is_live():
+        return recorded(lab, what, **eq)
+    got = measure()
+    df = got if isinstance(got, pd.DataFrame) else pd.DataFrame(got)
+    df["device"], df["date"], df["source"] = info()["name"], now(), "live"
+    return df
+
+
+# ---- fingerprints: a record knows what it timed ------------------------------------------------------
 
 FP, STEPS = "fingerprint", "steps"       # the record's columns
 
@@ -82,7 +295,7 @@ def stale_rows(slug: str | None = None) -> list:
     out = []
     for folder in sorted(REFERENCE.glob(slug or "*")):
         for csv in sorted(folder.glob("*.csv")):
-            df = pd.read_csv(csv)
+            df = read_csv(csv)
             if "name" not in df and "quantity" not in df:
                 continue
             s = stale(csv.stem, df)

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.build import define
 from ..core.device import info, torch as torch_module
 from ..core.family import Family
 from ..core.launch import aligned, launch, out_like, require, variant
 from .layout import _tile_major, tiles, untile
 from .reference import (CHECK_CASES, DOWN, FAMILY, GROUP, INT32_MAX, KV, PATHS, QO, UP, VOCAB, WARP_ROWS, _logits_bytes,
                         _logits_input, _logits_reference, _path_of, case_key, tolerance)
+
+SEED_BLOCK = 128        # the seed's block per row (kind 'block128')
+# gemv.cu is compiled with these (-D; its #ifndef defaults agree: tests/test_constants.py)
+DEFINES = define(FAMILY, SEED_BLOCK=SEED_BLOCK, INT8_GROUP=GROUP, WARP_ROWS=WARP_ROWS)
 
 
 # ---- launchers ----------------------------------------------------------------------------------
@@ -70,7 +75,7 @@ def _step(name, path, kind, wvec=16, xvec=16, int32=False):
     """A launcher for one kernel. kind: 'block128' (the seed's 128-thread block per row),
     'block256' (256 threads per row), 'warp' (a warp per row, 8 rows per block)."""
     wbytes = np.dtype(PATHS[path][0]).itemsize
-    threads = {"block128": 128, "block256": 256, "warp": 256}[kind]
+    threads = {"block128": SEED_BLOCK, "block256": 256, "warp": 256}[kind]
 
     def run(*args, out=None):
         K, M = validate(args, path)

@@ -7,6 +7,7 @@ import functools
 import numpy as np
 
 from ..core.bench import memcpy
+from ..core.build import define
 from ..core.device import torch as torch_module
 from ..core.family import Family
 from ..core.launch import Variant, launch, variant
@@ -15,9 +16,19 @@ from .reference import CHECK_CASES, SHAPES, SWEEP_TOTAL, bytes_moved, case_key, 
 
 NAME = "softmax"
 FAMILY = "softmax"
-ROW_BLOCK = 256   # steps 02-04 are compiled for this block size (ROW_BLOCK in softmax.cu)
-VEC_PER_THREAD = 8   # float4 per thread that step 05 keeps in registers (VEC_PER_THREAD in softmax.cu)
-H8_PER_THREAD = 4    # 8-half loads per thread that steps 06/07 keep (H8_PER_THREAD in softmax.cu)
+# The constants softmax.cu is compiled with (passed as -D; the .cu's #ifndef defaults are the same values,
+# tests/test_constants.py):
+ROW_BLOCK = 256        # the block size of steps 02-04
+VEC_PER_THREAD = 8     # float4 per thread that step 05 keeps in registers
+H8_PER_THREAD = 4      # 8-half loads per thread that steps 06/07 keep
+RPW_REGS = 8           # float4 registers per lane in step 09
+RPW_ROWS = {"float32": 4, "float16": 8}   # rows a lane group takes in step 09's short-row path
+CL_REGS = 8            # float4 registers a thread of steps 10-12 (fp32) holds: 32 elements
+CLH_REGS = 8           # 16-byte words of halves a thread of steps 10-13 (fp16) holds: 64 elements
+SAFE_V1_MAX_BLOCK = 1024   # step 08 holds one element per thread
+DEFINES = define(FAMILY, ROW_BLOCK=ROW_BLOCK, VEC_PER_THREAD=VEC_PER_THREAD, H8_PER_THREAD=H8_PER_THREAD,
+                 RPW_REGS=RPW_REGS, RPW_ROWS_F32=RPW_ROWS["float32"], RPW_ROWS_F16=RPW_ROWS["float16"],
+                 CL_REGS=CL_REGS, CLH_REGS=CLH_REGS, CL11_REGS=CL_REGS, SAFE_V1_MAX_BLOCK=SAFE_V1_MAX_BLOCK)
 
 
 # ---- launchers ----------------------------------------------------------------------------------
@@ -145,9 +156,7 @@ def ablate_no_prefetch(x, out=None):
     return _resident("softmax_07_ablate_no_prefetch", x, out)
 
 
-RPW_REGS = 8            # float4 registers per lane in step 09 (RPW_REGS in softmax.cu)
 RPW_BLOCK = 128
-RPW_ROWS = {"float32": 4, "float16": 8}   # rows a lane group takes in step 09's short-row path (softmax.cu)
 
 
 def rows_per_warp_geometry(C: int, dtype: str) -> tuple | None:
@@ -197,7 +206,7 @@ def dispatch(x, out=None):
 
 
 CLUSTER_FROM = 16385    # step 10 sends rows of at least this many elements to a cluster (sm_90)
-CLUSTER_ELEMS = {"float32": 32, "float16": 64}   # elements a thread of step 10 holds (CL_REGS / CLH_REGS)
+CLUSTER_ELEMS = {"float32": 4 * CL_REGS, "float16": 8 * CLH_REGS}   # elements a thread of step 10 holds
 
 
 CLUSTER_THREADS = {"float32": (512, 1024), "float16": (256, 512)}   # preferred, then the most the kernel takes
@@ -228,8 +237,8 @@ def cluster(x, out=None):
     if g is None:
         return dispatch(x, out=out_)
     cs, threads, chunk = g
-    launch(FAMILY, f"softmax_10_cluster{'_fp16' if dt == 'float16' else ''}_{cs}", (R * cs,), (threads,),
-           (x, out_, C, _vec_ok(x, out_, 8 if dt == "float16" else 4), chunk))
+    name = "softmax_10_cluster_fp16" if dt == "float16" else "softmax_10_cluster"
+    launch(FAMILY, f"{name}_{cs}", (R * cs,), (threads,), (x, out_, C, _vec_ok(x, out_, 8 if dt == "float16" else 4), chunk))
     return out_
 
 
@@ -250,8 +259,9 @@ def resident_clusters(name, threads, cs) -> int:
     return held(kernel(FAMILY, name), threads, cs)
 
 
-def _cluster_rows(prefix, x, out):
-    """Step 11's launch (and its ablation's): as many clusters as the GPU holds at once
+def _cluster_rows(f32, f16, x, out):
+    """Step 11's launch (and its ablation's), of kernel `f32` or `f16` (its marker; the kernel of
+    cluster size CS is <marker>_<CS>): as many clusters as the GPU holds at once
     (build.resident_clusters), each walking rows; rows under CLUSTER_FROM, rows too long for 8 blocks
     and rows that are not 16-byte aligned go to step 10."""
     dt = "float16" if x.dtype == np.float16 else "float32"
@@ -260,7 +270,7 @@ def _cluster_rows(prefix, x, out):
     if g is None or not _vec_ok(x, out_, 8 if dt == "float16" else 4):
         return cluster(x, out=out_)
     cs, threads, chunk = g
-    name = f"softmax_{prefix}{'_fp16' if dt == 'float16' else ''}_{cs}"
+    name = f"{f16 if dt == 'float16' else f32}_{cs}"
     grid = min(R, resident_clusters(name, threads, cs))
     launch(FAMILY, name, (grid * cs,), (threads,), (x, out_, R, C, chunk))
     return out_
@@ -270,27 +280,27 @@ def _cluster_rows(prefix, x, out):
 def cluster_resident(x, out=None):
     """Step 11: step 10 with only the clusters the GPU holds at once, each walking rows (and, in
     fp16, the max taken in fp16)."""
-    return _cluster_rows("11_cluster_resident", x, out)
+    return _cluster_rows("softmax_11_cluster_resident", "softmax_11_cluster_resident_fp16", x, out)
 
 
 @variant(dtypes=("float16",), min_arch=90)
 def ablate_11_fp32_max(x, out=None):
     """Step 11 (fp16) with step 10's fp32 max: the ablation that splits 10 -> 11 in fp16."""
     require(x, "x", dtype="float16", ndim=2)
-    return _cluster_rows("11_ablate_fp32_max", x, out)
+    return _cluster_rows(None, "softmax_11_ablate_fp32_max_fp16", x, out)
 
 
 @variant(dtypes=("float32", "float16"), min_arch=90)
 def cluster_prefetch(x, out=None):
     """Step 12: step 11, every block loading its chunk of the next row before this row's work."""
-    return _cluster_rows("12_cluster_prefetch", x, out)
+    return _cluster_rows("softmax_12_cluster_prefetch", "softmax_12_cluster_prefetch_fp16", x, out)
 
 
 @variant(dtypes=("float16",), min_arch=90)
 def cluster_one_exp(x, out=None):
     """Step 13 (fp16): step 11 with one exp per element, kept as halves where x was."""
     require(x, "x", dtype="float16", ndim=2)
-    return _cluster_rows("13_cluster_one_exp", x, out)
+    return _cluster_rows(None, "softmax_13_cluster_one_exp_fp16", x, out)
 
 # Steps 10 -> 11 -> 12 and 11 -> 13, taken apart (results.ablation), per dtype.
 _PREFETCH = "the next row's loads issued early (the prefetch)"
@@ -305,8 +315,6 @@ CLUSTER_PAIRS = [
     ("11 → 13 (float16)", "float16", "11_cluster_resident", "13_cluster_one_exp", [
         ("one exp per element, kept as halves where x was", "13_cluster_one_exp", "11_cluster_resident")])]
 CLUSTER_STEPS = {"11_ablate_fp32_max": "step 11 (fp16) with step 10's fp32 max: the resident clusters alone"}
-
-SAFE_V1_MAX_BLOCK = 1024   # step 08 holds one element per thread (SAFE_V1_MAX_BLOCK in softmax.cu)
 
 
 class _RowFitsBlock(Variant):
@@ -344,7 +352,7 @@ VARIANTS = {
     "05_online_vec4": online_vec4,
     "06_fp16_vec8": fp16_vec8,
     "07_fp16_pipelined": fp16_pipelined,
-    "ablate_07_no_prefetch": ablate_no_prefetch,
+    "07_ablate_no_prefetch": ablate_no_prefetch,
     "09_dispatch": dispatch,
     "10_cluster": cluster,
     "11_cluster_resident": cluster_resident,
@@ -374,22 +382,22 @@ def _ablate(label, name="softmax_05_online_vec4", **kw):
 
 ABLATION_STEPS = {   # name -> what is undone, for the lab's table
     "04_online": "step 04 (one exp per element)",
-    "04_two_exp": "step 04 with its first update: two guarded expf per element",
+    "04_ablate_two_exp": "step 04 with its first update: two guarded expf per element",
     "05_online_vec4": "step 05: all four changes",
-    "05_no_vec_loads": "step 05 with scalar loads (vec_ok = 0) in place of 16-byte loads",
-    "05_no_ex2": "step 05 with expf in place of ex2.approx",
-    "05_no_reg_cache": "step 05 streaming the row twice in place of keeping it in registers",
-    "05_block_256": "step 05 launched like step 04: 256 threads, one row per block "
+    "05_ablate_no_vec_loads": "step 05 with scalar loads (vec_ok = 0) in place of 16-byte loads",
+    "05_ablate_no_ex2": "step 05 with expf in place of ex2.approx",
+    "05_ablate_no_reg_cache": "step 05 streaming the row twice in place of keeping it in registers",
+    "05_ablate_block_256": "step 05 launched like step 04: 256 threads, one row per block "
                     "(rows over 8192 floats then no longer fit in registers: streamed)",
 }
 ABLATION = Family(
     name="softmax_ablation", kernels=FAMILY, case_key=case_key, make_input=make_input,
     reference=reference, bytes_moved=bytes_moved, tolerance=tolerance,
-    variants={"04_online": online, "04_two_exp": online_two_exp, "05_online_vec4": online_vec4,
-              "05_no_vec_loads": _ablate("05_no_vec_loads", vec_ok=0),
-              "05_no_ex2": _ablate("05_no_ex2", "softmax_05_ablate_expf"),
-              "05_no_reg_cache": _ablate("05_no_reg_cache", "softmax_05_ablate_stream"),
-              "05_block_256": _ablate("05_block_256", threads=ROW_BLOCK)},
+    variants={"04_online": online, "04_ablate_two_exp": online_two_exp, "05_online_vec4": online_vec4,
+              "05_ablate_no_vec_loads": _ablate("05_ablate_no_vec_loads", vec_ok=0),
+              "05_ablate_no_ex2": _ablate("05_ablate_no_ex2", "softmax_05_ablate_expf"),
+              "05_ablate_no_reg_cache": _ablate("05_ablate_no_reg_cache", "softmax_05_ablate_stream"),
+              "05_ablate_block_256": _ablate("05_ablate_block_256", threads=ROW_BLOCK)},
     default={}, baselines={},
     shapes={k: SHAPES[k] for k in ("square_4096", "long_rows_1024x32768", "short_rows_32768x1024")},
     check_cases=CHECK_CASES,

@@ -242,7 +242,7 @@ SPATIAL_MERGE = _op(
     reference=_cast(lambda x: _f64(x).reshape(x.shape[0] // 4, 4 * x.shape[1])),
     bytes_moved=lambda x, *_: 2 * x.nbytes,
     variants={"16_spatial_merge_scalar": sm_scalar, "17_spatial_merge_vec8": sm_vec8,
-              "ablate_26_resident_grid": sm_stream_resident, "26_spatial_merge_stream": sm_stream},
+              "26_ablate_resident_grid": sm_stream_resident, "26_spatial_merge_stream": sm_stream},
     default={"float16": "26_spatial_merge_stream"},
     baselines={"cupy copy (reshape)": _sm_cupy, "torch copy_ (view)": _sm_torch},
     shapes={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},

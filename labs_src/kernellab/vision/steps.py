@@ -9,13 +9,18 @@ import functools
 
 import numpy as np
 
+from ..core.build import define
 from ..core.device import torch as _torch
 from ..core.family import Family
 from ..core.launch import aligned, int32_size as _size_ok, launch, out_like, require, variant
 from .reference import (
-    BG_U, EPS, F16, FAMILY, HEADS, HIDDEN, LN_BLOCK, MERGE, MLP, NAME, TOKENS, _bias_gelu_input, _bias_res_input,
-    _cast, _gelu_input, _ln_input, _qkv_input, _sx_input, ref_bias_add_residual, ref_bias_gelu, ref_gelu,
-    ref_gelu_erf, ref_layernorm, ref_softmax)
+    BG_U, EPS, F16, FAMILY, HEADS, HIDDEN, LN_BLOCK, MERGE, MLP, NAME, SM_U, SR2_TILE, SR2_U, SR_TILE, TOKENS, TR_TILE,
+    _bias_gelu_input, _bias_res_input, _cast, _gelu_input, _ln_input, _qkv_input, _sx_input, ref_bias_add_residual,
+    ref_bias_gelu, ref_gelu, ref_gelu_erf, ref_layernorm, ref_softmax)
+
+# vision.cu is compiled with these constants of reference.py (-D; its #ifndef defaults agree: tests/test_constants.py)
+DEFINES = define(FAMILY, LN_BLOCK=LN_BLOCK, SR_TILE=SR_TILE, SR2_TILE=SR2_TILE, SR2_U=SR2_U, TR_TILE=TR_TILE,
+                 BG_U=BG_U, SM_U=SM_U)
 
 
 # ---- shared by this lab's steps ------------------------------------------------------------------
@@ -125,7 +130,7 @@ def _ln_cupy(x, w, b):
 LAYERNORM = _op(
     op="layernorm", case_key=_key("layernorm"), make_input=_ln_input,
     reference=_cast(ref_layernorm), bytes_moved=lambda x, w, b, *_: 2 * x.nbytes + w.nbytes + b.nbytes,
-    variants={"01_layernorm_scalar_tree": ln_scalar_tree, "ablate_02_scalar_loads": ln_shfl_scalar_loads,
+    variants={"01_layernorm_scalar_tree": ln_scalar_tree, "02_ablate_scalar_loads": ln_shfl_scalar_loads,
               "02_layernorm_half2_shfl": ln_half2_shfl, "03_layernorm_warp_vec8": ln_warp_vec8},
     default={"float16": "03_layernorm_warp_vec8"},
     baselines={"torch F.layer_norm": _ln_torch, "cupy composite (LayerNorm)": _ln_cupy},
