@@ -163,7 +163,7 @@ results.each_device(big, lambda part: results.host_text(part, "04_fp16_vec8", "t
 # %% [markdown]
 # ### Steps 03 → 04 and 08 → 04: the width, or the qualifiers?
 # Step 04 changes two things from step 03 (and from step 08): the load width, and `__restrict__` +
-# `__ldg`. `ablate_04_plain` is step 04 with plain pointers and loads, so each is timed alone, at
+# `__ldg`. `04_ablate_plain` is step 04 with plain pointers and loads, so each is timed alone, at
 # every size of the sweep above.
 
 # %%
@@ -202,7 +202,7 @@ report.say_inflight(big, inflight, fund)
 # `out[r, c] = m[r, c] + bias[c]`. The seed's before-kernel runs a 1-D grid and recovers the
 # column with `idx % cols`; its after-kernel uses a 2-D grid (`blockIdx.y` is the row) **and**
 # 8-wide loads, and credits the win to removing the modulo. Step 06 separates the two: a 2-D
-# grid with scalar loads. It also adds `__restrict__` and `__ldg`; `ablate_06_plain` is step 06
+# grid with scalar loads. It also adds `__restrict__` and `__ldg`; `06_ablate_plain` is step 06
 # without them, so the grid, the qualifiers and the width are each timed alone. In the PTX, step 05 has a `rem.s32` per element (ptxas expands it into
 # ~20 integer instructions: there is no hardware divide); steps 06 and 07 have none.
 
@@ -222,16 +222,16 @@ results.each_device(bres, lambda part: results.host_text(part, add.BIAS.default[
 results.table(bres)
 
 # %% [markdown]
-# Across column counts at a fixed 2²⁵ elements: the modulo's cost is the 05 → `ablate_06_plain`
-# ratio, the qualifiers' is `ablate_06_plain` → 06, the vector width's is 06 → 07. Column counts that are not a multiple of 8 (4099) cannot use
+# Across column counts at a fixed 2²⁵ elements: the modulo's cost is the 05 → `06_ablate_plain`
+# ratio, the qualifiers' is `06_ablate_plain` → 06, the vector width's is 06 → 07. Column counts that are not a multiple of 8 (4099) cannot use
 # aligned 16-byte row starts, so step 07 falls back to coalesced scalars there.
 
 # %%
 sweep = results.select(bres, kind="variant")
 sweep = sweep[sweep.case.isin([add.BIAS.case_key(s, "float16") for s in add.BIAS_SWEEP])]
 plot.sweep(sweep, "03_bias_modulo_sweep", title="broadcast bias add, fp16, 2^25 elements: GB/s vs cols")
-pd.concat([results.speedup(sweep, "ablate_06_plain", "05_bias_mod").rename("modulo removed (05/ablate)"),
-           results.speedup(sweep, "06_bias_2d", "ablate_06_plain").rename("__restrict__ + __ldg (ablate/06)"),
+pd.concat([results.speedup(sweep, "06_ablate_plain", "05_bias_mod").rename("modulo removed (05/ablate)"),
+           results.speedup(sweep, "06_bias_2d", "06_ablate_plain").rename("__restrict__ + __ldg (ablate/06)"),
            results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d").rename("8-wide loads (06/07)")], axis=1).round(2)
 
 # %%

@@ -98,7 +98,7 @@ mech[mech["how"].str.startswith(("ptx", "ptxas"))].reset_index(drop=True)
 vision.say_barriers()
 
 # %% [markdown]
-# Check every step (and the ablation `ablate_02_scalar_loads`: step 02's kernel with scalar loads,
+# Check every step (and the ablation `02_ablate_scalar_loads`: step 02's kernel with scalar loads,
 # which isolates the reduction change) on awkward widths (1, 31, 1023, 1288, 4097), a constant row
 # (variance 0) and hostile values (±inf, NaN, ±65504).
 
@@ -246,7 +246,7 @@ results.each_device(pi, vision.pos_interp_said)
 # A copy with the report's index arithmetic (`token * 4 + j / C`, `j % C`), which in window order
 # is the identity. **Before**: 2 bytes per thread; **after**: 16. Step 26 (beyond the report) drops
 # the index arithmetic, since the merge is a flat copy, and issues 4 independent 16-byte loads per
-# thread before the first store; its ablation `ablate_26_resident_grid` runs the same kernel over
+# thread before the first store; its ablation `26_ablate_resident_grid` runs the same kernel over
 # one wave of resident blocks (grid-stride) instead of one pass per thread.
 
 # %%
@@ -286,8 +286,8 @@ print(f"q at (6,4), k at (4,2): {s((6, 4), (4, 2)):+.6f}   offset (2, 2)")
 # %% [markdown]
 # **Before**: one 64-thread block per (head, token); 36 threads rotate pairs with scalar math and V
 # is copied one half at a time. **After**: 128 threads, the rotation as FMAs, V with 16-byte
-# copies: three changes, so two ablations (`ablate_18_block128`: step 18 with 128 threads;
-# `ablate_19_scalar_v`: step 19 copying V by halves) isolate them, and the PTX counts the third
+# copies: three changes, so two ablations (`18_ablate_block128`: step 18 with 128 threads;
+# `19_ablate_scalar_v`: step 19 copying V by halves) isolate them, and the PTX counts the third
 # (the cell after the kernels). Step 20 (beyond the report)
 # stops giving each 144-byte head row its own block: every thread moves 16 bytes. Step 27 keeps
 # step 20's work per item but changes four things: a 2-D grid with a block per 16-token tile (not 8)

@@ -75,7 +75,7 @@ def test_one_exp_online_keeps_the_semantics_of_two_exp():
     """The one-exp update and the first two-exp version agree on every hostile row."""
     for shape in [(5, 4097), (6, 33), (5, 1)]:
         (x,) = softmax.make_input(shape, values="hostile", seed=1)
-        a, b = _run("04_online", x).get(), _run("04_two_exp", x).get()
+        a, b = _run("04_online", x).get(), _run("04_ablate_two_exp", x).get()
         np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-30)
 

@@ -1,9 +1,18 @@
-"""cuBLAS through ctypes. CuPy refuses its cuBLAS wrappers while a stream is being captured ("calling
-cuBLAS API during stream capture is currently unsupported"); cuBLAS itself records into CUDA graphs.
-So the labs call cublasGemmEx and
-cublasGemmStridedBatchedEx with fp16 in and out and fp32 accumulation (CUBLAS_COMPUTE_32F), the
-report's cublasHgemm / cublasHgemmStridedBatched, on the current CuPy stream (so CUDA graphs
-capture them). CuPy loads libcublas into the process; this binds to the same library."""
+"""cuBLAS for the labs: gemm (cublasGemmEx) and bgemm (cublasGemmStridedBatchedEx), fp16 in, fp32
+accumulation (CUBLAS_COMPUTE_32F), fp16 or fp32 out: the report's cublasHgemm / cublasHgemmStridedBatched,
+on the current CuPy stream, so a CUDA graph (bench.graph, lab 06's block and tower) captures them.
+
+Why a ctypes binding and not CuPy's own (cupy_backends.cuda.libs.cublas.gemmEx / gemmStridedBatchedEx
+with cupy.cuda.device.get_cublas_handle()), as issue 33 item 6 asked: CuPy's wrappers set the handle's
+stream themselves (cublas._setStream), and that function checks runtime.streamIsCapturing and raises
+NotImplementedError("calling cuBLAS API during stream capture is currently unsupported") while a stream
+is being captured (CuPy 13 and 14.2, the version here: its cublas module links streamIsCapturing into
+_setStream). cuBLAS itself records into graphs; CuPy's binding cannot be reached during a capture, so
+lab 06's graphed block would lose its cuBLAS GEMMs. This module binds to the same libcublas that CuPy
+loads (found in /proc/self/maps) with its own handle, and sets the current stream on it per call.
+Checked on a GPU by tests/test_gpu_cublas.py: CuPy's gemmEx refuses a capture, this one is captured and
+replayed, and the host cost per call of both is printed there (measured by the lead on the GPU: this
+session had none, so no host-cost claim is made here)."""
 from __future__ import annotations
 
 import functools
