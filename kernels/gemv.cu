@@ -1378,3 +1378,158 @@ extern "C" __global__ void gemv_34_batched_f32_sdata(const float* X, const float
     const float s = cub_sum128(sdata[tid]);
     if (tid == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = s;
 }
+
+// === gemv_38_int8_char4_scale4 ===
+// Why: the report's optimised matmul_kernel_cu_fp32int8<128,1> as the report writes it (seed 002,
+// section 4.2): for each 4 elements "load char4 weights -> load float4 input -> look up 4 scales ->
+// fmaf", each lookup `__ldg(&scales[base_idx / group_size])`, trusting L1 to serve the repeats (4
+// consecutive elements share a group whenever the group is a multiple of 4). Against step 31, the
+// report's before, it makes the report's changes: char4 + float4 loads, __ldg on weights, input and
+// scales, a register sum (no sdata, one __syncthreads fewer), fmaf, __restrict__. Step 06, the
+// course's, then looks the scale up ONCE per 4 elements: 38 -> 06 is that one change (the same
+// change the ablation 06_ablate_scale_each undoes). Scales per row, scales[K, ceil(M/128)], as 31.
+extern "C" __global__ void gemv_38_int8_char4_scale4(const signed char* __restrict__ W,
+                                                     const float* __restrict__ scales,
+                                                     const float* __restrict__ x, float* __restrict__ y,
+                                                     int K, int M, int vec_ok) {
+    const signed char* wr = W + (size_t)blockIdx.x * M;
+    const float* sr = scales + (size_t)blockIdx.x * ((M + INT8_GROUP - 1) / INT8_GROUP);
+    const int n4 = vec_ok ? M / 4 : 0;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n4; i += SEED_BLOCK) {
+        const int base_idx = i * 4;
+        const char4 w4 = __ldg(reinterpret_cast<const char4*>(wr) + i);
+        const float4 x4 = __ldg(reinterpret_cast<const float4*>(x) + i);
+        const float s0 = __ldg(&sr[(base_idx + 0) / INT8_GROUP]);     // the report's 4 scale lookups
+        const float s1 = __ldg(&sr[(base_idx + 1) / INT8_GROUP]);
+        const float s2 = __ldg(&sr[(base_idx + 2) / INT8_GROUP]);
+        const float s3 = __ldg(&sr[(base_idx + 3) / INT8_GROUP]);
+        sum = fmaf((float)w4.x * s0, x4.x, sum);
+        sum = fmaf((float)w4.y * s1, x4.y, sum);
+        sum = fmaf((float)w4.z * s2, x4.z, sum);
+        sum = fmaf((float)w4.w * s3, x4.w, sum);
+    }
+    for (int i = n4 * 4 + threadIdx.x; i < M; i += SEED_BLOCK)
+        sum = fmaf((float)__ldg(wr + i) * __ldg(&sr[i / INT8_GROUP]), __ldg(x + i), sum);
+    const float s = cub_sum128(sum);
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+
+// === gemv_39_fp16_f32out_v2 ===
+// Why: the report's optimised gemv_fp16_input_fp16_weight_fp32_output<8,4> as the report writes it
+// (seed 002, sections 2.8 and 4.4): a warp per row, float4 = 8 halves per lane per load (4x step
+// 11's half2), both loads through __ldg, 4 accumulators s0..s3 that take the 4 half2 of that ONE
+// load, each `s = fmaf(a, b, fmaf(c, d, s))`, "8 elements x 32 lanes = 256 elements" per trip, then
+// s0 + s1 + s2 + s3 and a warp shuffle, and an int64 row offset so any K x M works. Step 12, the
+// course's, gives each accumulator a load of its own (4 loads in flight per lane, 1024 elements a
+// trip): 39 -> 12 is that one change.
+extern "C" __global__ void gemv_39_fp16_f32out_v2(const __half* __restrict__ W, const __half* __restrict__ x,
+                                                  float* __restrict__ y, int K, int M, int vec_ok) {
+    const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= K) return;
+    const __half* wr = W + (long long)row * M;               // int64_t offset: no wrap at a large vocab
+    const int n8 = vec_ok ? M / 8 : 0;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    for (int i = lane; i < n8; i += 32) {
+        Half8 a, b;
+        a.u = __ldg(reinterpret_cast<const uint4*>(wr) + i);
+        b.u = __ldg(reinterpret_cast<const uint4*>(x) + i);
+        float2 p = __half22float2(a.h2[0]), q = __half22float2(b.h2[0]);
+        s0 = fmaf(p.x, q.x, fmaf(p.y, q.y, s0));
+        p = __half22float2(a.h2[1]), q = __half22float2(b.h2[1]);
+        s1 = fmaf(p.x, q.x, fmaf(p.y, q.y, s1));
+        p = __half22float2(a.h2[2]), q = __half22float2(b.h2[2]);
+        s2 = fmaf(p.x, q.x, fmaf(p.y, q.y, s2));
+        p = __half22float2(a.h2[3]), q = __half22float2(b.h2[3]);
+        s3 = fmaf(p.x, q.x, fmaf(p.y, q.y, s3));
+    }
+    for (int i = n8 * 8 + lane; i < M; i += 32) s0 = fmaf(__half2float(__ldg(wr + i)), __half2float(__ldg(x + i)), s0);
+    const float s = warp_reduce_sum(s0 + s1 + s2 + s3);
+    if (lane == 0) y[row] = s;
+}
+
+// === gemv_40_batched_f16w_sdata ===
+// Why: the report's batched_matmul_fp16_weight_kernel<256> "before" as the report describes it (seed
+// 002, section 2.4, whose after is step 15): block (row, token), one half2 of weight (4 bytes) and a
+// float2 of input per thread per step through the ordinary path (no __ldg, no __restrict__), each
+// a*b + c added to the thread's slot of sdata[256], a __syncthreads(), then cub::BlockReduce on
+// sdata[tid]. The report's after adds the 2 x half2 width, __ldg, fmaf and the register sum. Step 14,
+// the course's before, already has __ldg, fmaf and the register sum: 40 -> 14 -> 15 takes them one
+// group at a time (40 -> 14: __ldg, fmaf, no sdata; 14 -> 15: the width).
+__device__ __forceinline__ float cub_sum256_seed(float v) {
+    typedef cub::BlockReduce<float, 256> BlockReduce256;
+    __shared__ typename BlockReduce256::TempStorage temp256;
+    return BlockReduce256(temp256).Sum(v);     // valid in thread 0
+}
+
+extern "C" __global__ void gemv_40_batched_f16w_sdata(const float* X, const __half* W, float* Y, int N, int K, int M,
+                                                      int vec_ok) {
+    __shared__ float sdata[256];
+    const int tid = threadIdx.x;
+    const __half* wr = W + (size_t)blockIdx.x * M;
+    const float* xr = X + (size_t)blockIdx.y * M;
+    const int n2 = vec_ok ? M / 2 : 0;
+    sdata[tid] = 0.0f;
+    for (int i = tid; i < n2; i += 256) {
+        const float2 a = __half22float2(reinterpret_cast<const __half2*>(wr)[i]);
+        const float2 b = reinterpret_cast<const float2*>(xr)[i];
+        sdata[tid] += a.x * b.x + a.y * b.y;
+    }
+    for (int i = n2 * 2 + tid; i < M; i += 256) sdata[tid] += __half2float(wr[i]) * xr[i];
+    __syncthreads();
+    const float s = cub_sum256_seed(sdata[tid]);
+    if (tid == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = s;
+}
+
+// === gemv_41_batched_fp16_sdata ===
+// Why: the report's batched_gemm_pure_fp16_kernel<256> "before" as the report describes it (seed
+// 002, section 2.7, whose after is step 17): fp16 tokens, weight and output, half2 loads (4 bytes)
+// through the ordinary path (no __ldg, no __restrict__), a*b + c into sdata[tid], a __syncthreads(),
+// cub::BlockReduce. The report's after makes four changes (float4 = 8 halves, __ldg on both, the
+// register sum, fmaf). Step 16, the course's before, already has __ldg, fmaf and the register sum:
+// 41 -> 16 -> 17 splits them (41 -> 16: __ldg, fmaf, no sdata; 16 -> 17: the width alone).
+extern "C" __global__ void gemv_41_batched_fp16_sdata(const __half* X, const __half* W, __half* Y, int N, int K, int M,
+                                                      int vec_ok) {
+    __shared__ float sdata[256];
+    const int tid = threadIdx.x;
+    const __half* wr = W + (size_t)blockIdx.x * M;
+    const __half* xr = X + (size_t)blockIdx.y * M;
+    const int n2 = vec_ok ? M / 2 : 0;
+    sdata[tid] = 0.0f;
+    for (int i = tid; i < n2; i += 256) {
+        const float2 a = __half22float2(reinterpret_cast<const __half2*>(wr)[i]);
+        const float2 b = __half22float2(reinterpret_cast<const __half2*>(xr)[i]);
+        sdata[tid] += a.x * b.x + a.y * b.y;
+    }
+    for (int i = n2 * 2 + tid; i < M; i += 256) sdata[tid] += __half2float(wr[i]) * __half2float(xr[i]);
+    __syncthreads();
+    const float s = cub_sum256_seed(sdata[tid]);
+    if (tid == 0) Y[(size_t)blockIdx.y * K + blockIdx.x] = __float2half_rn(s);
+}
+
+// === gemv_42_f32_to_f16_x2_plain ===
+// Why: the report's fp32_to_fp16_kernel "before" as the report describes it (seed 002, section 2.5):
+// 2 elements per thread (a float2 in, a half2 out) through the ordinary path: the report's after
+// (step 19) adds the float4 width AND __ldg on the input. Step 18, the course's before, already has
+// __ldg: 42 -> 18 is __ldg alone, 18 -> 19 the width alone.
+extern "C" __global__ void gemv_42_f32_to_f16_x2_plain(const float* a, __half* b, long long n, int vec_ok) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 2;
+    if (vec_ok && i + 1 < n) {
+        reinterpret_cast<__half2*>(b)[i / 2] = __float22half2_rn(reinterpret_cast<const float2*>(a)[i / 2]);
+    } else {
+        for (long long j = i; j < i + 2 && j < n; ++j) b[j] = __float2half_rn(a[j]);
+    }
+}
+
+// === gemv_43_f16_to_f32_x2_plain ===
+// Why: the report's fp16_to_fp32_kernel "before" (seed 002, section 2.5): a half2 in, a float2 out
+// per thread, ordinary loads. Its after (step 21) adds the width and __ldg; step 20, the course's
+// before, has __ldg already: 43 -> 20 is __ldg alone, 20 -> 21 the width alone.
+extern "C" __global__ void gemv_43_f16_to_f32_x2_plain(const __half* a, float* b, long long n, int vec_ok) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 2;
+    if (vec_ok && i + 1 < n) {
+        reinterpret_cast<float2*>(b)[i / 2] = __half22float2(reinterpret_cast<const __half2*>(a)[i / 2]);
+    } else {
+        for (long long j = i; j < i + 2 && j < n; ++j) b[j] = __half2float(a[j]);
+    }
+}

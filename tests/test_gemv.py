@@ -243,3 +243,119 @@ def test_compute_only_build_compiles_without_spills():
         assert "spill stores" in log and not re.search(r"[1-9]\d* bytes spill", log), log
         for k in ("gemv_25_int8_fast", "gemv_28_int4_mma", "gemv_29_int8_w8a16"):
             assert f".entry {k}(" in ptx
+
+
+# ---- the report's kernels as the report writes them (issue 34 item 5) ---------------------------
+# step -> (its family, the course's step that now follows it: one change apart)
+AS_WRITTEN = {"38_int8_char4_scale4": ("GEMV", "06_int8_char4"), "39_fp16_f32out_v2": ("LOGITS", "12_fp16_f32out_ilp"),
+              "40_batched_f16w_sdata": ("BATCHED", "14_batched_f16w_half2"),
+              "41_batched_fp16_sdata": ("BATCHED", "16_batched_fp16_half2"),
+              "42_f32_to_f16_x2_plain": ("CONVERT", "18_f32_to_f16_x2"),
+              "43_f16_to_f32_x2_plain": ("CONVERT", "20_f16_to_f32_x2")}
+
+
+def test_the_reports_versions_are_steps_just_before_the_courses():
+    for step, (fam, course) in AS_WRITTEN.items():
+        names = list(getattr(gemv, fam).variants)
+        assert names.index(step) + 1 == names.index(course), (step, names)
+        assert getattr(gemv, fam).variants[step].dtypes == getattr(gemv, fam).variants[course].dtypes
+        assert "// Why:" in build.step_source("gemv", f"gemv_{step}")
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+def test_ptx_of_the_reports_versions(arch):
+    n = lambda step, pat: len(build.ptx("gemv", step, arch, grep=pat))   # noqa: E731
+    # 38: the report's "look up 4 scales" per char4 is 4 scale loads per 4-byte weight load (the tail
+    # loads one scale and one x per element); the course's 06 loads one scale per char4
+    v4 = n("38_int8_char4_scale4", r"ld\.global\.nc\.v4\.s8")
+    assert v4 and n("38_int8_char4_scale4", r"ld\.global\.nc\.f32") - 2 * n("38_int8_char4_scale4", r"ld\.global\.nc\.s8") \
+        == 4 * v4
+    v4 = n("06_int8_char4", r"ld\.global\.nc\.v4\.s8")
+    assert v4 and n("06_int8_char4", r"ld\.global\.nc\.f32") - 2 * n("06_int8_char4", r"ld\.global\.s8") == v4
+    # ... and otherwise 06's: a register sum (CUB's barrier only, one fewer than the report's before 31)
+    assert n("38_int8_char4_scale4", r"bar\.sync") == n("06_int8_char4", r"bar\.sync") == n("31_int8_sdata", r"bar\.sync") - 1
+    # 39: the 4 accumulators share one 16-byte load of w and of x per lane per trip; 12 gives each its own
+    loads = {s: n(s, r"ld\.global\.nc\.v4\.u32") for s in ("33_fp16_v2_ldg", "39_fp16_f32out_v2", "12_fp16_f32out_ilp")}
+    assert loads["39_fp16_f32out_v2"] == loads["33_fp16_v2_ldg"] < loads["12_fp16_f32out_ilp"], loads
+    assert not n("39_fp16_f32out_v2", r"mul\.lo\.s32") and n("11_fp16_f32out_half2", r"mul\.lo\.s32")   # int64 offset
+    # 40, 41: the report's batched befores: ordinary loads, sdata[256] + a __syncthreads() before CUB, and
+    # a*b + c (a MUL); the course's befores 14, 16 already had __ldg, the register sum and fmaf
+    mul = r"^mul(\.rn)?(\.ftz)?\.f32"
+    for before, course in (("40_batched_f16w_sdata", "14_batched_f16w_half2"),
+                           ("41_batched_fp16_sdata", "16_batched_fp16_half2")):
+        assert not n(before, r"ld\.global\.nc") and n(course, r"ld\.global\.nc"), before
+        assert n(before, r"bar\.sync") == n(course, r"bar\.sync") + 1, before
+        assert n(before, r"st\.shared") > n(course, r"st\.shared") and n(before, mul) and not n(course, mul), before
+        assert not n(before, r"\.v4\."), before                          # still 4-byte (half2) weight loads
+    # 42, 43: the report's conversion befores read through the ordinary path; 18, 20 through __ldg
+    assert n("42_f32_to_f16_x2_plain", r"ld\.global\.v2\.f32") and not n("42_f32_to_f16_x2_plain", r"ld\.global\.nc")
+    assert n("18_f32_to_f16_x2", r"ld\.global\.nc\.v2\.f32")
+    assert n("43_f16_to_f32_x2_plain", r"ld\.global\.(u32|b32)") and not n("43_f16_to_f32_x2_plain", r"ld\.global\.nc")
+    assert n("20_f16_to_f32_x2", r"ld\.global\.nc\.(u32|b32)")
+
+
+def test_the_reports_batched_befores_carry_sdata_beside_cubs_storage():
+    info = build.ptxas_info("gemv").set_index(["kernel", "arch"])["smem_bytes"]
+    for arch in build.ARCHS:
+        for before, course in (("40_batched_f16w_sdata", "14_batched_f16w_half2"),
+                               ("41_batched_fp16_sdata", "16_batched_fp16_half2")):
+            assert info[f"gemv_{before}", arch] >= info[f"gemv_{course}", arch] + 4 * 256, (before, arch)
+        assert info["gemv_38_int8_char4_scale4", arch] == info["gemv_06_int8_char4", arch]
+
+
+# The new kernels run on the CPU (core.emulate: every block of the grid), against the family's float64
+# reference and tolerance. CUB does not build as C++: its BlockReduce is replaced by a shared-memory sum.
+FAKE_CUB = r"""
+namespace cub { template <class T, int N> struct BlockReduce {
+    struct TempStorage { T v[N]; }; TempStorage& s;
+    BlockReduce(TempStorage& t) : s(t) {}
+    T Sum(T x) { s.v[threadIdx.x] = x; __syncthreads(); T r = 0;
+                 if (threadIdx.x == 0) for (int i = 0; i < N; ++i) r += s.v[i];
+                 __syncthreads(); return r; } }; }
+"""
+
+
+def _emulate(steps, kernel, arrays, scalars, grid, block):
+    from kernellab.core import emulate
+    if emulate.compiler() is None:
+        pytest.skip("no C++ compiler: the CPU emulation cannot run the kernels")
+    text = build.source("gemv")
+    src = text[:text.index("// === ")].replace("#include <cub/block/block_reduce.cuh>", FAKE_CUB)
+    src += "".join(build.step_source("gemv", f"gemv_{s}") for s in dict.fromkeys(steps))
+    return emulate.run(src, f"gemv_{kernel}", arrays, scalars, grid, block, list(range(int(np.prod(grid)))))[0]
+
+
+def _launch_on_cpu(step, host):
+    """step's kernel on the CPU with the launch its launcher makes (NumPy bases are aligned)."""
+    if step == "38_int8_char4_scale4":
+        (W, s, x), (K, M) = host, host[0].shape
+        return _emulate([step], step, [W, s, x, np.zeros(K, np.float32)], [K, M, int(M % 4 == 0)], (K,), (128,))[3]
+    if step == "39_fp16_f32out_v2":
+        (W, x), (K, M) = host, host[0].shape
+        return _emulate([step], step, [W, x, np.zeros(K, np.float32)], [K, M, int(M % 8 == 0)], (-(-K // 8),), (256,))[2]
+    if step.startswith(("40", "41")):
+        (X, W), (N, M), K = host, host[0].shape, host[1].shape[0]
+        Y = np.zeros((N, K), np.float32 if X.dtype == np.float32 else np.float16)
+        return _emulate(["40_batched_f16w_sdata", step], step, [X, W, Y], [N, K, M, int(M % 2 == 0)], (K, N), (256,))[2]
+    (a,) = host
+    b = np.zeros(a.shape, np.float16 if a.dtype == np.float32 else np.float32)
+    return _emulate([step], step, [a, b], [a.size, 1], (-(-a.size // 512),), (256,))[1]
+
+
+CPU_CASES = {"38_int8_char4_scale4": [((3, 1023), "randn"), ((3, 4096), "hostile"), ((33, 4100), "large"), ((3, 7), "hostile")],
+             "39_fp16_f32out_v2": [((3, 4096), "hostile"), ((33, 1023), "randn"), ((9, 4104), "large"), ((3, 1), "randn")],
+             "40_batched_f16w_sdata": [((3, 33, 4100), "randn"), ((2, 5, 7), "hostile"), ((1, 3, 1), "randn")],
+             "41_batched_fp16_sdata": [((3, 33, 1023), "randn"), ((2, 5, 4100), "hostile"), ((1, 3, 8), "randn")],
+             "42_f32_to_f16_x2_plain": [((4097,), "randn"), ((5,), "hostile"), ((1024,), "large")],
+             "43_f16_to_f32_x2_plain": [((4097,), "randn"), ((5,), "hostile"), ((1024,), "large")]}
+
+
+@pytest.mark.parametrize("step", sorted(CPU_CASES))
+def test_the_reports_versions_on_the_cpu_match_the_reference(step):
+    from kernellab import check
+    f = getattr(gemv, AS_WRITTEN[step][0])
+    dtype = f.variants[step].dtypes[0]
+    for i, (shape, values) in enumerate(CPU_CASES[step]):
+        host = f.make_input(shape, dtype, values, seed=i)
+        tol = f.tolerance(*host) if f.tolerance else {}
+        check.check(_launch_on_cpu(step, host), f.reference(*host), name=f"{step} {shape} {values}", quiet=True, **tol)

@@ -43,7 +43,10 @@ def _bstep(name, path, threads, wvec, xvec):
 
 # ---- conversions: fp32 <-> fp16, the two ends of the report's cuBLAS route ---------------------
 
-CONV = {"18_f32_to_f16_x2": ("float32", "float16", 2), "19_f32_to_f16_x4": ("float32", "float16", 4),
+# In order, before -> after: the report's before (42, 43: ordinary loads), the course's before (18, 20: __ldg),
+# the report's after (19, 21: 4 elements per thread, __ldg).
+CONV = {"42_f32_to_f16_x2_plain": ("float32", "float16", 2), "18_f32_to_f16_x2": ("float32", "float16", 2),
+        "19_f32_to_f16_x4": ("float32", "float16", 4), "43_f16_to_f32_x2_plain": ("float16", "float32", 2),
         "20_f16_to_f32_x2": ("float16", "float32", 2), "21_f16_to_f32_x4": ("float16", "float32", 4)}
 
 
@@ -154,8 +157,10 @@ BATCHED = Family(
     reference=_batched_reference, bytes_moved=_batched_bytes, tolerance=_batched_tolerance,
     variants={"34_batched_f32_sdata": _bstep("34_batched_f32_sdata", "float32", 128, 16, 16),   # the report's before of 13
               "13_batched_f32": _bstep("13_batched_f32", "float32", 128, 16, 16),
+              "40_batched_f16w_sdata": _bstep("40_batched_f16w_sdata", "f32_fp16w", 256, 4, 8),   # the report's before of 15
               "14_batched_f16w_half2": _bstep("14_batched_f16w_half2", "f32_fp16w", 256, 4, 8),
               "15_batched_f16w_half2x2": _bstep("15_batched_f16w_half2x2", "f32_fp16w", 256, 8, 16),
+              "41_batched_fp16_sdata": _bstep("41_batched_fp16_sdata", "float16", 256, 4, 4),     # the report's before of 17
               "16_batched_fp16_half2": _bstep("16_batched_fp16_half2", "float16", 256, 4, 4),
               "17_batched_fp16_float4": _bstep("17_batched_fp16_float4", "float16", 256, 16, 16)},
     default={"float32": "13_batched_f32", "f32_fp16w": "15_batched_f16w_half2x2", "float16": "17_batched_fp16_float4"},

@@ -257,7 +257,8 @@ VARIANTS = {
     "04_f32_ldg": _step("04_f32_ldg", "float32", "block128"),
     "31_int8_sdata": _step("31_int8_sdata", "int8", "block128", wvec=None),        # the report's before of 06
     "05_int8_scalar": _step("05_int8_scalar", "int8", "block128", wvec=None),
-    "06_int8_char4": _step("06_int8_char4", "int8", "block128", wvec=4),
+    "38_int8_char4_scale4": _step("38_int8_char4_scale4", "int8", "block128", wvec=4),   # the report's after
+    "06_int8_char4": _step("06_int8_char4", "int8", "block128", wvec=4),                 # 38 + one scale per 4
     "07_f32_fp16w_warp": _step("07_f32_fp16w_warp", "f32_fp16w", "warp", wvec=8),
     "08_f32_fp16w_block": _step("08_f32_fp16w_block", "f32_fp16w", "block256", wvec=8),
     "09_fp16_half2": _step("09_fp16_half2", "float16", "warp", wvec=4, xvec=4),
@@ -411,7 +412,8 @@ LOGITS = Family(
     reference=_logits_reference, bytes_moved=_logits_bytes,
     tolerance=lambda W, x: tolerance(W, x, out_dtype="float32"),
     variants={"11_fp16_f32out_half2": _step("11_fp16_f32out_half2", "fp16_f32out", "warp", wvec=4, xvec=4, int32=True),
-              "12_fp16_f32out_ilp": _step("12_fp16_f32out_ilp", "fp16_f32out", "warp"),
+              "39_fp16_f32out_v2": _step("39_fp16_f32out_v2", "fp16_f32out", "warp"),    # the report's after
+              "12_fp16_f32out_ilp": _step("12_fp16_f32out_ilp", "fp16_f32out", "warp"),  # 39 + 4 loads in flight
               "23_fp16_f32out_fast": _fast("23_fp16_f32out_fast")},
     default={"fp16_f32out": "23_fp16_f32out_fast"},
     baselines={"cuBLAS (cupy.matmul, fp16 out)": _cublas_f16out},
