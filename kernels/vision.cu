@@ -1129,3 +1129,142 @@ extern "C" __global__ void vision_29_transpose_input_order(const __half* __restr
         dst[c] = src[c];
     }
 }
+
+// === vision_31_transpose_input_half2 ===
+// Why: the seed's transpose_head_token_kernel "before" as the report gives it: 256 threads, one
+// half2 (4 bytes) per thread, grid (N * 16 * 36 + 255) / 256 (seed 000, table 1), walked as its after
+// is walked (section 4.4: idx -> (h, t, d_vec), INPUT order), since the report's only change to it is
+// the width (section 2.10). Its after is step 29: 31 -> 29 is that one change, 2 -> 8 halves per
+// thread. Step 21 is the course's half2 walked in output order. Odd D or a misaligned base (vec = 0)
+// moves the same items one half at a time.
+extern "C" __global__ void vision_31_transpose_input_half2(const __half* __restrict__ o, __half* __restrict__ y,
+                                                           int H, int N, int D, int vec) {
+    const int P = (D + 1) / 2;
+    const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (long long)H * N * P) return;
+    const int c = (int)(item % P);
+    const long long ht = item / P;                 // h * N + t: the input row
+    const int t = (int)(ht % N), h = (int)(ht / N);
+    const __half* src = o + (size_t)ht * D;
+    __half* dst = y + ((size_t)t * H + h) * D;
+    if (vec) {
+        *reinterpret_cast<__half2*>(dst + 2 * c) = *reinterpret_cast<const __half2*>(src + 2 * c);
+    } else {
+        const int end = min(2 * c + 2, D);
+        for (int d = 2 * c; d < end; ++d) dst[d] = src[d];
+    }
+}
+
+// === vision_32_transpose_token_head_half2 ===
+// Why: the seed's transpose_token_head_kernel, the inverse of transpose_head_token_kernel: [N, H * D]
+// (tokens, heads side by side) -> [H, N, D] (a head's tokens contiguous), the layout an attention
+// kernel reads per head. The report optimised it beside its sibling (section 2.10: float4, 8 halves
+// per thread, with the half2 fallback) and then deleted it as unused (section 6.1: only the unused
+// vision_flash_attention_cu called it). This is its "before": one half2 (4 bytes) per thread, the
+// sibling's walk idx -> (h, t, d_vec), here the OUTPUT order: the writes are one stream, the reads
+// 144-byte runs H * D halves apart. Odd D or a misaligned base (vec = 0): one half at a time.
+extern "C" __global__ void vision_32_transpose_token_head_half2(const __half* __restrict__ x, __half* __restrict__ o,
+                                                               int H, int N, int D, int vec) {
+    const int P = (D + 1) / 2;
+    const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (long long)H * N * P) return;
+    const int c = (int)(item % P);
+    const long long ht = item / P;                 // h * N + t: the output row
+    const int t = (int)(ht % N), h = (int)(ht / N);
+    const __half* src = x + ((size_t)t * H + h) * D;
+    __half* dst = o + (size_t)ht * D;
+    if (vec) {
+        *reinterpret_cast<__half2*>(dst + 2 * c) = *reinterpret_cast<const __half2*>(src + 2 * c);
+    } else {
+        const int end = min(2 * c + 2, D);
+        for (int d = 2 * c; d < end; ++d) dst[d] = src[d];
+    }
+}
+
+// === vision_33_transpose_token_head_vec8 ===
+// Why: the seed's transpose_token_head_kernel after (section 2.10): 8 halves (16 bytes) per thread,
+// a quarter of step 32's threads (N * 16 * 9 for D = 72), with the report's fallback
+// `vec_size = (head_dim & 7) == 0 ? 8 : 2` (the launcher picks vec = 8, 2, or 1 for odd D or a
+// misaligned base; uniform across the grid). Same walk as step 32: 32 -> 33 is the width alone.
+extern "C" __global__ void vision_33_transpose_token_head_vec8(const __half* __restrict__ x, __half* __restrict__ o,
+                                                               int H, int N, int D, int vec) {
+    const int P = (D + vec - 1) / vec;
+    const long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (long long)H * N * P) return;
+    const int c = (int)(item % P);
+    const long long ht = item / P;
+    const int t = (int)(ht % N), h = (int)(ht / N);
+    const __half* src = x + ((size_t)t * H + h) * D;
+    __half* dst = o + (size_t)ht * D;
+    if (vec == 8) {
+        *reinterpret_cast<uint4*>(dst + 8 * c) = __ldg(reinterpret_cast<const uint4*>(src + 8 * c));
+    } else if (vec == 2) {
+        *reinterpret_cast<__half2*>(dst + 2 * c) = *reinterpret_cast<const __half2*>(src + 2 * c);
+    } else {
+        dst[c] = src[c];
+    }
+}
+
+// === vision_34_split_rope_scalar_f16tab ===
+// Why: the seed's fused_split_rope_transpose_kernel "before" with the seed's own tables: cos and sin
+// are fp16 [N, D] (the angles of pairs 0..D/2-1 written twice, as HF's cat(freqs, freqs)), and a
+// thread reads "cos[d], sin[d], cos[d+36], sin[d+36] -> 4 x half (8 bytes)" (seed 000, section 4.3).
+// Steps 18-19 read fp32 [N, D/2] tables instead (one cos and one sin per pair, exact to fp32): twice
+// the bytes per value, half the values. Otherwise as step 18: one 64-thread block per (head, token),
+// threads d < D/2 rotate one Q pair and one K pair with 4 scalar multiplies each, V copied by halves.
+extern "C" __global__ void vision_34_split_rope_scalar_f16tab(const __half* __restrict__ qkv,
+                                                              const __half* __restrict__ cosv,
+                                                              const __half* __restrict__ sinv, __half* __restrict__ q,
+                                                              __half* __restrict__ k, __half* __restrict__ v,
+                                                              int N, int H, int D) {
+    const int h = blockIdx.x, t = blockIdx.y, half = D / 2;
+    const __half* src = qkv + (size_t)t * 3 * H * D + (size_t)h * D;
+    const __half* ct = cosv + (size_t)t * D;
+    const __half* st = sinv + (size_t)t * D;
+    const size_t dst = ((size_t)h * N + t) * D;
+    for (int d = threadIdx.x; d < half; d += blockDim.x) {
+        const float c1 = vl_h(ct[d]), s1 = vl_h(st[d]), c2 = vl_h(ct[d + half]), s2 = vl_h(st[d + half]);
+        float a = vl_h(src[d]), b = vl_h(src[d + half]);
+        q[dst + d] = __float2half(a * c1 - b * s1);
+        q[dst + d + half] = __float2half(b * c2 + a * s2);
+        a = vl_h(src[H * D + d]);
+        b = vl_h(src[H * D + d + half]);
+        k[dst + d] = __float2half(a * c1 - b * s1);
+        k[dst + d + half] = __float2half(b * c2 + a * s2);
+    }
+    for (int d = threadIdx.x; d < D; d += blockDim.x) v[dst + d] = src[2 * H * D + d];
+}
+
+// === vision_35_split_rope_fma_f16tab ===
+// Why: the seed's fused_split_rope_transpose_kernel after with the seed's fp16 [N, D] tables (section
+// 4.3): block 128, each rotation `__fmaf_rn(q1, cos_val, -(q2 * sin_val))`, V copied with 16-byte loads
+// by threads 0..8 (D = 72). Step 34 -> 35 is the report's pair with the report's tables; steps 18 -> 19
+// are the same pair over the course's fp32 tables. vec = 0 (D % 8 != 0, misaligned) copies V by halves.
+extern "C" __global__ void vision_35_split_rope_fma_f16tab(const __half* __restrict__ qkv,
+                                                           const __half* __restrict__ cosv,
+                                                           const __half* __restrict__ sinv, __half* __restrict__ q,
+                                                           __half* __restrict__ k, __half* __restrict__ v,
+                                                           int N, int H, int D, int vec) {
+    const int h = blockIdx.x, t = blockIdx.y, half = D / 2;
+    const __half* src = qkv + (size_t)t * 3 * H * D + (size_t)h * D;
+    const __half* ct = cosv + (size_t)t * D;
+    const __half* st = sinv + (size_t)t * D;
+    const size_t dst = ((size_t)h * N + t) * D;
+    for (int d = threadIdx.x; d < half; d += blockDim.x) {
+        const float c1 = vl_h(ct[d]), s1 = vl_h(st[d]), c2 = vl_h(ct[d + half]), s2 = vl_h(st[d + half]);
+        float a = vl_h(src[d]), b = vl_h(src[d + half]);
+        q[dst + d] = __float2half(__fmaf_rn(a, c1, -(b * s1)));
+        q[dst + d + half] = __float2half(__fmaf_rn(b, c2, a * s2));
+        a = vl_h(src[H * D + d]);
+        b = vl_h(src[H * D + d + half]);
+        k[dst + d] = __float2half(__fmaf_rn(a, c1, -(b * s1)));
+        k[dst + d + half] = __float2half(__fmaf_rn(b, c2, a * s2));
+    }
+    if (vec) {
+        const uint4* vs = reinterpret_cast<const uint4*>(src + 2 * H * D);
+        uint4* vd = reinterpret_cast<uint4*>(v + dst);
+        for (int d = threadIdx.x; d < D / 8; d += blockDim.x) vd[d] = __ldg(vs + d);
+    } else {
+        for (int d = threadIdx.x; d < D; d += blockDim.x) v[dst + d] = src[2 * H * D + d];
+    }
+}

@@ -64,7 +64,7 @@ def test_past_int32_elements_int64_offsets_are_right_and_int32_step_refuses():
     rows = np.r_[0:4, K - 64:K]                        # the last rows sit past 2^31 elements
     assert (K - 64) * M > gemv.INT32_MAX
     host = (W[rows].get(), x.get())
-    for name in ("12_fp16_f32out_ilp", "23_fp16_f32out_fast"):
+    for name in ("39_fp16_f32out_v2", "12_fp16_f32out_ilp", "23_fp16_f32out_fast"):
         y = gemv.LOGITS.variants[name](W, x)
         check.check(y[rows], gemv.LOGITS.reference(*host), name=name, quiet=True, **gemv.LOGITS.tolerance(*host))
     y16 = gemv.GEMV.variants["22_fp16_fast"](W, x)
@@ -282,3 +282,37 @@ def test_the_reports_pairs_agree_on_the_reports_shapes():
         host = gemv.BATCHED.make_input(shape, "float32", seed=7)
         for nm in ("34_batched_f32_sdata", "13_batched_f32"):
             _check(gemv.BATCHED, gemv.BATCHED.VARIANTS[nm](*_gpu(host)), host, f"{nm} {shape}")
+
+
+def test_the_reports_versions_as_written():
+    """Issue 34 item 5: the report's kernels as it writes them (38 int8 after, 39 logits after, 40/41 batched
+    befores, 42/43 conversion befores), each beside the step of its pair, at a shape of the report's table and
+    with odd sizes (the scalar tails), on misaligned bases (the fallbacks), and refusing bad input before a launch."""
+    import cupy
+    fams = {"GEMV": gemv.GEMV, "LOGITS": gemv.LOGITS, "BATCHED": gemv.BATCHED, "CONVERT": gemv.CONVERT}
+    runs = [("GEMV", "int8", ("31_int8_sdata", "38_int8_char4_scale4", "06_int8_char4"), ((512, 4096), (37, 4101))),
+            ("LOGITS", "fp16_f32out", ("11_fp16_f32out_half2", "39_fp16_f32out_v2", "12_fp16_f32out_ilp"),
+             ((4096, 12288), (37, 4101))),
+            ("BATCHED", "f32_fp16w", ("40_batched_f16w_sdata", "14_batched_f16w_half2", "15_batched_f16w_half2x2"),
+             ((8, 512, 4096), (3, 37, 4101))),
+            ("BATCHED", "float16", ("41_batched_fp16_sdata", "16_batched_fp16_half2", "17_batched_fp16_float4"),
+             ((8, 512, 1152), (3, 37, 4101))),
+            ("CONVERT", "f32_to_f16", ("42_f32_to_f16_x2_plain", "18_f32_to_f16_x2", "19_f32_to_f16_x4"),
+             ((512 * 4096,), (4097,))),
+            ("CONVERT", "f16_to_f32", ("43_f16_to_f32_x2_plain", "20_f16_to_f32_x2", "21_f16_to_f32_x4"),
+             ((512 * 4096,), (4097,)))]
+    for fam, dt, steps, shapes in runs:
+        f = fams[fam]
+        for shape in shapes:
+            host = f.make_input(shape, dt, "randn", seed=7)
+            for nm in steps:
+                _check(f, f.variants[nm](*_gpu(host)), host, f"{fam} {nm} {shape}")
+            dev = _gpu(host)
+            last = dev[-1].ravel()
+            big = cupy.concatenate([cupy.zeros(1, last.dtype), last])      # the last input one element off
+            dev[-1] = big[1:].reshape(dev[-1].shape)
+            for nm in steps:
+                _check(f, f.variants[nm](*dev), host, f"{fam} {nm} {shape} misaligned")
+        for nm in steps[:2]:
+            with pytest.raises(ValueError):
+                f.variants[nm](*[a.astype(cupy.float64) for a in _gpu(f.make_input(shapes[1], dt))])

@@ -196,3 +196,58 @@ def test_transpose_walks_agree_exactly():
         for nm, fn in V.TRANSPOSE.variants.items():
             np.testing.assert_array_equal(fn(cupy.asarray(o)).get().view(np.uint16), want.view(np.uint16),
                                           err_msg=f"{nm} {shape}")
+
+
+def test_the_seeds_forms_misaligned_bad_input_and_agreement():
+    """Issue 34 item 5: the seed's transpose_token_head_kernel (32, 33) and its split + RoPE over fp16 [N, D]
+    tables (34, 35): misaligned views take the fallbacks, bad input raises before a launch, the token-head
+    transpose inverts the head-token one bit for bit, and the fp16 tables agree with the fp32 tables' steps
+    to the tables' rounding."""
+    import cupy
+
+    def off(a):          # the same values, 2 bytes off 16-byte alignment
+        big = cupy.empty(a.size + 1, a.dtype)
+        v = big[1:].reshape(a.shape)
+        v[...] = cupy.asarray(a)
+        return v
+    f = V.TRANSPOSE_TOKEN_HEAD
+    for shape in [(9, 16, 72), (5, 3, 7)]:
+        host = f.make_input(shape, "float16", "hostile")
+        for nm, fn in f.variants.items():
+            check.check(fn(off(host[0])), f.reference(*host), name=f"{nm} {shape} misaligned", quiet=True)
+    (o,) = V.TRANSPOSE.make_input((V.HEADS, 1000, V.HEAD_DIM), "float16", "hostile", seed=2)
+    go = cupy.asarray(o)
+    back = V.transpose_token_head(V.transpose_head_token(go).reshape(1000, V.HEADS, V.HEAD_DIM))
+    np.testing.assert_array_equal(back.get().view(np.uint16), o.view(np.uint16))
+    assert V.transpose_token_head(cupy.zeros((0, 16, 72), cupy.float16)).shape == (16, 0, 72)
+    qkv, c, s = V.SPLIT_ROPE_F16.make_input((2, 4, V.HEADS, V.HEAD_DIM))
+    for nm, fn in V.SPLIT_ROPE_F16.variants.items():
+        for g, w in zip(fn(off(qkv), *_gpu((c, s))), V.SPLIT_ROPE_F16.reference(qkv, c, s)):
+            check.check(g, w, name=f"split_rope_f16tab {nm} misaligned", quiet=True)
+    host32 = V.SPLIT_ROPE.make_input((32, 32, V.HEADS, V.HEAD_DIM), "float16", "randn", seed=5)
+    host16 = V.SPLIT_ROPE_F16.make_input((32, 32, V.HEADS, V.HEAD_DIM), "float16", "randn", seed=5)
+    assert (host32[0] == host16[0]).all()
+    for g16, g32 in zip(V.SPLIT_ROPE_F16.variants["35_split_rope_fma_f16tab"](*_gpu(host16)),
+                        V.SPLIT_ROPE.variants["19_split_rope_fma"](*_gpu(host32))):
+        assert float(cupy.abs(g16.astype(cupy.float32) - g32.astype(cupy.float32)).max()) < 0.02
+    f16 = cupy.float16
+    q, c16 = cupy.zeros((8, 3 * 16 * 72), f16), cupy.zeros((8, 72), f16)
+    bad = [(V.transpose_token_head, (cupy.zeros((8, 1152), f16),), "3-D"),
+           (V.transpose_token_head, (cupy.zeros((8, 16, 72), cupy.float32),), "dtype"),
+           (V.split_rope_transpose_f16tab, (q, c16.astype(cupy.float32), c16), "dtype"),
+           (V.split_rope_transpose_f16tab, (q, c16[:7], c16[:7]), "rows"),
+           (V.split_rope_transpose_f16tab, (q, cupy.zeros((8, 70), f16), cupy.zeros((8, 70), f16)), "head_dim")]
+    for fn, args, match in bad:
+        with pytest.raises(ValueError, match=match):
+            fn(*args)
+    cupy.cuda.Device().synchronize()
+
+
+def test_the_seeds_rope_of_large_values_within_fp32_cancellation():
+    for shape in [(32, 32, V.HEADS, V.HEAD_DIM), (2, 18, 2, 72), (2, 4, 2, 12)]:
+        host = V.SPLIT_ROPE_F16.make_input(shape, "float16", "large")
+        atol = 4 * float(np.abs(host[0].astype(np.float64)).max()) * 2.0 ** -24
+        want = V.SPLIT_ROPE_F16.reference(*host)
+        for nm, fn in V.SPLIT_ROPE_F16.variants.items():
+            for g, w in zip(fn(*_gpu(host)), want):
+                check.check(g, w, name=f"split_rope_f16tab {nm} {shape} large", atol=atol, quiet=True)

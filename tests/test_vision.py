@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from kernellab import build, vision as v
+from kernellab.core import fingerprint
 
 
 def test_window_order_is_a_permutation_of_the_grid_in_2x2_windows():
@@ -150,8 +151,9 @@ def test_every_family_has_the_api_and_its_references_run():
             assert f.NAME == "vision_ablation" and f.OP.startswith("ablate_") and not f.BEST
         else:
             assert f.NAME == "vision" and f.BEST["float16"] in f.VARIANTS
-        for nm in f.VARIANTS:
-            assert nm.startswith(("lab01", "ablate_")) or build.step_source("vision", f"vision_{nm}")
+        for nm in f.VARIANTS:      # its own kernel, or (an ablation of a launch parameter) the kernels it launches
+            assert nm.startswith("lab01") or f"vision_{nm}" in build.steps("vision") or \
+                ("_ablate_" in nm and fingerprint.kernels_of(f.variants[nm], "vision")), nm
         keys = [f.case_key(s, dt) for s, dt in f.RECORD_CASES]
         assert all(k.startswith(f.OP + ":") for k in keys)
         names |= set(f.BASELINES)
@@ -294,3 +296,131 @@ def test_each_ablation_differs_from_its_step_in_its_switch(arch):
         assert ptx(f"{nn}_ablate_tile8", r"shl\.b32.*, 3;") and ptx(step, r"shl\.b32.*, 4;")
     assert ptx("28_transpose_tile", r"bar\.sync") and not ptx("28_ablate_no_smem", r"bar\.sync|st\.shared")
     assert ptx("27_ablate_one_pass", r"%nctaid\.z") and not ptx("27_split_rope_tile", r"%nctaid\.z")
+
+
+
+# ---- the seed's kernels in the seed's forms (issue 34 item 5) -------------------------------------
+
+def test_the_seeds_forms_are_steps_of_their_families():
+    t = list(v.TRANSPOSE.variants)
+    assert t[:4] == ["31_transpose_input_half2", "29_transpose_input_order", "21_transpose_half2", "22_transpose_vec8"]
+    assert list(v.TRANSPOSE_TOKEN_HEAD.variants) == ["32_transpose_token_head_half2", "33_transpose_token_head_vec8"]
+    assert list(v.SPLIT_ROPE_F16.variants) == ["34_split_rope_scalar_f16tab", "35_split_rope_fma_f16tab"]
+    for f in (v.TRANSPOSE_TOKEN_HEAD, v.SPLIT_ROPE_F16):
+        assert f in v.FAMILIES and f.name == "vision" and f.op not in {g.op for g in v.FAMILIES if g is not f}
+    for s in ("31_transpose_input_half2", "32_transpose_token_head_half2", "33_transpose_token_head_vec8",
+              "34_split_rope_scalar_f16tab", "35_split_rope_fma_f16tab"):
+        assert "// Why:" in build.step_source("vision", f"vision_{s}")
+
+
+def test_the_seeds_fp16_tables_and_their_reference():
+    """rope_tables_f16: [N, D] fp16, the D/2 angles written twice, each the fp32 table's value rounded to
+    fp16; with such tables the full-table reference is the half-table reference on the same values."""
+    c32, s32 = v.rope_tables(4, 6, 12)
+    c16, s16 = v.rope_tables_f16(4, 6, 12)
+    assert c16.shape == s16.shape == (24, 12) and c16.dtype == np.float16
+    assert (c16[:, :6] == c16[:, 6:]).all() and (c16[:, :6] == c32.astype(np.float16)).all()
+    assert (s16[:, 6:] == s32.astype(np.float16)).all()
+    qkv, c, s = v.SPLIT_ROPE_F16.make_input((4, 6, 2, 12), "float16", "hostile", seed=3)
+    assert c.dtype == np.float16 and c.shape == (24, 12)
+    got = v._sr16_ref(qkv, c, s)
+    want = v._split_rope_ref(qkv, c[:, :6].astype(np.float64), s[:, :6].astype(np.float64), 2)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    # a table whose halves differ: out[d + D/2] takes cos/sin[d + D/2], as the seed's kernel reads them
+    c2, s2 = c.astype(np.float64), s.astype(np.float64)
+    c2[:, 6:], s2[:, 6:] = 0.5, 0.25
+    q = v._sr16_ref(qkv, c2, s2)[0]
+    x = qkv.astype(np.float64).reshape(24, 3, 2, 12)[:, 0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.testing.assert_array_equal(q[:, :, 6:], (x[..., 6:] * 0.5 + x[..., :6] * 0.25).transpose(1, 0, 2))
+
+
+def test_transpose_token_head_reference_inverts_transpose_head_token():
+    (x,) = v.TRANSPOSE_TOKEN_HEAD.make_input((7, 3, 10), "float16", "hostile")
+    o = v.ref_transpose_token_head(x)
+    assert o.shape == (3, 7, 10)
+    back = v.ref_transpose_head_token(o).reshape(7, 3, 10)
+    np.testing.assert_array_equal(back.view(np.uint64), x.astype(np.float64).view(np.uint64))
+
+
+@pytest.mark.parametrize("arch", build.ARCHS)
+def test_ptx_of_the_seeds_forms(arch):
+    ptx = lambda s, pat: build.ptx("vision", s, arch, grep=pat)   # noqa: E731
+    mem = lambda s: [ln.split()[0] for ln in ptx(s, r"^(ld|st)\.global")]   # noqa: E731
+    # 31 -> 29 and 32 -> 33: 4-byte (half2) loads, then 16-byte ones (with the 2- and 1-half fallbacks)
+    for half2, vec8 in (("31_transpose_input_half2", "29_transpose_input_order"),
+                        ("32_transpose_token_head_half2", "33_transpose_token_head_vec8")):
+        assert not ptx(half2, r"\.v4\.") and ptx(half2, r"ld\.global(\.nc)?\.(u32|b32)"), half2
+        assert ptx(vec8, r"ld\.global\.nc\.v4\.u32") and ptx(vec8, r"st\.global\.v4\.u32"), vec8
+    assert sorted(mem("31_transpose_input_half2")) == sorted(mem("21_transpose_half2"))   # same loads, another walk
+    # 34, 35: the seed's fp16 tables, 4 halves per pair (cos[d], sin[d], cos[d + D/2], sin[d + D/2]); 18, 19 read
+    # one fp32 cos and sin per pair
+    for s16, s32 in (("34_split_rope_scalar_f16tab", "18_split_rope_scalar"), ("35_split_rope_fma_f16tab", "19_split_rope_fma")):
+        assert not ptx(s16, r"ld\.global(\.nc)?\.f32") and len(ptx(s32, r"ld\.global(\.nc)?\.f32")) >= 2, s16
+        assert len(ptx(s16, r"ld\.global(\.nc)?\.(u16|b16)")) >= len(ptx(s32, r"ld\.global(\.nc)?\.(u16|b16)")) + 4, s16
+    assert ptx("35_split_rope_fma_f16tab", r"ld\.global\.nc\.v4\.u32") and not ptx("34_split_rope_scalar_f16tab", r"\.v4\.")
+
+
+def test_the_seeds_rope_fma_is_step_19s_arithmetic():
+    """35 makes 19's change of arithmetic over 34 (fma(a, c, -(b s)): a neg and an fma for a sub and a mul)."""
+    assert v.f32_ops("34_split_rope_scalar_f16tab") == v.f32_ops("18_split_rope_scalar")
+    assert v.f32_ops("35_split_rope_fma_f16tab") == v.f32_ops("19_split_rope_fma")
+
+
+def test_the_seeds_transpose_before_walks_as_its_after():
+    """Step 31 walks (h, t, c) in input order as step 29, at 2 halves: two warps (64 threads, 36 per
+    head row of 72) read one run and write two (the token moves on); step 21's output order the reverse."""
+    H, N, D = v.HEADS, 1024, v.HEAD_DIM
+    rd, wr = _walk("input", H, N, D, threads=64, vec=2)
+    assert _runs(rd, vec=2) == 1 and _runs(wr, vec=2) == 2
+    rd, wr = _walk("output", H, N, D, threads=64, vec=2)
+    assert _runs(wr, vec=2) == 1 and _runs(rd, vec=2) == 2
+
+
+# The seed's forms run on the CPU (core.emulate: every block of the grid) against the family's reference.
+def _emulate(step, arrays, scalars, grid, block):
+    from kernellab.core import emulate
+    if emulate.compiler() is None:
+        pytest.skip("no C++ compiler: the CPU emulation cannot run the kernels")
+    text = build.source("vision")
+    src = text[:text.index("// === ")] + build.step_source("vision", f"vision_{step}")
+    return emulate.run(src, f"vision_{step}", arrays, scalars, grid, block, list(range(int(np.prod(grid)))))[0]
+
+
+def _on_cpu(step, host):
+    """step's kernel on the CPU with its launcher's launch (NumPy bases are aligned)."""
+    if step.startswith(("34", "35")):
+        qkv, c, s = host
+        N, D = c.shape
+        H = qkv.shape[1] // (3 * D)
+        outs = [np.zeros((H, N, D), np.float16) for _ in range(3)]
+        extra = [int(D % 8 == 0)] if step.startswith("35") else []
+        return tuple(_emulate(step, [qkv, c, s, *outs], [N, H, D, *extra], (H, N), (64 if step.startswith("34") else 128,))[3:])
+    (x,) = host
+    if step.startswith("31"):
+        H, N, D = x.shape
+        out = np.zeros((N, H * D), np.float16)
+    else:
+        N, H, D = x.shape
+        out = np.zeros((H, N, D), np.float16)
+    vec = (8 if D % 8 == 0 else 2 if D % 2 == 0 else 1) if step.startswith("33") else int(D % 2 == 0)
+    per = vec if step.startswith("33") else 2
+    return _emulate(step, [x, out], [H, N, D, vec], (max(1, -(-H * N * -(-D // per) // 256)),), (256,))[1]
+
+
+SEED_FORMS = {"31_transpose_input_half2": "TRANSPOSE", "32_transpose_token_head_half2": "TRANSPOSE_TOKEN_HEAD",
+              "33_transpose_token_head_vec8": "TRANSPOSE_TOKEN_HEAD", "34_split_rope_scalar_f16tab": "SPLIT_ROPE_F16",
+              "35_split_rope_fma_f16tab": "SPLIT_ROPE_F16"}
+
+
+@pytest.mark.parametrize("step", sorted(SEED_FORMS))
+def test_the_seeds_forms_on_the_cpu_match_the_reference(step):
+    from kernellab import check
+    f = getattr(v, SEED_FORMS[step])
+    cases = [(s, val) for s, val in f.check_cases if np.prod(s) and np.prod(s) <= 40000][:8]
+    assert len(cases) >= 4
+    for i, (shape, values) in enumerate(cases):
+        host = f.make_input(shape, "float16", values, seed=i)
+        for g, w in check._pairs(_on_cpu(step, host), f.reference(*host)):
+            check.check(g, w, name=f"{step} {shape} {values}", quiet=True)

@@ -28,6 +28,8 @@ This is the lab's face: every name of the lab is here (vision.LAYERNORM, vision.
   steps.py      per-row and element-wise ops (LayerNorm, GELU, bias + GELU, bias + residual, softmax)
   embed.py      the tower's ends: patch embedding, position grid, spatial merge, image-token replace
   layout.py     the attention layout: split + RoPE + transpose, and the transpose back
+  seed.py       the seed's own forms where the course's differ: split + RoPE over fp16 [N, D] tables
+                (SPLIT_ROPE_F16), and transpose_token_head_kernel ([N, H, D] -> [H, N, D], TRANSPOSE_TOKEN_HEAD)
   ablation.py   ABLATION: each bundled step's changes one at a time
   report.py     the ablation pairs, PTX instruction counts, numbers and tables the lab quotes, and the
                 sentences under its tables (say_*, *_said: one call per notebook cell)
@@ -51,7 +53,8 @@ from .reference import (
     ref_bias_add_residual, ref_bias_gelu, ref_gelu, ref_gelu_erf, ref_layernorm, ref_patch_embed,
     ref_pos_embed_interpolate, ref_replace_image_tokens, ref_softmax, ref_spatial_merge, ref_split_rope_transpose,
     ref_transpose_head_token, rope_angles, rope_tables, _rotate, _rp_input, _split_rope_ref, _sr_input, _sr_ref,
-    _sx_input, window_positions, _xp)
+    _sx_input, window_positions, _xp, ref_transpose_token_head, rope_tables_f16, _rotate_full, _sr16_input, _sr16_ref,
+    _th_input)
 from .steps import (
     BIAS_GELU, BIAS_RESIDUAL, _BR_SHAPES, _ELT_SHAPES, FP16, GELU, GELU_ERF, LAB01_SOFTMAX, LAYERNORM, _NULL,
     QKV_BIAS, SOFTMAX, _best, bias_add_residual, bias_gelu, _bias_gelu_step, _bias_gelu_torch, _bias_res_check,
@@ -67,7 +70,11 @@ from .embed import (
 from .layout import (
     SPLIT_ROPE, TRANSPOSE, _gpu_rope, _grid_y, split_rope_transpose, _sr_alloc, _sr_check, sr_fma, sr_fma_scalar_v,
     sr_scalar, sr_scalar_128, _sr_seed_step, _sr_tile, sr_tile, _sr_torch, sr_vec, _tr_alloc, _tr_check, _tr_cupy,
-    tr_half2, tr_input_order, _tr_tile, tr_tile, tr_tile8, _tr_torch, tr_vec8, _tr_wide, transpose_head_token)
+    tr_half2, tr_input_half2, tr_input_order, _tr_tile, tr_tile, tr_tile8, _tr_torch, tr_vec8, _tr_wide,
+    transpose_head_token)
+from .seed import (
+    SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD, _sr16_alloc, _sr16_check, sr16_fma, sr16_scalar, _sr16_step, _sr16_torch,
+    split_rope_transpose_f16tab, _th_alloc, _th_check, _th_cupy, th_half2, _th_torch, th_vec8, transpose_token_head)
 from .ablation import (
     ABLATION, ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE, _op_ablation)
 from .report import (
@@ -77,4 +84,4 @@ from .report import (
     say_split_rope, say_transpose)
 
 FAMILIES = [LAYERNORM, GELU, GELU_ERF, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
-            SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE, *ABLATION]
+            SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE, *ABLATION, SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD]

@@ -190,6 +190,17 @@ def tr_half2(o, out=None):
     return out_
 
 
+@variant(dtypes=FP16, alloc_out=_tr_alloc)
+def tr_input_half2(o, out=None):
+    """Step 31: the seed's before, one half2 per thread, walked in input order (as step 29)."""
+    out_, H, N, D = _tr_check(o, out)
+    if o.size:
+        vec = int(D % 2 == 0 and aligned(4, o, out_))
+        items = H * N * (-(-D // 2))
+        launch(FAMILY, "vision_31_transpose_input_half2", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
+    return out_
+
+
 def _tr_wide(name, doc):
     """Steps 22 and 29: 8, 2 or 1 halves per load (as aligned), walked in output or input order."""
     def run(o, out=None):
@@ -250,8 +261,10 @@ TRANSPOSE = _op(
     op="transpose", case_key=_key("transpose"),
     make_input=lambda shape, dtype="float16", values="randn", seed=0: (_act(shape, values, np.random.default_rng(seed)),),
     reference=_cast(ref_transpose_head_token), bytes_moved=lambda o, *_: 2 * o.nbytes,
-    variants={"21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8,
-              "29_transpose_input_order": tr_input_order, "28_transpose_tile": tr_tile,
+    # the seed's pair first (31 -> 29: the width, walked in input order), then the course's (21 -> 22: the width,
+    # walked in output order; 29 -> 22 is the walk alone), then beyond the seed
+    variants={"31_transpose_input_half2": tr_input_half2, "29_transpose_input_order": tr_input_order,
+              "21_transpose_half2": tr_half2, "22_transpose_vec8": tr_vec8, "28_transpose_tile": tr_tile,
               "30_transpose_tile8": tr_tile8},
     default={"float16": "28_transpose_tile"},
     baselines={"cupy copyto (transposed view)": _tr_cupy, "torch copy_ (transpose)": _tr_torch},

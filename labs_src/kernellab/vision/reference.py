@@ -353,3 +353,53 @@ def _rp_input(shape, dtype="float16", values="randn", seed=0):
     feats = _act((n_img, C), values, rng, shift=1)
     pos = np.sort(rng.choice(rows, size=n_img, replace=False)).astype(np.int32)
     return emb, feats, pos
+
+
+# ---- the seed's own forms: fp16 [N, D] rotary tables; the transpose back to [H, N, D] ------------
+
+def rope_tables_f16(grid_h, grid_w, head_dim=HEAD_DIM):
+    """(cos, sin): fp16 NumPy [N, head_dim], the tables the seed's fused_split_rope_transpose_kernel
+    reads (steps 34, 35): the angles of pairs 0 .. D/2 - 1 written twice (HF's cat(freqs, freqs)),
+    so cos[t, d + D/2] == cos[t, d], rounded once to fp16."""
+    a = rope_angles(grid_h, grid_w, head_dim)
+    a = np.concatenate([a, a], axis=1)
+    return np.cos(a).astype(F16), np.sin(a).astype(F16)
+
+
+def _rotate_full(x, cos, sin):
+    """Rotate-half with per-token tables [N, D] (x: [N, H, D]): out[d] = x[d] cos[d] - x[d + D/2] sin[d],
+    out[d + D/2] = x[d + D/2] cos[d + D/2] + x[d] sin[d + D/2], each table value as given."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    c, s = cos[:, None, :], sin[:, None, :]
+    return np.concatenate([x1 * c[..., :half] - x2 * s[..., :half], x2 * c[..., half:] + x1 * s[..., half:]], axis=-1)
+
+
+def _sr16_ref(qkv, cos, sin):
+    """The float64 split + RoPE + transpose of steps 34 / 35: qkv [N, 3 H D], fp16 tables cos, sin
+    [N, D] used as they are (their fp16 rounding is part of the input) -> (q, k, v) [H, N, D]."""
+    N, D = cos.shape
+    H = qkv.shape[1] // (3 * D)
+    parts = _f64(qkv).reshape(N, 3, H, D)
+    with np.errstate(invalid="ignore", over="ignore"):
+        q, k = (_rotate_full(parts[:, j], _f64(cos), _f64(sin)) for j in (0, 1))
+    return tuple(np.ascontiguousarray(a.transpose(1, 0, 2)) for a in (q, k, parts[:, 2]))
+
+
+def _sr16_input(shape, dtype="float16", values="randn", seed=0):
+    """shape (grid_h, grid_w, heads, head_dim): qkv [N, 3 * heads * head_dim] (see _act) and the
+    fp16 [N, head_dim] rope_tables_f16 of the grid."""
+    gh, gw, H, D = shape
+    qkv = _act((gh * gw, 3 * H * D), values, np.random.default_rng(seed))
+    cos, sin = rope_tables_f16(gh, gw, D)
+    return qkv, cos, sin
+
+
+def ref_transpose_token_head(x):
+    """[N, H, D] (the rows of [N, H * D] split per head) -> [H, N, D]: the seed's transpose_token_head_kernel."""
+    return np.ascontiguousarray(_f64(x).transpose(1, 0, 2))
+
+
+def _th_input(shape, dtype="float16", values="randn", seed=0):
+    """shape (N, H, D): x [N, H, D] fp16 (see _act)."""
+    return (_act(shape, values, np.random.default_rng(seed)),)
