@@ -200,7 +200,7 @@ check_variants(softmax, ["03_warp_shuffle", "03_warp_per_row"])
 # and the same one `expf` per element as step 03's sum pass. Care points: the running max starts
 # at `-FLT_MAX`, not `-inf` (a `-inf` element then gives $e^{-\infty} = 0$ with no test, where
 # $-\infty - (-\infty)$ would be NaN), and a `+inf` in the row makes the row NaN, as in NumPy.
-# The ablation section times this against the first, two-exp version (`04_two_exp`).
+# The ablation section times this against the first, two-exp version (`04_ablate_two_exp`).
 
 # %%
 build.show("softmax", "04_online")
@@ -261,13 +261,13 @@ check_variants(softmax, ["06_fp16_vec8"])
 # grid holds only as many blocks as fit on the GPU at once (the occupancy API says how many),
 # each block walking rows with a stride; and the **next** row's 16-byte loads are issued into
 # registers before **this** row's reduction. Rows that are not 16-byte aligned, or too long for
-# the registers, go to step 06's kernel. The ablation `ablate_07_no_prefetch` is step 07 without
+# the registers, go to step 06's kernel. The ablation `07_ablate_no_prefetch` is step 07 without
 # the prefetch (same grid): 06 → it is the resident grid alone, it → 07 the prefetch alone.
 
 # %%
 build.show("softmax", "07_fp16_pipelined")
 build.show("softmax", "07_ablate_no_prefetch")
-check_variants(softmax, ["07_fp16_pipelined", "ablate_07_no_prefetch"])
+check_variants(softmax, ["07_fp16_pipelined", "07_ablate_no_prefetch"])
 
 # %% [markdown]
 # ## Step 09: as many lanes as the row needs, and a dispatch by row length

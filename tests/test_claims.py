@@ -40,6 +40,9 @@ def _rows():
         return reader.fieldnames, list(reader)
 
 
+from kernellab.core.frame import RENAMED  # noqa: E402
+
+
 def _recorded():
     """{family: {(name, case)}} over every recorded results CSV (any device)."""
     out = {}
@@ -48,8 +51,8 @@ def _recorded():
             reader = csv.DictReader(f)
             if not {"lab", "name", "case"} <= set(reader.fieldnames or ()):
                 continue                      # e.g. measuring.csv: quantity, value, unit
-            for r in reader:
-                out.setdefault(r["lab"], set()).add((r["name"], r["case"]))
+            for r in reader:                  # under today's names (core.frame.RENAMED, as every reader sees them)
+                out.setdefault(r["lab"], set()).add((RENAMED.get(r["name"], r["name"]), r["case"]))
     return out
 
 

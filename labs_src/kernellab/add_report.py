@@ -37,10 +37,10 @@ def targets_said(part) -> str:
 
 def width_said(part) -> str:
     """Step 04's changes one at a time: the width (from half2, from one half a thread), then `__restrict__` + `__ldg`."""
-    return ("The width alone, from `half2`: " + results.summary(part, "ablate_04_plain", "03_fp16_half2", prov=False)
+    return ("The width alone, from `half2`: " + results.summary(part, "04_ablate_plain", "03_fp16_half2", prov=False)
             + " The width alone, from one half a thread: "
-            + results.summary(part, "ablate_04_plain", "08_vec_fp16_scalar", prov=False)
-            + " `__restrict__` + `__ldg` alone: " + results.summary(part, "04_fp16_vec8", "ablate_04_plain"))
+            + results.summary(part, "04_ablate_plain", "08_vec_fp16_scalar", prov=False)
+            + " `__restrict__` + `__ldg` alone: " + results.summary(part, "04_fp16_vec8", "04_ablate_plain"))
 
 
 def inflight_said(part, fd, f16) -> str:
@@ -84,9 +84,9 @@ def say_inflight(big, inflight, fund) -> None:
 
 def bias_said(part) -> str:
     """The bias add's changes one at a time (modulo, `__restrict__` + `__ldg`, 8-wide loads), and which carries the win."""
-    mod, vec = results.speedup(part, "ablate_06_plain", "05_bias_mod"), results.speedup(part, "07_bias_2d_vec8", "06_bias_2d")
-    return ("Removing the modulo alone: " + results.summary(part, "ablate_06_plain", "05_bias_mod", prov=False)
-            + " `__restrict__` + `__ldg` alone: " + results.summary(part, "06_bias_2d", "ablate_06_plain", prov=False)
+    mod, vec = results.speedup(part, "06_ablate_plain", "05_bias_mod"), results.speedup(part, "07_bias_2d_vec8", "06_bias_2d")
+    return ("Removing the modulo alone: " + results.summary(part, "06_ablate_plain", "05_bias_mod", prov=False)
+            + " `__restrict__` + `__ldg` alone: " + results.summary(part, "06_bias_2d", "06_ablate_plain", prov=False)
             + " 8-wide loads alone: " + results.summary(part, "07_bias_2d_vec8", "06_bias_2d", prov=False)
             + f" ({results.source(part)}). "
             + ("The load width, not the modulo, carries the seed's win here (its median gain is the larger)."
@@ -95,7 +95,7 @@ def bias_said(part) -> str:
 
 def say_bias(sweep) -> None:
     """bias_said for the device on screen, and a caution for other GPUs; nothing without both pairs."""
-    mod = results.speedup(sweep, "ablate_06_plain", "05_bias_mod")
+    mod = results.speedup(sweep, "06_ablate_plain", "05_bias_mod")
     vec = results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
     if len(mod) and len(vec):
         results.each_device(sweep, bias_said)

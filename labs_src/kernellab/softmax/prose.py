@@ -16,8 +16,8 @@ SQUARE_F32, LONG_F32 = case_key(TARGET_SHAPES[0], "float32"), case_key(TARGET_SH
 FP16_SQUARE, FP16_DOUBLE = "4096x4096:float16", "8192x4096:float16"
 
 # What each ablation row of step 05 undoes.
-UNDO_05 = {"05_no_vec_loads": "16-byte loads", "05_no_reg_cache": "the row in registers",
-           "05_no_ex2": "`ex2.approx`", "05_block_256": "the block sized to the row"}
+UNDO_05 = {"05_ablate_no_vec_loads": "16-byte loads", "05_ablate_no_reg_cache": "the row in registers",
+           "05_ablate_no_ex2": "`ex2.approx`", "05_ablate_block_256": "the block sized to the row"}
 
 
 def _fmt(v, spec=".2f", unit=""):
@@ -37,8 +37,8 @@ def say_short_rows(short) -> None:
 
 def resident_prefetch_said(part) -> str:
     """Step 07's two changes, one at a time: the resident grid alone, then the prefetch alone."""
-    return ("The resident grid alone: " + results.summary(part, "ablate_07_no_prefetch", "06_fp16_vec8", prov=False)
-            + " The prefetch alone: " + results.summary(part, "07_fp16_pipelined", "ablate_07_no_prefetch"))
+    return ("The resident grid alone: " + results.summary(part, "07_ablate_no_prefetch", "06_fp16_vec8", prov=False)
+            + " The prefetch alone: " + results.summary(part, "07_fp16_pipelined", "07_ablate_no_prefetch"))
 
 
 def half_said(part) -> str:
@@ -175,7 +175,7 @@ def worth_text(a) -> str:
                      + (f"; most of step 05's gain is {order[0][0]}" if not results.within_noise(order[0][1])
                         else "; no change is worth anything beyond the noise")
                      + f". The one-exp update makes step 04 "
-                     f"{_fmt(results.ratio(a, '04_online', '04_two_exp', key))}× its two-exp first version.")
+                     f"{_fmt(results.ratio(a, '04_online', '04_ablate_two_exp', key))}× its two-exp first version.")
     return " ".join(lines) + f" ({results.source(a)})."
 
 

@@ -236,7 +236,7 @@ def say_spatial_merge(sm, cs) -> None:
         results.summary(g, "17_spatial_merge_vec8", "16_spatial_merge_scalar", prov=False).rstrip(".")
         + " (the report: 4×). "
         + results.compare_text(g, "26_spatial_merge_stream", "17_spatial_merge_vec8", cs) + "; "
-        + results.compare_text(g, "26_spatial_merge_stream", "ablate_26_resident_grid", cs) + " (the grid alone); "
+        + results.compare_text(g, "26_spatial_merge_stream", "26_ablate_resident_grid", cs) + " (the grid alone); "
         + results.roof_text(g, results.fastest(g, cs), cs, target=0.9) + "; "
         + results.roof_text(g, "cupy copy (reshape)", cs) + " (a plain copy of the same bytes: where it stays below "
         "the target too, no merge of this size can meet it on that GPU); "
@@ -265,8 +265,8 @@ def say_split_rope(sr, csr) -> None:
     against the copy roof and torch."""
     results.each_device(sr, lambda g: (
         results.compare_text(g, "19_split_rope_fma", "18_split_rope_scalar", csr) + "; of that, "
-        + results.compare_text(g, "ablate_18_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
-        + results.compare_text(g, "19_split_rope_fma", "ablate_19_scalar_v", csr) + " (the float4 V copy alone). "
+        + results.compare_text(g, "18_ablate_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
+        + results.compare_text(g, "19_split_rope_fma", "19_ablate_scalar_v", csr) + " (the float4 V copy alone). "
         + results.summary(g, "20_split_rope_vec", "19_split_rope_fma", prov=False) + " "
         + results.summary(g, "27_split_rope_tile", "20_split_rope_vec", prov=False).rstrip(".")
         + " (four changes, each timed alone in the ablation section). "
