@@ -1387,7 +1387,8 @@ extern "C" __global__ void gemv_34_batched_f32_sdata(const float* X, const float
 // report's before, it makes the report's changes: char4 + float4 loads, __ldg on weights, input and
 // scales, a register sum (no sdata, one __syncthreads fewer), fmaf, __restrict__. Step 06, the
 // course's, then looks the scale up ONCE per 4 elements: 38 -> 06 is that one change (the same
-// change the ablation 06_ablate_scale_each undoes). Scales per row, scales[K, ceil(M/128)], as 31.
+// change the ablation 06_ablate_scale_each undoes). Scales per row as in 31: scales[K, ceil(M/128)];
+// the group of element base_idx + j is its index / 128.
 extern "C" __global__ void gemv_38_int8_char4_scale4(const signed char* __restrict__ W,
                                                      const float* __restrict__ scales,
                                                      const float* __restrict__ x, float* __restrict__ y,
@@ -1422,7 +1423,7 @@ extern "C" __global__ void gemv_38_int8_char4_scale4(const signed char* __restri
 // load, each `s = fmaf(a, b, fmaf(c, d, s))`, "8 elements x 32 lanes = 256 elements" per trip, then
 // s0 + s1 + s2 + s3 and a warp shuffle, and an int64 row offset so any K x M works. Step 12, the
 // course's, gives each accumulator a load of its own (4 loads in flight per lane, 1024 elements a
-// trip): 39 -> 12 is that one change.
+// trip); 39 -> 12 is that one change.
 extern "C" __global__ void gemv_39_fp16_f32out_v2(const __half* __restrict__ W, const __half* __restrict__ x,
                                                   float* __restrict__ y, int K, int M, int vec_ok) {
     const int row = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -1511,7 +1512,7 @@ extern "C" __global__ void gemv_41_batched_fp16_sdata(const __half* X, const __h
 // Why: the report's fp32_to_fp16_kernel "before" as the report describes it (seed 002, section 2.5):
 // 2 elements per thread (a float2 in, a half2 out) through the ordinary path: the report's after
 // (step 19) adds the float4 width AND __ldg on the input. Step 18, the course's before, already has
-// __ldg: 42 -> 18 is __ldg alone, 18 -> 19 the width alone.
+// __ldg; 42 -> 18 is __ldg alone, 18 -> 19 the width alone.
 extern "C" __global__ void gemv_42_f32_to_f16_x2_plain(const float* a, __half* b, long long n, int vec_ok) {
     const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 2;
     if (vec_ok && i + 1 < n) {

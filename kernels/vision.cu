@@ -1135,8 +1135,8 @@ extern "C" __global__ void vision_29_transpose_input_order(const __half* __restr
 // half2 (4 bytes) per thread, grid (N * 16 * 36 + 255) / 256 (seed 000, table 1), walked as its after
 // is walked (section 4.4: idx -> (h, t, d_vec), INPUT order), since the report's only change to it is
 // the width (section 2.10). Its after is step 29: 31 -> 29 is that one change, 2 -> 8 halves per
-// thread. Step 21 is the course's half2 walked in output order. Odd D or a misaligned base (vec = 0)
-// moves the same items one half at a time.
+// thread. Step 21 is the course's half2 walked in output order. Odd D or a misaligned base moves the
+// same items one half at a time; the launcher passes vec = 0 then.
 extern "C" __global__ void vision_31_transpose_input_half2(const __half* __restrict__ o, __half* __restrict__ y,
                                                            int H, int N, int D, int vec) {
     const int P = (D + 1) / 2;
@@ -1162,7 +1162,7 @@ extern "C" __global__ void vision_31_transpose_input_half2(const __half* __restr
 // per thread, with the half2 fallback) and then deleted it as unused (section 6.1: only the unused
 // vision_flash_attention_cu called it). This is its "before": one half2 (4 bytes) per thread, the
 // sibling's walk idx -> (h, t, d_vec), here the OUTPUT order: the writes are one stream, the reads
-// 144-byte runs H * D halves apart. Odd D or a misaligned base (vec = 0): one half at a time.
+// 144-byte runs H * D halves apart. Odd D or a misaligned base: one half at a time; vec = 0 then.
 extern "C" __global__ void vision_32_transpose_token_head_half2(const __half* __restrict__ x, __half* __restrict__ o,
                                                                int H, int N, int D, int vec) {
     const int P = (D + 1) / 2;
@@ -1211,7 +1211,7 @@ extern "C" __global__ void vision_33_transpose_token_head_vec8(const __half* __r
 // thread reads "cos[d], sin[d], cos[d+36], sin[d+36] -> 4 x half (8 bytes)" (seed 000, section 4.3).
 // Steps 18-19 read fp32 [N, D/2] tables instead (one cos and one sin per pair, exact to fp32): twice
 // the bytes per value, half the values. Otherwise as step 18: one 64-thread block per (head, token),
-// threads d < D/2 rotate one Q pair and one K pair with 4 scalar multiplies each, V copied by halves.
+// threads d < D/2 rotate one Q pair and one K pair with 4 scalar multiplies each; V is copied by halves.
 extern "C" __global__ void vision_34_split_rope_scalar_f16tab(const __half* __restrict__ qkv,
                                                               const __half* __restrict__ cosv,
                                                               const __half* __restrict__ sinv, __half* __restrict__ q,
@@ -1239,7 +1239,8 @@ extern "C" __global__ void vision_34_split_rope_scalar_f16tab(const __half* __re
 // Why: the seed's fused_split_rope_transpose_kernel after with the seed's fp16 [N, D] tables (section
 // 4.3): block 128, each rotation `__fmaf_rn(q1, cos_val, -(q2 * sin_val))`, V copied with 16-byte loads
 // by threads 0..8 (D = 72). Step 34 -> 35 is the report's pair with the report's tables; steps 18 -> 19
-// are the same pair over the course's fp32 tables. vec = 0 (D % 8 != 0, misaligned) copies V by halves.
+// are the same pair over the course's fp32 tables. With D % 8 != 0 or a misaligned base, vec = 0;
+// V is then copied by halves.
 extern "C" __global__ void vision_35_split_rope_fma_f16tab(const __half* __restrict__ qkv,
                                                            const __half* __restrict__ cosv,
                                                            const __half* __restrict__ sinv, __half* __restrict__ q,

@@ -359,3 +359,13 @@ def test_the_reports_versions_on_the_cpu_match_the_reference(step):
         host = f.make_input(shape, dtype, values, seed=i)
         tol = f.tolerance(*host) if f.tolerance else {}
         check.check(_launch_on_cpu(step, host), f.reference(*host), name=f"{step} {shape} {values}", quiet=True, **tol)
+
+
+def test_the_reports_versions_define_only_their_kernels():
+    """The fingerprint links a slice to every slice that defines a word it uses: a Why comment whose
+    parenthesis is read as a definition would tie every other step's fingerprint to the new slice."""
+    from kernellab.core import fingerprint
+    defines = fingerprint._file("gemv")[2]
+    for step in AS_WRITTEN:
+        want = {f"gemv_{step}"} | ({"cub_sum256_seed"} if step.startswith("40") else set())
+        assert defines[f"gemv_{step}"] == want, (step, defines[f"gemv_{step}"])

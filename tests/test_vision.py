@@ -424,3 +424,10 @@ def test_the_seeds_forms_on_the_cpu_match_the_reference(step):
         host = f.make_input(shape, "float16", values, seed=i)
         for g, w in check._pairs(_on_cpu(step, host), f.reference(*host)):
             check.check(g, w, name=f"{step} {shape} {values}", quiet=True)
+
+
+def test_the_seeds_forms_define_only_their_kernels():
+    """A Why comment's parenthesis read as a definition would tie every vision step's fingerprint to the new slice."""
+    defines = fingerprint._file("vision")[2]
+    for step in SEED_FORMS:
+        assert defines[f"vision_{step}"] == {f"vision_{step}"}, (step, defines[f"vision_{step}"])
