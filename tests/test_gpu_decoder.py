@@ -138,7 +138,7 @@ def test_qwen3_8b_shape_one_layer_runs_and_replays():
 
 
 def test_decoder_rejects_configs_and_tokens():
-    with pytest.raises(ValueError, match="lab 07"):
+    with pytest.raises(ValueError, match="head dim 16"):
         D.Decoder(D.TINY)
     dec = D.Decoder(D.SMALL, D.random_weights(D.SMALL, seed=0), capacity=4)
     with pytest.raises(ValueError, match="token"):

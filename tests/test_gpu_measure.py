@@ -3,6 +3,8 @@ little host time next to a bare RawKernel call, decode shapes get a warm time, a
 that aliases an input is refused unless the step is safe in place."""
 import pytest
 
+from kernellab.core.family import of
+
 from conftest import gpu
 from kernellab import add, bench, gemv, measuring, rmsnorm, softmax
 from kernellab.check import check
@@ -64,6 +66,7 @@ CASES = [(softmax, "05_online_vec4", (1, 4096), "float32"),
 def test_launcher_host_cost_near_a_bare_call(fam, name, shape, dt):
     import cupy
     import functools
+    fam = of(fam)
     args = [cupy.asarray(v) for v in fam.make_input(shape, dt)]
     v = fam.variants[name]
     fn = functools.partial(v, *args, out=v.alloc_out(*args))

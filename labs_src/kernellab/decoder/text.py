@@ -188,7 +188,7 @@ def _tokens(decoder, n_more: int, use_graph: bool):
     import cupyx
     rt, s = cupy.cuda.runtime, cupy.cuda.get_current_stream()
     host = cupyx.empty_pinned((n_more + 1,), np.int32)
-    run = decoder.graph() if use_graph else decoder.step
+    run = decoder.step                   # the first step eager: the sampler's scratch exists before a capture
 
     def copy(i):
         rt.memcpyAsync(host.ctypes.data + 4 * i, decoder.token.data.ptr, 4, rt.memcpyDeviceToHost, s.ptr)
@@ -199,6 +199,8 @@ def _tokens(decoder, n_more: int, use_graph: bool):
     pending = copy(0)
     for i in range(1, n_more + 1):
         run()
+        if use_graph and run == decoder.step:
+            run = decoder.graph()
         decoder.host_pos += 1
         nxt = copy(i)
         pending.synchronize()

@@ -87,7 +87,8 @@ class VLM:
             if len(rows):
                 V.replace_image_tokens(emb, feats, drows)
         pos, delta = get_rope_index(ids, image_grid_thw, vc.image_token_id, vc.merge)
-        cos, sin = (cupy.asarray(t) for t in mrope_table(pos, cfg.head_dim, cfg.theta, vc.mrope_section))
+        cos, sin = (cupy.ascontiguousarray(cupy.asarray(t)) for t in mrope_table(pos, cfg.head_dim, cfg.theta,
+                                                                                 vc.mrope_section))
         with clock("prefill"):
             self.dec.reset()
             self.dec.prefill(ids, embeds=emb, rope=(cos, sin), deepstack=(drows, deep) if len(rows) else None)
@@ -102,9 +103,11 @@ class VLM:
         self.prefill(input_ids, pixel_values, image_grid_thw, times)
         clock = _Clock(times)
         with clock("decode"):
-            run = self.dec.graph()
-            for _ in range(n_new - 1):
-                run()
+            if n_new > 1:
+                self.dec.step()              # the first step eager: every launch's scratch exists before a capture
+                run = self.dec.graph()
+                for _ in range(n_new - 2):
+                    run()
         self.dec.host_pos = n + n_new - 1
         return [int(t) for t in self.dec.history[n - 1:n - 1 + n_new].get()]
 
