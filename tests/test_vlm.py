@@ -73,16 +73,11 @@ def test_resize_numpy_is_pils_resample():
 
 
 def _hf_processor():
-    """transformers' PIL image processor with Qwen3-VL-8B-Instruct's settings (transformers 5:
-    Qwen2VLImageProcessorPil; 4.57: the slow Qwen2VLImageProcessor, which is PIL's)."""
+    """transformers' PIL image processor with Qwen3-VL-8B-Instruct's settings (vlm.stages.hf_image_processor)."""
     pytest.importorskip("PIL")
     pytest.importorskip("torch")
-    try:
-        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil as P
-    except ImportError:
-        from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor as P
-    return P(patch_size=16, temporal_patch_size=2, merge_size=2, image_mean=list(M.IMAGE_MEAN),
-             image_std=list(M.IMAGE_STD), size={"shortest_edge": M.MIN_PIXELS, "longest_edge": M.MAX_PIXELS})
+    from kernellab.vlm.stages import hf_image_processor
+    return hf_image_processor()
 
 
 @pytest.mark.parametrize("hw", [(448, 448), (300, 500), (150, 90)], ids=["square", "non-square", "below min_pixels"])

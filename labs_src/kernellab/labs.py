@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 
 LABS = ["measuring", "softmax", "rmsnorm", "add", "gemv", "vision", "vit_block", "attention", "decoder",
-        "torch_decoder"]     # lab 08's torch baselines: a module of their own (torch is optional)
+        "torch_decoder",     # lab 08's torch baselines: a module of their own (torch is optional)
+        "vlm"]               # lab 09's stage table (ours beside transformers)
 
 
 def families(labs=None):

@@ -7,10 +7,14 @@ positions.py   M-RoPE: get_rope_index (3-D positions, the rope delta), the inter
                mrope_table (the per-token cos/sin table lab 07's rope_prefill reads), shifted_table (decode)
 weights.py     VLMConfig (a checkpoint's config.json), transformers' names <-> lab 06's tower layout and lab
                08's decoder names, load_checkpoint
+engine.py      the GPU pipeline (VLM): lab 06's tower per image, lab 05's scatter, lab 08's prefill and token step
+stages.py      the stage table's measurement (make bench: vlm_stages.csv), ours beside transformers, same weights
+report.py      the stage table, its sentences and targets (STAGES_FAMILY), the Orin on paper
+text.py        an image and a question in, the streamed answer out (a local checkpoint's tokenizer)
 reference.py   float64: the tower image by image (lab 06), the scatter (lab 05), the text decoder with
                per-token M-RoPE and DeepStack (lab 08's layer), logits; greedy generation
 
-docs/lab09_plan.md: what the GPU assembly needs."""
+docs/lab09_plan.md: how the pieces fit."""
 from __future__ import annotations
 
 from .preprocess import (  # noqa: F401
@@ -27,3 +31,5 @@ from .reference import (  # noqa: F401
     image_rows, ref_mrope, reference_generate, reference_layer, reference_text, reference_vision, reference_vlm,
     scatter_image_features)
 from .engine import VLM  # noqa: E402,F401  (the GPU pipeline: lab 06's tower, lab 05's scatter, lab 08's prefill and steps)
+from .stages import CASE, HF, LAB08, NEW, OURS, QUESTION, QWEN3_VL_8B, ROOF, STAGES, measure_stages, stage_rows  # noqa: E402,F401
+from .report import FAMILIES, STAGES_FAMILY, TARGETS, orin_on_paper, say_stages, stage_table  # noqa: E402,F401

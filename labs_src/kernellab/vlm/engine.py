@@ -6,7 +6,7 @@
     lab 08's prefill with that table and the DeepStack features added to the image rows after the early
     layers -> the rope delta set on the decoder -> lab 08's token step (graph replays) for every new token.
 
-Stage times (`stages`) are GPU time between CUDA events, each stage on an idle GPU."""
+vlm/stages.py times each stage as a user calls it (bench.wall)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -63,75 +63,58 @@ class VLM:
         feats = cupy.concatenate(main) if main else cupy.zeros((0, self.cfg.hidden), cupy.float16)
         return feats, [cupy.concatenate([d[j] for d in deep]) for j in range(len(deep[0]))] if deep else []
 
-    def prefill(self, input_ids, pixel_values=None, image_grid_thw=None, times: dict | None = None):
-        """The prompt (image tokens included) in one pass; leaves the decoder ready for its first token
-        step (its logits are the prompt's last; its token the argmax). times: filled with each stage's
-        GPU ms when given."""
+    def embed(self, input_ids, feats):
+        """(the prompt's embedding rows with the image features at its image tokens (lab 05's scatter), the image
+        rows on the device)."""
         import cupy
         from .. import vision as V
-        ids = np.asarray(input_ids, np.int64).reshape(-1)
-        cfg, vc = self.cfg, self.vcfg
-        if ids.size == 0 or ids.min() < 0 or ids.max() >= cfg.vocab:
-            raise ValueError(f"input_ids: a non-empty prompt of ids in [0, {cfg.vocab})")
-        rows = image_rows(ids, vc.image_token_id)
-        clock = _Clock(times)
-        feats, deep = (cupy.zeros((0, cfg.hidden), cupy.float16), [])
-        if pixel_values is not None:
-            with clock("tower"):
-                feats, deep = self.encode(pixel_values, image_grid_thw)
+        ids = np.asarray(input_ids).reshape(-1)
+        rows = image_rows(ids, self.vcfg.image_token_id)
         if len(rows) != feats.shape[0]:
             raise ValueError(f"{len(rows)} image tokens in the prompt, {feats.shape[0]} image features")
-        with clock("scatter"):
-            emb = cupy.take(self.dec.embed_w, cupy.asarray(ids.astype(np.int32)), axis=0)
-            drows = cupy.asarray(rows.astype(np.int32))
-            if len(rows):
-                V.replace_image_tokens(emb, feats, drows)
+        emb = cupy.take(self.dec.embed_w, cupy.asarray(ids.astype(np.int32)), axis=0)
+        drows = cupy.asarray(rows.astype(np.int32))
+        if len(rows):
+            V.replace_image_tokens(emb, feats, drows)
+        return emb, drows
+
+    def text_prefill(self, input_ids, emb, rows, deep, image_grid_thw) -> int:
+        """Lab 08's prefill of the embedded prompt with its M-RoPE table and the DeepStack features, then the rope
+        delta set on the decoder for the token steps; returns the delta."""
+        import cupy
+        cfg, vc = self.cfg, self.vcfg
+        ids = np.asarray(input_ids).reshape(-1)
         pos, delta = get_rope_index(ids, image_grid_thw, vc.image_token_id, vc.merge)
         cos, sin = (cupy.ascontiguousarray(cupy.asarray(t)) for t in mrope_table(pos, cfg.head_dim, cfg.theta,
                                                                                  vc.mrope_section))
-        with clock("prefill"):
-            self.dec.reset()
-            self.dec.prefill(ids, embeds=emb, rope=(cos, sin), deepstack=(drows, deep) if len(rows) else None)
+        self.dec.reset()
+        self.dec.prefill(ids, embeds=emb, rope=(cos, sin), deepstack=(rows, deep) if len(rows) else None)
         self.dec.set_rope_delta(int(delta))
         return int(delta)
 
-    def generate(self, input_ids, pixel_values=None, image_grid_thw=None, n_new: int = 32, times=None) -> list:
+    def prefill(self, input_ids, pixel_values=None, image_grid_thw=None) -> int:
+        """The prompt (image tokens included) in one pass: the towers, the scatter, the prefill; leaves the decoder
+        ready for its first token step (its logits are the prompt's last; its token the argmax). Returns the rope
+        delta. Stage by stage: encode, embed, text_prefill (vlm/stages.py times each)."""
+        import cupy
+        ids = np.asarray(input_ids, np.int64).reshape(-1)
+        if ids.size == 0 or ids.min() < 0 or ids.max() >= self.cfg.vocab:
+            raise ValueError(f"input_ids: a non-empty prompt of ids in [0, {self.cfg.vocab})")
+        feats, deep = (self.encode(pixel_values, image_grid_thw) if pixel_values is not None
+                       else (cupy.zeros((0, self.cfg.hidden), cupy.float16), []))
+        emb, rows = self.embed(ids, feats)
+        return self.text_prefill(ids, emb, rows, deep, image_grid_thw)
+
+    def generate(self, input_ids, pixel_values=None, image_grid_thw=None, n_new: int = 32) -> list:
         """Greedy: the prompt's prefill, then n_new - 1 token steps (graph replays); the n_new new tokens."""
         n = int(np.asarray(input_ids).size)
         if n + n_new - 1 > self.dec.capacity:
             raise ValueError(f"{n} + {n_new} tokens do not fit the KV cache ({self.dec.capacity})")
-        self.prefill(input_ids, pixel_values, image_grid_thw, times)
-        clock = _Clock(times)
-        with clock("decode"):
-            if n_new > 1:
-                self.dec.step()              # the first step eager: every launch's scratch exists before a capture
-                run = self.dec.graph()
-                for _ in range(n_new - 2):
-                    run()
+        self.prefill(input_ids, pixel_values, image_grid_thw)
+        if n_new > 1:
+            self.dec.step()                  # the first step eager: every launch's scratch exists before a capture
+            run = self.dec.graph()
+            for _ in range(n_new - 2):
+                run()
         self.dec.host_pos = n + n_new - 1
         return [int(t) for t in self.dec.history[n - 1:n - 1 + n_new].get()]
-
-
-class _Clock:
-    """with clock(stage): GPU ms of the block between CUDA events (synchronised), into times[stage]."""
-
-    def __init__(self, times):
-        self.times = times
-
-    def __call__(self, stage):
-        self.stage = stage
-        return self
-
-    def __enter__(self):
-        if self.times is not None:
-            import cupy
-            cupy.cuda.Device().synchronize()
-            self.s, self.e = cupy.cuda.Event(), cupy.cuda.Event()
-            self.s.record()
-
-    def __exit__(self, *exc):
-        if self.times is not None and exc[0] is None:
-            import cupy
-            self.e.record()
-            self.e.synchronize()
-            self.times[self.stage] = cupy.cuda.get_elapsed_time(self.s, self.e)

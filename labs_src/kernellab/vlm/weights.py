@@ -106,7 +106,7 @@ class VLMConfig:
 def vision_state_dict(W, prefix: str = VISUAL) -> dict:
     """{transformers' name: array} of a tower in lab 06's layout (W.layers, W.mergers: main then DeepStack,
     W.patch); the patch matrix is reshaped to the Conv3d's [1152, 3, 2, 16, 16]."""
-    sd = {f"{prefix}patch_embed.proj.weight": np.asarray(W.patch["w"]).reshape(VB.HIDDEN, 3, 2, 16, 16),
+    sd = {f"{prefix}patch_embed.proj.weight": W.patch["w"].reshape(VB.HIDDEN, 3, 2, 16, 16),   # NumPy or CuPy
           f"{prefix}patch_embed.proj.bias": W.patch["b"], f"{prefix}pos_embed.weight": W.patch["pos"]}
     for i, L in enumerate(W.layers):
         sd.update({f"{prefix}blocks.{i}.{hf}.{wb}": L[f"{ours}_{wb[0]}"] for hf, ours in BLOCK_NAMES.items()
@@ -152,9 +152,10 @@ def text_state_dict(W: dict) -> dict:
     return {(k if k == "lm_head.weight" else TEXT + k.removeprefix("model.")): v for k, v in W.items()}
 
 
-def random_vision(vcfg: VLMConfig, seed: int = 0) -> SimpleNamespace:
-    """A tower's weights in Qwen3-VL's drawing (lab 06's laws, fp16) for vcfg's depth and DeepStack blocks."""
-    return VB.weights(layers=vcfg.vision_depth, mergers=1 + len(vcfg.deepstack), seed=seed, model="qwen3-vl")
+def random_vision(vcfg: VLMConfig, seed: int = 0, xp=np) -> SimpleNamespace:
+    """A tower's weights in Qwen3-VL's drawing (lab 06's laws, fp16) for vcfg's depth and DeepStack blocks
+    (xp=cupy: drawn on the GPU)."""
+    return VB.weights(layers=vcfg.vision_depth, mergers=1 + len(vcfg.deepstack), seed=seed, model="qwen3-vl", xp=xp)
 
 
 def load_checkpoint(directory, dtype=np.float16):
