@@ -56,6 +56,10 @@ from .prose import (
     say_f16w_switch, say_f32_pair, say_fp16_fast, say_fp16_v2, say_int8_pair, say_int32_offsets, say_issue_caps,
     say_limits, say_seed_times, say_unroll, say_w8a16, span)
 
+from .report import (AS_WRITTEN, as_written, as_written_cases, as_written_claims, as_written_names,   # the report's
+                     as_written_ptx, check_as_written)                                            # kernels as written
+from .prose import default_said, say_as_written
+
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
 
 _PARTS = tuple(sys.modules[f"{__name__}.{p}"] for p in ("reference", "layout", "steps", "prefill", "report", "ablation"))

@@ -39,10 +39,14 @@ def say_f32_pair(f32) -> None:
 
 
 def say_int8_pair(i8) -> None:
-    """The report's int8 before/after pair at 4096 x 4096, and the course's 05 -> 06."""
-    results.say(f"The report's pair at 4096×4096, its `sdata` before (31) and `char4` + `float4` after (06): "
-                f"{results.compare_text(i8, '06_int8_char4', '31_int8_sdata', QO8)} (the report: 1.08× on Orin); the "
-                f"course's 05 → 06, which makes five changes (the ablations below take them apart): "
+    """The report's int8 pair at 4096 x 4096 as it writes it (31 -> 38), the course's one change to its
+    after (38 -> 06: one scale lookup per 4 elements), and the course's 05 -> 06."""
+    results.say(f"The report's pair at 4096×4096 as it writes it, its `sdata` before (31) and `char4` + `float4` after "
+                "with 4 scale lookups per 4 elements (38): "
+                f"{results.compare_text(i8, '38_int8_char4_scale4', '31_int8_sdata', QO8)} "
+                f"(the report: 1.08× on an Orin); one scale lookup per 4 elements (38 → 06): "
+                f"{results.compare_text(i8, '06_int8_char4', '38_int8_char4_scale4', QO8)}; the course's 05 → 06, which "
+                f"makes five changes (the ablations below take them apart): "
                 f"{results.compare_text(i8, '06_int8_char4', '05_int8_scalar', QO8)} ({results.source(i8)}).")
 
 
@@ -105,7 +109,8 @@ def issue_caps(f, li) -> str:
     issue, roof = value(f, "instruction issue ceiling"), value(f, "read roof")
     per = dict(zip(li["step"], li["instructions per weight byte"]))
     cap = {s_: issue / per[s_] for s_ in ("25_int8_fast", "26_int4_awq")}
-    bound = lambda g: "below the read roof: issue-bound" if g < roof else "above the read roof: issue alone does not bind"  # noqa: E731
+    bound = lambda g: ("below the read roof: by this count alone, issue would bind before the bytes" if g < roof  # noqa: E731
+                       else "above the read roof: by this count, issue does not bind")
     return ("Not measured or recorded yet." if roof != roof else
             f"At the measured issue ceiling ({issue:,.0f} G instructions/s, lab 00), the PTX count caps step 25 (int8) "
             f"at {cap['25_int8_fast']:,.0f} GB/s of weights ({bound(cap['25_int8_fast'])}) and step 26 (int4) at "
@@ -116,9 +121,12 @@ def issue_caps(f, li) -> str:
 def say_issue_caps(fund, li) -> None:
     """issue_caps for the device on screen, then why a PTX count is only a lower bound."""
     results.each_device(fund, lambda f: issue_caps(f, li))
-    results.say("A PTX count is only a lower bound on the instructions: ptxas adds address arithmetic, and the loads "
-                "themselves compete for the L1 (step 25 reads 4 bytes of fp32 x per weight byte). The compute-only "
-                "build below measures the instructions directly, and its verdict is the one to keep.")
+    built = ", ".join(dict.fromkeys(BEST[p][:2] for p in ("int8", "int4", "w8a16")))
+    results.say("A PTX count is a guide to the instructions, not a count of them: ptxas adds address arithmetic and "
+                "may fold moves, and the loads themselves compete for the L1 (step 25 reads 4 bytes of fp32 x per "
+                f"weight byte). The compute-only build below measures the instructions of the default steps ({built}) "
+                "directly, and its verdict is the one to keep"
+                + ("; step 26 has no such build, so its cap above stays a model." if "26" not in built else "."))
 
 
 def int4_tiles_said(part) -> str:
@@ -135,11 +143,30 @@ def say_w8a16(w8t, w8) -> None:
     if w8t.empty:
         results.say("Not measured or recorded yet.")
     for dev, d in w8t.groupby("device", sort=False):
-        results.say(f"Step {b29[:2]}: not recorded yet ({dev})." if d[col].isna().all() else
+        results.say(f"No row of step {b29[:2]} in this record ({dev}): the record predates the step; `make bench` "
+                    "on that GPU adds it." if d[col].isna().all() else
                     f"With fp16 activations, the int8 GEMV (step {b29[:2]}) runs at "
                     f"**{d[col].min():.2f}–{d[col].max():.2f}×** our fastest fp16 GEMV over these shapes, against "
                     f"{d[vs8].min():.2f}–{d[vs8].max():.2f}× the fp32-x int8 step ({dev}).")
     results.each_device(w8, lambda part: results.summary(part, "37_w8a16_tiles", "29_int8_w8a16"))
+
+
+def default_said(part, w8) -> str:
+    """Whether the int4 and W8A16 defaults (gemv.BEST) beat the step they follow beyond the noise, and at how
+    many shapes: a default that is within noise somewhere is a choice there, not a measured best."""
+    from ..core.results import ratio_band, within_noise
+    said = []
+    for d, path, before in ((part, "int4", "28_int4_mma"), (w8, "w8a16", "29_int8_w8a16")):
+        step = BEST[path]
+        got = [m for m in (ratio_band(d, step, before, c) for c in results.cases(d, step)) if m.ok]
+        if not got:
+            said.append(f"`{step}` ({path}): not in this record yet")
+            continue
+        won = sum(m.value > 1 and not within_noise(m) for m in got)
+        said.append(f"`{step}` ({path}) is faster than `{before}` beyond the noise at **{won} of {len(got)}** shapes")
+    return ("`gemv.BEST` makes these the defaults that lab 08's token step runs: " + "; ".join(said)
+            + f" ({results.source(part)}). Where a default is within noise of the step before it, it is a choice "
+            "(a layout an engine makes once, at load time), not a measured gain at that shape.")
 
 
 def span(d, col, step) -> str:
@@ -225,3 +252,43 @@ def launch_share(d) -> str:
             f"(the fastest there) {t:.1f} µs at 4096×4096; at the read roof the 32 MiB of weights alone would take "
             f"{2 * 4096 * 4096 / rv['read_gbps'] / 1e3:.1f} µs, and the read-only kernel of those bytes takes "
             f"{tf:.1f} µs ({results.source(d)}).")
+
+
+def say_as_written(tab, aw, claims_tab) -> None:
+    """as_written's table read out: where the course's step is faster than the report's kernel as written
+    beyond the noise, within it, or slower (the device on screen); the report's own Orin times, comparable
+    only on an Orin; and the report's pairs on its own kernels (as_written_claims) by verdict."""
+    from ..core.device import facts, is_live
+    from ..core.frame import short_device
+    import pandas as pd
+    d = results.one_source(pd.concat([f for f in aw if f is not None and len(f)], ignore_index=True))
+    if tab.empty or d is None or d.empty:
+        results.say("Not measured here and not recorded yet: a GPU (or `make bench`) times the report's kernels.")
+        return
+    by = {w: [f"`{a}` → `{c}`" for a, c in zip(tab["as written"], tab["the course's"])
+              if tab.loc[tab["as written"] == a, "noise rule"].iloc[0] == w] for w in tab["noise rule"].unique()}
+    parts = [f"{len(v)} {w} ({', '.join(v)})" for w, v in by.items()]
+    results.say("The report's kernels as written against the course's (the column `the change` says what lies "
+                "between them), at the report's shapes: "
+                + "; ".join(parts) + f" ({results.source(d)}). "
+                + ("" if is_live() else "The checks above ran the NumPy reference only (no GPU here); "
+                   "`tests/test_gemv.py` runs the kernels as written on the CPU (core.emulate) against it."))
+    f = facts(d)
+    seed = {"38_int8_char4_scale4": SEED_MS["int8"], "39_fp16_f32out_v2": SEED_MS["fp16 in, fp32 out"]}
+    if f.get("arch") == "sm_87":          # the report's GPU: its times are comparable, at 4096 x 4096
+        said = [f"`{s}` {time_us(d, s, case_key((4096, 4096), dt)) / 1e3:.3f} ms here "
+                f"against the report's {ms:.3f} ms" for s, (_, dt, ms) in seed.items()]
+        results.say("On an Orin, like the report's: " + "; ".join(said) + f" ({results.source(d)}).")
+    else:
+        results.say("The report's own times of its afters at 4096×4096 ("
+                    + ", ".join(f"`{s}` {ms:.3f} ms" for s, (_, _, ms) in seed.items())
+                    + f") are **not comparable here**: the report timed them on a Jetson Orin (sm_87, 16 SMs, LPDDR5), "
+                    f"and this frame is from {short_device(f.get('device', 'another GPU'))} ({f.get('sms', '?')} SMs, "
+                    f"{f.get('arch', '?')}). A time does not carry from one GPU to another; a ratio of two steps timed "
+                    "on one GPU is what the claims below judge.")
+    if len(claims_tab):
+        v = claims_tab["verdict"].value_counts()
+        results.say(f"The report's pairs that the claims file times on its kernels as written: {len(claims_tab)} rows, "
+                    + ", ".join(f"{k} **{n}**" for k, n in v.items()) + " (the table below; the verdict rule as for "
+                    "every claim: within noise where the p10–p90 bands overlap, else the measured ratio against the "
+                    "report's).")

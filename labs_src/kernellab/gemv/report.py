@@ -191,3 +191,110 @@ GEMV = Family(
     bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
     case_key=case_key, record_cases=RECORD_CASES, tolerance=tolerance, roof="read", targets=_targets(),
     about="lab 04: GEMV, the matmul report's kernels before/after and beyond")
+
+
+# ---- the report's kernels as it writes them, each beside the course's own (issue 34, item 5) -----
+# (the report's kernel, where seed 002 writes it (lines), the step as written, the course's step, the
+# change from the first to the second, the family (name), the data path, the shape: the report's own)
+AS_WRITTEN = (
+    ("matmul_kernel_cu_fp32<128,1>, before", "66-72", "30_f32_sdata_float4", "03_f32_float4",
+     "a register sum (no sdata[], one __syncthreads fewer)", "gemv", "float32", (4096, 4096)),
+    ("matmul_kernel_cu_fp32int8<128,1>, before", "76-85", "31_int8_sdata", "05_int8_scalar",
+     "a register sum (no sdata[], one __syncthreads fewer)", "gemv", "int8", (4096, 4096)),
+    ("matmul_kernel_cu_fp32int8<128,1>, after", "209-217", "38_int8_char4_scale4", "06_int8_char4",
+     "one scale lookup per 4 elements (the report looks up 4)", "gemv", "int8", (4096, 4096)),
+    ("gemv_pure_fp16_kernel_v2<32,8>, after", "107-113, 222-238", "33_fp16_v2_ldg", "10_fp16_v2",
+     "a load of its own per accumulator: 4 loads in flight per lane, not 1", "gemv", "float16", (4096, 4096)),
+    ("gemv_fp16_input_fp16_weight_fp32_output<8,4>, after", "124-131, 247-250", "39_fp16_f32out_v2",
+     "12_fp16_f32out_ilp", "a load of its own per accumulator: 4 loads in flight per lane, not 1", "gemv_logits",
+     "fp16_f32out", (4096, 4096)),
+    ("batched_matmul_fp16_weight_kernel<256>, before", "92-97", "40_batched_f16w_sdata", "14_batched_f16w_half2",
+     "__ldg, fmaf and a register sum (no sdata[])", "gemv_batched", "f32_fp16w", (128, 4096, 4096)),
+    ("batched_gemm_pure_fp16_kernel<256>, before", "114-120", "41_batched_fp16_sdata", "16_batched_fp16_half2",
+     "__ldg, fmaf and a register sum (no sdata[])", "gemv_batched", "float16", (128, 4096, 4096)),
+    ("fp32_to_fp16_kernel, before", "99-105", "42_f32_to_f16_x2_plain", "18_f32_to_f16_x2", "__ldg on the input",
+     "gemv_convert", "f32_to_f16", (512 * 12288,)),
+    ("fp16_to_fp32_kernel, before", "99-105", "43_f16_to_f32_x2_plain", "20_f16_to_f32_x2", "__ldg on the input",
+     "gemv_convert", "f16_to_f32", (512 * 12288,)),
+)
+REPORT_OWN = ("04_f32_ldg", "11_fp16_f32out_half2", "32_fp16_v2_plain", "34_batched_f32_sdata", "13_batched_f32",
+              "15_batched_f16w_half2x2", "17_batched_fp16_float4", "19_f32_to_f16_x4", "21_f16_to_f32_x4")
+# ^ the report's other kernels, which the course's ladder keeps as the report writes them (their Why comments)
+AS_WRITTEN_PTX = {   # the instruction each change shows in the PTX (sm_87, the report's GPU)
+    "a register sum": r"bar\.sync", "one scale lookup": r"ld\.global\.nc\.f32", "a load of its own": r"ld\.global\.nc\.v4",
+    "__ldg, fmaf": r"ld\.global\.nc", "__ldg on": r"ld\.global\.nc"}
+
+
+def as_written_cases(family_name) -> list:
+    """The (shape, data path) cases of AS_WRITTEN's rows of one family: what bench.compare times for them."""
+    return list(dict.fromkeys((s, dt) for *_, fam, dt, s in AS_WRITTEN if fam == family_name))
+
+
+def as_written_names(family_name) -> list:
+    """The steps of AS_WRITTEN's rows of one family, each as written then the course's, and the report's other
+    kernels in that family (REPORT_OWN), so the frame holds each of the report's pairs."""
+    from .prefill import BATCHED, CONVERT
+    from .steps import LOGITS
+    fam = {f.name: f for f in (GEMV, LOGITS, BATCHED, CONVERT)}[family_name]
+    rows = [n for _, _, w, c, _, f, _, _ in AS_WRITTEN if f == family_name for n in (w, c)]
+    return list(dict.fromkeys(rows + [n for n in REPORT_OWN if n in fam.variants]))
+
+
+def as_written_ptx(arch: str = "sm_87"):
+    """Each row's change in the PTX (the report's GPU by default): the instruction it touches, counted in
+    the step as written and in the course's (a count, no GPU needed)."""
+    import pandas as pd
+    from ..core.build import ptx
+    rows = []
+    for _, _, w, c, change, *_ in AS_WRITTEN:
+        pat = next(v for k, v in AS_WRITTEN_PTX.items() if change.startswith(k))
+        rows.append({"as written": w, "the course's": c, "the change": change, f"PTX ({arch}) lines": pat,
+                     "count as written": len(ptx(FAMILY, w, arch, grep=pat)),
+                     "count in the course's": len(ptx(FAMILY, c, arch, grep=pat))})
+    return pd.DataFrame(rows)
+
+
+def as_written(frames):
+    """The report's kernels as written against the course's, at the report's own shapes, from the frames on
+    screen (the device that speaks first: the live GPU, or the reference record): each one's time and the
+    course's, time(as written) / time(course's) and the noise rule's word (p10-p90 bands apart or not)."""
+    import pandas as pd
+    from ..core.results import band, one_source, ratio_band, within_noise
+    d = one_source(pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True))
+    rows = []
+    for kern, lines, w, c, change, fam, dt, shape in AS_WRITTEN:
+        case = case_key(shape, dt)
+        m = ratio_band(d, c, w, case) if d is not None else None
+        word = ("not recorded here yet" if m is None or not m.ok else "within noise" if within_noise(m)
+                else "course's faster" if m.value > 1 else "course's slower")
+        rows.append({"the report's kernel": kern, "seed 002, lines": lines, "as written": w, "the course's": c,
+                     "case": case, "as written µs": band(d, w, case).value if d is not None else float("nan"),
+                     "course's µs": band(d, c, case).value if d is not None else float("nan"),
+                     "as written / course's": m.value if m is not None else float("nan"), "noise rule": word})
+    out = pd.DataFrame(rows).round(2)
+    out.attrs["device"] = d["device"].iloc[0] if d is not None and len(d) and "device" in d else None
+    return out
+
+
+def check_as_written() -> None:
+    """Each AS_WRITTEN step and the course's beside it, checked against the float64 reference on its
+    family's awkward cases (check.variants: compile-only, it says what it could not run)."""
+    from ..core.check import variants
+    from .prefill import BATCHED, CONVERT
+    from .steps import LOGITS
+    for fam in (GEMV, LOGITS, BATCHED, CONVERT):
+        variants(fam, as_written_names(fam.name))
+
+
+def as_written_claims(frames):
+    """The lab's claims rows (results.claims: docs/claims.csv judged by the one rule, from the same frames)
+    that time the report's before against its after, both as the report writes them, one of them a step of
+    AS_WRITTEN: the report's pairs judged on its own kernels."""
+    from ..core.results import claims
+    from .prefill import BATCHED, CONVERT
+    from .steps import LOGITS
+    tab = claims("04_gemv", list(frames), [GEMV, LOGITS, BATCHED, CONVERT])
+    steps = {w for _, _, w, *_ in AS_WRITTEN} | set(REPORT_OWN)
+    pair = [h.split(" at ")[0].split(" vs ") for h in tab["how"]] if len(tab) else []
+    keep = [len(p) == 2 and set(p) <= steps and bool(set(p) - set(REPORT_OWN)) for p in pair]
+    return tab[keep].reset_index(drop=True) if len(tab) else tab
