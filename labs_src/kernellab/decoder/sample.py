@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.family import Family
-from ..core.launch import aligned, int32_size, launch, require, variant
+from ..core.launch import aligned, launch, require, variant
 from .config import FAMILY, NAME
-from .steps import ARGMAX_MAX_BLOCKS, ARGMAX_THREADS, _scratch, argmax_blocks, argmax_into
+from .steps import ARGMAX_MAX_BLOCKS, ARGMAX_THREADS, _scratch, argmax_blocks, argmax_into, token_args
 
 SAMPLE_THREADS = 256
 MAX_PARTS = 1024            # the final block scans at most this many chunk sums
@@ -132,19 +132,9 @@ def sample_into(x, token, state=None, history=None, *, temperature=1.0, top_k=0,
     history[position] = token and both move on by one, as argmax_into), else `position`. Checks every
     argument before any launch; temperature 0 or top_k 1 is argmax_into itself. Graph-capturable."""
     check_params(temperature, top_k, top_p, seed)
-    require(x, "logits", dtype="float32", ndim=1)
-    n = int32_size(x.shape[0])
-    if n == 0:
-        raise ValueError("logits: sampling from an empty array")
-    require(token, "token", dtype="int32", shape=(1,))
-    cap, sptr, hptr = 0, np.uint64(0), np.uint64(0)
-    if state is not None:
-        require(state, "state", dtype="int32", shape=(2,))
-        sptr = state
-        if history is not None:
-            require(history, "history", dtype="int32", ndim=1)
-            hptr, cap = history, history.shape[0]
-    elif isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not 0 <= position < 2 ** 31:
+    n, sptr, hptr, cap = token_args(x, token, state, history)
+    if state is None and (isinstance(position, bool) or not isinstance(position, (int, np.integer))
+                          or not 0 <= position < 2 ** 31):
         raise ValueError(f"position: expected an int in [0, 2^31), got {position!r}")
     if temperature == 0 or top_k == 1:
         return argmax_into(x, token, state, history)

@@ -106,14 +106,13 @@ def _alloc_token(x, *_):
     return cupy.empty((1,), cupy.int32)
 
 
-def argmax_into(x, token, state=None, history=None):
-    """token[0] = numpy.argmax(x) (x fp32 [n], n >= 1; token int32 [1]). With state (int32 [2]:
-    position, length) the second pass also writes history[position] = token (when position <
-    len(history)) and adds 1 to both: the token step's bookkeeping, inside its last launch."""
+def token_args(x, token, state=None, history=None):
+    """Checks the logits (fp32 [n], n >= 1), token (int32 [1]) and the optional state (int32 [2]) and
+    history (int32 [m]) of argmax_into / sample_into; returns (n, state pointer, history pointer, m)."""
     require(x, "logits", dtype="float32", ndim=1)
     n = int32_size(x.shape[0])
     if n == 0:
-        raise ValueError("logits: argmax of an empty array")
+        raise ValueError("logits: an empty array has no token")
     require(token, "token", dtype="int32", shape=(1,))
     cap, sptr, hptr = 0, np.uint64(0), np.uint64(0)
     if state is not None:
@@ -122,6 +121,14 @@ def argmax_into(x, token, state=None, history=None):
         if history is not None:
             require(history, "history", dtype="int32", ndim=1)
             hptr, cap = history, history.shape[0]
+    return n, sptr, hptr, cap
+
+
+def argmax_into(x, token, state=None, history=None):
+    """token[0] = numpy.argmax(x) (x fp32 [n], n >= 1; token int32 [1]). With state (int32 [2]:
+    position, length) the second pass also writes history[position] = token (when position <
+    len(history)) and adds 1 to both: the token step's bookkeeping, inside its last launch."""
+    n, sptr, hptr, cap = token_args(x, token, state, history)
     blocks = argmax_blocks(n)
     pv = _scratch("argmax_v", (ARGMAX_MAX_BLOCKS,), np.float32)
     pi = _scratch("argmax_i", (ARGMAX_MAX_BLOCKS,), np.int32)

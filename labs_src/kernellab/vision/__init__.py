@@ -73,7 +73,7 @@ from .layout import (
     tr_half2, tr_input_half2, tr_input_order, _tr_tile, tr_tile, tr_tile8, _tr_torch, tr_vec8, _tr_wide,
     transpose_head_token)
 from .seed import (
-    SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD, _sr16_alloc, _sr16_check, sr16_fma, sr16_scalar, _sr16_step, _sr16_torch,
+    SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD, _sr16_alloc, _sr16_check, sr16_fma, sr16_scalar, _sr16_torch,
     split_rope_transpose_f16tab, _th_alloc, _th_check, _th_cupy, th_half2, _th_torch, th_vec8, transpose_token_head)
 from .ablation import (
     ABLATION, ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE, _op_ablation)
@@ -82,6 +82,8 @@ from .report import (
     FMAF_STEPS, fmaf_table, pos_interp_said, say_ablation_rule, say_barriers, say_bias_gelu, say_bias_residual,
     say_fmaf, say_gelu, say_gelu_gap, say_layernorm, say_patch_embed, say_rope_fma, say_softmax, say_spatial_merge,
     say_split_rope, say_transpose)
+from .report import (AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,   # the report's
+                     raised_note, raised_said, say_as_written)                                   # kernels as written
 
 FAMILIES = [LAYERNORM, GELU, GELU_ERF, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
             SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE, *ABLATION, SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD]

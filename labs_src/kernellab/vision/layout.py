@@ -7,12 +7,11 @@ import functools
 
 import numpy as np
 
-from ..core.device import torch as _torch
 from ..core.launch import aligned, int32_size as _size_ok, launch, out_like, require, variant
 from .reference import (
     FAMILY, HEAD_DIM, HEADS, SR2_TILE, SR2_U, SR_TILE, TOKENS, TR_TILE, _act, _cast, _grid_ok, _head_dim,
     _sr_input, _sr_ref, ref_transpose_head_token, rope_tables)
-from .steps import FP16, _best, _key, _op, _tt
+from .steps import FP16, _best, _key, _op, _torch_baseline
 
 
 # ================================================================================================
@@ -29,7 +28,11 @@ def _sr_check(qkv, cos, sin, out):
     if D == 0 or qkv.shape[1] % (3 * D):
         raise ValueError(f"qkv has {qkv.shape[1]} columns: expected 3 * heads * head_dim with head_dim = "
                          f"2 * cos.shape[1] = {D}")
-    H = qkv.shape[1] // (3 * D)
+    return _qkv_out(qkv, out, N, qkv.shape[1] // (3 * D), D)
+
+
+def _qkv_out(qkv, out, N, H, D):
+    """(q, k, v) of [H, N, D] fp16: out checked, or allocated where None; returns (out, N, H, D)."""
     _size_ok(qkv.size)
     if out is None:
         import cupy
@@ -54,19 +57,19 @@ def _grid_y(N):
         raise ValueError(f"{N} tokens: steps 18 and 19 launch one block row per token (grid.y <= 65535)")
 
 
-def _sr_seed_step(kernel, threads, vec, doc=None):
-    """Steps 18-19 and their ablations: one block of `threads` per (head, token). vec: None for
-    step 18's kernel (no vec argument), True for step 19's 16-byte V copy where D and alignment
-    allow it, False for step 19's kernel copying V by halves."""
+def _sr_seed_step(kernel, threads, vec, doc=None, check=_sr_check, alloc=_sr_alloc):
+    """Steps 18-19 and their ablations (34-35 with seed.py's fp16-table check and alloc): one block of
+    `threads` per (head, token). vec: None for step 18's kernel (no vec argument), True for step 19's
+    16-byte V copy where D and alignment allow it, False for step 19's kernel copying V by halves."""
     def run(qkv, cos, sin, out=None):
-        (q, k, v), N, H, D = _sr_check(qkv, cos, sin, out)
+        (q, k, v), N, H, D = check(qkv, cos, sin, out)
         _grid_y(N)
         if N:
             extra = () if vec is None else (int(vec and D % 8 == 0 and aligned(16, qkv, v)),)
             launch(FAMILY, f"vision_{kernel}", (H, N), (threads,), (qkv, cos, sin, q, k, v, N, H, D) + extra)
         return q, k, v
     run.__name__, run.__doc__ = kernel, doc
-    return variant(dtypes=FP16, alloc_out=_sr_alloc)(run)
+    return variant(dtypes=FP16, alloc_out=alloc)(run)
 
 
 sr_scalar = _sr_seed_step("18_split_rope_scalar", 64, None)
@@ -107,16 +110,19 @@ def _sr_tile(name, tile=SR2_TILE, one_pass=False, doc=None):
 sr_tile = _sr_tile("27_split_rope_tile", doc="Step 27: token tiles, 32-bit indices, 3 items in flight per thread.")
 
 
-def _sr_torch(qkv, cos, sin):
+@_torch_baseline
+def _sr_torch(torch, tq, tc, ts):
     """torch eager, HF's apply_rotary_pos_emb_vision style: split, rotate-half in float32,
     transpose to [H, N, D] (several kernels, temporaries)."""
-    torch = _torch()
-    if torch is None:
-        return None
-    tq, tc, ts = _tt(qkv, cos, sin)
-    N, D = qkv.shape[0], 2 * cos.shape[1]
-    H = qkv.shape[1] // (3 * D)
-    c2, s2 = torch.cat([tc, tc], -1)[:, None, :], torch.cat([ts, ts], -1)[:, None, :]
+    return _rope_torch(torch, tq, torch.cat([tc, tc], -1), torch.cat([ts, ts], -1))
+
+
+def _rope_torch(torch, tq, c, s):
+    """The torch eager call over qkv [N, 3 H D] and full-width tables c, s [N, D]: split, rotate-half
+    in float32, transpose q, k, v to [H, N, D]."""
+    N, D = c.shape
+    H = tq.shape[1] // (3 * D)
+    c2, s2 = c.float()[:, None, :], s.float()[:, None, :]
 
     def run():
         q, k, v = tq.view(N, 3, H, D).unbind(1)
@@ -180,40 +186,35 @@ def _tr_alloc(o):
     return cupy.empty((o.shape[1], o.shape[0] * o.shape[2]), cupy.float16)
 
 
-@variant(dtypes=FP16, alloc_out=_tr_alloc)
-def tr_half2(o, out=None):
-    out_, H, N, D = _tr_check(o, out)
-    if o.size:
-        vec = int(D % 2 == 0 and aligned(4, o, out_))
-        items = H * N * (-(-D // 2))
-        launch(FAMILY, "vision_21_transpose_half2", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
-    return out_
-
-
-@variant(dtypes=FP16, alloc_out=_tr_alloc)
-def tr_input_half2(o, out=None):
-    """Step 31: the seed's before, one half2 per thread, walked in input order (as step 29)."""
-    out_, H, N, D = _tr_check(o, out)
-    if o.size:
-        vec = int(D % 2 == 0 and aligned(4, o, out_))
-        items = H * N * (-(-D // 2))
-        launch(FAMILY, "vision_31_transpose_input_half2", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
-    return out_
-
-
-def _tr_wide(name, doc):
-    """Steps 22 and 29: 8, 2 or 1 halves per load (as aligned), walked in output or input order."""
+def _tr_half2(name, doc=None, check=_tr_check, alloc=_tr_alloc):
+    """Steps 21, 31 and 32: one half2 per thread (one half where D is odd or a base misaligned)."""
     def run(o, out=None):
-        out_, H, N, D = _tr_check(o, out)
+        out_, H, N, D = check(o, out)
+        if o.size:
+            vec = int(D % 2 == 0 and aligned(4, o, out_))
+            items = H * N * (-(-D // 2))
+            launch(FAMILY, f"vision_{name}", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
+        return out_
+    run.__name__, run.__doc__ = name, doc
+    return variant(dtypes=FP16, alloc_out=alloc)(run)
+
+
+def _tr_wide(name, doc, check=_tr_check, alloc=_tr_alloc):
+    """Steps 22, 29 and 33: 8, 2 or 1 halves per load (as aligned), walked in output or input order."""
+    def run(o, out=None):
+        out_, H, N, D = check(o, out)
         if o.size:
             vec = 8 if D % 8 == 0 and aligned(16, o, out_) else 2 if D % 2 == 0 and aligned(4, o, out_) else 1
             items = H * N * (-(-D // vec))
             launch(FAMILY, f"vision_{name}", (-(-items // 256),), (256,), (o, out_, H, N, D, vec))
         return out_
     run.__name__, run.__doc__ = name, doc
-    return variant(dtypes=FP16, alloc_out=_tr_alloc)(run)
+    return variant(dtypes=FP16, alloc_out=alloc)(run)
 
 
+tr_half2 = _tr_half2("21_transpose_half2")
+tr_input_half2 = _tr_half2("31_transpose_input_half2",
+                           "Step 31: the seed's before, one half2 per thread, walked in input order (as step 29).")
 tr_vec8 = _tr_wide("22_transpose_vec8", "Step 22: 8 halves per load, walked in output order.")
 tr_input_order = _tr_wide("29_transpose_input_order",
                           "Step 29: step 22's loads (8, 2 or 1 halves) walked in input order, as the seed draws it.")
@@ -247,12 +248,9 @@ def _tr_cupy(o):
     return lambda: cupy.copyto(out.reshape(N, H, D), o.transpose(1, 0, 2))
 
 
-def _tr_torch(o):
-    torch = _torch()
-    if torch is None:
-        return None
-    (to,) = _tt(o)
-    H, N, D = o.shape
+@_torch_baseline
+def _tr_torch(torch, to):
+    H, N, D = to.shape
     out = torch.empty((N, H, D), dtype=to.dtype, device=to.device)
     return lambda: out.copy_(to.transpose(0, 1))
 

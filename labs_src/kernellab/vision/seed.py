@@ -5,12 +5,11 @@ transpose from [N, H, D] back to [H, N, D] that the report optimised and then de
 (TRANSPOSE_TOKEN_HEAD, steps 32 -> 33). Each: launchers, baselines, Family, public call."""
 from __future__ import annotations
 
-from ..core.device import torch as _torch
-from ..core.launch import aligned, int32_size as _size_ok, launch, out_like, require, variant
-from .layout import _grid_y
-from .reference import (FAMILY, HEAD_DIM, HEADS, TOKENS, _cast, _sr16_input, _sr16_ref, _th_input,
+from ..core.launch import int32_size as _size_ok, out_like, require
+from .layout import _qkv_out, _rope_torch, _sr_seed_step, _tr_half2, _tr_wide
+from .reference import (HEAD_DIM, HEADS, TOKENS, _cast, _sr16_input, _sr16_ref, _th_input,
                         ref_transpose_token_head)
-from .steps import FP16, _best, _key, _op, _tt
+from .steps import _best, _key, _op, _torch_baseline
 
 
 # ================================================================================================
@@ -26,16 +25,7 @@ def _sr16_check(qkv, cos, sin, out):
     if D == 0 or D % 2 or qkv.shape[1] % (3 * D):
         raise ValueError(f"qkv has {qkv.shape[1]} columns: expected 3 * heads * head_dim with head_dim = "
                          f"cos.shape[1] = {D} (even: the seed's tables are [N, head_dim])")
-    H = qkv.shape[1] // (3 * D)
-    _size_ok(qkv.size)
-    if out is None:
-        out = _sr16_alloc(qkv, cos, sin)
-    else:
-        if len(out) != 3:
-            raise ValueError("out: expected a tuple (q, k, v)")
-        for nm, o in zip("qkv", out):
-            require(o, f"out {nm}", dtype="float16", shape=(H, N, D))
-    return out, N, H, D
+    return _qkv_out(qkv, out, N, qkv.shape[1] // (3 * D), D)
 
 
 def _sr16_alloc(qkv, cos, sin):
@@ -44,45 +34,18 @@ def _sr16_alloc(qkv, cos, sin):
     return tuple(cupy.empty((qkv.shape[1] // (3 * D), N, D), cupy.float16) for _ in range(3))
 
 
-def _sr16_step(kernel, threads, vec, doc=None):
-    """Steps 34 and 35: one block of `threads` per (head, token), as steps 18 and 19. vec: None for
-    step 34 (no vec argument), True for step 35's 16-byte V copy where D and alignment allow it."""
-    def run(qkv, cos, sin, out=None):
-        (q, k, v), N, H, D = _sr16_check(qkv, cos, sin, out)
-        _grid_y(N)
-        if N:
-            extra = () if vec is None else (int(vec and D % 8 == 0 and aligned(16, qkv, v)),)
-            launch(FAMILY, f"vision_{kernel}", (H, N), (threads,), (qkv, cos, sin, q, k, v, N, H, D) + extra)
-        return q, k, v
-    run.__name__, run.__doc__ = kernel, doc
-    return variant(dtypes=FP16, alloc_out=_sr16_alloc)(run)
+sr16_scalar = _sr_seed_step("34_split_rope_scalar_f16tab", 64, None,
+                            "Step 34: the seed's before with its fp16 [N, D] tables (step 18's kernel otherwise).",
+                            check=_sr16_check, alloc=_sr16_alloc)
+sr16_fma = _sr_seed_step("35_split_rope_fma_f16tab", 128, True,
+                         "Step 35: the seed's after with its fp16 [N, D] tables (step 19's kernel otherwise).",
+                         check=_sr16_check, alloc=_sr16_alloc)
 
 
-sr16_scalar = _sr16_step("34_split_rope_scalar_f16tab", 64, None,
-                         "Step 34: the seed's before with its fp16 [N, D] tables (step 18's kernel otherwise).")
-sr16_fma = _sr16_step("35_split_rope_fma_f16tab", 128, True,
-                      "Step 35: the seed's after with its fp16 [N, D] tables (step 19's kernel otherwise).")
-
-
-def _sr16_torch(qkv, cos, sin):
+@_torch_baseline
+def _sr16_torch(torch, tq, tc, ts):
     """torch eager over the same fp16 [N, D] tables: split, rotate-half in float32, transpose to [H, N, D]."""
-    torch = _torch()
-    if torch is None:
-        return None
-    tq, tc, ts = _tt(qkv, cos, sin)
-    N, D = cos.shape
-    H = qkv.shape[1] // (3 * D)
-    c2, s2 = tc.float()[:, None, :], ts.float()[:, None, :]
-
-    def run():
-        q, k, v = tq.view(N, 3, H, D).unbind(1)
-        out = []
-        for x in (q, k):
-            xf = x.float()
-            rot = torch.cat([-xf[..., D // 2:], xf[..., :D // 2]], -1)
-            out.append((xf * c2 + rot * s2).half().transpose(0, 1).contiguous())
-        return out[0], out[1], v.transpose(0, 1).contiguous()
-    return run
+    return _rope_torch(torch, tq, tc, ts)
 
 
 SPLIT_ROPE_F16 = _op(
@@ -121,26 +84,10 @@ def _th_alloc(x):
     return cupy.empty((x.shape[1], x.shape[0], x.shape[2]), cupy.float16)
 
 
-@variant(dtypes=FP16, alloc_out=_th_alloc)
-def th_half2(x, out=None):
-    """Step 32: the seed's before, one half2 per thread (one half where D is odd or a base misaligned)."""
-    out_, H, N, D = _th_check(x, out)
-    if x.size:
-        vec = int(D % 2 == 0 and aligned(4, x, out_))
-        items = H * N * (-(-D // 2))
-        launch(FAMILY, "vision_32_transpose_token_head_half2", (-(-items // 256),), (256,), (x, out_, H, N, D, vec))
-    return out_
-
-
-@variant(dtypes=FP16, alloc_out=_th_alloc)
-def th_vec8(x, out=None):
-    """Step 33: the seed's after, 8 halves per thread where D % 8 == 0 and the bases allow, else 2, else 1."""
-    out_, H, N, D = _th_check(x, out)
-    if x.size:
-        vec = 8 if D % 8 == 0 and aligned(16, x, out_) else 2 if D % 2 == 0 and aligned(4, x, out_) else 1
-        items = H * N * (-(-D // vec))
-        launch(FAMILY, "vision_33_transpose_token_head_vec8", (-(-items // 256),), (256,), (x, out_, H, N, D, vec))
-    return out_
+th_half2 = _tr_half2("32_transpose_token_head_half2", "Step 32: the seed's before, one half2 per thread (one half "
+                     "where D is odd or a base misaligned).", check=_th_check, alloc=_th_alloc)
+th_vec8 = _tr_wide("33_transpose_token_head_vec8", "Step 33: the seed's after, 8 halves per thread where D % 8 == 0 "
+                   "and the bases allow, else 2, else 1.", check=_th_check, alloc=_th_alloc)
 
 
 def _th_cupy(x):
@@ -150,12 +97,9 @@ def _th_cupy(x):
     return lambda: cupy.copyto(out, x.transpose(1, 0, 2))
 
 
-def _th_torch(x):
-    torch = _torch()
-    if torch is None:
-        return None
-    (tx,) = _tt(x)
-    N, H, D = x.shape
+@_torch_baseline
+def _th_torch(torch, tx):
+    N, H, D = tx.shape
     out = torch.empty((H, N, D), dtype=tx.dtype, device=tx.device)
     return lambda: out.copy_(tx.transpose(0, 1))
 

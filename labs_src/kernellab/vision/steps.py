@@ -2,7 +2,7 @@
 bias + GELU, bias + residual (and the QKV bias), softmax over score rows. Each op: its launchers
 (the Python mirror of kernels/vision.cu), its baselines, its Family, and its public call (the
 family's best step, what lab 06 builds the ViT block from). Also the helpers every step module
-of this lab shares (_key, _resident, _tt, FP16, _op, _best)."""
+of this lab shares (_key, _resident, _tt, _torch_baseline, FP16, _op, _best)."""
 from __future__ import annotations
 
 import functools
@@ -40,6 +40,16 @@ def _resident(kernel_name, threads=256):
 def _tt(*arrays):
     torch = _torch()
     return [torch.from_dlpack(a) for a in arrays]
+
+
+def _torch_baseline(make):
+    """A torch baseline from make(torch, *views of the arrays, DLPack, no copy) -> a zero-argument call;
+    None where torch is missing."""
+    @functools.wraps(make)
+    def baseline(*arrays):
+        torch = _torch()
+        return None if torch is None else make(torch, *_tt(*arrays))
+    return baseline
 
 
 FP16 = ("float16",)
@@ -106,11 +116,8 @@ def ln_warp_vec8(x, weight, bias, out=None):
     return out_
 
 
-def _ln_torch(x, w, b):
-    torch = _torch()
-    if torch is None:
-        return None
-    tx, tw, tb = _tt(x, w, b)
+@_torch_baseline
+def _ln_torch(torch, tx, tw, tb):
     F = torch.nn.functional
     return lambda: F.layer_norm(tx, (tx.shape[-1],), tw, tb, EPS)
 
@@ -188,19 +195,13 @@ def _bias_gelu_step(name, V, per_thread=1):
     return variant(dtypes=FP16)(run)
 
 
-def _gelu_torch(x):
-    torch = _torch()
-    if torch is None:
-        return None
-    (tx,) = _tt(x)
+@_torch_baseline
+def _gelu_torch(torch, tx):
     return lambda: torch.nn.functional.gelu(tx, approximate="tanh")
 
 
-def _bias_gelu_torch(x, b):
-    torch = _torch()
-    if torch is None:
-        return None
-    tx, tb = _tt(x, b)
+@_torch_baseline
+def _bias_gelu_torch(torch, tx, tb):
     tmp = torch.empty_like(tx)
     return lambda: torch.nn.functional.gelu(torch.add(tx, tb, out=tmp), approximate="tanh")
 
@@ -226,11 +227,8 @@ GELU = _op(
     shapes={f"mlp_{n}x4304": (n, MLP) for n in TOKENS},
     check_cases=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
 )
-def _gelu_erf_torch(x):
-    torch = _torch()
-    if torch is None:
-        return None
-    (tx,) = _tt(x)
+@_torch_baseline
+def _gelu_erf_torch(torch, tx):
     return lambda: torch.nn.functional.gelu(tx)
 
 
@@ -322,11 +320,8 @@ def _without_residual(fn, name):
     return variant(dtypes=FP16)(run)
 
 
-def _bias_res_torch(x, b, r):
-    torch = _torch()
-    if torch is None:
-        return None
-    tx, tb, tr = _tt(x, b, r)
+@_torch_baseline
+def _bias_res_torch(torch, tx, tb, tr):
     to = torch.empty_like(tx)
     return lambda: torch.add(torch.add(tx, tr, out=to), tb, out=to)
 
@@ -337,11 +332,8 @@ def _bias_res_cupy(x, b, r):
     return lambda: cupy.add(cupy.add(x, r, out=o), b, out=o)
 
 
-def _qkv_torch(x, b):
-    torch = _torch()
-    if torch is None:
-        return None
-    tx, tb = _tt(x, b)
+@_torch_baseline
+def _qkv_torch(torch, tx, tb):
     to = torch.empty_like(tx)
     return lambda: torch.add(tx, tb, out=to)
 
@@ -414,11 +406,8 @@ def _sx_lab01(x, out=None):
     return sm.SOFTMAX.variants[sm.SOFTMAX.default["float16"]](x, out=out)
 
 
-def _sx_torch(x):
-    torch = _torch()
-    if torch is None:
-        return None
-    (tx,) = _tt(x)
+@_torch_baseline
+def _sx_torch(torch, tx):
     return lambda: torch.softmax(tx, dim=-1)
 
 
