@@ -294,7 +294,7 @@ build.show("gemv", "39_fp16_f32out_v2")
 gemv.check_variants(gemv.LOGITS)
 
 # %%
-lg = bench.compare(gemv.LOGITS, gemv.LOGITS.RECORD_CASES)
+lg = bench.compare(gemv.LOGITS, gemv.LOGITS.record_cases)
 results.table(lg)
 
 # %%
@@ -613,7 +613,7 @@ gemv.check_variants(gemv.BATCHED)
 gemv.check_variants(gemv.CONVERT)
 
 # %%
-cv = bench.compare(gemv.CONVERT, gemv.CONVERT.RECORD_CASES)
+cv = bench.compare(gemv.CONVERT, gemv.CONVERT.record_cases)
 results.table(cv)
 
 # %%
@@ -668,7 +668,7 @@ gemv.say_unroll()
 gemv.check_variants(gemv.ABLATION, [n for n in gemv.ABLATION.variants if "ablate" in n])
 
 # %%
-abl = bench.compare(gemv.ABLATION, gemv.ABLATION.RECORD_CASES)
+abl = bench.compare(gemv.ABLATION, gemv.ABLATION.record_cases)
 results.ablation(abl, gemv.ABLATION_PAIRS, gemv.ABLATION_STEPS)
 
 # %% [markdown]

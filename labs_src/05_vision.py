@@ -18,8 +18,11 @@
 # | 12 → 13 | `patch_embed_conv3d_fp16_kernel` | scalar dot → `half2` + FMA, against one cuBLAS GEMM |
 # | 14 → 15 | `pos_embed_interpolate_fp16_kernel` | 4 mul + 3 add → 3 FMA + 1 mul |
 # | 16 → 17 → 26 | `spatial_merge_fp16_kernel` | 1 half → 8 halves → (beyond) a flat copy, 4 loads in flight per thread |
-# | 18 → 19 → 20 → 27 | `fused_split_rope_transpose_kernel` | 64 threads, scalar → 128 threads, FMA, float4 V → (beyond) 16 bytes per thread → (beyond) token tiles, 32-bit indices, 3 items in flight |
-# | 21 → 22 → 28 → 30 | `transpose_head_token_kernel` | `half2` → 8 halves (`half2` fallback) → (beyond) token tiles staged in shared memory → (beyond) 8-token tiles |
+# | 34 → 35 | `fused_split_rope_transpose_kernel`, as written | the report's pair over its fp16 [N, D] cos/sin tables |
+# | 18 → 19 → 20 → 27 | `fused_split_rope_transpose_kernel` | 64 threads, scalar → 128 threads, FMA, float4 V (over fp32 [N, D/2] tables) → (beyond) 16 bytes per thread → (beyond) token tiles, 32-bit indices, 3 items in flight |
+# | 31 → 29 | `transpose_head_token_kernel`, as written | `half2` → 8 halves, both walked in input order, as the report walks them |
+# | 21 → 22 → 28 → 30 | `transpose_head_token_kernel` | `half2` → 8 halves (`half2` fallback), walked in output order → (beyond) token tiles staged in shared memory → (beyond) 8-token tiles |
+# | 32 → 33 | `transpose_token_head_kernel`, as written | its inverse, [N, H·D] → [H, N, D]: `half2` → 8 halves (the report then deleted it as unused) |
 # | 23 | `vision_softmax_fp16_kernel` | kept by the report; set against lab 01's fp16 step |
 # | 24 | `replace_image_tokens_kernel` | the merger's rows into the text embedding |
 
@@ -106,7 +109,7 @@ vision.say_barriers()
 check_variants(vision.LAYERNORM)
 
 # %%
-ln = bench.compare(vision.LAYERNORM, vision.LAYERNORM.RECORD_CASES)
+ln = bench.compare(vision.LAYERNORM, vision.LAYERNORM.record_cases)
 results.table(ln)
 
 # %%
@@ -149,9 +152,9 @@ check_variants(vision.GELU)
 check_variants(vision.BIAS_GELU)
 
 # %%
-gl = bench.compare(vision.GELU, vision.GELU.RECORD_CASES)
-bg = bench.compare(vision.BIAS_GELU, vision.BIAS_GELU.RECORD_CASES)
-abl_bg, abl_sr, abl_tr = (bench.compare(f, f.RECORD_CASES) for f in vision.ABLATION)   # the ablations, their own run
+gl = bench.compare(vision.GELU, vision.GELU.record_cases)
+bg = bench.compare(vision.BIAS_GELU, vision.BIAS_GELU.record_cases)
+abl_bg, abl_sr, abl_tr = (bench.compare(f, f.record_cases) for f in vision.ABLATION)   # the ablations, their own run
 results.table(results.select(gl, case=vision.GELU.case_key((N_BIG, 4304))))
 
 # %%
@@ -194,8 +197,8 @@ check_variants(vision.BIAS_RESIDUAL)
 check_variants(vision.QKV_BIAS)
 
 # %%
-br = bench.compare(vision.BIAS_RESIDUAL, vision.BIAS_RESIDUAL.RECORD_CASES)
-qb = bench.compare(vision.QKV_BIAS, vision.QKV_BIAS.RECORD_CASES)
+br = bench.compare(vision.BIAS_RESIDUAL, vision.BIAS_RESIDUAL.record_cases)
+qb = bench.compare(vision.QKV_BIAS, vision.QKV_BIAS.record_cases)
 results.table(results.select(br, case=vision.BIAS_RESIDUAL.case_key((N_BIG, 1152))))
 
 # %%
@@ -217,7 +220,7 @@ build.show("vision", "13_patch_embed_half2_fma")
 check_variants(vision.PATCH_EMBED)
 
 # %%
-pe = vision.with_tflops(bench.compare(vision.PATCH_EMBED, vision.PATCH_EMBED.RECORD_CASES))
+pe = vision.with_tflops(bench.compare(vision.PATCH_EMBED, vision.PATCH_EMBED.record_cases))
 results.table(pe, ["case", "name", "median_us", "p10_us", "p90_us", "frac_copy", "TFLOP/s"])
 
 # %%
@@ -235,7 +238,7 @@ build.show("vision", "14_pos_interp_mul_add")
 check_variants(vision.POS_INTERP)
 
 # %%
-pi = bench.compare(vision.POS_INTERP, vision.POS_INTERP.RECORD_CASES)
+pi = bench.compare(vision.POS_INTERP, vision.POS_INTERP.record_cases)
 results.table(pi)
 
 # %%
@@ -255,7 +258,7 @@ build.show("vision", "26_spatial_merge_stream")
 check_variants(vision.SPATIAL_MERGE)
 
 # %%
-sm = bench.compare(vision.SPATIAL_MERGE, vision.SPATIAL_MERGE.RECORD_CASES)
+sm = bench.compare(vision.SPATIAL_MERGE, vision.SPATIAL_MERGE.record_cases)
 cs = vision.SPATIAL_MERGE.case_key((N_BIG, 1152))
 results.table(results.select(sm, case=cs))
 
@@ -307,7 +310,7 @@ vision.say_rope_fma(FMAF)
 check_variants(vision.SPLIT_ROPE)
 
 # %%
-sr = bench.compare(vision.SPLIT_ROPE, vision.SPLIT_ROPE.RECORD_CASES)
+sr = bench.compare(vision.SPLIT_ROPE, vision.SPLIT_ROPE.record_cases)
 csr = vision.SPLIT_ROPE.case_key((128, 128, 16, 72))
 results.table(results.select(sr, case=csr))
 
@@ -321,8 +324,12 @@ plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + tran
 # ## Transpose back: steps 21 → 22 → 28 → 30
 # Attention's output [16, N, 72] goes back to [N, 1152] for the out-projection. **Before**: 4 bytes
 # per thread (grid N × 16 × 36); **after**: 16 bytes (grid N × 16 × 9, 72 = 9 × 8), with the
-# report's fallback `vec = (head_dim & 7) == 0 ? 8 : 2` (and 1 for odd head_dim). Both walk the
-# output in order, so the writes form one sequential stream, while the reads hop between heads.
+# report's fallback `vec = (head_dim & 7) == 0 ? 8 : 2` (and 1 for odd head_dim). The report walks
+# both in **input** order (`(h, t, d_vec)` from the thread's index, seed 000 lines 397–405): the reads
+# form one stream and the writes jump between tokens. Steps 31 → 29 are that pair as written. The
+# course's 21 → 22 make the same change of width but walk the **output** in order, so the writes form
+# one sequential stream while the reads hop between heads (29 → 22 is the walk alone; the section
+# "The report's kernels as it writes them" below sets them side by side).
 # Step 28 (beyond the report) gives a block 16 tokens: it reads each head's 16 rows as one
 # contiguous run, stages them in shared memory in output order, and writes the 16 output rows as
 # one run, with 32-bit index arithmetic and 3 loads in flight per thread: four changes, each undone
@@ -335,13 +342,14 @@ plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + tran
 
 # %%
 build.show("vision", "22_transpose_vec8")
-build.show("vision", "29_transpose_input_order")   # the report's walk: reads in input order, writes jump
+build.show("vision", "31_transpose_input_half2")   # the report's before as written: half2, walked in input order
+build.show("vision", "29_transpose_input_order")   # the report's after as written: reads in input order, writes jump
 build.show("vision", "28_transpose_tile")
 build.show("vision", "30_transpose_tile8")
 check_variants(vision.TRANSPOSE)
 
 # %%
-tr = bench.compare(vision.TRANSPOSE, vision.TRANSPOSE.RECORD_CASES)
+tr = bench.compare(vision.TRANSPOSE, vision.TRANSPOSE.record_cases)
 ct = vision.TRANSPOSE.case_key((16, N_BIG, 72))
 results.table(results.select(tr, case=ct))
 
@@ -360,7 +368,7 @@ build.show("vision", "23_softmax_half2_shfl")
 check_variants(vision.SOFTMAX)
 
 # %%
-sx = bench.compare(vision.SOFTMAX, vision.SOFTMAX.RECORD_CASES)
+sx = bench.compare(vision.SOFTMAX, vision.SOFTMAX.record_cases)
 results.table(sx)
 
 # %%
@@ -378,7 +386,7 @@ build.show("vision", "24_replace_image_tokens")
 check_variants(vision.REPLACE)
 
 # %%
-rp = bench.compare(vision.REPLACE, vision.REPLACE.RECORD_CASES)
+rp = bench.compare(vision.REPLACE, vision.REPLACE.record_cases)
 results.table(rp)
 
 # %% [markdown]
@@ -401,6 +409,39 @@ for label, (fam, before, after, changes) in vision.ABLATION_PAIRS.items():
 vision.say_ablation_rule()
 
 # %% [markdown]
+# ## The report's kernels as it writes them, beside the course's
+# Three of the report's kernels differ from the course's steps, so each is also a step as the report writes
+# it: the transpose back walked in input order (31 → 29, shown above), its inverse
+# `transpose_token_head_kernel` ([N, H·D] → [H, N, D], which the report optimised and then deleted as unused:
+# the course has no version of its own, so it stands beside the transpose back, which moves the same
+# bytes), and the fused split + RoPE + transpose over the report's fp16 [N, D] cos/sin tables (34 → 35;
+# the course's 18 → 19 read fp32 [N, D/2] tables). Each is checked against its float64 reference and timed
+# beside the course's step at both token counts, on one GPU, by the noise rule.
+
+# %%
+build.show("vision", "33_transpose_token_head_vec8")
+build.show("vision", "35_split_rope_fma_f16tab")
+
+# %%
+vision.check_as_written()
+
+# %%
+th = bench.compare(vision.TRANSPOSE_TOKEN_HEAD, vision.TRANSPOSE_TOKEN_HEAD.record_cases)
+s16 = bench.compare(vision.SPLIT_ROPE_F16, vision.SPLIT_ROPE_F16.record_cases)
+aw = vision.as_written([tr, sr, th, s16])
+aw
+
+# %%
+import pandas as pd
+
+res = pd.concat([ln, gl, bg, br, qb, pe, pi, sm, sr, tr, sx, th, s16], ignore_index=True)
+aw_claims = vision.as_written_claims(res)
+vision.say_as_written(aw, aw_claims)
+
+# %%
+aw_claims
+
+# %% [markdown]
 # ## Seed claim vs measured
 # Every claim of the report for this lab (`docs/claims.csv`), judged by the course's one rule
 # (`kernellab.core.results.verdict`): **within noise** when the p10–p90 bands of the two times
@@ -410,9 +451,6 @@ vision.say_ablation_rule()
 # ratios, not times, are what can be compared across devices. The PTX claims are in the table above.
 
 # %%
-import pandas as pd
-
-res = pd.concat([ln, gl, bg, br, qb, pe, pi, sm, sr, tr, sx], ignore_index=True)
 claims = results.claims("05_vision", res, vision.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
@@ -445,6 +483,9 @@ targets += [Target(f"LayerNorm: the fastest step vs torch F.layer_norm at {c.spl
                    lambda df, c=c: results.ratio_band(df, results.fastest(df, c), "torch F.layer_norm", c), 2.0)
             for c in (c4, c16)]
 results.targets(targets, res)
+
+# %%
+results.each_device(res, vision.raised_said)
 
 # %% [markdown]
 # ## Exercise: bias + residual with 8 halves per thread

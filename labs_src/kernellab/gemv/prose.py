@@ -267,7 +267,7 @@ def say_as_written(tab, aw, claims_tab) -> None:
         return
     by = {w: [f"`{a}` → `{c}`" for a, c in zip(tab["as written"], tab["the course's"])
               if tab.loc[tab["as written"] == a, "noise rule"].iloc[0] == w] for w in tab["noise rule"].unique()}
-    parts = [f"{len(v)} {w} ({', '.join(v)})" for w, v in by.items()]
+    parts = [f"{w} at {len(v)} of {len(tab)}" + ("" if w == "within noise" else f" ({', '.join(v)})") for w, v in by.items()]
     results.say("The report's kernels as written against the course's (the column `the change` says what lies "
                 "between them), at the report's shapes: "
                 + "; ".join(parts) + f" ({results.source(d)}). "
