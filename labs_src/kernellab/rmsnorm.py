@@ -223,48 +223,40 @@ def round_trips(step, C, itemsize, R=1, sms=None) -> dict:
 # the weight or data accesses, plus step 02's four). Each ablation kernel is the "after" step with
 # ONE change undone (same launcher, same inputs, same run): time(ablation) / time(after) is what that
 # change is worth given the others. ABLATION_PAIRS lists, per data path, (before, after, [(the change,
-# the step with it, the step without it)]): the lab's tables and sentences read it.
-ABLATION_PAIRS = {
-    "float32": ("01_f32_cub", "02_f32_shfl", [
-        ("the warp-shuffle reduction", "02_f32_shfl", "02_ablate_cub"),
-        ("the compile-time stride + unroll", "02_f32_shfl", "02_ablate_runtime_stride"),
-        ("`__ldg`", "02_f32_shfl", "02_ablate_no_ldg"),
-        ("`__restrict__`", "02_ablate_no_ldg", "02_ablate_plain")]),
-    "f32_fp16w": ("03_f32_fp16w_cub", "04_f32_fp16w_uint2", [
-        ("the 64-bit `uint2` weight load", "04_f32_fp16w_uint2", "04_ablate_scalar_w"),
-        ("the warp-shuffle reduction", "04_f32_fp16w_uint2", "04_ablate_cub"),
-        ("the compile-time stride + unroll", "04_f32_fp16w_uint2", "04_ablate_runtime_stride"),
-        ("`__ldg`", "04_f32_fp16w_uint2", "04_ablate_no_ldg"),
-        ("`__restrict__`", "04_ablate_no_ldg", "04_ablate_plain")]),
-    "float16": ("05_fp16_half2_cub", "06_fp16_uint4", [
-        ("the 16-byte `uint4` access", "06_fp16_uint4", "06_ablate_half2"),
-        ("the warp-shuffle reduction", "06_fp16_uint4", "06_ablate_cub"),
-        ("the compile-time stride + unroll", "06_fp16_uint4", "06_ablate_runtime_stride"),
-        ("`__ldg`", "06_fp16_uint4", "07_fp16_restrict_no_ldg"),
-        ("`__restrict__`", "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg")]),
+# the step with it, the step without it)]): the lab's tables and sentences read it; ABLATION_STEPS says
+# what each step is.
+_FOUR = [   # step 02's four changes, bundled again in 04 and 06: (the change, its ablation's suffix, what that is)
+    ("the warp-shuffle reduction", "cub", "with cub::BlockReduce in place of warp shuffles"),
+    ("the compile-time stride + unroll", "runtime_stride", "with stride blockDim.x and no unrolling"),
+    ("`__ldg`", "no_ldg", "without __ldg (__restrict__ kept)"),
+    ("`__restrict__`", "plain", "without __ldg and without __restrict__")]   # undone on top of no_ldg
+
+
+def _bundle(before, after, width=None, named=None):
+    """One data path's ABLATION_PAIRS entry and ABLATION_STEPS rows. width: (the change, its ablation,
+    what that is), the path's first change where it has one; named: _FOUR's ablations by another name."""
+    s, names = f"step {after[:2]}", {k: f"{after[:2]}_ablate_{k}" for _, k, _ in _FOUR} | (named or {})
+    undo = [width[:2]] if width else []
+    changes = [(c, after, a) for c, a in undo] + [(c, names["no_ldg"] if k == "plain" else after, names[k])
+                                                   for c, k, _ in _FOUR]
+    n = {4: "four", 5: "five"}[len(changes)]
+    steps = {before: f"step {before[:2]} (before: all {n} changes undone)", after: f"{s} (after: all {n} changes)",
+             **({width[1]: f"{s} {width[2]}"} if width else {}), **{names[k]: f"{s} {what}" for _, k, what in _FOUR}}
+    return (before, after, changes), steps
+
+
+_PATHS = {
+    "float32": _bundle("01_f32_cub", "02_f32_shfl"),
+    "f32_fp16w": _bundle("03_f32_fp16w_cub", "04_f32_fp16w_uint2", width=(
+        "the 64-bit `uint2` weight load", "04_ablate_scalar_w",
+        "with the weight as four 16-bit loads in place of one uint2")),
+    "float16": _bundle("05_fp16_half2_cub", "06_fp16_uint4", width=(
+        "the 16-byte `uint4` access", "06_ablate_half2",
+        "with half2 (4-byte) loads and stores in place of uint4 (16-byte)"),
+        named={"no_ldg": "07_fp16_restrict_no_ldg", "plain": "07_fp16_uint4_no_ldg"}),
 }
-ABLATION_STEPS = {   # name -> what it is, for the lab's tables
-    "01_f32_cub": "step 01 (before: all four changes undone)",
-    "02_f32_shfl": "step 02 (after: all four changes)",
-    "02_ablate_cub": "step 02 with cub::BlockReduce in place of warp shuffles",
-    "02_ablate_runtime_stride": "step 02 with stride blockDim.x and no unrolling",
-    "02_ablate_no_ldg": "step 02 without __ldg (__restrict__ kept)",
-    "02_ablate_plain": "step 02 without __ldg and without __restrict__",
-    "03_f32_fp16w_cub": "step 03 (before: all five changes undone)",
-    "04_f32_fp16w_uint2": "step 04 (after: all five changes)",
-    "04_ablate_scalar_w": "step 04 with the weight as four 16-bit loads in place of one uint2",
-    "04_ablate_cub": "step 04 with cub::BlockReduce in place of warp shuffles",
-    "04_ablate_runtime_stride": "step 04 with stride blockDim.x and no unrolling",
-    "04_ablate_no_ldg": "step 04 without __ldg (__restrict__ kept)",
-    "04_ablate_plain": "step 04 without __ldg and without __restrict__",
-    "05_fp16_half2_cub": "step 05 (before: all five changes undone)",
-    "06_fp16_uint4": "step 06 (after: all five changes)",
-    "06_ablate_half2": "step 06 with half2 (4-byte) loads and stores in place of uint4 (16-byte)",
-    "06_ablate_cub": "step 06 with cub::BlockReduce in place of warp shuffles",
-    "06_ablate_runtime_stride": "step 06 with stride blockDim.x and no unrolling",
-    "07_fp16_restrict_no_ldg": "step 06 without __ldg (__restrict__ kept)",
-    "07_fp16_uint4_no_ldg": "step 06 without __ldg and without __restrict__",
-}
+ABLATION_PAIRS = {path: pair for path, (pair, _) in _PATHS.items()}
+ABLATION_STEPS = {k: v for _, steps in _PATHS.values() for k, v in steps.items()}   # name -> what it is
 _PAIR_PATH = {k[:2]: p for p, (before, after, _) in ABLATION_PAIRS.items() for k in (before, after)}
 
 

@@ -292,16 +292,19 @@ def say(md: str) -> None:
     print(md)
 
 
-def each_device(df, sentence, *others) -> None:
+def each_device(df, sentence, *others, then: str = "") -> None:
     """Say sentence(part, *others_part) of the device on screen: the live GPU's rows, or without one the
-    reference record's (the first recorded device: the H100), the other frames cut to the same device.
-    One sentence per fact: the other records are set side by side in the lab's comparison table
-    (device_table), never in a second copy of every sentence. (The name says what it once did: a saved
-    notebook keeps calling it.) sentence: frames -> Markdown (its provenance included, e.g. via source(part))."""
+    reference record's (the first recorded device: the H100), the other frames cut to the same device;
+    then `then`, a paragraph true on any device, where given. One sentence per fact: the other records
+    are set side by side in the lab's comparison table (device_table), never in a second copy of every
+    sentence. (The name says what it once did: a saved notebook keeps calling it.) sentence: frames ->
+    Markdown (its provenance included, e.g. via source(part))."""
     part = one_source(df)
     dev = part["device"].iloc[0] if part is not None and len(part) and "device" in part else None
     say(sentence(part, *[o if dev is None or o is None or "device" not in o else o[o["device"] == dev]
                          for o in others]))
+    if then:
+        say(then)
 
 
 def device_table(df, roof: str = "copy", names=None, value: str = "median_us"):

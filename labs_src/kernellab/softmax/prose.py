@@ -57,10 +57,10 @@ def half_said(part) -> str:
 
 def say_half_bytes(res) -> None:
     """half_said for the device on screen, then what 0.50 means and which sections measure the rest."""
-    results.each_device(res, half_said)
-    results.say("0.50 is the most halving the bytes can give a memory-bound kernel. How much of step 06's shortfall "
-                "is its one-row-per-block phases is what step 07's ablation above measures; whether a fixed cost per "
-                "launch is part of it, the next section measures.")
+    results.each_device(res, half_said, then=(
+        "0.50 is the most halving the bytes can give a memory-bound kernel. How much of step 06's shortfall is its "
+        "one-row-per-block phases is what step 07's ablation above measures; whether a fixed cost per launch is "
+        "part of it, the next section measures."))
 
 
 def fp16_said(part) -> str:
@@ -184,11 +184,10 @@ def say_ablation(abl) -> None:
     if not len(abl):
         print("Not recorded yet: the ablation is timed live on a GPU (make bench records it).")
         return
-    results.each_device(abl, worth_text)
-    results.say("A ratio within noise of 1 means that change did nothing on the GPU of that line, given the "
-                "other three: with the row read once and 16 bytes per load, a cheaper `exp` may not show, "
-                "and on a slower-clocked GPU the balance can differ. Only this table, not the 04 → 05 ratio, "
-                "says which change to credit.")
+    results.each_device(abl, worth_text, then=(
+        "A ratio within noise of 1 means that change did nothing on the GPU of that line, given the other three: "
+        "with the row read once and 16 bytes per load, a cheaper `exp` may not show, and on a slower-clocked GPU "
+        "the balance can differ. Only this table, not the 04 → 05 ratio, says which change to credit."))
 
 
 def seed_claims_said(part, swp) -> str:
