@@ -8,7 +8,6 @@ import pytest
 
 from conftest import gpu
 from kernellab import decoder as D
-from kernellab import vit_block as VB
 from kernellab import vlm as M
 
 pytestmark = gpu
@@ -39,10 +38,7 @@ def _prompt(vc, grids, seed=0):
     return np.array(ids)
 
 
-def bound(vc) -> float:
-    """First order: the text model's fp16 storage bound (lab 08) plus the tower's per stage (lab 06) for each of
-    its blocks and mergers, twice (two fp16 implementations against the float64 one)."""
-    return 2 * (D.error_bound(vc.text) + VB.error_bound() * (vc.vision_depth + 1 + len(vc.deepstack)))
+bound = M.fp16_bound
 
 
 @pytest.mark.parametrize("sizes", [[(256, 256)], [(256, 384)], [(256, 256), (288, 224)]],

@@ -28,8 +28,9 @@ from .weights import (  # noqa: F401
     BLOCK_NAMES, MERGER_NAMES, TEXT, VISUAL, VLMConfig, load_checkpoint, random_vision, text_state_dict, text_weights,
     vision_state_dict, vision_weights)
 from .reference import (  # noqa: F401
-    image_rows, ref_mrope, reference_generate, reference_layer, reference_text, reference_vision, reference_vlm,
+    fp16_bound, image_rows, ref_mrope, reference_generate, reference_layer, reference_text, reference_vision, reference_vlm,
     scatter_image_features)
-from .engine import VLM  # noqa: E402,F401  (the GPU pipeline: lab 06's tower, lab 05's scatter, lab 08's prefill and steps)
+from .engine import VLM, check_fits, need  # noqa: E402,F401  (the GPU pipeline: lab 06's tower, lab 05's scatter, lab 08's prefill and steps)
 from .stages import CASE, HF, LAB08, NEW, OURS, QUESTION, QWEN3_VL_8B, ROOF, STAGES, measure_stages, stage_rows  # noqa: E402,F401
 from .report import FAMILIES, STAGES_FAMILY, TARGETS, orin_on_paper, say_stages, stage_table  # noqa: E402,F401
+from .text import answer, chat_ids, open_vlm  # noqa: E402,F401

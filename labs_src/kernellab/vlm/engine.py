@@ -18,6 +18,34 @@ from .preprocess import split_patches
 from .reference import image_rows
 
 
+def need(vcfg, path: str = "float16", capacity: int = 4096) -> dict:
+    """Bytes the model needs on the GPU: lab 08's count for the text model (weights, KV cache, workspaces,
+    margin) and the vision tower's fp16 weights (lab 06's work model with no tokens) plus its workspace for a
+    512 x 512 image (1024 patches)."""
+    from ..decoder import fit
+    from ..vit_block.report import work
+    mergers = 1 + len(vcfg.deepstack)
+    vision = work(0, vcfg.vision_depth, mergers)["bytes"] + work(1024, 1, 1)["bytes"] - work(0, 1, 1)["bytes"]
+    text = fit.need(vcfg.text, path, capacity)["total"]
+    return {"text": text, "vision": vision, "total": text + vision}
+
+
+def check_fits(vcfg, path: str = "float16", capacity: int = 4096, free=None) -> dict:
+    """need() when it fits the free memory (free: bytes, or None: this device's); otherwise a ValueError with
+    the numbers, before anything is allocated."""
+    from ..decoder import fit
+    b = need(vcfg, path, capacity)
+    free = fit.free_memory() if free is None else free
+    if free is not None and b["total"] > free:
+        raise ValueError(
+            f"{vcfg.text.name.removesuffix(' (text)')} on {path} with a {capacity}-token KV cache needs "
+            f"{b['total'] / 1e9:.1f} GB ({b['text'] / 1e9:.1f} GB text model, {b['vision'] / 1e9:.1f} GB vision "
+            f"tower); {free / 1e9:.1f} GB is free: it does not fit. A shorter cache (capacity=) needs less; the "
+            "smaller Qwen3-VL models (2B, 4B) have a 1024-wide vision tower, which lab 06 does not "
+            "build yet (its widths are Qwen3-VL-8B's).")
+    return b
+
+
 def _device(W):
     """Lab 06's weights (host or device) as device arrays, once: every image's tower shares them."""
     import cupy
@@ -33,20 +61,28 @@ class VLM:
         from ..core.device import need_gpu
         from ..decoder import Decoder
         need_gpu("Qwen3-VL")
+        check_fits(vcfg, path, capacity)
         self.vcfg, self.cfg = vcfg, vcfg.text
         self.dec = Decoder(vcfg.text, text_W, path, capacity)
         self.vision = _device(vision_W)
         self._towers: dict = {}
+        self._graphs: dict = {}
 
     def tower(self, grid_h: int, grid_w: int, patches):
-        """Lab 06's tower for one image's grid, its workspace kept for the next image of that grid."""
+        """Lab 06's tower for one image's grid, run on `patches`. The first image of a grid runs eagerly and
+        captures the tower's launches as a CUDA graph (its workspace and weights are bound once); every later
+        image of that grid is a copy into the bound patches and one graph replay."""
         from .. import vit_block as VB
-        t = self._towers.get((grid_h, grid_w))
+        key = (grid_h, grid_w)
+        t = self._towers.get(key)
         if t is None:
-            t = self._towers[grid_h, grid_w] = VB.Tower(grid_h, grid_w, self.vcfg.vision_depth, self.vision, patches,
-                                                        model="qwen3-vl", deepstack=tuple(self.vcfg.deepstack))
+            t = self._towers[key] = VB.Tower(grid_h, grid_w, self.vcfg.vision_depth, self.vision, patches,
+                                             model="qwen3-vl", deepstack=tuple(self.vcfg.deepstack))
+            t()
+            self._graphs[key] = VB.graph(t.ops)
         else:
             t.patches[...] = patches
+            self._graphs[key]()
         return t
 
     def encode(self, pixel_values, image_grid_thw):
@@ -57,7 +93,6 @@ class VLM:
             if int(t) != 1:
                 raise ValueError(f"grid t = {t}: one temporal patch per image")
             tw = self.tower(int(gh), int(gw), cupy.asarray(np.asarray(p, np.float16)))
-            tw()
             main.append(tw.output.copy())
             deep.append([d.copy() for d in tw.deep])
         feats = cupy.concatenate(main) if main else cupy.zeros((0, self.cfg.hidden), cupy.float16)

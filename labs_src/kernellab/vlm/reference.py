@@ -151,3 +151,12 @@ def reference_generate(vcfg, vision_W, text_W, input_ids, pixel_values=None, ima
         cos, sin = mrope_table(pos, cfg.head_dim, cfg.theta, vcfg.mrope_section, dtype=np.float64)
         logits.append(reference_text(cfg, text_W, embeds, cos, sin, deep)[-1])
     return new, np.array(logits)
+
+
+def fp16_bound(vcfg) -> float:
+    """How far an fp16 pipeline's last logits may sit from float64's (relative), first order: the text model's
+    fp16 storage bound (lab 08's error_bound) plus the tower's per stage (lab 06's) for each block and merger,
+    twice (two fp16 implementations against the float64 one)."""
+    from .. import decoder as D
+    from .. import vit_block as VB
+    return 2 * (D.error_bound(vcfg.text) + VB.error_bound() * (vcfg.vision_depth + 1 + len(vcfg.deepstack)))

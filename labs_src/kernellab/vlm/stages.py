@@ -120,7 +120,8 @@ def hf_inputs(m, ids, pv, grid) -> dict:
 
 
 def _row(who, stage, t, reps, **kw) -> dict:
-    return {"lab": NAME, "case": CASE, "name": name(who, stage), "who": who, "stage": stage, "kind": "e2e",
+    kind = {OURS: "variant", HF: "baseline"}.get(who, "e2e")     # the headline draws ours against transformers
+    return {"lab": NAME, "case": CASE, "name": name(who, stage), "who": who, "stage": stage, "kind": kind,
             "median_us": t["median_us"], "p10_us": t["p10_us"], "p90_us": t["p90_us"], "reps": reps,
             "host_us": t["host_us"], **kw}
 
