@@ -138,6 +138,15 @@ __device__ __forceinline__ void am_block(float& v, int& i, float* sv, int* si) {
     }
 }
 
+// The second pass's block: (v, i) of the first pass's `parts` pairs, in thread 0.
+__device__ __forceinline__ void am_parts(const float* part_v, const int* part_i, int parts, float& v, int& i,
+                                         float* sv, int* si) {
+    v = -KL_INF;
+    i = 0x7fffffff;
+    for (int j = threadIdx.x; j < parts; j += blockDim.x) am_take(part_v[j], part_i[j], v, i);
+    am_block(v, i, sv, si);
+}
+
 // === decoder_04_argmax_blocks ===
 // Why: greedy decoding picks the largest of 151936 fp32 logits. One block alone would read the
 // 600 KB with one SM's bytes in flight; this first pass spreads the logits over many blocks (a
@@ -181,10 +190,9 @@ extern "C" __global__ void decoder_05_argmax_final(const float* __restrict__ par
                                                    int* __restrict__ history, int capacity) {
     __shared__ float sv[32];
     __shared__ int si[32];
-    float v = -KL_INF;
-    int idx = 0x7fffffff;
-    for (int j = threadIdx.x; j < parts; j += blockDim.x) am_take(part_v[j], part_i[j], v, idx);
-    am_block(v, idx, sv, si);
+    float v;
+    int idx;
+    am_parts(part_v, part_i, parts, v, idx, sv, si);
     if (threadIdx.x == 0) {
         token[0] = idx;
         if (state) {
@@ -286,10 +294,9 @@ extern "C" __global__ void decoder_06_sample_init(const float* __restrict__ part
                                                   int parts, SampleCtl* c) {
     __shared__ float sv[32];
     __shared__ int si[32];
-    float v = -KL_INF;
-    int idx = 0x7fffffff;
-    for (int j = threadIdx.x; j < parts; j += blockDim.x) am_take(part_v[j], part_i[j], v, idx);
-    am_block(v, idx, sv, si);
+    float v;
+    int idx;
+    am_parts(part_v, part_i, parts, v, idx, sv, si);
     for (int b = threadIdx.x; b < 256; b += blockDim.x) { c->mass[b] = 0ull; c->count[b] = 0u; }
     if (threadIdx.x == 0) {
         c->m = v;
