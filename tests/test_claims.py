@@ -30,7 +30,8 @@ LABS = set(TOPIC)
 SEED_IDS = {"000", "001", "002", "003", "004"}
 REASONS = ("needs an Orin", "needs the whole engine", "slip in the seed", "not measured yet: ", "cannot be decided here: ",
            "not comparable here: ")
-HOW = re.compile(r"^(ratio|e2e|lab:[a-z0-9_]+|ptx:\S+|ptxas:(registers|smem)|ncu:[a-z0-9_]+__[A-Za-z0-9_.]+)$")
+HOW = re.compile(r"^(ratio|e2e|lab:[a-z0-9_]+|ptx:\S+|ptxas:(registers|smem|blocks_per_sm@\d+|occupancy@\d+)"
+                 r"|ncu:[a-z0-9_]+__[A-Za-z0-9_.]+)$")
 MEASURED = ("ratio", "ptx:", "ptxas:", "ncu:")          # a row that names the variants it is measured on
 
 
@@ -257,3 +258,24 @@ def test_no_bar_past_the_roof():
                 if c in d and d[c].max() > 1 + 1e-6:
                     bad.append(f"{meta.parent.name}/{path.name}: {c} {d[c].max():.4f}")
     assert not bad, "a bar past 100% would be possible:\n  " + "\n  ".join(bad)
+
+
+def test_occupancy_counts_judge_a_claimed_count():
+    """`ptxas:blocks_per_sm@T` / `ptxas:occupancy@T` read build.occupancy (ptxas -v and the arch's SM
+    limits) for the seeds' sm_87; a claimed count of one step holds only when equal, else it is smaller
+    or larger than claimed (rmsnorm-016, rmsnorm-035, add-065)."""
+    import sys
+    from types import SimpleNamespace
+    sys.path.insert(0, str(ROOT / "labs_src"))
+    from kernellab.core import build
+    from kernellab.core.verdict import _counted
+    occ = build.occupancy("rmsnorm", "02_f32_shfl", 128)
+    blocks = float(occ[(occ.arch == "sm_87") & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
+    row = lambda how, claimed: SimpleNamespace(fast="02_f32_shfl", slow="", how=how, claimed=claimed,  # noqa: E731
+                                               kind="counter")
+    m, v, shown = _counted(row("ptxas:blocks_per_sm@128", f"{blocks:g}"), "rmsnorm")
+    assert (m.value, v) == (blocks, "holds") and "sm_87" in shown
+    assert _counted(row("ptxas:blocks_per_sm@128", f"{blocks + 1:g}"), "rmsnorm")[1] == "smaller than claimed"
+    assert _counted(row("ptxas:blocks_per_sm@128", f"{blocks - 1:g}"), "rmsnorm")[1] == "larger than claimed"
+    m, v, _ = _counted(row("ptxas:occupancy@128", "1"), "rmsnorm")
+    assert 0 < m.value <= 1 and v == ("holds" if m.value == 1 else "smaller than claimed")

@@ -168,8 +168,17 @@ CLAIM_ARCH_FALLBACK = "sm_90"   # for a step that needs a newer GPU than the Ori
 
 
 def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
-    """What a `ptx:<text>` or `ptxas:registers` claim counts in one step's compiled kernel (arch)."""
+    """What a `ptx:<text>`, `ptxas:registers` / `ptxas:smem` claim counts in one step's compiled kernel
+    (arch); `ptxas:blocks_per_sm@T` / `ptxas:occupancy@T`: blocks of T threads resident per SM, and
+    the theoretical occupancy, from ptxas -v and the arch's SM limits (build.occupancy)."""
     from . import build
+    if how.startswith(("ptxas:blocks_per_sm@", "ptxas:occupancy@")):   # from ptxas -v and the arch's SM limits
+        what, threads = how.split(":", 1)[1].split("@")
+        occ = build.occupancy(kernels, step, int(threads))
+        r = occ[(occ.arch == arch) & (occ.source == "ptxas -v")]
+        if not len(r):
+            raise ValueError(f"no kernel for step {step}")
+        return float(r["blocks/SM" if what == "blocks_per_sm" else "occupancy"].iloc[0])
     if how in ("ptxas:registers", "ptxas:smem"):         # ptxas -v: registers, static shared memory bytes
         info = build.ptxas_info(kernels, (arch,))
         r = info[info.kernel == (step if step.startswith(kernels + "_") else f"{kernels}_{step}")]
@@ -193,6 +202,10 @@ def _counted(r, kernels: str) -> tuple:
             continue
     else:
         return NAN, "not measured (no such step)", "-"
+    if before != before and r.claimed not in ("", ">", "<", "0"):   # one step's count against the claimed count
+        c = float(r.claimed)
+        v = "holds" if after == c else "smaller than claimed" if after < c else "larger than claimed"
+        return Measured(after, after, after), v, f"{after:g} in {r.fast} ({arch})"
     if before != before:          # a structure claim about one step: the instruction is there (or, "0", not)
         ok = after == 0 if r.claimed == "0" else after > 0
         return Measured(after, after, after), "holds" if ok else "refuted", f"{after:g} in {r.fast} ({arch})"
