@@ -640,8 +640,8 @@ kl.say("Not measured or recorded yet." if xw.empty else
 
 # %% [markdown]
 # ## Ablations: each bundled step, one change at a time
-# Several steps above make more than one change: 03 → 04 (`__restrict__`, `__ldg`, `fmaf`, the
-# seed's `#pragma unroll 4`), 05 → 06 (the same four plus the `char4`/`float4` width and one scale
+# Several steps above make more than one change: 03 → 04 (`__restrict__`, `__ldg`, `fmaf`, and a
+# `#pragma unroll 4` of the course's: the report's text names no unroll), 05 → 06 (the same four plus the `char4`/`float4` width and one scale
 # per 4 elements), 09 → 10 (load width and loads in flight), 10 → 22 (threads per row and the
 # template's loop), 22 → 27 (loads in flight, the L1 policy, rows per warp), 26 → 28 (tensor cores,
 # LOP3 dequantisation, 16-row tiles with several warps each), 25 → 29 (fp16 activations, tensor

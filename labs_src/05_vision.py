@@ -447,8 +447,11 @@ aw_claims
 # (`kernellab.core.results.verdict`): **within noise** when the p10–p90 bands of the two times
 # overlap; otherwise **holds** when the measured gain is within a factor 1.5 of the claimed gain
 # (in log terms), **smaller** or **larger than claimed** outside that, **refuted** when it goes the
-# other way; an end-to-end claim is never judged by a kernel ratio. The report measured on an Orin;
-# ratios, not times, are what can be compared across devices. The PTX claims are in the table above.
+# other way; an end-to-end claim is never judged by a kernel ratio. The report measured on an Orin and
+# gives no kernel times: its "4×" figures are bytes per thread (4 → 16), which the table judges against
+# the time ratio on the GPU of the `conditions` column. Its image had at most 500000 / (16 × 16) patches,
+# so the rows at 4096 tokens are the nearer to its scale; ratios, not times, are what can be compared
+# across devices. The PTX claims are in the table above.
 
 # %%
 claims = results.claims("05_vision", res, vision.FAMILIES)

@@ -219,8 +219,10 @@ def say_crossover(xo) -> None:
 
 
 def say_unroll() -> None:
-    """What the seed's `#pragma unroll 4` and `__restrict__` change in the PTX of steps 04 and 06."""
-    results.say("The seed's `#pragma unroll 4` " + ("changes nothing in the PTX of steps 04 and 06: given the "
+    """What the `#pragma unroll 4` of steps 04 and 06 (the course's: the report's text names no unroll) and
+    `__restrict__` change in their PTX."""
+    results.say("The `#pragma unroll 4` of steps 04 and 06 (the course's; the report's text names no unroll) "
+                + ("changes nothing in the PTX of steps 04 and 06: given the "
                 "compile-time stride the compiler unrolls the same way without it, so no timing can credit it."
                 if not any(unroll_pragma_changes(s) for s in ("04_f32_ldg", "06_int8_char4"))
                 else "changes the PTX of step 04 or 06 (table above), so the ablation of 03 → 04 counts it with "
