@@ -84,8 +84,6 @@ from .report import (
     say_split_rope, say_transpose)
 from .report import (AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,   # the report's
                      raised_note, raised_said, say_as_written)                                   # kernels as written
-from .report import (AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,   # the report's
-                     raised_note, raised_said, say_as_written)                                   # kernels as written
 
 FAMILIES = [LAYERNORM, GELU, GELU_ERF, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
             SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE, *ABLATION, SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD]
