@@ -224,3 +224,59 @@ for gb in (8, 16, 24, 80):
         results.say(f"With {gb} GB free: Qwen3-VL-8B fp16 fits ({b['total'] / 1e9:.1f} GB).")
     except ValueError as e:
         results.say(f"With {gb} GB free: {e}")
+
+# %% [markdown]
+# ## Exercise: the multimodal rotary table on the GPU
+# `vlm.mrope_table` builds each prompt token's angles on the host. Write the kernel: one block per token,
+# one thread per frequency $i$ (64 of them for head dim 128). Frequency $i$ takes the token's position on
+# one axis, interleaved by `mrope_section` [24, 20, 20]: **h** where $i \bmod 3 = 1$ and $i < 60$, **w** where
+# $i \bmod 3 = 2$ and $i < 60$, **t** otherwise; then $\cos$ and $\sin$ of position × `inv_freq[i]`. The stub
+# rotates every frequency by the time axis (plain RoPE), which is right for text and wrong for an image:
+# it prints **NOT YET**. The grading cell compiles for sm_87 and sm_90, checks Part 2's 230-token prompt
+# against `vlm.mrope_table` (on a GPU; without one, three blocks of the launch run on the CPU).
+
+# %%
+theta_inv = (M.THETA ** (-np.arange(64) / 64)).astype(np.float32)
+GRADE = dict(
+    make_input=lambda: (pos.astype(np.int32), theta_inv),
+    reference=lambda p, inv: M.mrope_table(p, M.HEAD_DIM, M.THETA, M.MROPE_SECTION),
+    grid=lambda p, inv: (p.shape[1],), block=(64,), scalars=lambda p, inv: (p.shape[1],),
+    tolerance={"rtol": 1e-5, "atol": 2e-5})
+
+# %% tags=["exercise"]
+EXERCISE = r"""
+extern "C" __global__ void mrope_table(const int* pos, const float* inv_freq, float* cos_out, float* sin_out, int T) {
+    const int t = blockIdx.x, i = threadIdx.x;          // token t, frequency i (64 threads)
+    TODO;   // pick the axis of frequency i: h (i % 3 == 1, i < 60), w (i % 3 == 2, i < 60), else t
+    const float a = pos[t] * inv_freq[i];               // pos[axis * T + t]: row 0 is t, 1 is h, 2 is w
+    cos_out[t * 64 + i] = cosf(a);
+    sin_out[t * 64 + i] = sinf(a);
+}
+"""
+
+# %%
+kl.check.grade_exercise(EXERCISE, "mrope_table", **GRADE)
+
+# %% tags=["solution"]
+SOLUTION = r"""
+extern "C" __global__ void mrope_table(const int* __restrict__ pos, const float* __restrict__ inv_freq,
+                                       float* __restrict__ cos_out, float* __restrict__ sin_out, int T) {
+    const int t = blockIdx.x, i = threadIdx.x;
+    const int axis = (i < 60 && i % 3 == 1) ? 1 : (i < 60 && i % 3 == 2) ? 2 : 0;   // interleaved sections
+    float s, c;
+    sincosf(pos[axis * T + t] * inv_freq[i], &s, &c);
+    cos_out[t * 64 + i] = c;
+    sin_out[t * 64 + i] = s;
+}
+"""
+kl.check.grade_exercise(SOLUTION, "mrope_table", strict=True, **GRADE)
+
+# %% [markdown]
+# ## What to remember
+# * A vision-language model is a language model whose prompt has rows that came from an image: the tower's
+#   features replace the image tokens' embeddings, and DeepStack adds three more of the tower's levels to
+#   those rows in the first layers. Everything after the prefill is lab 08's decoder, unchanged.
+# * Positions are the one place the image shows after the prefill: an image of h × w tokens takes
+#   max(h, w) positions, so every later token, decoded ones included, is shifted by the rope delta.
+# * Time each stage as a user calls it, beside the library on the same weights, and keep GPU time and host
+#   time apart: a stage whose host time equals its GPU time is waiting for Python, not for the GPU.

@@ -43,9 +43,9 @@ QUANTISED = ("int8", "int4", "w8a16")    # judged against a reader of their own 
 # a ladder against a ceiling); lab 08's own figure is the whole token step, judged by its targets.
 HEADLINE_SKIP = {"decoder", "torch_decoder"}
 # Families drawn beside each lab's first, where no roof applies (compute-bound: attention prefill on the
-# tensor cores, lab 06's whole block, lab 09's image + question to the first token): their bar is the speed against the fastest torch call of the same
-# case, time(torch) / time(ours), torch at 100%. {family: (our rows' name prefix or None for the ladder's
-# steps, the library rows' name prefix)}.
+# tensor cores, lab 06's whole block, lab 09's image + question to the first token): their bar is the speed
+# against the fastest torch call of the same case, time(torch) / time(ours), torch at 100%. {family: (our rows'
+# name prefix or None for the ladder's steps, the library rows' name prefix)}.
 HEADLINE_VS_LIBRARY = {"attention_prefill": (None, "torch"), "vit_block": ("block (lab kernels", "torch eager block"),
                        "vlm_stages": ("ours: to first token", "transformers (sdpa): to first token")}
 
