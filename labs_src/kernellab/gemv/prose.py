@@ -264,12 +264,13 @@ def say_as_written(tab, aw, claims_tab) -> None:
     from ..core.frame import short_device
     import pandas as pd
     d = results.one_source(pd.concat([f for f in aw if f is not None and len(f)], ignore_index=True))
-    if tab.empty or d is None or d.empty:
+    if tab.empty or d is None or d.empty or tab["noise rule"].eq("not recorded here yet").all():
         results.say("Not measured here and not recorded yet: a GPU (or `make bench`) times the report's kernels.")
         return
     by = {w: [f"`{a}` → `{c}`" for a, c in zip(tab["as written"], tab["the course's"])
               if tab.loc[tab["as written"] == a, "noise rule"].iloc[0] == w] for w in tab["noise rule"].unique()}
-    parts = [f"{w} at {len(v)} of {len(tab)}" + ("" if w == "within noise" else f" ({', '.join(v)})") for w, v in by.items()]
+    quiet = ("within noise", "not recorded here yet")       # counted; the pairs outside the noise are named
+    parts = [f"{w} at {len(v)} of {len(tab)}" + ("" if w in quiet else f" ({', '.join(v)})") for w, v in by.items()]
     results.say("The report's kernels as written against the course's (the column `the change` says what lies "
                 "between them), at the report's shapes: "
                 + "; ".join(parts) + f" ({results.source(d)}). "
@@ -288,9 +289,11 @@ def say_as_written(tab, aw, claims_tab) -> None:
                     f"and this frame is from {short_device(f.get('device', 'another GPU'))} ({f.get('sms', '?')} SMs, "
                     f"{f.get('arch', '?')}). A time does not carry from one GPU to another; a ratio of two steps timed "
                     "on one GPU is what the claims below judge.")
-    if len(claims_tab):
-        v = claims_tab["verdict"].value_counts()
-        results.say(f"The report's pairs that the claims file times on its kernels as written: {len(claims_tab)} rows, "
-                    + ", ".join(f"{k} **{n}**" for k, n in v.items()) + " (the table below; the verdict rule as for "
-                    "every claim: within noise where the p10–p90 bands overlap, else the measured ratio against the "
-                    "report's).")
+    ok = claims_tab[claims_tab["verdict"].isin(results.OUTCOMES)] if len(claims_tab) else claims_tab
+    counts = ", ".join(f"{k} **{n}**" for k, n in ok["verdict"].value_counts().items()) if len(ok) else ""
+    results.say(f"The claims file times {len(claims_tab)} of the report's pairs on its kernels as written: "
+                + (f"{len(ok)} judged on this record ({counts})" if len(ok) else "none judged on this record")
+                + (f"; {len(claims_tab) - len(ok)} without a verdict here (not in this record, or an end-to-end claim)"
+                   if len(claims_tab) > len(ok) else "") + " (the table below). The verdict rule as for every claim: "
+                "within noise where the p10–p90 bands overlap, else the measured ratio "
+                "against the report's.")

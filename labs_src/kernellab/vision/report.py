@@ -436,7 +436,7 @@ def say_as_written(tab, claims_tab) -> None:
     said = []
     for word, at in tab.groupby("noise rule", sort=False):
         pairs = zip(at["as written"], at["the course's"], at["tokens"])
-        said.append(f"{word} at {len(at)} of {len(tab)}" + ("" if word == "within noise" else
+        said.append(f"{word} at {len(at)} of {len(tab)}" + ("" if word in ("within noise", "not recorded here yet") else
                     f" ({', '.join(f'`{w}` → `{c}` at {n} tokens' for w, c, n in pairs)})"))
     results.say("The report's kernels as written against the course's: " + "; ".join(said) + ". "
                 + ("" if is_live() else "The checks above ran the NumPy reference only (no GPU here); "
@@ -445,9 +445,10 @@ def say_as_written(tab, claims_tab) -> None:
                 f"measurement), so there is no Orin figure to set beside them; its image had at most {REPORT_PATCHES:,} "
                 "patches (`--max-pixel 500000`, 16 × 16 pixels each), nearer the 4096-token rows than the 16384.")
     if len(claims_tab):
-        v = claims_tab["verdict"].value_counts()
-        results.say(f"The report's pairs that the claims file times on its kernels as written: {len(claims_tab)} rows, "
-                    + ", ".join(f"{k} **{n}**" for k, n in v.items()) + " (the table below).")
+        v = claims_tab["verdict"].where(claims_tab["verdict"].isin(results.OUTCOMES), "without a verdict here")
+        results.say(f"The claims file times {len(claims_tab)} of the report's pairs on its kernels as written: "
+                    + ", ".join(f"{k} **{n}**" for k, n in v.value_counts().items()) + " (the table below; a row "
+                    "without a verdict here is not in this record yet).")
     else:
         results.say("No row of the claims file times one of the report's pairs on its kernels as written yet: "
                     "the claims table below judges them on the course's steps (its `how` column names them).")
