@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..core import results
 from ..core.family import Family, Target
-from .stages import CASE, HF, LAB08, NAME, OURS, QWEN3_VL_8B, ROOF, STAGES, measure_stages, name
+from .stages import CASE, HF, LAB08, NAME, NEW, OURS, QWEN3_VL_8B, ROOF, STAGES, measure_stages, name
 
 
 def _ratio(slow: str, fast: str):
@@ -87,6 +87,35 @@ def orin_on_paper(patches: int = 784, context: int = 300):
     from ..vit_block.report import orin_model as tower_model
     d = orin_model(QWEN3_VL_8B.text, contexts=(context,), fractions=(1.0, 0.75))
     return tower_model(ns=(patches, REPORT_PATCHES)), d[d["path"] == "float16"].reset_index(drop=True)
+
+
+# ---- the seeds' Qwen3-VL end-to-end claims (seed 000, section 5.1), judged from the stage table ------------------
+
+SEED_VIT_SPEEDUP = 552.44 / 474.16        # seed 000 line 432: its ViT encode before / after (vit_block-004)
+
+
+@results.claim_measure("decoder-002")
+def _decode_unchanged(part):
+    """000:435 'Qwen3-VL decode 9.73 -> 9.74 tok/s (unchanged)' by a change of the vision kernels alone: the decode
+    after an image prompt is lab 08's token step, so its time against lab 08's at the same context is the test."""
+    m = results.ratio_band(part, name(OURS, "decode"), LAB08, CASE) if part is not None else results.NAN
+    return m, results.verdict(m, 1.001, "end-to-end", "end-to-end"), (f"{m.value:.3f} (VL decode / text decode)"
+                                                                       if m.ok else None)
+
+
+@results.claim_measure("decoder-003")
+def _total_amdahl(part):
+    """000:436 'Qwen3-VL total 28162.83 -> 28056.48 ms (-0.4%)' when only the ViT got 1.165x faster: Amdahl on this
+    run's stage shares (preprocess + to first token + 127 decode steps), with the seed's own ViT ratio."""
+    if part is None or not len(part):
+        return results.NAN, "not measured (nothing recorded)", None
+    t = {st: results.pick(part, name(OURS, st), "median_us", case=CASE) for st in ("preprocess", "tower",
+                                                                                 "to first token", "decode")}
+    total = t["preprocess"] + t["to first token"] + (NEW - 1) * t["decode"]
+    share = t["tower"] / total
+    v = 1 / (1 - share * (1 - 1 / SEED_VIT_SPEEDUP))
+    m = results.Measured(v, v, v)
+    return m, results.verdict(m, 1.004, "end-to-end", "end-to-end"), f"{v:.4f} (tower {share:.1%} of the total)"
 
 
 FAMILIES = [STAGES_FAMILY]
