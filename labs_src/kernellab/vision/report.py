@@ -418,8 +418,7 @@ def as_written(frames):
 def as_written_claims(res):
     """The lab's claims rows (results.claims, from the same frame) that time the report's before against its
     after, both as the report writes them: its pairs judged on its own kernels."""
-    from . import FAMILIES
-    tab = results.claims("05_vision", res, FAMILIES)
+    tab = results.claims("05_vision", res, list(_as_written_families().values()))
     steps = {row[2] for row in AS_WRITTEN}
     pair = [h.split(" at ")[0].split(" vs ") for h in tab["how"]] if len(tab) else []
     keep = [len(p) == 2 and set(p) <= steps for p in pair]
