@@ -332,6 +332,28 @@ extern "C" __global__ __launch_bounds__(128, 2) void attention_05_decode_gqa_til
     dec_kernel<DEC_GROUP, 4, true>(q, kc, vc, o, part_o, part_lse, lens, len_host, cap, scale_log2, chunk_len);
 }
 
+// === attention_05_ablate_no_prefetch ===
+// Ablation, not a step: step 05 without the next tile's prefetch (each tile's 4 keys are loaded, used,
+// then the next 4 are loaded), same launch bounds, launched on step 05's grid. Against step 05 it
+// times the prefetch alone.
+extern "C" __global__ __launch_bounds__(128, 2) void attention_05_ablate_no_prefetch(
+        const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
+        __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
+        const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
+    dec_kernel<DEC_GROUP, 4, false>(q, kc, vc, o, part_o, part_lse, lens, len_host, cap, scale_log2, chunk_len);
+}
+
+// === attention_05_ablate_tile1 ===
+// Ablation, not a step: one key a tile and no prefetch (step 04's body) under step 05's launch bounds,
+// launched on step 05's grid (its chunk rule). Against 05_ablate_no_prefetch it times the 4-key tile
+// alone; against step 04 (same body, step 04's grid) the chunk rule alone.
+extern "C" __global__ __launch_bounds__(128, 2) void attention_05_ablate_tile1(
+        const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
+        __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
+        const int* __restrict__ lens, int len_host, int cap, float scale_log2, int chunk_len) {
+    dec_kernel<DEC_GROUP, 1>(q, kc, vc, o, part_o, part_lse, lens, len_host, cap, scale_log2, chunk_len);
+}
+
 // === attention_06_rope_append ===
 // Why: before attention, a decode step rotates this token's q and k by its position (Qwen3's RoPE:
 // 1-D, theta = 1e6, rotate-half: dims i and i + 64 form a pair turned by the angle pos theta^(-i/64))
@@ -498,6 +520,33 @@ __device__ __forceinline__ void pf_load_tile(__half* dst, const __half* __restri
     }
 }
 
+// The register stage of the ablation 13_ablate_reg_stages: each of 128 threads holds PF_HELD(DH) 16-byte
+// pieces of the next K tile and as many of V (loaded before this tile's compute, stored after it).
+#define PF_HELD(DH) ((PF_BC * ((DH) / 8) + 127) / 128)
+template <int DH, int H>
+__device__ __forceinline__ void pf_hold_tile(uint4 (&kr)[H], uint4 (&vr)[H], const __half* __restrict__ k,
+                                             const __half* __restrict__ v, int r0, int N, int rs) {
+#pragma unroll
+    for (int j = 0; j < H; ++j) {
+        const int i = threadIdx.x + j * 128, r = i / (DH / 8), c = (i % (DH / 8)) * 8;
+        const bool ok = i < PF_BC * (DH / 8) && r0 + r < N;
+        const size_t at = (size_t)(ok ? r0 + r : 0) * rs + c;
+        kr[j] = ok ? *reinterpret_cast<const uint4*>(k + at) : make_uint4(0, 0, 0, 0);
+        vr[j] = ok ? *reinterpret_cast<const uint4*>(v + at) : make_uint4(0, 0, 0, 0);
+    }
+}
+template <int LD, int DH, int H>
+__device__ __forceinline__ void pf_store_tile(__half* ks, __half* vs, const uint4 (&kr)[H], const uint4 (&vr)[H]) {
+#pragma unroll
+    for (int j = 0; j < H; ++j) {
+        const int i = threadIdx.x + j * 128, r = i / (DH / 8), c = (i % (DH / 8)) * 8;
+        if (i < PF_BC * (DH / 8)) {
+            *reinterpret_cast<uint4*>(ks + r * LD + c) = kr[j];
+            *reinterpret_cast<uint4*>(vs + r * LD + c) = vr[j];
+        }
+    }
+}
+
 // The geometry of one prefill call: N query rows per head, NK keys (NK = N, or the cache's p0 + N
 // for a causal prompt that starts at position p0), and where each head and row lives (strides in
 // halves): the ViT's [heads, N, 72] arrays, or a decoder's q and o [N, heads, 128] beside its KV cache
@@ -510,14 +559,15 @@ struct PfShape {
 // MT: query tiles of 16 rows per warp (the block owns MT x 64 rows). Every K or V fragment a warp
 // loads with ldmatrix feeds MT x 2 mma's. DH: the head dim, DP: it padded to the mma's k (16);
 // CAUSAL: query row i (position p0 + i) sees keys 0..p0 + i only, and tiles past the last row's
-// position are skipped.
-template <bool ASYNC, int LD, int MT = 1, int DH = PF_D, int DP = PF_DP, bool CAUSAL = false>
+// position are skipped. STAGES: K/V buffers in shared memory (2: tile t + 1 is fetched while tile t
+// computes); ASYNC: the tiles are copied with cp.async (no register round trip), else loaded through
+// registers (with 2 stages: held in registers during the compute and stored after it).
+template <bool ASYNC, int LD, int MT = 1, int DH = PF_D, int DP = PF_DP, bool CAUSAL = false, int STAGES = ASYNC ? 2 : 1>
 __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, const __half* __restrict__ k,
                                               const __half* __restrict__ v, __half* __restrict__ o,
                                               const PfShape g, float scale_log2) {
 #if __CUDA_ARCH__ >= 800
     constexpr int TILE = PF_BC * LD;                   // halves per K or V tile
-    constexpr int STAGES = ASYNC ? 2 : 1;
     constexpr int KC = DP / 16, ON = DP / 8;           // mma k-chunks of a row; 8-column output blocks
     extern __shared__ __align__(16) __half pf_sm[];    // [STAGES][K, V][64][LD]; Q borrows the last stage
     const int h = blockIdx.y, r0 = blockIdx.x * PF_BR * MT, N = g.N, NK = g.NK;
@@ -548,14 +598,15 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
     int tiles = (NK + PF_BC - 1) / PF_BC;
     if (CAUSAL) tiles = min(tiles, (g.p0 + r0 + PF_BR * MT - 1) / PF_BC + 1);   // keys past the block's last row
     const int kr = (int)g.kv_rs;
-    if (ASYNC) {
-        pf_load_tile<true, LD, DH>(pf_sm, kh, 0, NK, kr);
-        pf_load_tile<true, LD, DH>(pf_sm + TILE, vh, 0, NK, kr);
-        cp_async_commit();
+    if (STAGES == 2) {                                 // the first tile, before the loop
+        pf_load_tile<ASYNC, LD, DH>(pf_sm, kh, 0, NK, kr);
+        pf_load_tile<ASYNC, LD, DH>(pf_sm + TILE, vh, 0, NK, kr);
+        if (ASYNC) cp_async_commit();
     }
+    uint4 nk_r[STAGES == 2 && !ASYNC ? PF_HELD(DH) : 1], nv_r[STAGES == 2 && !ASYNC ? PF_HELD(DH) : 1];
     for (int t = 0; t < tiles; ++t) {
-        __half *ks = pf_sm + (ASYNC ? (t & 1) : 0) * 2 * TILE, *vs = ks + TILE;
-        if (ASYNC) {
+        __half *ks = pf_sm + (STAGES == 2 ? (t & 1) : 0) * 2 * TILE, *vs = ks + TILE;
+        if (STAGES == 2 && ASYNC) {
             if (t + 1 < tiles) {                       // the next tile streams in while this one computes
                 __half* nk = pf_sm + ((t + 1) & 1) * 2 * TILE;
                 pf_load_tile<true, LD, DH>(nk, kh, (t + 1) * PF_BC, NK, kr);
@@ -563,9 +614,12 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
             }
             cp_async_commit();
             cp_async_wait<1>();
+        } else if (STAGES == 2) {                      // the next tile's loads fly during this one, in registers
+            if (t + 1 < tiles) pf_hold_tile<DH>(nk_r, nv_r, kh, vh, (t + 1) * PF_BC, NK, kr);
         } else {
-            pf_load_tile<false, LD, DH>(ks, kh, t * PF_BC, NK, kr);
-            pf_load_tile<false, LD, DH>(vs, vh, t * PF_BC, NK, kr);
+            pf_load_tile<ASYNC, LD, DH>(ks, kh, t * PF_BC, NK, kr);
+            pf_load_tile<ASYNC, LD, DH>(vs, vh, t * PF_BC, NK, kr);
+            if (ASYNC) { cp_async_commit(); cp_async_wait<0>(); }
         }
         __syncthreads();
         // S = Q K^T: MT x 16 x 64 per warp; each K fragment serves every query tile
@@ -647,6 +701,10 @@ __device__ __forceinline__ void pf_mma_kernel(const __half* __restrict__ q, cons
                 }
             }
         }
+        if (STAGES == 2 && !ASYNC && t + 1 < tiles) {  // the held tile into the other stage
+            __half* nk = pf_sm + ((t + 1) & 1) * 2 * TILE;
+            pf_store_tile<LD, DH>(nk, nk + TILE, nk_r, nv_r);
+        }
         __syncthreads();                               // this stage is overwritten next
     }
     // O / l, rows < N, columns < DH
@@ -689,11 +747,33 @@ extern "C" __global__ __launch_bounds__(128) void attention_13_prefill_cp_async(
     pf_mma_kernel<true, PF_DP>(q, k, v, o, pf_vit(N), scale_log2);
 }
 
+// === attention_13_ablate_one_stage ===
+// Ablation, not a step: step 13's cp.async copies into one buffer stage (20 KiB, step 12's): each tile
+// is copied, waited for, then computed, so no copy overlaps this block's compute. Against step 13 it
+// times the second stage alone; against step 12 cp.async alone.
+extern "C" __global__ __launch_bounds__(128) void attention_13_ablate_one_stage(
+        const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
+        __half* __restrict__ o, int N, float scale_log2) {
+    pf_mma_kernel<true, PF_DP, 1, PF_D, PF_DP, false, 1>(q, k, v, o, pf_vit(N), scale_log2);
+}
+
+// === attention_13_ablate_reg_stages ===
+// Ablation, not a step: step 13's two buffer stages filled without cp.async: tile t + 1 is loaded into
+// registers before tile t's compute and stored to the other stage after it (register double
+// buffering). Against step 13 it times cp.async alone, given two stages; against step 12 the second
+// stage alone.
+extern "C" __global__ __launch_bounds__(128) void attention_13_ablate_reg_stages(
+        const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
+        __half* __restrict__ o, int N, float scale_log2) {
+    pf_mma_kernel<false, PF_DP, 1, PF_D, PF_DP, false, 2>(q, k, v, o, pf_vit(N), scale_log2);
+}
+
 // === attention_14_prefill_padded ===
 // Why: ldmatrix reads 8 rows of 16 bytes per phase; with rows 160 bytes apart, rows r and r + 4 land
 // on the same banks (160 x 4 = 640 = 5 x 128): 2-way conflicts on every K and V fragment. A row of
-// 88 halves (176 bytes) puts the 8 rows on 8 distinct 16-byte bank groups: conflict-free. Step 13
-// with only the row stride changed.
+// 88 halves (176 bytes) puts the 8 rows on 8 distinct 16-byte bank groups: ldmatrix's reads are
+// conflict-free (lab 07's counters still count conflicts from the kernel's other shared-memory
+// accesses). Step 13 with only the row stride changed.
 extern "C" __global__ __launch_bounds__(128) void attention_14_prefill_padded(
         const __half* __restrict__ q, const __half* __restrict__ k, const __half* __restrict__ v,
         __half* __restrict__ o, int N, float scale_log2) {

@@ -152,9 +152,10 @@ CAUSAL_CHECK_CASES = [((hq, n, hkv, d), val) for hq, hkv, d in ((32, 8, 128), (2
 
 
 def _vs_sdpa(n):
+    """time(SDPA) / time(step 16) at N = n, with its band (the targets table applies the noise rule)."""
     def m(df):
-        from ..core.results import ratio
-        return ratio(df, "16_causal", SDPA_CAUSAL, causal_case_key((32, n), "float16"))
+        from ..core.results import ratio_band
+        return ratio_band(df, "16_causal", SDPA_CAUSAL, causal_case_key((32, n), "float16"))
     return m
 
 

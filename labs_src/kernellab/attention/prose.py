@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from ..core import results
 from .reference import HQ, PF_D, PF_HEADS, dec_case_key, pf_case_key
+from .ablation import ABLATION_PAIRS, ABLATION_STEPS, DEC_ABLATION, PF_ABLATION
+from .causal import CAUSAL_NS, SDPA_CAUSAL, causal_case_key, causal_flops
 from .report import (CUBLAS_BLOCK, FLASH_BLOCK, ORIN_GBPS, ORIN_SMS, SDPA_BLOCK, BLOCK_NS, best_variant,
                      decode_limits_text, gqa_vs_split_text, host_text, limits_list, noisy_text, pf_vs_cublas,
-                     pf_vs_sdpa, prefill_limits_text, scores_bytes, then)
-from .steps import DEC_FLOOR, GRAPH_DEC, SDPA_DEC
+                     pf_vs_sdpa, prefill_limits_text, row_step_text, scores_bytes, then)
+from .steps import DEC_FLOOR, GRAPH_DEC, SDPA_DEC, SDPA_PF
 
 C4K, C1 = dec_case_key((HQ, 4096), "float16"), dec_case_key((HQ, 1), "float16")     # decode at 4096 keys, 1 key
 C32K = dec_case_key((HQ, 32768), "float16")
@@ -34,12 +36,20 @@ def floor_text(d) -> str:
             f"**{results.pick(d, best4, 'frac_read', case=C4K) / fl:.2f}** of that floor.")
 
 
+def of_floor_text(d, name, case) -> str:
+    """'; the read-only floor reaches F of the read roof there, so `name` is x of the floor' at one case
+    ('' when the floor is not recorded there): a roof figure stated against the floor beside it."""
+    fl, f = results.pick(d, DEC_FLOOR, "frac_read", case=case), results.pick(d, name, "frac_read", case=case)
+    return "" if fl != fl or f != f else (f"; the read-only floor reaches {fl:.2f} of the read roof there, so `{name}` "
+                                          f"is **{f / fl:.2f}** of the floor")
+
+
 def say_decode(dec) -> None:
     """The decode ladder's sentences: step 05 against SDPA, its roof at 32768 keys, the floor at 4096,
     split-KV against one block per head, the graph at one key, and the host time of each call."""
     results.each_device(dec, lambda d: results.summary(d, "05_gqa_tile", SDPA_DEC))
     results.each_device(dec, lambda d: results.roof_text(d, "05_gqa_tile", C32K, 0.75, roof="read")
-                        + f" ({results.source(d)}).")
+                        + of_floor_text(d, "05_gqa_tile", C32K) + f" ({results.source(d)}).")
     results.each_device(dec, floor_text)
     results.each_device(dec, lambda d: then(results.compare_text(d, "03_split", "02_head", C4K),
                                             f": more blocks than query heads ({results.source(d)})."))
@@ -92,9 +102,10 @@ def say_prefill(pf) -> None:
         results.each_device(pf, lambda d: vs_sdpa_text(d, n))
     results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "01_cublas"))
     results.each_device(pf, lambda d: then(results.compare_text(d, "13_cp_async", "12_mma", C4K_PF),
-                                           f": cp.async double buffering alone ({results.source(d)})."))
+                                           f": two changes together, cp.async and a second buffer stage (the "
+                                           f"ablation below times each alone; {results.source(d)})."))
     results.each_device(pf, lambda d: then(results.compare_text(d, "14_padded", "13_cp_async", C4K_PF),
-                                           f": the conflict-free row stride alone ({results.source(d)})."))
+                                           f": the padded row stride alone ({results.source(d)})."))
     results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "14_padded")
                         + " The query rows per warp are the one change.")
     results.each_device(pf, cublas_claim_text)
@@ -105,12 +116,93 @@ def say_prefill_limits(lim_pf) -> None:
     results.say(prefill_limits_text(lim_pf))
 
 
-def say_block(blk) -> None:
-    """Lab 06's block with flash attention against the cuBLAS block and torch's eager block, per N."""
+def attention_share_text(d, pf, n) -> str:
+    """Whether the block's lead over torch's comes from its attention: the fastest flash step against
+    torch SDPA at N = n on the same device (the prefill table), by the noise rule."""
+    name = best_variant(pf, pf_case_key((PF_HEADS, n), "float16"))[0]
+    m = results.ratio_band(pf, SDPA_PF, name, pf_case_key((PF_HEADS, n), "float16")) if name else results.NAN
+    if not m.ok:
+        return ""
+    if results.within_noise(m):
+        return f" Attention alone: `{name}` and torch SDPA are within noise of each other at N = {n}."
+    if m.value > 1:
+        return (f" Attention alone: `{name}` takes **{m.value:.2f}×** torch SDPA's time at N = {n} (the prefill "
+                f"table), so the block's lead over torch's eager block comes from its other kernels (lab 06), not "
+                f"from flash attention.")
+    return f" Attention alone: `{name}` is **{1 / m.value:.2f}×** faster than torch SDPA at N = {n}."
+
+
+def say_block(blk, pf=None) -> None:
+    """Lab 06's block with flash attention against the cuBLAS block and torch's eager block, per N, and
+    where the lead over torch's block comes from (attention_share_text, from the prefill frame pf)."""
     for n in BLOCK_NS:
-        results.each_device(blk, lambda d: results.compare_text(d, FLASH_BLOCK, CUBLAS_BLOCK, f"N={n}:float16")
+        results.each_device(blk, lambda d, p: results.compare_text(d, FLASH_BLOCK, CUBLAS_BLOCK, f"N={n}:float16")
                             + "; " + results.compare_text(d, FLASH_BLOCK, SDPA_BLOCK, f"N={n}:float16")
-                            + f" ({results.source(d)}).")
+                            + f" ({results.source(d)})." + (attention_share_text(d, p, n) if p is not None else ""),
+                            pf)
+
+
+# ---- step 16: the causal prefill against SDPA -------------------------------------------------------
+
+def causal_text(d) -> str:
+    """Step 16 against torch SDPA (is_causal, enable_gqa) at each recorded N of one device: time(SDPA) /
+    time(16) with its band, judged against the target (>= 1) by the noise rule, and both TFLOP/s."""
+    said = []
+    for n in CAUSAL_NS:
+        c = causal_case_key((32, n), "float16")
+        m = results.ratio_band(d, "16_causal", SDPA_CAUSAL, c)
+        if not m.ok:
+            continue
+        tf = lambda name: causal_flops(n) / results.pick(d, name, "median_us", case=c) / 1e6   # noqa: E731
+        said.append(f"N = {n}: **{m.value:.2f}×** (band {m.lo:.2f}–{m.hi:.2f}; target ≥ 1: "
+                    f"**{results.target_outcome(m, 1.0)}**; {tf('16_causal'):.0f} against {tf(SDPA_CAUSAL):.0f} TFLOP/s)")
+    if not said:
+        dev = d["device"].iloc[0] if d is not None and len(d) and "device" in d else None
+        return (f"`16_causal` against torch SDPA: not recorded on {dev} yet." if dev else
+                "`16_causal` against torch SDPA: not measured here and not recorded yet.")
+    return ("time(torch SDPA) / time(`16_causal`), causal attention over a Qwen3-8B prompt (32 query heads over 8 KV "
+            "heads of 128): " + "; ".join(said) + f" ({results.source(d)}).")
+
+
+def say_causal(cz) -> None:
+    """Step 16 against torch SDPA (causal_text), or a loud line when nothing is measured or recorded."""
+    if cz is None or not len(cz):
+        results.say(causal_text(None))
+        return
+    results.each_device(cz, causal_text)
+
+
+# ---- the ablations: each cause credited by what its ablation measures --------------------------------
+
+ABLATION_FAMILY = {"decode": DEC_ABLATION, "prefill": PF_ABLATION}
+
+
+def show_ablation(abl, which: str) -> None:
+    """The ablation table and one sentence per change (results.ablation) of decode 04 -> 05 or prefill 12 -> 13."""
+    results.ablation(abl, [ABLATION_PAIRS[which]], ABLATION_STEPS)
+
+
+def credit_text(abl, which: str) -> str:
+    """What each change of a bundled step is worth, read from its ablation on abl's first device (the
+    first two changes of ABLATION_PAIRS[which], each given the other); before the ablation is recorded,
+    that no cause is credited."""
+    title, _, _, after, changes = ABLATION_PAIRS[which]
+    d = results.one_source(abl) if abl is not None and len(abl) else None
+    if d is None or after not in set(d["name"]):
+        return (f"{title}: its ablation is not recorded yet (`make bench` records `{ABLATION_FAMILY[which].name}`), "
+                "so neither change is credited here.")
+    return (f"{title}, each change given the other (the ablation, {results.source(d)}): "
+            + "; ".join(f"{what}: " + results.summary(d, w, wo, prov=False).rstrip(".") for what, w, wo in changes[:2])
+            + ".")
+
+
+def say_limits(lim_dec, lim_pf, abl_dec=None, abl_pf=None, pf=None) -> None:
+    """What limits each step: the two bundled steps credited by their ablations (credit_text), step 11
+    against the FMA peak (row_step_text), then the counters (limits_list)."""
+    results.say("* **Decode 04 → 05, by cause**: " + credit_text(abl_dec, "decode") + "\n"
+                "* **Prefill 12 → 13, by cause**: " + credit_text(abl_pf, "prefill") + "\n"
+                "* " + (row_step_text(pf) if pf is not None else row_step_text(None)))
+    results.say(limits_list(lim_dec, lim_pf))
 
 
 def say_orin() -> None:
@@ -119,6 +211,3 @@ def say_orin() -> None:
                 f"(`kernellab.device.ORIN_SMS`, `ORIN_PEAK_GBPS`).")
 
 
-def say_limits(lim_dec, lim_pf) -> None:
-    """What limits each step, from the counters (limits_list)."""
-    results.say(limits_list(lim_dec, lim_pf))

@@ -397,7 +397,8 @@ def _need_sm80(step):
 
 
 PF_SMEM = {"attention_12_prefill_mma": 2 * 64 * 80 * 2, "attention_13_prefill_cp_async": 4 * 64 * 80 * 2,
-           "attention_14_prefill_padded": 4 * 64 * 88 * 2, "attention_15_prefill_two_tiles": 4 * 64 * 88 * 2}
+           "attention_14_prefill_padded": 4 * 64 * 88 * 2, "attention_15_prefill_two_tiles": 4 * 64 * 88 * 2,
+           "attention_13_ablate_one_stage": 2 * 64 * 80 * 2, "attention_13_ablate_reg_stages": 4 * 64 * 80 * 2}
 
 
 def _pf_launch(kname, q, k, v, out, block=128, rows=64):
