@@ -502,3 +502,51 @@ extern "C" __global__ void decoder_06_sample_final(const float* __restrict__ x, 
         }
     }
 }
+
+// === decoder_07_qk_norm_rope ===
+// Why: between the QKV GEMV and attention a Qwen3 token runs two small launches: the per-head
+// RMSNorm of q and k (step 02) and RoPE + the KV-cache append (lab 07's step 06). Each moves about
+// 10 KB, so each costs a launch and a round trip to memory, not bandwidth. One block per head does
+// both: its d/2 threads hold the rotate-half pairs (i, i + d/2), the sum of squares is a butterfly
+// per warp plus one shared-memory step across the (at most two) warps, the normalised head is
+// rounded to fp16 exactly where step 02 stores it, then rotated by the angle of the device-side
+// position and written (q to q_out; k to the cache, with v) as step 06 does. d is 64 or 128.
+extern "C" __global__ void decoder_07_qk_norm_rope(const __half* __restrict__ q, const __half* __restrict__ k,
+                                                   const __half* __restrict__ v, const __half* __restrict__ wq,
+                                                   const __half* __restrict__ wk, const float* __restrict__ cos_t,
+                                                   const float* __restrict__ sin_t, __half* __restrict__ q_out,
+                                                   __half* __restrict__ kc, __half* __restrict__ vc,
+                                                   const int* __restrict__ pos_ptr, int pos_host, int cap,
+                                                   int hq, int hkv, int d, float eps) {
+    __shared__ float part[2];
+    const int H = d >> 1, row = blockIdx.x, i = threadIdx.x;       // one head per block, i in [0, H)
+    const int pos = pos_ptr ? __ldg(pos_ptr) : pos_host;            // the same for the whole grid
+    if (pos < 0 || pos >= cap) return;
+    const bool is_q = row < hq;
+    const __half* x = is_q ? q + (size_t)row * d : k + (size_t)(row - hq) * d;
+    const __half* w = is_q ? wq : wk;
+    const float x1 = __half2float(x[i]), x2 = __half2float(x[i + H]);
+    float ss = warp_reduce_sum(fmaf(x1, x1, x2 * x2));
+    if (H > 32) {                                                   // two warps: one shared step
+        if ((i & 31) == 0) part[i >> 5] = ss;
+        __syncthreads();
+        ss = part[0] + part[1];
+    }
+    const float inv = rsqrtf(ss / (float)d + eps);
+    const float n1 = __half2float(__float2half_rn(x1 * inv * __half2float(w[i])));       // step 02's fp16 store
+    const float n2 = __half2float(__float2half_rn(x2 * inv * __half2float(w[i + H])));
+    const float c = cos_t[pos * H + i], s = sin_t[pos * H + i];
+    const __half y1 = __float2half(n1 * c - n2 * s), y2 = __float2half(n2 * c + n1 * s);
+    if (is_q) {
+        q_out[row * d + i] = y1;
+        q_out[row * d + i + H] = y2;
+    } else {
+        const int g = row - hq;
+        __half* kr = kc + ((size_t)g * cap + pos) * d;
+        __half* vr = vc + ((size_t)g * cap + pos) * d;
+        kr[i] = y1;
+        kr[i + H] = y2;
+        vr[i] = v[g * d + i];
+        vr[i + H] = v[g * d + i + H];
+    }
+}

@@ -183,7 +183,10 @@ def record_launches(fn, keep_result: bool = False) -> list:
             prev.extend(mine)
 
 
-PLANS_PER_VARIANT = 64
+# A step's plans, one per argument set: a decoder calls its GEMV step 4 x layers times per token with other weights
+# each time (144 keys for Qwen3-8B, 256 for a 64-layer model), so a cap below that thrashes (every call the full
+# path: ~100 µs of host time instead of a replay). Plans are a few hundred bytes each.
+PLANS_PER_VARIANT = 1024
 _VARIANTS = None      # a WeakSet of every Variant, for clear_plans
 
 
@@ -306,27 +309,16 @@ def _seen(args, out, plan):
 class Variant:
     """One step of a lab: a launcher plus what the harness needs to know about it.
 
-    inplace=True: the step is safe with out= one of its inputs (exactly the same array:
-    an element-wise kernel where each thread reads an index, then writes that index). Any
-    other overlap between out and an input is a ValueError before the launch (the kernels
-    are __restrict__: a partial overlap would read values this launch already wrote).
-
-    Launch plans: a call with out= given is validated and launched by the launcher once;
-    its launches (kernel, grid, block, packed arguments) are kept, keyed by what determines
-    them (every array's address, shape, layout and dtype, every other argument's value).
-    The next call with the same key replays them as bare RawKernel calls: the same checks
-    would pass and the same launches follow, so only the host cost changes (bench.host_us).
-    A call with the very same array objects as the previous one (checked by identity through
-    weak references, plus shape and dtype) skips even building the key: the common case of a
-    decode loop, which calls each layer's kernels with the same buffers every token.
-    Only launches made through launch() are replayed: a call that launched nothing, or used
-    memory outside its own arrays, keeps no plan. A launcher that does other GPU work besides
-    launch() (a CuPy op, cuBLAS, a memset) on every call must say plan=False; after changing a
-    module-level knob a launcher reads, call build.clear_plans(). reads_back=True: the launcher
-    copies values to the host on every call (an index range check): bench times its launches
-    alone for GPU time (bench.bare) and the whole call, check included, for host time.
-    A step that reads weights in a layout of its own (gemv steps 36, 37) makes it from the family's
-    arguments once and keeps it (gemv.tiles): bench times the call a user makes, as it is made."""
+    inplace=True: out= may be exactly one of the inputs (an element-wise kernel, each thread reading
+    then writing one index); any other overlap of out and an input is a ValueError before the launch
+    (the kernels are __restrict__). Launch plans (docs/design.md, "Measuring honestly"): a call with
+    out= given is checked and launched once, and its launches are kept under a key of every array's
+    address, shape, layout and dtype and every other argument's value; a call with the same key (or
+    the very same array objects: no key built) replays them as bare RawKernel calls. Only launch()'s
+    launches replay: a launcher doing other GPU work on every call (a CuPy op, cuBLAS, a memset) says
+    plan=False, and after changing a module-level knob a launcher reads, call build.clear_plans().
+    reads_back=True: the launcher copies values to the host on every call (bench times its launches
+    alone for GPU time, the whole call for host time)."""
 
     def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None, inplace=False,
                  plan=True, min_arch=None, reads_back=False):

@@ -15,6 +15,7 @@ from .. import rmsnorm as R
 from .config import Config, PATHS
 from .reference import ref_rmsnorm, ref_rope
 from .steps import argmax_into, embed, head_norm, reference_embed, reference_head_norm, reference_silu_mul, silu_mul
+from .fused import FUSED, SEPARATE, qk_norm_rope, separate
 from .weights import layer_shapes, lw, weight_shapes
 
 
@@ -42,6 +43,7 @@ class GpuOps:
         self.logits = G.LOGITS.variants[G.LOGITS.default["fp16_f32out"]]
         self.embed, self.head_norm, self.silu_mul, self.argmax = embed, head_norm, silu_mul, argmax_into
         self.rope_append, self.decode = A.rope_append, A.decode
+        self.qk_rope = qk_norm_rope                      # q/k head norm + RoPE + the cache append, one launch
         from .. import add
         self.bias_add = add.ADD.variants[add.ADD.default["float16"]]     # lab 03's add: Qwen2.5's q/k/v biases
         for op, name in (swap or {}).items():
@@ -66,6 +68,8 @@ def _unpacked(step):
 
 def _step_of(op: str, name: str):
     """The launcher of step `name` for one op of the token step (GpuOps' swap)."""
+    if op == "qk_rope" and name in (SEPARATE, FUSED):
+        return separate if name == SEPARATE else qk_norm_rope
     if op == "gemv" and name in G.GEMV.variants:
         return _unpacked(G.GEMV.variants[name])
     if op == "decode" and name in A.DEC_VARIANTS:
@@ -81,7 +85,7 @@ def _step_of(op: str, name: str):
             return out[0], norm(out[0].reshape(1, -1), w, out=out[1].reshape(1, -1))
         return fused
     raise ValueError(f"no step {name!r} for the op {op!r} (gemv: lab 04's steps; decode: lab 07's; fused: "
-                     f"lab 02's add + RMSNorm steps, or 'add + <an RMSNorm step>')")
+                     f"lab 02's add + RMSNorm steps, or 'add + <an RMSNorm step>'; qk_rope: {SEPARATE!r} or {FUSED!r})")
 
 
 class NumpyOps:
@@ -140,6 +144,10 @@ class NumpyOps:
         with np.errstate(over="ignore"):
             out[...] = (np.asarray(x, np.float64) + b).astype(out.dtype)
         return out
+
+    def qk_rope(self, q, k, v, wq, wk, k_cache, v_cache, pos, q_out, cos=None, sin=None, scratch=None):
+        qn, kn = self.head_norm(q, k, wq, wk, out=scratch)
+        return self.rope_append(qn, kn, v, k_cache, v_cache, pos, q_out, cos, sin)
 
     def rope_append(self, q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
         p = int(pos[0])
@@ -348,10 +356,11 @@ class Decoder:
             self._proj(L["qkv"], self.y, self.qkv_raw)
             if "bias" in L:
                 ops.bias_add(self.qkv_raw, L["bias"], out=self.qkv)
-            q, k = self.q, self.k
-            if "qn" in L:
-                q, k = ops.head_norm(self.q, self.k, L["qn"], L["kn"], out=(self.qn, self.kn))
-            ops.rope_append(q, k, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
+            if "qn" in L:                                # Qwen3: q/k head norm, RoPE, the cache append
+                ops.qk_rope(self.q, self.k, self.v, L["qn"], L["kn"], self.kc[i], self.vc[i], self.pos, self.qr,
+                            self.cos, self.sin, scratch=(self.qn, self.kn))
+            else:                                        # Qwen2.5: RoPE and the cache append
+                ops.rope_append(self.q, self.k, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
             ops.decode(self.qr, self.kc[i], self.vc[i], self.length, out=self.o)
             self._proj(L["o"], self.o_flat, self.delta)
             ops.fused(self.delta, self.h_b, L["ln2"], out=(self.h_a, self.y))
