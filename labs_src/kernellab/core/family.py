@@ -35,42 +35,8 @@ class Target:
 
 @dataclass(eq=False)
 class Family:
-    """One family of steps.
-
-    name          the record key: figures/reference/<device>/<name>.csv (several families may
-                  share one file: vision's ops)
-    kernels       the .cu file its kernels live in: kernels/<kernels>.cu
-    variants      {step: Variant}, ordered before -> after, one change each
-    reference     float64 NumPy reference: reference(*inputs) -> output (a tuple for several)
-    make_input    make_input(shape, dtype, values="randn", seed=0) -> tuple of host arrays
-    bytes_moved   bytes_moved(*inputs) -> the unique bytes one call must move
-    check_cases   [(shape, values)]: awkward shapes x hostile values, run by check.variants,
-                  the tests and the sanitizer
-    record_cases  [(shape, dtype)]: what `make bench` records (the seeds' shapes and a sweep)
-    baselines     {name: factory(*device inputs) -> zero-argument call, or None when the library
-                  is absent}: torch, cuBLAS, CuPy, a same-bytes memcpy or read-only floor
-    shapes        the seeds' named shapes {label: shape}
-    default       {dtype: step}: the step other labs call (a design choice; the best step of a
-                  case is read from the data by results.best, never from here)
-    claims        ids of docs/claims.csv rows this family measures
-    targets       [Target]
-    tolerance     tolerance(*inputs) -> {"rtol": .., "atol": ..} for the checks, where the
-                  default per-dtype tolerance does not fit (a dot product of M terms); None: default
-    roof          the roof that applies: "copy" (reads its input once and writes its output once)
-                  or "read" (writes almost nothing: a GEMV, decode attention); the other fraction
-                  is left empty, since a roof that does not apply is no ceiling
-    op            in a record shared by several families (vision's ops share vision.csv), the
-                  family's label; its case keys start with 'op:'
-    case_key      (shape, dtype) -> the case's key in a results frame
-    record        for a family that is not a ladder (lab 00's fundamentals, a whole block):
-                  record() -> frame; else bench.compare over record_cases
-    limiters      [(step or baseline, shape, kernel regex or None[, dtype])]: launches `make ncu` profiles with
-                  core.ncu.LIMITER_METRICS (tensor pipe, shared memory, issue, DRAM, occupancy,
-                  stalls), so a lab can say from counters what limits a step and a baseline
-    about         one line for tables and listings
-    steps         for a family whose rows run several steps (a decoder's token step): steps(row name) ->
-                  (engine, {op: launcher}) today, or None for a row that is not such a composite; what
-                  core.store fingerprints those rows by (the steps they ran, and the engine's code)"""
+    """One family of steps: a ladder of variants, its reference, inputs, cases, baselines and targets.
+    Each field is described in docs/design.md ("The family API")."""
     name: str
     kernels: str
     variants: dict = field(default_factory=dict)

@@ -9,7 +9,7 @@ A "dtype" here names a data path, as the report's kernels do:
 The logits head (fp16 in, fp32 out) is the family LOGITS, the prefill kernels BATCHED
 (Y[N, K] = X[N, M] . W^T), the fp32 <-> fp16 conversions CONVERT; FAMILIES lists all four.
 
-This is the lab's face: every name of the lab is here (gemv.GEMV.variants, gemv.pack, ...). The code:
+This is the lab's face: every public name of the lab is here (gemv.GEMV.variants, gemv.pack, ...). The code:
   reference.py  inputs, quantisers, float64 references, tolerances, the shapes and cases
   layout.py     steps 36 / 37's tile-major weight layout and its cache (tiles)
   steps.py      the launchers, VARIANTS and BEST, pack / unpack, the baselines, LOGITS
@@ -32,33 +32,23 @@ from ..core.launch import aligned, derived, launch, out_like, require, variant
 from ..core.results import fastest, pick, ratio, ratio_band
 from .reference import (
     BPATHS, CASES, CHECK_CASES, CHECK_K, CHECK_M, DOWN, DOWN25, FAMILY, GROUP, INT32_MAX, KV, NAME, PATHS, Q25, QO,
-    RECORD_CASES, SHAPES, TARGET_SHAPES, UP, UP25, VOCAB, WARP_ROWS, _batched_bytes, _batched_input,
-    _batched_reference, _batched_tolerance, _conv_input, _conv_reference, _hostile_float, _logits_bytes,
-    _logits_input, _logits_reference, _path_of, _randn, _rowdot, _ydtype, bytes_moved, case_key, dense_weight,
+    RECORD_CASES, SHAPES, TARGET_SHAPES, UP, UP25, VOCAB, WARP_ROWS, bytes_moved, case_key, dense_weight,
     dequantize_int4, dequantize_int8, make_input, quantize_int4, quantize_int8, reference, tolerance, unpack_int4)
-from .layout import _TILED, _tile_major, forget, interleave_int4, interleave_w8a16, tiles, untile
+from .layout import forget, interleave_int4, interleave_w8a16, tiles, untile
 from .steps import (
     BASELINES, BEST, COMPUTE_ONLY, DISPATCH_M, FAST, FAST_G, FAST_STREAM, FLOOR, LOGITS, ROWS_MIN_WARPS_PER_SM,
-    TILE_SPLIT, VARIANTS, _alloc, _compute_only, _cublas, _cublas_f16out, _fast, _finish, _int4_mma, _read_floor,
-    _rows, _step, _tiles, _torch_linear, _torch_mv, _vec_ok, _w8a16, f32_fp16w_dispatch, fast_threads, pack,
-    read_by, tile_split, unpack, validate)
+    TILE_SPLIT, VARIANTS, f32_fp16w_dispatch, fast_threads, pack, read_by, tile_split, unpack, validate)
 from .prefill import (
-    BATCH_TOKENS, BATCHED, BATCHED_CASES, CONV, CONVERT, CONVERT_SHAPES, GEMMEX, VIT, _bcublas, _bstep, _btorch,
-    _bvalidate, _conv_variant, _cupy_astype, _gemmex_route, _hgemm_route, crossover_cases)
+    BATCH_TOKENS, BATCHED, BATCHED_CASES, CONV, CONVERT, CONVERT_SHAPES, GEMMEX, VIT, crossover_cases)
 from .report import (
-    GEMV, _frac_read, _targets, _vs, check_variants, first_win, int32_offsets, ladder, loop_instructions,
-    orin_model, targets, time_us, waves, warm_vs_flushed)
-from .ablation import (
-    _ABL_NAMES, _ABL_SHAPES, _ABLATION_VARIANTS, ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF,
-    unroll_pragma_changes)
+    GEMV, check_variants, first_win, int32_offsets, ladder, loop_instructions, orin_model, targets, time_us, waves,
+    warm_vs_flushed, AS_WRITTEN, as_written, as_written_cases, as_written_claims, as_written_names, as_written_ptx,
+    check_as_written)
+from .ablation import ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF, unroll_pragma_changes
 from .prose import (
     bound, floor_text, int4_tiles_said, issue_caps, launch_share, limits, say_crossover, say_evict_first,
     say_f16w_switch, say_f32_pair, say_fp16_fast, say_fp16_v2, say_int8_pair, say_int32_offsets, say_issue_caps,
-    say_limits, say_seed_times, say_unroll, say_w8a16, span)
-
-from .report import (AS_WRITTEN, as_written, as_written_cases, as_written_claims, as_written_names,   # the report's
-                     as_written_ptx, check_as_written)                                            # kernels as written
-from .prose import default_said, say_as_written
+    say_limits, say_seed_times, say_unroll, say_w8a16, span, default_said, say_as_written)
 
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
 

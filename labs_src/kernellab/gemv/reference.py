@@ -53,15 +53,18 @@ def _randn(rng, shape, tile_rows=2048):
     return rng.standard_normal(shape, dtype=np.float32)
 
 
-def quantize_int8(W, group=GROUP):
-    """Symmetric per-group int8: for each row and each group of `group` columns, scale =
-    max|w| / 127, q = round(w / scale) in [-127, 127]. Returns (q int8 [K, M], scales fp32 [K, G])."""
+def _grouped(W, group, edge=False):
+    """(W fp32 [K, M] as [K, G, group], K, M, G): the last group padded with 0, or (edge) each row's last value."""
     W = np.asarray(W, np.float32)
     K, M = W.shape
     G = -(-M // group)
-    pad = np.zeros((K, G * group), np.float32)
-    pad[:, :M] = W
-    g = pad.reshape(K, G, group)
+    return np.pad(W, ((0, 0), (0, G * group - M)), mode="edge" if edge else "constant").reshape(K, G, group), K, M, G
+
+
+def quantize_int8(W, group=GROUP):
+    """Symmetric per-group int8: for each row and each group of `group` columns, scale =
+    max|w| / 127, q = round(w / scale) in [-127, 127]. Returns (q int8 [K, M], scales fp32 [K, G])."""
+    g, K, M, G = _grouped(W, group)
     amax = np.abs(g).max(axis=2)
     scales = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
     q = np.clip(np.rint(g / scales[:, :, None]), -127, 127).astype(np.int8)
@@ -79,14 +82,7 @@ def quantize_int4(W, group=GROUP):
     z = round(-min / scale) in [0, 15], q = clip(round(w / scale) + z, 0, 15); w ~ (q - z) * scale.
     Two weights per byte, the even column in the low nibble. Returns (packed uint8 [K, ceil(M/2)],
     scales fp16 [K, G], zeros uint8 [K, G])."""
-    W = np.asarray(W, np.float32)
-    K, M = W.shape
-    G = -(-M // group)
-    pad = np.zeros((K, G * group), np.float32)
-    pad[:, :M] = W
-    if G * group > M:                      # padding must not widen a group's range: repeat its last value
-        pad[:, M:] = W[:, -1:]
-    g = pad.reshape(K, G, group)
+    g, K, M, G = _grouped(W, group, edge=True)   # padding must not widen a group's range: repeat its last value
     lo, hi = np.minimum(g.min(axis=2), 0), np.maximum(g.max(axis=2), 0)
     s = ((hi - lo) / 15.0).astype(np.float16).astype(np.float32)
     s = np.where(s > 0, s, 1.0).astype(np.float32)

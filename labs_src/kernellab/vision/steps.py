@@ -79,41 +79,27 @@ def _ln_check(x, weight, bias, out):
     return out_, x.shape[0], C
 
 
-@variant(dtypes=FP16)
-def ln_scalar_tree(x, weight, bias, out=None):
-    out_, R, C = _ln_check(x, weight, bias, out)
-    if R and C:
-        launch(FAMILY, "vision_01_layernorm_scalar_tree", (R,), (LN_BLOCK,), (x, weight, bias, out_, R, C, EPS),
-               smem=2 * LN_BLOCK * 4)
-    return out_
+def _ln_step(kernel, width=None, rows=1, threads=LN_BLOCK, smem=0, doc=None):
+    """Steps 01-03 and the ablation: a block of `threads` per `rows` rows. width: None (no vec
+    argument), 0 (the kernel's scalar-load path), or the bytes per load where C and alignment allow."""
+    def run(x, weight, bias, out=None):
+        out_, R, C = _ln_check(x, weight, bias, out)
+        if R and C:
+            vec = () if width is None else (int(bool(width) and C % (width // 2) == 0
+                                                 and aligned(width, x, weight, bias, out_)),)
+            launch(FAMILY, f"vision_{kernel}", (-(-R // rows),), (threads,), (x, weight, bias, out_, R, C, EPS, *vec),
+                   smem=smem)
+        return out_
+    run.__name__, run.__doc__ = kernel, doc
+    return variant(dtypes=FP16)(run)
 
 
-@variant(dtypes=FP16)
-def ln_half2_shfl(x, weight, bias, out=None):
-    out_, R, C = _ln_check(x, weight, bias, out)
-    if R and C:
-        vec = int(C % 2 == 0 and aligned(4, x, weight, bias, out_))
-        launch(FAMILY, "vision_02_layernorm_half2_shfl", (R,), (LN_BLOCK,), (x, weight, bias, out_, R, C, EPS, vec))
-    return out_
-
-
-@variant(dtypes=FP16)
-def ln_shfl_scalar_loads(x, weight, bias, out=None):
-    """Ablation: step 02's kernel with its scalar-load path (vec = 0): the shuffle reduction,
-    static shared memory and fma of step 02, with step 01's 2-byte loads."""
-    out_, R, C = _ln_check(x, weight, bias, out)
-    if R and C:
-        launch(FAMILY, "vision_02_layernorm_half2_shfl", (R,), (LN_BLOCK,), (x, weight, bias, out_, R, C, EPS, 0))
-    return out_
-
-
-@variant(dtypes=FP16)
-def ln_warp_vec8(x, weight, bias, out=None):
-    out_, R, C = _ln_check(x, weight, bias, out)
-    if R and C:
-        vec = int(C % 8 == 0 and aligned(16, x, weight, bias, out_))
-        launch(FAMILY, "vision_03_layernorm_warp_vec8", (-(-R // 4),), (128,), (x, weight, bias, out_, R, C, EPS, vec))
-    return out_
+ln_scalar_tree = _ln_step("01_layernorm_scalar_tree", smem=2 * LN_BLOCK * 4)
+ln_half2_shfl = _ln_step("02_layernorm_half2_shfl", width=4)
+ln_shfl_scalar_loads = _ln_step("02_layernorm_half2_shfl", width=0, doc=(
+    "Ablation: step 02's kernel with its scalar-load path (vec = 0): the shuffle reduction, static shared "
+    "memory and fma of step 02, with step 01's 2-byte loads."))
+ln_warp_vec8 = _ln_step("03_layernorm_warp_vec8", width=16, rows=4, threads=128)
 
 
 @_torch_baseline
