@@ -56,9 +56,10 @@ def test_device_position_and_out_of_range_and_bad_input():
     assert (kc == before).all()
     with pytest.raises(ValueError, match="pos"):
         qk_norm_rope(dq, dk, dv, dwq, dwk, kc, vc, cap, qo, dcos, dsin)
+    e = lambda *s: cupy.zeros(s, cupy.float16)      # noqa: E731  (head dim 96: no decode kernel takes it)
     with pytest.raises(ValueError, match="head dim"):
-        qk_norm_rope(dq[:, :96], dk[:, :96], dv[:, :96], dwq[:96], dwk[:96], kc[..., :96], vc[..., :96], 1, qo[:, :96],
-                     dcos[:, :48], dsin[:, :48])
+        qk_norm_rope(e(hq, 96), e(hkv, 96), e(hkv, 96), e(96), e(96), e(hkv, cap, 96), e(hkv, cap, 96), 1, e(hq, 96),
+                     dcos[:, :48].copy(), dsin[:, :48].copy())
     with pytest.raises(ValueError, match="q_norm weight"):
         qk_norm_rope(dq, dk, dv, dwq[:64], dwk, kc, vc, 1, qo, dcos, dsin)
     with pytest.raises(ValueError, match="cos"):

@@ -49,5 +49,5 @@ def separate(q, k, v, wq, wk, k_cache, v_cache, pos, q_out, cos, sin, scratch=No
     decoder's (qn, kn)), then lab 07's rope_append."""
     from ..attention import rope_append
     from .steps import head_norm
-    qn, kn = head_norm(q, k, wq, wk, out=scratch, eps=eps)
+    qn, kn = head_norm(q, k, wq, wk, out=scratch)            # (its eps: Qwen3's 1e-6, as the fused step's)
     return rope_append(qn, kn, v, k_cache, v_cache, pos, q_out, cos, sin)
