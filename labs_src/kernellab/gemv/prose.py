@@ -281,7 +281,9 @@ def say_as_written(tab, aw, claims_tab) -> None:
     if f.get("arch") == "sm_87":          # the report's GPU: its times are comparable, at 4096 x 4096
         said = [f"`{s}` {time_us(d, s, case_key((4096, 4096), dt)) / 1e3:.3f} ms here "
                 f"against the report's {ms:.3f} ms" for s, (_, dt, ms) in seed.items()]
-        results.say("On an Orin, like the report's: " + "; ".join(said) + f" ({results.source(d)}).")
+        results.say("This GPU is an Orin (sm_87), the report's kind: " + "; ".join(said) + f" ({results.source(d)}). "
+                    "The report's board moved \"~100 GB/s\" in its own words: set this board's read roof (lab 00) "
+                    "beside that before reading the two times as like for like.")
     else:
         results.say("The report's own times of its afters at 4096×4096 ("
                     + ", ".join(f"`{s}` {ms:.3f} ms" for s, (_, _, ms) in seed.items())
