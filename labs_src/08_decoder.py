@@ -264,10 +264,11 @@ D.say_vs_torch(tb, T.BASELINES, T.TORCH_COMPILED, T.TRANSFORMERS)
 # column "at the floor" is the same figure with the **read-only floor** in place of the step: one
 # CUDA graph of lab 00's fastest reader over each of the token's weight arrays, computing nothing
 # (and, against transformers, our step at the read roof). It is the best any decoder could score
-# on this GPU: a target the floor misses is out of reach here, whatever the kernels.
+# on this GPU: a target the floor misses is out of reach here, whatever the kernels, and is given as
+# our step's fraction of the floor beside the roof figure, not as "missed".
 
 # %%
-pd.concat([results.targets(D.DECODER.targets, tps), results.targets(T.BASELINES.targets, tb)], ignore_index=True)
+D.targets_table(tps, tb, T.BASELINES)
 
 # %% [markdown]
 # ### Amdahl, end to end

@@ -117,3 +117,17 @@ def seed_read_fraction(tokens_s: float, path: str = "float16", context: int = 1,
     from ..core.device import ORIN_PEAK_GBPS
     return tokens_s * bytes_per_token(cfg, path, context)["total"] / (ORIN_PEAK_GBPS[board] * 1e9)
 
+
+
+def seed_gemv_gbps(claim_id: str = "gemv-005") -> tuple:
+    """(GB/s, ms, shape) that seed 002's own pure-fp16 GEMV time implies (docs/claims.csv, its 'after'
+    time): the matrix, x and y in fp16 over that time; (NaN, NaN, '') when the row is absent."""
+    import re
+    from ..core.results import claims_file
+    c = claims_file()
+    r = c[c["id"] == claim_id] if len(c) else c
+    m = re.search(r"(\d+)x(\d+): [\d.]+ -> ([\d.]+) ms", r["claim"].iloc[0]) if len(r) else None
+    if not m:
+        return float("nan"), float("nan"), ""
+    rows, cols, ms = int(m.group(1)), int(m.group(2)), float(m.group(3))
+    return (rows * cols + rows + cols) * 2 / (ms * 1e6), ms, f"{rows}×{cols}"

@@ -115,7 +115,7 @@ SWAPS = (
     Swap("add + RMSNorm: two launches -> one fused (lab 02)", "float16", "fused", "01_separate", "02_fused"),
     Swap("fp16 GEMV: seed 002's v2, before -> after (lab 04)", "float16", "gemv", "32_fp16_v2_plain", "33_fp16_v2_ldg",
          "decoder-015"),
-    Swap("fp16 GEMV: lab 04's first fp16 step -> its best", "float16", "gemv", "09_fp16_half2", "27_fp16_rows"),
+    Swap("fp16 GEMV: lab 04's first fp16 step -> the step the token runs", "float16", "gemv", "09_fp16_half2", "27_fp16_rows"),
     Swap("decode attention: split-KV -> GQA with bytes in flight (lab 07)", "float16", "decode", "03_split", "05_gqa_tile"),
     Swap("int4 GEMV: lab 04's AWQ step -> its mma step", "int4", "gemv", "26_int4_awq", "28_int4_mma"),
 )

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import gemv as G
 from ..core import results
-from .bytes_model import bytes_per_token, seed_read_fraction
+from .bytes_model import bytes_per_token, seed_gemv_gbps, seed_read_fraction
 from .config import Config, PATHS, QWEN3_8B
 from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import GpuOps
@@ -72,10 +72,14 @@ def ran_text(df) -> str:
             f"`{dec}` ({source(df)}).")
 
 
+TOKEN_GEMV_CASES = {"4096x4096": "o 4096×4096", "12288x4096": "12288×4096 (half the fused gate/up)",
+                    "4096x12288": "down 4096×12288", "151936x4096": "the LM head 151936×4096"}
+
+
 def gemv_limits(df) -> str:
     """What holds each path's GEMVs back, from lab 04's record (gemv.csv) of the device on screen:
-    at the token's own GEMV shapes, the fraction of the read roof a read-only kernel over the
-    path's weight bytes reaches (launch and ramp on tens of MB), and the fraction of that floor the
+    at the token's own GEMV shapes that lab 04 records (TOKEN_GEMV_CASES), the fraction of the read roof a
+    read-only kernel over the path's weight bytes reaches (launch and ramp on tens of MB), and the fraction of that floor the
     path's GEMV reaches (for int4 and W8A16: their dequantisation instructions, lab 04). A line
     saying none is recorded otherwise."""
     from ..core.device import load_recorded
@@ -88,7 +92,7 @@ def gemv_limits(df) -> str:
     parts = []
     for path in PATHS:
         step = ran(df, path).get("gemv", G.GEMV.default[path])       # the GEMV step the token's record ran
-        d = rec[(rec["dtype"] == path) & rec["case"].str.startswith(("12288x4096", "4096x12288", "18944x3584"))]
+        d = rec[(rec["dtype"] == path) & rec["case"].isin([f"{c}:{path}" for c in TOKEN_GEMV_CASES])]
         fl, st = d[d["name"] == G.FLOOR], d[d["name"] == step]
         if fl.empty or st.empty:
             continue
@@ -97,9 +101,12 @@ def gemv_limits(df) -> str:
         parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
                      f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran) "
                      f"**{r.min():.2f}–{r.max():.2f}** of that floor")
-    return ("Lab 04 measured what holds each path's GEMVs back, at the FFN's shapes (" + "; ".join(parts) +
-            f"; gemv.csv, recorded on {rec['device'].iloc[0]}). Fewer bytes per GEMV also mean the fixed launch and "
-            f"ramp cost of each of a token's {launches_per_token(QWEN3_8B, 'int4')} launches weighs more.") if parts else MISSING
+    shapes = ", ".join(TOKEN_GEMV_CASES.values())
+    return ("Lab 04 measured what holds each path's GEMVs back, at the token's own shapes it records (" + shapes +
+            "; the fused QKV 6144×4096 and gate/up 24576×4096 are not recorded there): " + "; ".join(parts) +
+            f" (gemv.csv, recorded on {rec['device'].iloc[0]}). Fewer bytes per GEMV also mean the fixed launch and "
+            f"ramp cost of each of a token's launches ({launches_per_token(QWEN3_8B, 'float16')} on the fp16 path, "
+            f"{launches_per_token(QWEN3_8B, 'int4')} on a quantised one) weighs more.") if parts else MISSING
 
 
 def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
@@ -127,9 +134,47 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     if f == f and t > f:
         said += (f" The whole gap to the floor is {t - f:.0f} µs ({(t - f) / t:.0%} of the token): those launches "
                  f"are {min(cost / (t - f), 1):.0%} of it; the rest, {max(t - f - cost, 0):.0f} µs, is the other "
-                 f"kernels' own run time (attention, norms, RoPE: the per-kernel table below) and each GEMV's "
-                 f"distance from its floor.")
+                 f"kernels' own run time and each GEMV's distance from its floor. " + others_text(d, cfg, t - f))
     return said
+
+
+def alone_us(stem: str, name: str, case: str, device: str) -> float:
+    """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded, else
+    flushed; NaN when that record has no such row on `device`."""
+    from ..core.device import load_recorded
+    r = load_recorded(stem)
+    if r is None or r.empty:
+        return float("nan")
+    r = r[(r["device"] == device) & (r["name"] == name) & (r["case"] == case)]
+    if r.empty:
+        return float("nan")
+    w = r["warm_us"].iloc[0] if "warm_us" in r else float("nan")
+    return float(w if w == w else r["median_us"].iloc[0])
+
+
+def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
+    """The non-GEMV kernels of one fp16 token, each timed alone in its lab's record of the device on screen
+    (attention between its recorded lengths around `context`), summed against the gap to the floor."""
+    dev = d["device"].iloc[0]
+    below, above = max(n for n in (256, 1024) if n <= context), min(n for n in (1024, 4096) if n >= context)
+    att = [cfg.layers * alone_us("attention_decode", "05_gqa_tile", f"32x{n}:float16", dev) for n in (below, above)]
+    parts = {"fused add + RMSNorm": (2 * cfg.layers + 1) * alone_us("add_rmsnorm", "02_fused", "1x4096:float16", dev),
+             "SiLU × up": cfg.layers * alone_us("decoder_ops", "01_silu_mul", "silu_mul:12288:float16", dev),
+             "q/k norms": cfg.layers * alone_us("decoder_ops", "02_head_norm", "head_norm:32x8x128:float16", dev),
+             "embedding": alone_us("decoder_ops", "03_embed", "embed:4096x4096:float16", dev),
+             "argmax": alone_us("decoder_ops", "04_argmax", "argmax:151936:float32", dev)}
+    known = {k: v for k, v in parts.items() if v == v}
+    if any(a != a for a in att) or not known:
+        return "The other kernels' times alone are not all recorded on this device: the gap is not split here."
+    lo, hi = sum(known.values()) + min(att), sum(known.values()) + max(att)
+    return (f"Timed alone (warm L2), those other kernels sum to **{lo:.0f}–{hi:.0f} µs** per token: attention "
+            f"{cfg.layers} × `05_gqa_tile` {min(att):.0f}–{max(att):.0f} µs (its times at {below} and {above} keys), "
+            + ", ".join(f"{k} {v:.0f} µs" for k, v in known.items())
+            + "; RoPE + append is not recorded alone. Against the gap of "
+            f"{gap:.0f} µs that is {lo / gap:.0%}–{hi / gap:.0%}: each time alone includes a launch and ramp that a "
+            "graph's back-to-back kernels partly overlap, so it bounds their share from above, and how the gap "
+            "splits between them and the GEMVs' distance from their floors is not measured here (a per-kernel "
+            "trace of one replayed token would measure it).")
 
 
 def tokens_text(df, context: int = 512) -> str:
@@ -144,9 +189,11 @@ def tokens_text(df, context: int = 512) -> str:
     if g.empty or e.empty:
         return MISSING
     g, e = g.iloc[0], e.iloc[0]
+    lo, hi = e["p10_us"] / g["p90_us"], e["p90_us"] / g["p10_us"]
     return (f"Graph-replayed, a token takes **{g['median_us'] / 1e3:.2f} ms** at context {context} "
             f"({1e6 / g['median_us']:.1f} tokens/s, **{g['frac_read']:.2f}** of the read roof, {int(g['layers run'])} layers); "
-            f"eager it takes {e['median_us'] / 1e3:.2f} ms ({e['median_us'] / g['median_us']:.2f}× the graph), and the host "
+            f"eager it takes {e['median_us'] / 1e3:.2f} ms (p10–p90 {e['p10_us'] / 1e3:.2f}–{e['p90_us'] / 1e3:.2f} ms; "
+            f"{e['median_us'] / g['median_us']:.2f}× the graph, band {lo:.2f}–{hi:.2f}), and the host "
             f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay ({source(df)}).")
 
 
@@ -188,6 +235,15 @@ def say_seeds(seeds) -> None:
                 f"int4, and **{seed_read_fraction(hi, 'w8a16'):.2f}** if they are int8, as seed 002 says its AWQ "
                 f"kernel is: {seed_read_fraction(best) / seed_read_fraction(hi, 'w8a16'):.1f}× less of the "
                 "bandwidth than the fp16 engine at best. (A model of what the seeds' engines moved, not a measurement.)")
+    gbps, ms, shape = seed_gemv_gbps()
+    if gbps == gbps:
+        need = bytes_per_token(QWEN3_8B, "float16", 1)["total"] / (gbps * 1e6)     # ms per token at that rate
+        results.say(f"The seeds disagree with themselves here: seed 002's own {shape} fp16 GEMV time ({ms:g} ms, the "
+                    f"figure lab 04 quotes) is **{gbps:.0f} GB/s**; at that rate a {bytes_per_token(QWEN3_8B)['total'] / 1e9:.2f}"
+                    f" GB fp16 token needs at least {need:.0f} ms, at most **{1e3 / need:.1f}** tokens/s, below the "
+                    f"{f16_lo:.2f}–{f16_hi:.2f} tokens/s the seeds report. Their kernel times and their tokens/s cannot "
+                    "both hold for this model on one bandwidth; this lab does not reconcile them, and quotes each "
+                    "as the seed wrote it.")
 
 
 def say_fp16_storage(cfg: Config, new, logits, new16, logits16) -> None:
@@ -217,11 +273,36 @@ def say_tokens(tps, context: int = 512) -> None:
     results.each_device(tps, launch_share)
 
 
+def with_fractions(tb):
+    """tb with gbps and frac_read derived by store.derive (their one writer) from each recorded device's
+    read roof, on a device whose record left every frac_read empty; tb itself otherwise."""
+    import pandas as pd
+    from ..core import store
+    if tb is None or not len(tb) or "frac_read" not in tb or not tb["frac_read"].isna().any():
+        return tb
+    parts = [store.derive(p.copy(), store.recorded_roofs(p), "read")
+             if (p["source"] == "recorded").all() and p["frac_read"].isna().all() and store.recorded_roofs(p) else p
+             for p in results.devices(tb) if p is not None and len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else tb
+
+
+def targets_table(tps, tb, baselines):
+    """The token step's targets (DECODER's, on tps) and those against the torch decoders (baselines', on tb),
+    each judged against the roof and its floor (attention.targets_vs_floor: a target the floor misses is
+    'out of reach here', with the step's fraction of the floor)."""
+    import pandas as pd
+    from ..attention import targets_vs_floor
+    from .measure import DECODER
+    return pd.concat([targets_vs_floor(DECODER.targets, tps), targets_vs_floor(baselines.targets, with_fractions(tb))],
+                     ignore_index=True)
+
+
 def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
     """Our fp16 graph step against each torch baseline in `bases` (names in tb) at `context`, and how
     far the read roof would let a decoder beat transformers (baselines.targets[1].floor: the
     torch_decoder family's own floor), one device; then a line on what bounds such a target."""
     ours = step_name("float16", "graph")
+    tb = with_fractions(tb)
 
     def said(d):
         cap = baselines.targets[1].floor(d)
