@@ -279,3 +279,69 @@ extern "C" __global__ void measure_09_stream_2r1w(const float4* __restrict__ a, 
         out[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
     }
 }
+
+// === measure_11_latency ===
+// Why: the seeds quote latencies in clock cycles: an FMA 1 cycle against 2 for a multiply and
+// an add, a shuffle round 1 cycle, shared memory 20-50, a __syncthreads round about 5, an
+// integer modulo 20 or more. Each is measured as one dependent chain of n operations between
+// two clock64() reads: every operation waits for the one before it, so the cycles per
+// operation are its latency (loop control does not depend on the chain and overlaps it). The
+// host runs n and 2n and takes the difference, so the clock reads and the set-up cancel. `op`
+// (uniform across the block, tested outside the loop) picks the operation:
+//   0: x = fmaf(x, a, b)                       1: x = __fadd_rn(__fmul_rn(x, a), b), never fused
+//   2: u = __shfl_xor_sync(all, u, 1)          3: u = ring[u], a load from shared memory whose
+//                                                 address is the last load's value (with its
+//                                                 one integer address operation)
+//   4: __syncthreads(), every thread of the block    5: u = u % m + 1 (m known only at run time)
+// One block: 32 threads (one warp) for every op but 4, which the host launches with 256.
+extern "C" __global__ void measure_11_latency(float* __restrict__ out, long long* __restrict__ cycles, int op,
+                                              int n, float a, float b, unsigned int m) {
+    __shared__ unsigned int ring[32];
+    if (threadIdx.x < 32) ring[threadIdx.x] = (threadIdx.x + 1) & 31;   // a cycle through 32 words
+    __syncthreads();
+    float x = threadIdx.x * 0.001f;
+    unsigned int u = threadIdx.x & 31;
+    const long long t0 = clock64();
+    if (op == 0) {
+#pragma unroll 16
+        for (int i = 0; i < n; ++i) x = fmaf(x, a, b);
+    } else if (op == 1) {
+#pragma unroll 16
+        for (int i = 0; i < n; ++i) x = __fadd_rn(__fmul_rn(x, a), b);
+    } else if (op == 2) {
+#pragma unroll 16
+        for (int i = 0; i < n; ++i) u = __shfl_xor_sync(0xffffffffu, u, 1);
+    } else if (op == 3) {
+        volatile unsigned int* r = ring;        // volatile: every load goes to shared memory
+#pragma unroll 16
+        for (int i = 0; i < n; ++i) u = r[u];
+    } else if (op == 4) {
+#pragma unroll 16
+        for (int i = 0; i < n; ++i) __syncthreads();
+    } else {
+#pragma unroll 16
+        for (int i = 0; i < n; ++i) u = u % m + 1u;
+    }
+    asm volatile("" :: "f"(x), "r"(u) : "memory");   // the chain is done before the second read
+    const long long t1 = clock64();
+    cycles[threadIdx.x] = t1 - t0;
+    if (x == 12345.0f || u == 0xdeadbeefu) out[0] = x + u;   // keeps the chains alive
+}
+
+// === measure_12_fmul ===
+// Why: seed 000 says that on sm_87 an FMA issues as fast as a plain multiply. This is
+// measure_03_fma with the FMA replaced by a multiply: the same independent chains over every
+// SM, so its instruction rate against the FMA kernel's answers it.
+extern "C" __global__ void measure_12_fmul(float* __restrict__ out, int iters, float a) {
+    float v[FMA_CHAINS];
+#pragma unroll
+    for (int k = 0; k < FMA_CHAINS; ++k) v[k] = threadIdx.x + k;
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int k = 0; k < FMA_CHAINS; ++k) v[k] = v[k] * a;
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < FMA_CHAINS; ++k) s += v[k];
+    if (s == 12345.0f) out[0] = s;
+}

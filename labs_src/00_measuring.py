@@ -76,7 +76,8 @@ build.show("measure", "03_fma")
 # ## 2. The numbers
 # `measuring.fundamentals()` measures everything this lab talks about, in one process: the roofs,
 # what a launch costs, an L2-resident copy timed warm and flushed, the CPU-timer pitfall,
-# the latency of DRAM and L2, the bytes-in-flight sweep and the compute ceilings.
+# the latency of DRAM and L2, the bytes-in-flight sweep, the compute ceilings and the micro-benchmarks
+# behind the seeds' claims in cycles (the last section).
 #
 # How `bench` times (read `kernellab/bench.py`, it is short):
 # * **CUDA events** around each call, not a CPU clock;
@@ -373,12 +374,30 @@ kl.check.grade_exercise(SOLUTION, "my_copy", strict=True, **GRADE)
 
 # %% [markdown]
 # ## Seed claims vs measured here
-# The seeds state a few fundamentals in cycles (latencies) and in words ("FMA improves precision").
-# The table judges each one that this lab measures by the course's one rule: a latency against the
-# stated range (ns from the pointer chase above, times the SM clock the record states), FMA precision
-# by the error of float32 dot products against float64 (NumPy: the claim is about IEEE arithmetic,
-# not a kernel). The rest say what would measure them. These figures come from the record's GPU, not
-# from the seeds' Jetson Orin, whose latencies in cycles may differ.
+# The seeds state a few fundamentals in cycles ("an FMA takes 1 cycle, a multiply and an add 2",
+# "a shuffle round 1 cycle", "shared memory 20-50", "a `__syncthreads` round about 5", "an integer
+# modulo 20+") and in words ("FMA improves precision", "a smaller grid lowers the launch overhead").
+# Two more kernels measure them. `measure_11_latency` runs one **dependent chain** of one operation
+# between two `clock64()` reads, so each operation waits for the one before it: cycles per operation
+# are its latency (the host runs a chain and one twice as long and takes the difference, so the clock
+# reads cancel). `measure_12_fmul` is the FMA-peak kernel of section 1 (`measure_03_fma`) with a multiply in place of the
+# FMA. A copy of 2M floats (seed 004's size) is then timed with the whole grid, half of it and a quarter.
+
+# %%
+build.show("measure", "11_latency")
+build.show("measure", "12_fmul")
+
+# %%
+report.say_micro(fund)
+
+# %% [markdown]
+# The table judges each claim this lab measures by the course's one rule: a latency against the
+# stated range (DRAM and L2 in ns from the pointer chase above, times the SM clock the record states;
+# the chains above in cycles), a ratio of two measured quantities against the claimed ratio, FMA
+# precision by the error of float32 dot products against float64 (NumPy: the claim is about IEEE
+# arithmetic, not a kernel), and softmax's 0.625 FLOP per byte against this GPU's ridge point (the FMA
+# peak over the copy roof). These figures come from the record's GPU, not from the seeds' Jetson Orin,
+# whose cycles may differ; the conditions column says which.
 
 # %%
 claims = results.claims("00_measuring", fund)

@@ -279,3 +279,37 @@ def test_occupancy_counts_judge_a_claimed_count():
     assert _counted(row("ptxas:blocks_per_sm@128", f"{blocks - 1:g}"), "rmsnorm")[1] == "larger than claimed"
     m, v, _ = _counted(row("ptxas:occupancy@128", "1"), "rmsnorm")
     assert 0 < m.value <= 1 and v == ("holds" if m.value == 1 else "smaller than claimed")
+
+
+def test_lab00_micro_claims_read_what_the_record_writes():
+    """Lab 00's micro-claims (measuring-001..004, 007..010) are judged from the rows _micro_rows
+    records, by name: a synthetic record with known cycles gives the verdicts the rule gives, and a
+    record made before the micro-benchmarks says so instead of judging."""
+    import sys
+    sys.path.insert(0, str(ROOT / "labs_src"))
+    import pandas as pd
+    from kernellab import measuring as M
+    from kernellab.core.results import CLAIM_MEASURES, Measured
+    band = lambda q, v, unit="cycles": M._band_rows(q, Measured(v, v * 0.98, v * 1.02), unit)  # noqa: E731
+    cyc = {"fmaf": 4.0, "multiply then add": 8.0, "shuffle": 23.0, "shared-memory load": 30.0,
+           "__syncthreads": 20.0, "integer modulo": 10.0}
+    rows = [r for n, v in cyc.items() for r in band(M.latency_quantity(n), v)]
+    rows += band("FMUL / FFMA instruction rate", 1.0, "ratio")
+    rows += band(M.grid_quantity(4), 0.8, "ratio") + band(M.grid_quantity(2), 1.3, "ratio")
+    rows += [("fp32 FMA peak", 60000.0, "GFLOP/s"), ("copy roof", 3000.0, "GB/s")]
+    part = pd.DataFrame(rows, columns=["quantity", "value", "unit"])
+    got = {i: CLAIM_MEASURES[i](part)[1] for i in ("measuring-001", "measuring-002", "measuring-003",
+                                                   "measuring-004", "measuring-007", "measuring-008",
+                                                   "measuring-009", "measuring-010", "measuring-013")}
+    assert got == {"measuring-001": "holds",                 # 8 / 4 = 2, as claimed
+                   "measuring-002": "within noise",          # a band that holds 1
+                   "measuring-003": "larger than claimed",   # 20 cycles per barrier against ~5
+                   "measuring-004": "refuted",               # the smaller grid slower
+                   "measuring-007": "holds",                 # 30 in 20-50
+                   "measuring-008": "smaller than claimed",  # 30 / 23 = 1.3 against a claimed 20
+                   "measuring-009": "holds",
+                   "measuring-010": "smaller than claimed",  # 10 < 20 / HOLD
+                   "measuring-013": "holds"}, got
+    old = part[~part["quantity"].str.startswith(("latency", "FMUL", "copy of"))]
+    assert CLAIM_MEASURES["measuring-001"](old)[1].startswith("not measured yet")
+    assert CLAIM_MEASURES["measuring-007"](old)[1].startswith("not measured yet")

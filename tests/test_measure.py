@@ -200,3 +200,17 @@ def test_settle_gives_one_roof_raised_to_a_faster_kernel_and_is_idempotent(tmp_p
     record.settle(tmp_path)
     ops = pd.read_csv(tmp_path / "decoder_ops.csv")
     assert ops["frac_copy"].notna().tolist() == [True, False] and ops["frac_read"].notna().tolist() == [False, True]
+
+
+@pytest.mark.parametrize("arch", ["sm_87", "sm_90"])
+def test_latency_and_fmul_kernels_time_what_they_say(arch):
+    """measure_11_latency's chains are the operations lab 00's micro-claims name (an FMA; a multiply
+    and an add the compiler did not fuse; a shuffle; a volatile shared-memory load; a barrier; an
+    unsigned remainder), between two clock64 reads; measure_12_fmul multiplies and never fuses."""
+    ptx = "\n".join(build.ptx("measure", "11_latency", arch)).replace(".ftz", "")
+    for op in ("fma.rn.f32", "mul.rn.f32", "add.rn.f32", "shfl.sync.bfly", "ld.volatile.shared.u32", "bar.sync",
+               "rem.u32"):
+        assert op in ptx, f"measure_11_latency ({arch}): no {op}"
+    assert ptx.count("%clock64") == 2
+    mul = "\n".join(build.ptx("measure", "12_fmul", arch)).replace(".ftz", "")
+    assert "mul.f32" in mul and "fma.rn.f32" not in mul

@@ -206,3 +206,27 @@ def say_ceilings(fund) -> None:
     results.each_device(fund, ceilings_said)
     results.say("A kernel that spends more instructions per element than that (loads, converts, max, exp, sums, "
                 "shuffles, stores) is issue-bound.")
+
+
+def micro_said(part) -> str:
+    """Lab 00's micro-benchmarks for the seeds' cycle claims, one device: each chain's cycles per
+    operation with its band, FMUL against FFMA, and the copy with a smaller grid; or that the record
+    predates them."""
+    from .measuring import LATENCY_OPS, band_value, grid_quantity, latency_quantity
+    lat = {n: band_value(part, latency_quantity(n)) for n in LATENCY_OPS}
+    if not all(m.ok for m in lat.values()):
+        return (f"This record has no micro-benchmarks yet ({results.source(part)}): it was made before lab 00 "
+                "measured them; `make bench measuring` adds them, and the claims table below says so row by row.")
+    cyc = ", ".join(f"{f'`{n}`' if '_' in n else n} **{m.value:.1f}** ({m.lo:.1f}–{m.hi:.1f})" for n, m in lat.items())
+    mul = band_value(part, "FMUL / FFMA instruction rate")
+    grid = {f: band_value(part, grid_quantity(f)) for f in (2, 4)}      # time(full grid) / time(1/f of it)
+    grids = " and ".join(f"{1 / grid[f].value:.2f}× ({1 / grid[f].hi:.2f}–{1 / grid[f].lo:.2f}) the time with 1/{f} "
+                         "of the grid" for f in (2, 4))
+    return (f"Cycles per operation of one dependent chain, median of the runs (p10–p90): {cyc}. FMUL issues at "
+            f"{mul.value:.2f}× the FFMA rate ({mul.lo:.2f}–{mul.hi:.2f}). The same copy of 2M floats takes {grids}"
+            + f" ({results.source(part)}).")
+
+
+def say_micro(fund) -> None:
+    """micro_said for every device on screen."""
+    results.each_device(fund, micro_said)
