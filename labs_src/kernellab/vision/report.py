@@ -313,12 +313,15 @@ def say_split_rope(sr, csr) -> None:
 
 
 def say_transpose(tr, ct, ct4) -> None:
-    """Transpose back 21 → 22 → 28 → 30, the default against the fastest step at ct and ct4, and the
-    fastest against the copy roof and torch."""
+    """Transpose back: the report's pair as written (31 → 29), the course's 21 → 22 → 28 → 30, the default
+    against the fastest step at ct and ct4, and the fastest against the copy roof and torch."""
     from .layout import TRANSPOSE
     best = TRANSPOSE.default["float16"]
     results.each_device(tr, lambda g: (
-        results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False).rstrip(".") + " (the report: 4×). "
+        "The report's pair as it writes it (input order): "
+        + results.summary(g, "29_transpose_input_order", "31_transpose_input_half2", prov=False).rstrip(".")
+        + " (the report: 4×, in bytes per thread). The course's (output order): "
+        + results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False) + " "
         + results.summary(g, "28_transpose_tile", "22_transpose_vec8", prov=False) + " "
         + results.summary(g, "30_transpose_tile8", "28_transpose_tile", prov=False) + " The default "
         f"(`vision.TRANSPOSE.default`) is `{best}`; the fastest step is "
