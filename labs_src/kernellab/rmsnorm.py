@@ -13,7 +13,7 @@ import numpy as np
 
 from .core.build import define, kernel
 from .core.bench import memcpy
-from .core.device import torch as torch_module
+from .core.device import torch_baseline
 from .core.family import Family, Target
 from .core.launch import launch, variant
 from .core.launch import aligned, out_like, require
@@ -302,12 +302,9 @@ def _composite(x, w):
     return f
 
 
-def _torch(x, w):
-    torch = torch_module()
-    if torch is None:
-        return None
-    t = torch.from_dlpack(x)
-    tw = torch.from_dlpack(w).to(t.dtype)        # torch wants one dtype; converted outside the timing
+@torch_baseline
+def _torch(torch, t, tw):
+    tw = tw.to(t.dtype)        # torch wants one dtype; converted outside the timing
     return lambda: torch.nn.functional.rms_norm(t, (t.shape[-1],), weight=tw, eps=EPS)
 
 
@@ -379,12 +376,9 @@ def fused(x, res, w, out=None):
     return h, y
 
 
-def _torch_separate(x, res, w):
-    torch = torch_module()
-    if torch is None:
-        return None
-    t, r = torch.from_dlpack(x), torch.from_dlpack(res)
-    tw, th = torch.from_dlpack(w), torch.empty_like(t)
+@torch_baseline
+def _torch_separate(torch, t, r, tw):
+    th = torch.empty_like(t)
 
     def f():
         torch.add(t, r, out=th)

@@ -196,6 +196,16 @@ def torch():
         return None
 
 
+def torch_baseline(make):
+    """A torch baseline from make(torch, *torch views of the arrays (DLPack, no copy)) -> a zero-argument
+    call; None where torch is not installed."""
+    @functools.wraps(make)
+    def baseline(*arrays):
+        t = torch()
+        return None if t is None else make(t, *(t.from_dlpack(a) for a in arrays))
+    return baseline
+
+
 def release_cached() -> None:
     """Hand the blocks that CuPy's and torch's memory pools keep cached back to the driver, so that
     another process on the GPU (a second notebook, a parallel test worker) can have them."""

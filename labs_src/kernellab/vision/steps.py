@@ -2,7 +2,7 @@
 bias + GELU, bias + residual (and the QKV bias), softmax over score rows. Each op: its launchers
 (the Python mirror of kernels/vision.cu), its baselines, its Family, and its public call (the
 family's best step, what lab 06 builds the ViT block from). Also the helpers every step module
-of this lab shares (_key, _resident, _tt, _torch_baseline, FP16, _op, _best)."""
+of this lab shares (_key, _resident, _tt, FP16, _op, _best; _torch_baseline from core.device)."""
 from __future__ import annotations
 
 import functools
@@ -10,7 +10,7 @@ import functools
 import numpy as np
 
 from ..core.build import define
-from ..core.device import torch as _torch
+from ..core.device import torch as _torch, torch_baseline as _torch_baseline
 from ..core.family import Family
 from ..core.launch import aligned, int32_size as _size_ok, launch, out_like, require, variant
 from .reference import (
@@ -40,16 +40,6 @@ def _resident(kernel_name, threads=256):
 def _tt(*arrays):
     torch = _torch()
     return [torch.from_dlpack(a) for a in arrays]
-
-
-def _torch_baseline(make):
-    """A torch baseline from make(torch, *views of the arrays, DLPack, no copy) -> a zero-argument call;
-    None where torch is missing."""
-    @functools.wraps(make)
-    def baseline(*arrays):
-        torch = _torch()
-        return None if torch is None else make(torch, *_tt(*arrays))
-    return baseline
 
 
 FP16 = ("float16",)

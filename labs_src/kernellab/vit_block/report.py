@@ -54,6 +54,14 @@ def _live_or_recorded(section, what, measure):
     return live_or_recorded(NAME, what, lambda: _frame(measure()), section=section)
 
 
+def _torch_blocks(b, gh, gw):
+    """(name, call) of the torch eager block on b's weights and input, without and with SDPA (none without torch)."""
+    for nm, sd in (("torch eager block", False), ("torch eager block (SDPA)", True)):
+        tb = torch_block(b.W, b.x, gh, gw, sdpa=sd)
+        if tb is not None:
+            yield nm, tb
+
+
 def accuracy(ns=(1024, 4096), seed=0):
     """Normwise relative error against a float64 reference (CuPy float64 on the GPU, the same
     code as the NumPy reference) of our block and of the torch eager block, with the bound."""
@@ -66,11 +74,8 @@ def accuracy(ns=(1024, 4096), seed=0):
             want = reference_block(b.x, b.W, gh, gw)
             rows.append(_row("accuracy", n, "block (lab kernels + cuBLAS)", "variant",
                              value=rel_err(b(), want), unit="rel err vs float64"))
-            for nm, sd in (("torch eager block", False), ("torch eager block (SDPA)", True)):
-                tb = torch_block(b.W, b.x, gh, gw, sdpa=sd)
-                if tb is not None:
-                    rows.append(_row("accuracy", n, nm, "baseline", value=rel_err(cupy.asarray(tb()), want),
-                                     unit="rel err vs float64"))
+            rows += [_row("accuracy", n, nm, "baseline", value=rel_err(cupy.asarray(tb()), want),
+                          unit="rel err vs float64") for nm, tb in _torch_blocks(b, gh, gw)]
             rows.append(_row("accuracy", n, "bound", "bound", value=error_bound(), unit="rel err vs float64"))
             del b, want
         return rows
@@ -87,10 +92,7 @@ def block_times(ns=(256, 1024, 4096), seed=0):
             b = Block(gh, gw, seed=seed)
             b()
             rows.append(_row("block", n, "block (lab kernels + cuBLAS)", "variant", bench.time_fn(lambda: run(b.ops)).row()))  # noqa: F821
-            for nm, sd in (("torch eager block", False), ("torch eager block (SDPA)", True)):
-                tb = torch_block(b.W, b.x, gh, gw, sdpa=sd)
-                if tb is not None:
-                    rows.append(_row("block", n, nm, "baseline", bench.time_fn(tb).row()))
+            rows += [_row("block", n, nm, "baseline", bench.time_fn(tb).row()) for nm, tb in _torch_blocks(b, gh, gw)]
             att = b.ops[4:7]                 # QK^T -> softmax -> P.V, as BLOCK_PLAN orders them
             rows.append(_row("block", n, "attention: cuBLAS + softmax kernel", "variant", bench.time_fn(lambda: run(att)).row()))
             torch = _torch()
