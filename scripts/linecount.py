@@ -23,6 +23,8 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "attention/causal.py": "lab 07's causal grouped prefill attention (step 16) for the prefill",
     K + "decoder/sample.py": "GPU sampling: temperature, top-k, top-p kernels, their reference and family",
     K + "decoder/text.py": "tokenizer, chat format, streaming generate (issue 36 item 3)",
+    K + "decoder/fused.py": "the fused q/k head norm + RoPE + KV append step, decoder_07 (issue 38)",
+    K + "attention/ablation.py": "lab 07's one-change-per-step ablations of decode 04 -> 05, prefill 12 -> 13",
     K + "decoder/fit.py": "lab 08 fits the learner's GPU: sizes 0.6B-14B, bytes per path, check_fits (issue 36 item 4)",
     K + "vision/seed.py": "the seed's layout kernels in the seed's forms: steps 32-35 (issue 34 item 5)",
     K + "core/emulate.py": "compile-only grading runs the learner's kernel on the CPU (issue 35 item 5)",

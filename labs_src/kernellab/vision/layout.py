@@ -242,16 +242,16 @@ tr_tile8 = _tr_tile("30_transpose_tile8", tile=8, doc="Step 30: step 28 with 8-t
 
 
 def _tr_cupy(o):
+    """cupy.copyto of the view with the first two axes swapped ([H, N, D] -> [N, H, D], or back)."""
     import cupy
-    H, N, D = o.shape
-    out = cupy.empty((N, H * D), o.dtype)
-    return lambda: cupy.copyto(out.reshape(N, H, D), o.transpose(1, 0, 2))
+    out = cupy.empty((o.shape[1], o.shape[0], o.shape[2]), o.dtype)
+    return lambda: cupy.copyto(out, o.transpose(1, 0, 2))
 
 
 @_torch_baseline
 def _tr_torch(torch, to):
-    H, N, D = to.shape
-    out = torch.empty((N, H, D), dtype=to.dtype, device=to.device)
+    """torch copy_ of the view with the first two axes swapped, as _tr_cupy."""
+    out = torch.empty(to.transpose(0, 1).shape, dtype=to.dtype, device=to.device)
     return lambda: out.copy_(to.transpose(0, 1))
 
 

@@ -6,7 +6,7 @@ transpose from [N, H, D] back to [H, N, D] that the report optimised and then de
 from __future__ import annotations
 
 from ..core.launch import int32_size as _size_ok, out_like, require
-from .layout import _qkv_out, _rope_torch, _sr_seed_step, _tr_half2, _tr_wide
+from .layout import _qkv_out, _rope_torch, _sr_seed_step, _tr_cupy, _tr_half2, _tr_torch, _tr_wide
 from .reference import (HEAD_DIM, HEADS, TOKENS, _cast, _sr16_input, _sr16_ref, _th_input,
                         ref_transpose_token_head)
 from .steps import _best, _key, _op, _torch_baseline
@@ -90,18 +90,7 @@ th_vec8 = _tr_wide("33_transpose_token_head_vec8", "Step 33: the seed's after, 8
                    "and the bases allow, else 2, else 1.", check=_th_check, alloc=_th_alloc)
 
 
-def _th_cupy(x):
-    import cupy
-    N, H, D = x.shape
-    out = cupy.empty((H, N, D), x.dtype)
-    return lambda: cupy.copyto(out, x.transpose(1, 0, 2))
-
-
-@_torch_baseline
-def _th_torch(torch, tx):
-    N, H, D = tx.shape
-    out = torch.empty((H, N, D), dtype=tx.dtype, device=tx.device)
-    return lambda: out.copy_(tx.transpose(0, 1))
+_th_cupy, _th_torch = _tr_cupy, _tr_torch    # the same baselines: the view with the first two axes swapped
 
 
 TRANSPOSE_TOKEN_HEAD = _op(
