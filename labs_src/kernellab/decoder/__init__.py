@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import replace  # noqa: F401  (decoder.replace: notebooks and tests shrink a Config with it)
 
+from . import claims_check  # noqa: F401  (registers the seeds' model-fact checks: results.claim_measure)
 from .config import (  # noqa: F401
     Config, DECODER_NAME, FAMILY, NAME, PATHS, QWEN25_7B, QWEN3_8B, SMALL, TINY, TINY_QWEN2, U_FP16)
 from .weights import (  # noqa: F401
