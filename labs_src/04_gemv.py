@@ -699,11 +699,11 @@ aw_tab = gemv.as_written(aw)
 aw_tab
 
 # %%
-aw_claims = gemv.as_written_claims([f32, i8, f16, lg, *aw])
-gemv.say_as_written(aw_tab, aw, aw_claims)
+aw_claims = gemv.as_written_claims([f32, i8, f16, lg, *aw])      # the claims that time the report's pairs
+aw_claims
 
 # %%
-aw_claims
+gemv.say_as_written(aw_tab, aw, aw_claims)
 
 # %% [markdown]
 # ## The seed's claims, measured

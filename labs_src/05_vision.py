@@ -435,11 +435,11 @@ aw
 import pandas as pd
 
 res = pd.concat([ln, gl, bg, br, qb, pe, pi, sm, sr, tr, sx, th, s16], ignore_index=True)
-aw_claims = vision.as_written_claims(res)
-vision.say_as_written(aw, aw_claims)
+aw_claims = vision.as_written_claims(res)      # the claims that time the report's pairs
+aw_claims
 
 # %%
-aw_claims
+vision.say_as_written(aw, aw_claims)
 
 # %% [markdown]
 # ## Seed claim vs measured

@@ -294,12 +294,12 @@ def say_as_written(tab, aw, claims_tab) -> None:
                     + f") are **not comparable here**: the report timed them on a Jetson Orin (sm_87, 16 SMs, LPDDR5), "
                     f"and this frame is from {short_device(f.get('device', 'another GPU'))} ({f.get('sms', '?')} SMs, "
                     f"{f.get('arch', '?')}). A time does not carry from one GPU to another; a ratio of two steps timed "
-                    "on one GPU is what the claims below judge.")
+                    "on one GPU is what the claims above judge.")
     ok = claims_tab[claims_tab["verdict"].isin(results.OUTCOMES)] if len(claims_tab) else claims_tab
     counts = ", ".join(f"{k} **{n}**" for k, n in ok["verdict"].value_counts().items()) if len(ok) else ""
     results.say(f"The claims file times {len(claims_tab)} of the report's pairs on its kernels as written: "
                 + (f"{len(ok)} judged on this record ({counts})" if len(ok) else "none judged on this record")
                 + (f"; {len(claims_tab) - len(ok)} without a verdict here (not in this record, or an end-to-end claim)"
-                   if len(claims_tab) > len(ok) else "") + " (the table below). The verdict rule as for every claim: "
+                   if len(claims_tab) > len(ok) else "") + " (the table above). The verdict rule as for every claim: "
                 "within noise where the p10–p90 bands overlap, else the measured ratio "
                 "against the report's.")

@@ -449,8 +449,8 @@ def say_as_written(tab, claims_tab) -> None:
     if len(claims_tab):
         v = claims_tab["verdict"].where(claims_tab["verdict"].isin(results.OUTCOMES), "without a verdict here")
         results.say(f"The claims file times {len(claims_tab)} of the report's pairs on its kernels as written: "
-                    + ", ".join(f"{k} **{n}**" for k, n in v.value_counts().items()) + " (the table below; a row "
+                    + ", ".join(f"{k} **{n}**" for k, n in v.value_counts().items()) + " (the table above; a row "
                     "without a verdict here is not in this record yet).")
     else:
         results.say("No row of the claims file times one of the report's pairs on its kernels as written yet: "
-                    "the claims table below judges them on the course's steps (its `how` column names them).")
+                    "the lab's claims table below judges them on the course's steps (its `how` column names them).")
