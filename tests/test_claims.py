@@ -24,7 +24,7 @@ COLUMNS = ["id", "seed", "line", "lab", "kind", "claim", "before", "after", "cla
 KINDS = {"kernel", "end-to-end", "counter", "structure", "fact"}
 TOPIC = {"00_measuring": "measuring", "01_softmax": "softmax", "02_rmsnorm": "rmsnorm", "03_add": "add",
          "04_gemv": "gemv", "05_vision": "vision", "06_vit_block": "vit_block", "07_attention": "attention",
-         "08_decoder": "decoder"}                # lab -> id prefix
+         "08_decoder": "decoder", "09_vlm": "vlm"}                # lab -> id prefix
 PREFIXES = set(TOPIC.values())
 LABS = set(TOPIC)
 SEED_IDS = {"000", "001", "002", "003", "004"}
@@ -176,13 +176,15 @@ def verdict_counts() -> dict:
     end-to-end swaps (decoder.amdahl), a `lab:` row through the measure its lab module registers."""
     import sys
     sys.path.insert(0, str(ROOT / "labs_src"))
-    from kernellab import add, attention, gemv, measuring, rmsnorm, softmax, vision, vit_block  # noqa: F401
+    from kernellab import add, attention, gemv, measuring, rmsnorm, softmax, vision, vit_block, vlm  # noqa: F401
     from kernellab import decoder as D
     from kernellab.core import results
     from kernellab.core.device import load_recorded
     fams = {"00_measuring": (), "01_softmax": softmax.FAMILIES, "02_rmsnorm": rmsnorm.FAMILIES,
             "03_add": add.FAMILIES, "04_gemv": gemv.FAMILIES, "05_vision": vision.FAMILIES,
-            "06_vit_block": vit_block.FAMILIES, "07_attention": attention.FAMILIES, "08_decoder": D.FAMILIES}
+            "06_vit_block": vit_block.FAMILIES, "07_attention": attention.FAMILIES, "08_decoder": D.FAMILIES,
+            "09_vlm": vlm.FAMILIES}
+    own = {"00_measuring": ["measuring"], "09_vlm": [vlm.STAGES_FAMILY.name]}     # labs whose claims read their own record
     _, rows = _rows()
     missing = sorted(r["id"] for r in rows if r["how"].startswith("lab:") and r["id"] not in results.CLAIM_MEASURES)
     assert not missing, f"rows measured by a lab module with no registered measure: {missing}"
@@ -190,8 +192,7 @@ def verdict_counts() -> dict:
     for dev in (H100, H200):
         n = 0
         for lab, families in fams.items():
-            names = ["measuring"] if lab == "00_measuring" else sorted({r["family"] for r in rows
-                                                                         if r["lab"] == lab and r["how"] == "ratio"})
+            names = own.get(lab) or sorted({r["family"] for r in rows if r["lab"] == lab and r["how"] == "ratio"})
             frames = [f[f["device"] == dev] for f in map(load_recorded, names) if len(f)]
             frames = [f for f in frames if len(f)]
             measured = D.amdahl(load_recorded("decoder").query("device == @dev"))[1] if lab == "08_decoder" else None

@@ -94,7 +94,7 @@ def orin_on_paper(patches: int = 784, context: int = 300):
 SEED_VIT_SPEEDUP = 552.44 / 474.16        # seed 000 line 432: its ViT encode before / after (vit_block-004)
 
 
-@results.claim_measure("decoder-002")
+@results.claim_measure("vlm-002")
 def _decode_unchanged(part):
     """000:435 'Qwen3-VL decode 9.73 -> 9.74 tok/s (unchanged)' by a change of the vision kernels alone: the decode
     after an image prompt is lab 08's token step, so its time against lab 08's at the same context is the test."""
@@ -103,7 +103,7 @@ def _decode_unchanged(part):
                                                                        if m.ok else None)
 
 
-@results.claim_measure("decoder-003")
+@results.claim_measure("vlm-003")
 def _total_amdahl(part):
     """000:436 'Qwen3-VL total 28162.83 -> 28056.48 ms (-0.4%)' when only the ViT got 1.165x faster: Amdahl on this
     run's stage shares (preprocess + to first token + 127 decode steps), with the seed's own ViT ratio."""
