@@ -71,29 +71,34 @@ def main(argv=None) -> int:
     todo += [(f, name, shape, dt, kernel, LIMITER_METRICS) for f, name, shape, dt, kernel in limiter_jobs()]
     repeat = int(next((a.split("=", 1)[1] for a in argv if a.startswith("--repeat=")), REPEAT))
     rows, failed = [], []
-    for fam, step, shape, dt, kernel, metrics in todo:
-        k, case = key(fam), fam.case_key(shape, dt)
-        seen: dict = {}
-        for _ in range(repeat):                  # repeated readings: the band core.ncu.limiter reads
-            df = ncu(fam, step, shape, dt, kernel=kernel, metrics={m: m for m in sorted(metrics)})
-            if df is None:
-                break
-            for r in df.itertuples():
-                try:
-                    seen.setdefault((r[2], r[4]), []).append(float(str(r[5]).replace(",", "")))
-                except ValueError:               # 'n/a': this metric has no reading on this GPU
-                    failed.append(f"{k} {step} {case} {r[2]} ({r[5]})")
-        if not seen:
-            failed.append(f"{k} {step} {case}")
-            continue
-        for (metric, unit), vals in seen.items():
-            vals = sorted(vals)
-            rows.append({"family": fam.name, "name": step, "case": case, "metric": metric, "unit": unit,
-                         "value": vals[len(vals) // 2], "lo": vals[0], "hi": vals[-1]})
-        print(f"ncu: {k} {step} {case}: {len(seen)} metrics x {repeat} readings")
+    partial = "--limiters" in argv
+    try:
+        for fam, step, shape, dt, kernel, metrics in todo:
+            k, case = key(fam), fam.case_key(shape, dt)
+            seen: dict = {}
+            for _ in range(repeat):                  # repeated readings: the band core.ncu.limiter reads
+                df = ncu(fam, step, shape, dt, kernel=kernel, metrics={m: m for m in sorted(metrics)})
+                if df is None:
+                    break
+                for r in df.itertuples():
+                    try:
+                        seen.setdefault((r[2], r[4]), []).append(float(str(r[5]).replace(",", "")))
+                    except ValueError:               # 'n/a': this metric has no reading on this GPU
+                        failed.append(f"{k} {step} {case} {r[2]} ({r[5]})")
+            if not seen:
+                failed.append(f"{k} {step} {case}")
+                continue
+            for (metric, unit), vals in seen.items():
+                vals = sorted(vals)
+                rows.append({"family": fam.name, "name": step, "case": case, "metric": metric, "unit": unit,
+                             "value": vals[len(vals) // 2], "lo": vals[0], "hi": vals[-1]})
+            print(f"ncu: {k} {step} {case}: {len(seen)} metrics x {repeat} readings")
+    except KeyboardInterrupt:                    # a time limit (timeout -s INT): keep what was read, and the rest
+        print(f"interrupted after {len(rows)} readings: recording them beside this device's other readings")
+        partial = True
     if rows:
         new = pd.DataFrame(rows)
-        if "--limiters" in argv:                 # keep this device's other readings
+        if partial:                              # keep this device's other readings
             from .core.device import info
             old = load_recorded("ncu")
             old = old[old["device"] == info()["name"]] if len(old) else old
