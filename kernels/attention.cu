@@ -333,7 +333,7 @@ extern "C" __global__ __launch_bounds__(128, 2) void attention_05_decode_gqa_til
 }
 
 // === attention_05_ablate_no_prefetch ===
-// Ablation, not a step: step 05 without the next tile's prefetch (each tile's 4 keys are loaded, used,
+// Why: an ablation, not a step: step 05 without the next tile's prefetch (each tile's 4 keys are loaded, used,
 // then the next 4 are loaded), same launch bounds, launched on step 05's grid. Against step 05 it
 // times the prefetch alone.
 extern "C" __global__ __launch_bounds__(128, 2) void attention_05_ablate_no_prefetch(
@@ -344,7 +344,7 @@ extern "C" __global__ __launch_bounds__(128, 2) void attention_05_ablate_no_pref
 }
 
 // === attention_05_ablate_tile1 ===
-// Ablation, not a step: one key a tile and no prefetch (step 04's body) under step 05's launch bounds,
+// Why: an ablation, not a step: one key a tile and no prefetch (step 04's body) under step 05's launch bounds,
 // launched on step 05's grid (its chunk rule). Against 05_ablate_no_prefetch it times the 4-key tile
 // alone; against step 04 (same body, step 04's grid) the chunk rule alone.
 extern "C" __global__ __launch_bounds__(128, 2) void attention_05_ablate_tile1(
@@ -748,7 +748,7 @@ extern "C" __global__ __launch_bounds__(128) void attention_13_prefill_cp_async(
 }
 
 // === attention_13_ablate_one_stage ===
-// Ablation, not a step: step 13's cp.async copies into one buffer stage (20 KiB, step 12's): each tile
+// Why: an ablation, not a step: step 13's cp.async copies into one buffer stage (20 KiB, step 12's): each tile
 // is copied, waited for, then computed, so no copy overlaps this block's compute. Against step 13 it
 // times the second stage alone; against step 12 cp.async alone.
 extern "C" __global__ __launch_bounds__(128) void attention_13_ablate_one_stage(
@@ -758,7 +758,7 @@ extern "C" __global__ __launch_bounds__(128) void attention_13_ablate_one_stage(
 }
 
 // === attention_13_ablate_reg_stages ===
-// Ablation, not a step: step 13's two buffer stages filled without cp.async: tile t + 1 is loaded into
+// Why: an ablation, not a step: step 13's two buffer stages filled without cp.async: tile t + 1 is loaded into
 // registers before tile t's compute and stored to the other stage after it (register double
 // buffering). Against step 13 it times cp.async alone, given two stages; against step 12 the second
 // stage alone.
