@@ -232,15 +232,18 @@ for gb in (8, 16, 24, 80):
 # one axis, interleaved by `mrope_section` [24, 20, 20]: **h** where $i \bmod 3 = 1$ and $i < 60$, **w** where
 # $i \bmod 3 = 2$ and $i < 60$, **t** otherwise; then $\cos$ and $\sin$ of position × `inv_freq[i]`. The stub
 # rotates every frequency by the time axis (plain RoPE), which is right for text and wrong for an image:
-# it prints **NOT YET**. The grading cell compiles for sm_87 and sm_90, checks Part 2's 230-token prompt
+# it prints **NOT YET**. The grading cell compiles for sm_87 and sm_90, requires the `i % 3` in the PTX, checks Part 2's 230-token prompt
 # against `vlm.mrope_table` (on a GPU; without one, three blocks of the launch run on the CPU).
 
 # %%
 theta_inv = (M.THETA ** (-np.arange(64) / 64)).astype(np.float32)
+grid_ex = M.preprocess(M.stages.test_image(448, 448))[1]          # Part 2's prompt: one 448 x 448 image + 32 tokens
+pos_ex = M.get_rope_index(M.stages.prompt(M.QWEN3_VL_8B, M.image_tokens(grid_ex)[0]), grid_ex)[0].astype(np.int32)
 GRADE = dict(
-    make_input=lambda: (pos.astype(np.int32), theta_inv),
+    make_input=lambda: (pos_ex, theta_inv),
     reference=lambda p, inv: M.mrope_table(p, M.HEAD_DIM, M.THETA, M.MROPE_SECTION),
     grid=lambda p, inv: (p.shape[1],), block=(64,), scalars=lambda p, inv: (p.shape[1],),
+    ptx_must_contain=[("rem.s32", "rem.u32", "mul.hi.s32", "mul.hi.u32")],    # i % 3: the interleaved axis choice
     tolerance={"rtol": 1e-5, "atol": 2e-5})
 
 # %% tags=["exercise"]

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted(p.name[:2] for p in (ROOT / "labs_src").glob("0*_*.py"))
 KERNEL = {"00": "my_copy", "01": "softmax_warp_rows", "02": "fused_add_rmsnorm", "03": "add_f32_vec4",
           "04": "logits_ilp", "05": "bias_residual_vec8", "06": "merger_bias_gelu", "07": "merge_chunks",
-          "08": "silu_down"}
+          "08": "silu_down", "09": "mrope_table"}
 compile_only = pytest.mark.skipif(kl.is_live(), reason="compile-only grading (no GPU)")
 
 
