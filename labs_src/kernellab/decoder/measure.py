@@ -117,6 +117,8 @@ SWAPS = (
          "decoder-015"),
     Swap("fp16 GEMV: lab 04's first fp16 step -> the step the token runs", "float16", "gemv", "09_fp16_half2", "27_fp16_rows"),
     Swap("decode attention: split-KV -> GQA with bytes in flight (lab 07)", "float16", "decode", "03_split", "05_gqa_tile"),
+    Swap("q/k head norm + RoPE + cache append: two launches -> one fused (lab 08)", "float16", "qk_rope", "separate",
+         "07_qk_norm_rope"),
     Swap("int4 GEMV: lab 04's AWQ step -> its mma step", "int4", "gemv", "26_int4_awq", "28_int4_mma"),
 )
 
