@@ -235,15 +235,20 @@ def generate(decoder, tokenizer, prompt: str, max_new_tokens: int, temperature: 
     if len(ids) + max_new_tokens - 1 > decoder.capacity:
         raise ValueError(f"{len(ids)} prompt + {max_new_tokens} new tokens do not fit the KV cache ({decoder.capacity})")
     eos = set(default_eos(tokenizer) if eos_ids is None else (int(i) for i in eos_ids))
-    out = TextStream(tokenizer, _emit(stream))
-    finish = "length"
     with sampling(decoder, how):
         _prompt_in(decoder, ids)
-        for t in _tokens(decoder, max_new_tokens - 1, use_graph and not decoder.emulate):
-            if t in eos:
-                finish = "eos"
-                break
-            out.push(t)
+        return stream_text(decoder, tokenizer, max_new_tokens, eos, stream, use_graph and not decoder.emulate)
+
+
+def stream_text(decoder, tokenizer, max_new_tokens: int, eos, stream=None, use_graph: bool = True) -> Generation:
+    """After the prompt: the first token (the prompt's) and up to max_new_tokens - 1 more, decoded as they come
+    (stream), stopping at an id in eos. Generation(text, ids, finish)."""
+    out, finish = TextStream(tokenizer, _emit(stream)), "length"
+    for t in _tokens(decoder, max_new_tokens - 1, use_graph):
+        if t in eos:
+            finish = "eos"
+            break
+        out.push(t)
     out.finish()
     return Generation(out.text, out.ids, finish)
 

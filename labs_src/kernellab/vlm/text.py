@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..decoder.text import TextStream, _emit, _tokens, default_eos, eos_ids, load_tokenizer
+from ..decoder.text import default_eos, eos_ids, load_tokenizer, stream_text
 from .preprocess import image_tokens, preprocess
 
 
@@ -35,7 +35,6 @@ def answer(vlm, tokenizer, images, question: str, max_new_tokens: int = 128, str
     """Greedy answer to `question` about `images` (paths, PIL images or uint8 arrays; one or a list; None: text
     only). Returns decoder.text.Generation(text, ids, finish). stream: print or a callable gets the text as it
     is decoded."""
-    from ..decoder.text import Generation
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: expected an int >= 1, got {max_new_tokens!r}")
     imgs = [] if images is None else list(images) if isinstance(images, (list, tuple)) else [images]
@@ -46,15 +45,8 @@ def answer(vlm, tokenizer, images, question: str, max_new_tokens: int = 128, str
     if len(ids) + max_new_tokens - 1 > vlm.dec.capacity:
         raise ValueError(f"{len(ids)} prompt + {max_new_tokens} new tokens do not fit the KV cache ({vlm.dec.capacity})")
     eos = set(default_eos(tokenizer) if eos_ids is None else (int(i) for i in eos_ids))
-    out, finish = TextStream(tokenizer, _emit(stream)), "length"
     vlm.prefill(ids, pv, grid)
-    for t in _tokens(vlm.dec, max_new_tokens - 1, True):
-        if t in eos:
-            finish = "eos"
-            break
-        out.push(t)
-    out.finish()
-    return Generation(out.text, out.ids, finish)
+    return stream_text(vlm.dec, tokenizer, max_new_tokens, eos, stream)
 
 
 def open_vlm(directory, capacity: int = 4096):
