@@ -163,7 +163,7 @@ results.targets(M.TARGETS, st)
 # %% [markdown]
 # ## Part 5: the Orin on paper, and the seeds' figures
 # Seed 000 measured Qwen3-VL-8B on its Orin AGX: the vision encoder 552 → 474 ms for its image (`--max-pixel
-# 500000`: about 1,953 patches), a 511-token prefill, and 249 tokens decoded at 9.7 tokens/s. An H100 run
+# 500000`: about 1,953 patches), a 511-token prefill, and 249 tokens decoded at 9.7 tokens/s. A run on another GPU
 # cannot judge an Orin's milliseconds; what it can give is the Orin's ceiling on paper: the tower at the
 # fp16 tensor peak or the memory bandwidth, whichever binds, and one decode token at the datasheet
 # bandwidth (lab 06's and lab 08's models, not measurements).
