@@ -38,6 +38,19 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "vision/report.py::_WALK,AS_WRITTEN,REPORT_PATCHES,_as_written_families,check_as_written,as_written,"
         "as_written_claims,say_as_written,raised_note,raised_said":
         "lab 05 shows the report's kernels as written (issue 34 item 5)",
+    K + "gemv/prose.py::say_as_written": "lab 04's sentence on the report's GEMV kernels as written (issue 34 item 5)",
+    K + "measuring.py::LATENCY_OPS,GRID_ELEMS,latency_quantity,_band_rows,band_value,_latency_cycles,_rate_band,"
+        "_ratio,_micro_rows,grid_quantity,NOT_YET,_lat,_over,_judged,_cycles_shown,_fma_latency,_fmul_vs_ffma,"
+        "_quantities,_sync_and_shuffle,_smem_latency,_shuffle_vs_smem,_modulo,_grid_claim,SOFTMAX_FLOP_PER_BYTE,"
+        "_softmax_below_ridge,_cycles,_dram_latency_cycles,_l2_latency_and_size,FMA_ROWS,fma_errors,_fma_precision":
+        "lab 00 measures the seeds' cycle and latency claims: micro-benchmarks and claim measures (issue 34 items 3, 4)",
+    K + "measuring_report.py::micro_said,say_micro": "lab 00's sentence on those micro-benchmarks (issue 34 item 3)",
+    K + "softmax/report.py::_naive_f32,_safe_f32,HOSTILE_ROWS,_exp89,_safe_fixes,_combine_never_overflows,"
+        "_register_claims": "lab 01's seed claims measured by the lab (claims rows `lab:`, issue 34 item 4)",
+    K + "core/verdict.py::CLAIM_MEASURES,claim_measure,quantity_verdict,checked,_lab_measure":
+        "claims a lab measures itself (`lab:` rows: a quantity against a claimed range, a check; issue 34 item 4)",
+    K + "decoder/claims_check.py": "the seeds' Qwen model facts checked against the configs lab 08 runs (issue 34)",
+    K + "core/prose.py::HOST_TARGET,host_text": "host time per call against torch's, with the measured reason (bare launches)",
 }
 
 
