@@ -842,3 +842,228 @@ extern "C" __global__ void attention_07_rope_prefill(__half* __restrict__ q, con
         vr[i + H] = vs[i + H];
     }
 }
+
+// === attention_06_decode_gqa_flash ===
+// Why: step 05 holds each tile's keys in registers (256 bytes a thread in flight, and the registers
+// that hold them cap the blocks an SM keeps), and when it cuts the cache into chunks it pays a
+// second launch for the merge: at short lengths a launch costs more than the cache's bytes. This
+// step is flash decoding in one launch, in FlashInfer's order. One block per (KV head, chunk)
+// serves the GQA group, as in step 05. K and V go global -> shared memory with 16-byte cp.async,
+// DFL_STAGES tiles of DFL_TILE keys deep, so the bytes in flight sit in shared memory; the chunk
+// count comes from the length read on the device (one CUDA graph replays every length); and the
+// last block of each KV head to finish merges the chunks' (lse, o) itself: a fence, then an atomic
+// counter that this last block sets back to 0 for the next launch. At a length of one chunk there
+// is no merge at all. Below sm_80 the copies are plain 16-byte loads and stores (same result).
+#ifndef DFL_TILE
+#define DFL_TILE 16                    // keys per shared-memory stage (a multiple of 16)
+#endif
+#ifndef DFL_STAGES
+#define DFL_STAGES 4                   // stages: DFL_STAGES - 1 tiles in flight while one is used
+#endif
+#define DFL_THREADS 128
+#define DFL_ROWS (DFL_THREADS / DEC_LANES)       // key rows the block reads at once (8 at head dim 128)
+#define DFL_KEYS (DFL_TILE / DFL_ROWS)           // keys of a tile per row group
+#define DFL_MAX_CHUNKS 256                       // the launcher's cap: the merge weights fit in shared memory
+#define DFL_PIPE_BYTES (DFL_STAGES * 2 * DFL_TILE * DEC_D * 2)
+#define DFL_MERGE_BYTES (DFL_ROWS * DEC_GROUP * (2 + DEC_D) * 4)
+#define DFL_WEIGHT_BYTES (DEC_GROUP * (DFL_MAX_CHUNKS + 1) * 4)
+#define DFL_MAX2(a, b) ((a) > (b) ? (a) : (b))
+#define DFL_SMEM DFL_MAX2(DFL_PIPE_BYTES, DFL_MAX2(DFL_MERGE_BYTES, DFL_WEIGHT_BYTES))
+
+// 16 bytes global -> shared: cp.async on sm_80+ (no register round trip; ok = false writes zeros),
+// else a load and a store.
+__device__ __forceinline__ void dfl_copy16(__half* dst, const __half* src, bool ok) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a), "l"(src), "r"(ok ? 16 : 0));
+#else
+    *reinterpret_cast<uint4*>(dst) = ok ? __ldg(reinterpret_cast<const uint4*>(src)) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
+// Close this thread's group of copies, one group a stage; or wait until at most N groups are open.
+template <int N>
+__device__ __forceinline__ void dfl_commit_wait(bool commit) {
+#if __CUDA_ARCH__ >= 800
+    if (commit) asm volatile("cp.async.commit_group;\n" ::);
+    else asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#endif
+}
+
+// One stage: DFL_TILE rows of K and of V from key jt on, rows >= j1 as zeros, 16 bytes a copy,
+// the block's threads side by side: a row is DEC_LANES copies.
+__device__ __forceinline__ void dfl_stage(__half* ks, __half* vs, const __half* __restrict__ kh,
+                                          const __half* __restrict__ vh, int jt, int j1) {
+    static_assert(DFL_TILE % DFL_ROWS == 0 && (DFL_TILE * DEC_LANES) % DFL_THREADS == 0, "DFL_TILE: a multiple of 16");
+#pragma unroll
+    for (int p = 0; p < DFL_TILE * DEC_LANES / DFL_THREADS; ++p) {
+        const int i = threadIdx.x + p * DFL_THREADS, r = i / DEC_LANES, c = (i % DEC_LANES) * 8;
+        const bool ok = jt + r < j1;
+        const size_t at = (size_t)(ok ? jt + r : 0) * DEC_D + c;
+        dfl_copy16(ks + r * DEC_D + c, kh + at, ok);
+        dfl_copy16(vs + r * DEC_D + c, vh + at, ok);
+    }
+}
+
+extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode_gqa_flash(
+        const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
+        __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
+        unsigned* __restrict__ done, const int* __restrict__ lens, int len_host, int cap, float scale_log2,
+        int min_chunk) {
+    __shared__ uint4 dfl_sm[DFL_SMEM / 16];
+    __shared__ int dfl_last;
+    const int kvh = blockIdx.x, qh0 = kvh * DEC_GROUP, chunk = blockIdx.y, C = gridDim.y;
+    // The chunks of this length, on the device: n = floor(L / min_chunk), 1 to C (the grid), each of
+    // ceil(L / n) keys; blocks past the last chunk leave at once (a graph launched for a longer length).
+    const int L = dec_len(lens, len_host, cap);
+    const int n = max(1, min(C, L / min_chunk));
+    const int chunk_len = max(1, (L + n - 1) / n);
+    const int active = max(1, (L + chunk_len - 1) / chunk_len);
+    if (chunk >= active) return;
+    const int j0 = chunk * chunk_len, j1 = min(L, j0 + chunk_len), tiles = (j1 - j0 + DFL_TILE - 1) / DFL_TILE;
+    const int row = threadIdx.x / DEC_LANES, sub = threadIdx.x % DEC_LANES;
+    __half* ks = reinterpret_cast<__half*>(dfl_sm);                // [DFL_STAGES][DFL_TILE][DEC_D]
+    __half* vs = ks + DFL_STAGES * DFL_TILE * DEC_D;                 // the same for V
+    const __half* kh = kc + (size_t)kvh * cap * DEC_D;
+    const __half* vh = vc + (size_t)kvh * cap * DEC_D;
+#pragma unroll
+    for (int s = 0; s < DFL_STAGES - 1; ++s) {                       // the first tiles fly before q is read
+        if (s < tiles) dfl_stage(ks + s * DFL_TILE * DEC_D, vs + s * DFL_TILE * DEC_D, kh, vh, j0 + s * DFL_TILE, j1);
+        dfl_commit_wait<0>(true);
+    }
+    float qf[DEC_GROUP][8], m[DEC_GROUP], l[DEC_GROUP], acc[DEC_GROUP][8];
+#pragma unroll
+    for (int g = 0; g < DEC_GROUP; ++g) {
+        Half8 v; v.u = __ldg(reinterpret_cast<const uint4*>(q + (qh0 + g) * DEC_D + sub * 8));
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float2 f = __half22float2(v.h2[i]);
+            qf[g][2 * i] = f.x * scale_log2;
+            qf[g][2 * i + 1] = f.y * scale_log2;
+        }
+        m[g] = -KL_INF; l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[g][i] = 0.0f;
+    }
+    int slot = 0;                                                    // the stage tile t sits in: t % DFL_STAGES
+    for (int t = 0; t < tiles; ++t) {
+        const int nt = t + DFL_STAGES - 1, ns = slot == 0 ? DFL_STAGES - 1 : slot - 1;   // ns = nt % DFL_STAGES
+        if (nt < tiles) dfl_stage(ks + ns * DFL_TILE * DEC_D, vs + ns * DFL_TILE * DEC_D, kh, vh, j0 + nt * DFL_TILE, j1);
+        dfl_commit_wait<0>(true);
+        dfl_commit_wait<DFL_STAGES - 1>(false);                      // tile t's copies (this thread's) landed
+        __syncthreads();                                             // ... and every thread's
+        const __half* kt = ks + slot * DFL_TILE * DEC_D + row * DEC_D + sub * 8;
+        const __half* vt = vs + slot * DFL_TILE * DEC_D + row * DEC_D + sub * 8;
+        const int jr = j0 + t * DFL_TILE + row;                      // this row group's first key of the tile
+        uint4 kk[DFL_KEYS], vv[DFL_KEYS];
+#pragma unroll
+        for (int u = 0; u < DFL_KEYS; ++u) {
+            kk[u] = *reinterpret_cast<const uint4*>(kt + u * DFL_ROWS * DEC_D);
+            vv[u] = *reinterpret_cast<const uint4*>(vt + u * DFL_ROWS * DEC_D);
+        }
+#pragma unroll
+        for (int g = 0; g < DEC_GROUP; ++g) {                        // lab 01's online update, once per tile
+            float s[DFL_KEYS], mt = m[g];
+#pragma unroll
+            for (int u = 0; u < DFL_KEYS; ++u) {
+                s[u] = half_warp_sum(h8_dot(kk[u], qf[g]));
+                if (jr + u * DFL_ROWS >= j1) s[u] = -KL_INF;
+                mt = fmaxf(mt, s[u]);
+            }
+            const float alpha = ex2_diff(m[g], mt);
+            l[g] *= alpha;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[g][i] *= alpha;
+#pragma unroll
+            for (int u = 0; u < DFL_KEYS; ++u) {
+                const float p = ex2_diff(s[u], mt);
+                Half8 v; v.u = vv[u];
+                l[g] += p;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float2 f = __half22float2(v.h2[i]);
+                    acc[g][2 * i] = fmaf(p, f.x, acc[g][2 * i]);
+                    acc[g][2 * i + 1] = fmaf(p, f.y, acc[g][2 * i + 1]);
+                }
+            }
+            m[g] = mt;
+        }
+        slot = slot == DFL_STAGES - 1 ? 0 : slot + 1;
+        __syncthreads();                                             // the stage is free for the copies of tile t + DFL_STAGES
+    }
+    dfl_commit_wait<0>(false);
+    // The block's row groups merged (lab 01's combine on vectors): the output when this is the only
+    // chunk; else this chunk's normalised output and its base-2 log-sum-exp lse = M + log2(l).
+    float* sm = reinterpret_cast<float*>(dfl_sm);                    // [DFL_ROWS][DEC_GROUP][2 + DEC_D]
+    float* mine = sm + row * DEC_GROUP * (2 + DEC_D);
+#pragma unroll
+    for (int g = 0; g < DEC_GROUP; ++g) {
+        if (sub == 0) { mine[g * (2 + DEC_D)] = m[g]; mine[g * (2 + DEC_D) + 1] = l[g]; }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) mine[g * (2 + DEC_D) + 2 + sub * 8 + i] = acc[g][i];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < DEC_GROUP * DEC_D; idx += DFL_THREADS) {
+        const int g = idx / DEC_D, d = idx % DEC_D, h = qh0 + g;
+        float M = -KL_INF, lsum = 0.0f, a = 0.0f;
+        for (int w = 0; w < DFL_ROWS; ++w) M = fmaxf(M, sm[(w * DEC_GROUP + g) * (2 + DEC_D)]);
+        for (int w = 0; w < DFL_ROWS; ++w) {
+            const float* r = sm + (w * DEC_GROUP + g) * (2 + DEC_D);
+            const float c = ex2_diff(r[0], M);
+            lsum = fmaf(r[1], c, lsum);
+            a = fmaf(r[2 + d], c, a);
+        }
+        if (active == 1) {
+            o[h * DEC_D + d] = __float2half(a / lsum);              // no key (L = 0): 0/0 = NaN, as the reference
+        } else {
+            part_o[((size_t)h * C + chunk) * DEC_D + d] = lsum > 0.0f ? a / lsum : 0.0f;
+            if (d == 0) part_lse[h * C + chunk] = lsum > 0.0f || isnan(lsum) ? M + __log2f(lsum) : -KL_INF;
+        }
+    }
+    if (active == 1) return;
+    // The last block of this KV head to get here merges every chunk: each block's partials are
+    // visible device-wide (fence) before it counts itself in.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        dfl_last = atomicAdd(done + kvh, 1u) == (unsigned)(active - 1);
+        if (dfl_last) done[kvh] = 0u;                                // every block has counted: ready for the next launch
+    }
+    __syncthreads();
+    if (!dfl_last) return;
+    __threadfence();
+    float* wt = sm;                                                  // [DEC_GROUP][active]: lse, then weights
+    float* wsum = sm + DEC_GROUP * active;                           // [DEC_GROUP]
+    for (int i = threadIdx.x; i < DEC_GROUP * active; i += DFL_THREADS)
+        wt[i] = __ldcg(part_lse + (qh0 + i / active) * C + i % active);
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    for (int g = threadIdx.x >> 5; g < DEC_GROUP; g += DFL_THREADS / 32) {   // a warp per query head:
+        float M = -KL_INF, e = 0.0f;                                 // M = max lse, w_c = 2^(lse_c - M)
+        for (int c = lane; c < active; c += 32) M = fmaxf(M, wt[g * active + c]);
+        M = warp_reduce_max(M);
+        for (int c = lane; c < active; c += 32) {
+            const float w = ex2_diff(wt[g * active + c], M);
+            wt[g * active + c] = w;
+            e += w;
+        }
+        e = warp_reduce_sum(e);
+        if (lane == 0) wsum[g] = e;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < DEC_GROUP * DEC_D / 4; i += DFL_THREADS) {    // o = sum_c w_c o_c / sum_c w_c
+        const int g = i / (DEC_D / 4), d4 = i % (DEC_D / 4), h = qh0 + g;
+        const float4* src = reinterpret_cast<const float4*>(part_o + (size_t)h * C * DEC_D) + d4;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+        for (int c = 0; c < active; ++c) {
+            const float w = wt[g * active + c];
+            const float4 p = __ldcg(src + c * (DEC_D / 4));
+            a.x = fmaf(w, p.x, a.x); a.y = fmaf(w, p.y, a.y); a.z = fmaf(w, p.z, a.z); a.w = fmaf(w, p.w, a.w);
+        }
+        const float ws = wsum[g];
+        __half2* out2 = reinterpret_cast<__half2*>(o + h * DEC_D + d4 * 4);
+        out2[0] = __floats2half2_rn(a.x / ws, a.y / ws);
+        out2[1] = __floats2half2_rn(a.z / ws, a.w / ws);
+    }
+}

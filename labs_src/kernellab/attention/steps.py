@@ -187,6 +187,78 @@ DEC_VARIANTS = {"01_naive": _dec_variant(_naive), "02_head": _dec_variant(_head)
 decode = DEC_VARIANTS["05_gqa_tile"]     # what lab 08 calls: decode(q, k_cache, v_cache, length, out=o)
 
 
+# ---- step 06: flash decoding in one launch ---------------------------------------------------------
+
+FLASH_KERNEL = "attention_06_decode_gqa_flash"   # (the launcher names it as a literal: its fingerprint finds it)
+FLASH_MIN_CHUNK = 128   # step 06: no chunk shorter than this many keys (each chunk adds a partial to the merge)
+FLASH_PER_SM = 2        # step 06: blocks per SM the chunk count aims at (at most as many as fit: occupancy)
+FLASH_MAX_CHUNKS = 256  # the kernel's DFL_MAX_CHUNKS: the merge keeps a weight per chunk in shared memory
+
+
+def flash_chunks(length, kv_heads, sms, resident, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER_SM) -> int:
+    """Step 06's grid: chunks per KV head. As many as keep min(per_sm, resident) blocks on each of the
+    SMs (a wave, not more: a block beyond it would run alone in a second round), but no chunk shorter
+    than min_chunk keys (floor(length / min_chunk) chunks at most). The kernel applies the same rule to
+    the length it reads on the device, at most this many chunks: a graph launched for the capacity runs
+    a shorter length on fewer chunks."""
+    by_len = max(1, int(length) // min_chunk)
+    by_sms = max(1, min(per_sm, resident) * sms // kv_heads)
+    return int(max(1, min(by_len, by_sms, FLASH_MAX_CHUNKS)))
+
+
+@functools.lru_cache(maxsize=None)
+def _wave_06(extra=()):
+    """(SMs, resident blocks per SM) of step 06's kernel, as specialised, on this GPU (occupancy API;
+    its shared memory is static, so the API counts it)."""
+    from ..core.bench import blocks_per_sm
+    from ..core.build import kernel
+    from ..core.device import info
+    from ..core.launch import specialised
+    k = specialised(FAMILY, FLASH_KERNEL, extra) if extra else kernel(FAMILY, FLASH_KERNEL)
+    return info()["sms"], max(1, blocks_per_sm(k, DEC_THREADS, 0))
+
+
+def _done_counters(kv_heads: int):
+    """Step 06's counters, one per KV head: zero when made, and set back to zero by the last block of
+    each launch, so every launch (and every replay of a CUDA graph) finds them at zero."""
+    import cupy
+    key = ("flash_done", kv_heads, cupy.cuda.Device().id)
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        buf = _SCRATCH[key] = workspace(cupy.zeros(kv_heads, cupy.uint32))
+    return buf
+
+
+def flash(q, k, v, length, out=None, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER_SM, tune=()):
+    """Step 06's launcher with its knobs: min_chunk and per_sm (the chunk rule, flash_chunks) and tune,
+    -D options of the kernel's build (-DDFL_TILE=32, -DDFL_STAGES=3: keys a stage, stages). Same
+    arguments, checks and errors as step 05's; one launch at every length."""
+    out = _alloc_o(q) if out is None else out
+    cap, lens, L, (hq, hkv, d) = _dec_check(q, k, v, length, out)
+    if int(min_chunk) < 1 or int(per_sm) < 1:
+        raise ValueError(f"min_chunk and per_sm: expected >= 1, got {min_chunk} and {per_sm}")
+    ex = specialise(hq, hkv, d) + tuple(tune)
+    sms, resident = _wave_06(ex)
+    chunks = flash_chunks(L, hkv, sms, resident, int(min_chunk), int(per_sm))
+    if chunks == 1:
+        po, pl = out, out          # unused: the kernel writes o itself
+    else:
+        po = _scratch("flash_o", (hq, chunks, d))
+        pl = _scratch("flash_lse", (hq, chunks))
+    launch(FAMILY, "attention_06_decode_gqa_flash", (hkv, chunks), (DEC_THREADS,),
+           (q, k, v, out, po, pl, _done_counters(hkv), lens, L, cap, LOG2E / d ** 0.5, int(min_chunk)), extra=ex)
+    return out
+
+
+def _gqa_flash(q, k, v, length, out=None):
+    """Step 06: step 05's blocks with K and V staged through shared memory by cp.async, the chunk count
+    read from the length on the device, and the merge done by each KV head's last block: one launch."""
+    return flash(q, k, v, length, out)
+
+
+DEC_VARIANTS["06_gqa_flash"] = _dec_variant(_gqa_flash)
+
+
 def merge(part_o, part_lse, out=None):
     """Launch the lab's merge kernel (step 03's) on partials [H, C, d] and [H, C]: out [H, d] fp16
     (d = 128, or 64). Used by the exercise as the step to time against."""

@@ -1,0 +1,123 @@
+"""Everywhere (no GPU): decode step 06 (attention_06_decode_gqa_flash, flash decoding in one launch) run
+on the CPU as written (core.emulate, every block of the grid, in order: the last block of each KV head
+merges), against the float64 reference: one chunk and many, a device-side length shorter than the grid
+was launched for, 0 and past the capacity, hostile values, another head layout; its counters end at 0.
+Its chunk rule, its slice (it defines only its own names: no other step's fingerprint moves) and its
+build for every learner GPU (no spills, cp.async from sm_80 on, plain copies below)."""
+import re
+
+import numpy as np
+import pytest
+
+from kernellab import attention as A
+from kernellab import build
+from kernellab.attention import steps as S
+from kernellab.core import fingerprint as fp
+from kernellab.core.check import check
+
+STEP = S.FLASH_KERNEL
+# What the emulator's shim lacks for this kernel: the L2 loads and the fast log2, as plain C++.
+SHIM = ("template <class T> T __ldcg(const T* p) { return *p; }\ninline float __log2f(float x) { return log2f(x); }\n"
+        "using std::isnan;\n")
+
+
+def _slice():
+    """attention.cu's preamble (the decode helpers) and step 06's slice: all the kernel uses."""
+    text = build.source("attention")
+    return text[:text.index("// === ")] + build.step_source("attention", STEP)
+
+
+def _source(group, d, tune=()):
+    lay = f"#define DEC_GROUP {group}\n#define DEC_D {d}\n" + "".join(f"#define {t[2:].replace('=', ' ')}\n" for t in tune)
+    return SHIM + lay + _slice()
+
+
+def _run(host, length, chunks, min_chunk, tune=()):
+    """The kernel on the CPU on grid (KV heads, chunks), the length on the device; returns (o, counters)."""
+    from kernellab.core import emulate
+    if emulate.compiler() is None:
+        pytest.skip("no C++ compiler: the CPU emulation cannot run the kernel")
+    q, k, v = host[:3]
+    hq, d = q.shape
+    hkv, cap = k.shape[:2]
+    o = np.zeros((hq, d), np.float16)
+    po = np.zeros((hq, chunks, d), np.float32)
+    pl = np.zeros((hq, chunks), np.float32)
+    done = np.zeros(hkv, np.uint32)
+    lens = np.array([length], np.int32)
+    got, _ = emulate.run(_source(hq // hkv, d, tune), STEP, [q, k, v, o, po, pl, done, lens],
+                         [0, cap, A.LOG2E / d ** 0.5, min_chunk], (hkv, chunks), (S.DEC_THREADS,),
+                         list(range(hkv * chunks)))
+    return got[3], got[6]
+
+
+# (layout (hq, cap, hkv, d), values, device-side length, chunks of the grid, min_chunk)
+CASES = [((8, 1, 2, 128), "randn", 1, 1, 64),
+         ((8, 2, 2, 128), "large", 2, 4, 1),          # two chunks of one key each, merged
+         ((8, 31, 2, 128), "nan", 31, 3, 8),
+         ((8, 300, 2, 128), "randn", 257, 4, 64),     # capacity > length; 4 chunks of 65 keys, tiles with tails
+         ((8, 300, 2, 128), "large", 100, 4, 32),     # a grid for the capacity: 3 chunks of 34, chunk 3 leaves
+         ((8, 300, 2, 128), "randn", 300, 40, 4),     # 38 chunks of 8 keys: more weights than a warp's lanes
+         ((8, 40, 2, 128), "randn", 0, 2, 16),        # no key: NaN, as the reference
+         ((8, 40, 2, 128), "randn", 99, 3, 16),       # past the capacity: clamped to it
+         ((14, 70, 2, 64), "nan", 70, 3, 16)]         # Qwen2.5-0.5B's layout: a group of 7, head dim 64
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0][0]}x{c[0][1]}/{c[0][2]}x{c[0][3]}-{c[1]}-L{c[2]}-C{c[3]}")
+def test_step_06_on_the_cpu_matches_the_reference(case):
+    shape, values, length, chunks, min_chunk = case
+    host = A.make_decode(shape, values=values, seed=len(A.DEC_LAYOUTS) + length)
+    o, done = _run(host, length, chunks, min_chunk)
+    check(o, A.reference_decode(*host[:3], np.array([length])), name=str(case), quiet=True, **A._tolerance())
+    assert not done.any(), "the last block of each KV head sets its counter back to 0"
+
+
+def test_step_06_tunings_on_the_cpu():
+    """Two stages of 32 keys (the sweep's other tunings) compute the same."""
+    host = A.make_decode((8, 200, 2, 128), values="randn", seed=1)
+    o, _ = _run(host, 200, 2, 64, tune=("-DDFL_TILE=32", "-DDFL_STAGES=2"))
+    check(o, A.reference_decode(*host), quiet=True, **A._tolerance())
+
+
+def test_chunk_rule():
+    """A wave of min(per_sm, resident) blocks per SM at most, no chunk under min_chunk keys, at least 1,
+    at most the kernel's cap; the kernel's own rule on the length it reads gives the same count."""
+    sms, hkv = 132, 8
+    assert S.flash_chunks(1, hkv, sms, 4) == 1 and S.flash_chunks(0, hkv, sms, 4) == 1
+    assert S.flash_chunks(4096, hkv, sms, 4, 128, 2) == 32 and S.flash_chunks(32768, hkv, sms, 4, 128, 2) == 33
+    assert S.flash_chunks(32768, hkv, sms, 1, 128, 2) == 16          # only one block fits an SM
+    assert S.flash_chunks(10 ** 7, 1, 10 ** 4, 8, 1, 8) == S.FLASH_MAX_CHUNKS
+    for L in (1, 2, 31, 257, 1000, 4097, 33000):
+        c = S.flash_chunks(L, hkv, sms, 4)
+        n = max(1, min(c, L // S.FLASH_MIN_CHUNK))               # the kernel's rule
+        chunk_len = -(-L // n)
+        assert n == c and -(-L // chunk_len) <= c and (c == 1 or chunk_len >= S.FLASH_MIN_CHUNK)
+    assert re.search(rf"#define DFL_MAX_CHUNKS {S.FLASH_MAX_CHUNKS}\b", build.source("attention"))
+
+
+def test_step_06_is_registered_after_step_05_and_not_the_default():
+    names = list(A.DEC_VARIANTS)
+    assert names[-2:] == ["05_gqa_tile", "06_gqa_flash"] and A.DECODE.variants is A.DEC_VARIANTS
+    assert A.DECODE.default == {"float16": "05_gqa_tile"} and A.decode is A.DEC_VARIANTS["05_gqa_tile"]
+    assert fp.kernels_of(A.DEC_VARIANTS["06_gqa_flash"], "attention") == [STEP]
+
+
+def test_step_06_defines_only_its_own_names():
+    """The fingerprint ties a slice to every slice that defines a word it uses: step 06's slice defines
+    only DFL_ / dfl_ names and its kernel, so no earlier step's fingerprint depends on it."""
+    defines = fp._file("attention")[2][STEP]
+    assert defines and all(re.match(r"(DFL_|dfl_)", n) or n == STEP for n in defines), sorted(defines)
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_87", "sm_90"])
+def test_step_06_builds_for_every_layout(arch):
+    """Every head layout the checks run (DEC_LAYOUTS) builds with no spills; cp.async from sm_80 on,
+    none below (plain 16-byte copies: the same result, slower)."""
+    for hq, hkv, d in ((A.HQ, A.HKV, A.D), *A.DEC_LAYOUTS):
+        ex = (*build.defines("attention"), *S.specialise(hq, hkv, d))
+        ptx, log = build.nvrtc_compile(_slice(), arch, "attention_06.cu", ex)
+        mine = log.split(f"Compiling entry function '{STEP}'")[1].split("Compiling entry")[0]
+        assert re.search(r" 0 bytes spill stores, 0 bytes spill loads", mine), (arch, hq, hkv, d, mine)
+        body = ptx.split(f".entry {STEP}(")[1].split(".entry")[0]
+        assert ("cp.async.cg.shared.global" in body) == (int(arch[3:]) >= 80), (arch, hq, hkv, d)
+        assert "atom.global.add" in body and "membar.gl" in body
