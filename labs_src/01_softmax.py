@@ -506,7 +506,7 @@ results.each_device(seed, softmax.logits_said)
 # 04 with its first, two-exp version.
 
 # %%
-abl = bench.compare(softmax.ABLATION, softmax.ABLATION.RECORD_CASES)
+abl = bench.compare(softmax.ABLATION, softmax.ABLATION.record_cases)
 if len(abl):
     at = abl.pivot_table(index="name", columns="case", values="median_us")
     at = (at / at.loc["05_online_vec4"]) if "05_online_vec4" in at.index else at

@@ -240,7 +240,7 @@ build.ptxas_info("rmsnorm")
 
 # %%
 res = rmsnorm.memcpy_counts_its_own_bytes(bench.compare(rmsnorm, rmsnorm.RECORD_CASES))
-abl = bench.compare(rmsnorm.ABLATION, rmsnorm.ABLATION.RECORD_CASES)   # the ablations, in their own run
+abl = bench.compare(rmsnorm.ABLATION, rmsnorm.ABLATION.record_cases)   # the ablations, in their own run
 results.table(res)
 
 # %% [markdown]
@@ -390,7 +390,7 @@ build.show("rmsnorm", "09_fused_add_fp16")
 check_variants(rmsnorm.FUSED)
 
 # %%
-fres = bench.compare(rmsnorm.FUSED, rmsnorm.FUSED.RECORD_CASES)
+fres = bench.compare(rmsnorm.FUSED, rmsnorm.FUSED.record_cases)
 results.table(fres)
 
 # %%

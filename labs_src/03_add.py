@@ -217,7 +217,7 @@ for step in ("05_bias_mod", "06_bias_2d", "07_bias_2d_vec8"):
 check_variants(add.BIAS)
 
 # %%
-bres = bench.compare(add.BIAS, add.BIAS.RECORD_CASES)
+bres = bench.compare(add.BIAS, add.BIAS.record_cases)
 results.each_device(bres, lambda part: results.host_text(part, add.BIAS.default["float16"], "torch"))
 results.table(bres)
 

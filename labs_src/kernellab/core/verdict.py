@@ -1,17 +1,9 @@
 """Verdicts: a measured value with its noise band, ratios of times with their bands, the one verdict
-rule, targets, and the seed's claims (docs/claims.csv) judged by it.
-
-The verdict rule, for claims, targets and sentences alike (`verdict`, `judge`):
-  * noise-aware: where the p10-p90 bands of the two times overlap, the verdict is "within noise",
-    whatever the medians say;
-  * magnitude-aware: the measured ratio is set against the claimed one. "holds" when the measured
-    gain is within a factor HOLD of the claimed gain, counted in log terms (log m / log c in
-    [1/HOLD, HOLD]: a claimed 2x holds from 1.59x to 2.83x); "smaller than claimed" and "larger
-    than claimed" outside it; "refuted" when the measured change goes the other way;
-  * kind-aware: a kernel ratio never judges an end-to-end claim: that needs an end-to-end
-    measurement, or it is "not measured here (end to end)";
-  * a target with no threshold is "no threshold", never "missed".
-"""
+rule (`verdict`; docs/design.md, "Results, sentences and verdicts"), targets, and the seed's claims
+(docs/claims.csv) judged by it. In short: overlapping p10-p90 bands are "within noise"; a measured gain
+"holds" within a factor HOLD of the claimed one in log terms (a claimed 2x holds from 1.59x to 2.83x),
+else it is "smaller" or "larger than claimed", or "refuted" when it goes the other way; a kernel ratio
+never judges an end-to-end claim; a target without a threshold is never "missed"."""
 from __future__ import annotations
 
 import math
