@@ -16,8 +16,9 @@
 # (lab 01's `(m, d)` merge). That is what lets many blocks share one row (flash *decoding*).
 #
 # The inference engine in the seeds spends its time in attention twice:
-# * **LLM decode** (Qwen3-8B): each new token reads the whole KV cache once. The kernel is bound by
-#   the cache's bytes, and the ladder is about getting those bytes in flight (lab 00's Little's law).
+# * **LLM decode** (Qwen3-8B): each new token reads the whole KV cache once. At long contexts the
+#   kernel is bound by the cache's bytes (at short ones by launch and ramp: the read-only floor below
+#   measures where), and the ladder is about getting those bytes in flight (lab 00's Little's law).
 # * **ViT prefill** (Qwen3-VL's vision tower, 16 heads × 72, N tokens): lab 06 writes the N × N
 #   scores to memory between two cuBLAS GEMMs. A flash kernel keeps them on the SM, and at large N
 #   its work is tensor-core FLOPs and the softmax between them (what actually holds each step back
@@ -135,8 +136,9 @@ kl.check.variants(A.DECODE, ["04_gqa"])
 #   prefetches the next 4 while it computes;
 # * **the chunk rule**: steps 03 and 04 cut the cache into 256-key chunks; step 05 takes one resident
 #   wave of blocks (the SM count times the blocks per SM ptxas allows), with chunks of at least 64
-#   keys. At short lengths that launches several times step 04's blocks, which can matter as much as
-#   the bytes in flight (step 03 against 02 shows what blocks are worth).
+#   keys. Wherever that wave holds more blocks than step 04's 256-key chunks give (the cell below prints
+#   step 05's chunks on this GPU), it launches more blocks than step 04, which can matter as much as the
+#   bytes in flight (step 03 against 02 shows what blocks are worth).
 #
 # Which change buys what is measured below by an ablation, not assumed. (The shared launcher of
 # steps 02 to 05 skips the merge launch whenever one chunk suffices; that is not new in step 05.)
@@ -496,9 +498,11 @@ kl.check.grade_exercise(SOLUTION, "merge_chunks", strict=True, **GRADE)
 # %% [markdown]
 # ## What limits each step
 # * **Decode 01**: the scores' round trip and three launches, then 32 blocks walking the cache alone.
-# * **Decode 02**: waves. There are 32 blocks on a GPU with more SMs than that.
-# * **Decode 03**: four reads of each KV head (one per query head of its group), which cost DRAM
-#   traffic once the cache outgrows L2 (step 04 against 03, above).
+# * **Decode 02**: one block per query head, 32 blocks: on a GPU with more SMs than that, SMs idle
+#   (step 03 against 02, above, measures what more blocks are worth).
+# * **Decode 03**: four reads of each KV head (one per query head of its group), which would cost DRAM
+#   traffic once the cache outgrows L2: the hypothesis step 04 against 03 tests above, beside the
+#   cache's bytes and the L2 (no L2 counter is recorded).
 # * **Decode 04–05**: two changes, each credited only by its ablation (below), then the counters.
 # * **Prefill 01**: the $N^2$ bytes of the scores. **11** and **12 → 13**: below, from the record.
 #   **13–15**: what the counters show (below). Hopper's asynchronous `wgmma` (which FlashAttention-3

@@ -157,6 +157,14 @@ build.show("decoder", "02_head_norm")
 kl.check.variants(D.HEAD_NORM)
 
 # %% [markdown]
+# The token step runs this norm fused with lab 07's RoPE and KV-cache append: one launch a layer in place
+# of two (`decoder_07_qk_norm_rope`, below). `tests/test_fused.py` checks it against float64 on the CPU;
+# the Amdahl table below times the token both ways.
+
+# %%
+build.show("decoder", "07_qk_norm_rope")
+
+# %% [markdown]
 # ### The embedding row, from a device-side token id
 # The token comes from the previous step's argmax, in device memory. An id outside the vocabulary
 # cannot raise from inside a graph, so the kernel writes a row of NaN instead of reading out of

@@ -17,11 +17,55 @@ C32K = dec_case_key((HQ, 32768), "float16")
 C4K_PF = pf_case_key((PF_HEADS, 4096), "float16")                                    # prefill at N = 4096
 
 
+# ---- a sentence names what the record ran ------------------------------------------------------------
+
+def stale_names(d) -> list:
+    """The row names of d's first device whose recorded code has moved on since (store.mark_stale's `note`
+    column: 'recorded with an earlier version of step NN'), in the frame's order; [] when none."""
+    part = results.one_source(d) if d is not None and len(d) else None
+    if part is None or "note" not in part or "name" not in part:
+        return []
+    old = part.loc[part["note"].fillna("").astype(str) != "", "name"].astype(str)
+    return list(dict.fromkeys(old))
+
+
+def stale_said(d, text: str, names=()) -> str:
+    """text, and where it reads a row of d's device that ran an earlier version of the code (a step it names
+    in backticks, or one of `names`), a sentence saying so: what the record ran, not today's step."""
+    old = [n for n in stale_names(d) if n in names or f"`{n}`" in text]
+    if not old:
+        return text
+    dev = results.one_source(d)["device"].iloc[0]
+    return (text + f" *(On the {dev} record, {', '.join(f'`{n}`' for n in old)} ran an earlier version of "
+            f"{'its' if len(old) == 1 else 'their'} code than today's: the record keeps "
+            f"{'that row' if len(old) == 1 else 'those rows'}, for the reason its STALE line above gives.)*")
+
+
+def each_device(df, sentence, *others, names=(), then: str = "") -> None:
+    """results.each_device, each sentence with stale_said: a sentence that reads rows recorded with an earlier
+    version of a step says so."""
+    results.each_device(df, lambda d, *o: stale_said(d, sentence(d, *o), names), *others, then=then)
+
+
+def stale_line(df) -> str:
+    """One line per recorded device whose rows in df ran an earlier version of a step (for a table that judges
+    every device, such as the targets): how many rows, of which steps; '' when none."""
+    said = []
+    for p in results.devices(df):
+        old = stale_names(p) if p is not None and len(p) else []
+        if old:
+            rows = int((p["note"].fillna("").astype(str) != "").sum())
+            said.append(f"On the {p['device'].iloc[0]} record, {rows} of these rows ran an earlier version of the code "
+                        f"(of {', '.join(f'`{n}`' for n in old[:6])}{' ...' if len(old) > 6 else ''}): its column "
+                        "reads what that code measured.")
+    return " ".join(said)
+
+
 def say_noisy(dec) -> None:
     """Name every recorded device's noisy rows (noisy_text) beside the table; nothing when none is noisy."""
     for part in results.devices(dec):
         if noisy_text(part):
-            results.say(noisy_text(part))
+            results.say(stale_said(part, noisy_text(part)))
 
 
 def floor_text(d) -> str:
@@ -47,21 +91,21 @@ def of_floor_text(d, name, case) -> str:
 def say_decode(dec) -> None:
     """The decode ladder's sentences: step 05 against SDPA, its roof at 32768 keys, the floor at 4096,
     split-KV against one block per head, the graph at one key, and the host time of each call."""
-    results.each_device(dec, lambda d: results.summary(d, "05_gqa_tile", SDPA_DEC))
-    results.each_device(dec, lambda d: results.roof_text(d, "05_gqa_tile", C32K, 0.75, roof="read")
+    each_device(dec, lambda d: results.summary(d, "05_gqa_tile", SDPA_DEC))
+    each_device(dec, lambda d: results.roof_text(d, "05_gqa_tile", C32K, 0.75, roof="read")
                         + of_floor_text(d, "05_gqa_tile", C32K) + f" ({results.source(d)}).")
-    results.each_device(dec, floor_text)
-    results.each_device(dec, lambda d: then(results.compare_text(d, "03_split", "02_head", C4K),
+    each_device(dec, floor_text)
+    each_device(dec, lambda d: then(results.compare_text(d, "03_split", "02_head", C4K),
                                             f": more blocks than query heads ({results.source(d)})."))
-    results.each_device(dec, lambda d: then(results.compare_text(d, GRAPH_DEC, "05_gqa_tile", C1),
+    each_device(dec, lambda d: then(results.compare_text(d, GRAPH_DEC, "05_gqa_tile", C1),
                                             f" in GPU time at one cached token ({results.source(d)})."))
-    results.each_device(dec, host_text)
-    results.each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
+    each_device(dec, host_text)
+    each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
 
 
 def say_gqa_vs_split(dec) -> None:
     """Step 04 against step 03, length by length (gqa_vs_split_text)."""
-    results.each_device(dec, gqa_vs_split_text)
+    each_device(dec, gqa_vs_split_text)
 
 
 def say_decode_limits(lim_dec) -> None:
@@ -99,16 +143,16 @@ def say_prefill(pf) -> None:
     """The prefill ladder's sentences: the fastest step against SDPA at 4096 and 16384, step 15 against
     cuBLAS, each of steps 13, 14 and 15 against the step before it, and the seed's cuBLAS claim."""
     for n in (4096, 16384):
-        results.each_device(pf, lambda d: vs_sdpa_text(d, n))
-    results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "01_cublas"))
-    results.each_device(pf, lambda d: then(results.compare_text(d, "13_cp_async", "12_mma", C4K_PF),
+        each_device(pf, lambda d: vs_sdpa_text(d, n))
+    each_device(pf, lambda d: results.summary(d, "15_two_tiles", "01_cublas"))
+    each_device(pf, lambda d: then(results.compare_text(d, "13_cp_async", "12_mma", C4K_PF),
                                            f": two changes together, cp.async and a second buffer stage (the "
                                            f"ablation below times each alone; {results.source(d)})."))
-    results.each_device(pf, lambda d: then(results.compare_text(d, "14_padded", "13_cp_async", C4K_PF),
+    each_device(pf, lambda d: then(results.compare_text(d, "14_padded", "13_cp_async", C4K_PF),
                                            f": the padded row stride alone ({results.source(d)})."))
-    results.each_device(pf, lambda d: results.summary(d, "15_two_tiles", "14_padded")
+    each_device(pf, lambda d: results.summary(d, "15_two_tiles", "14_padded")
                         + " The query rows per warp are the one change.")
-    results.each_device(pf, cublas_claim_text)
+    each_device(pf, cublas_claim_text, names=tuple(pf["name"].unique()) if len(pf) else ())   # it reads every step
 
 
 def say_prefill_limits(lim_pf) -> None:
@@ -136,10 +180,10 @@ def say_block(blk, pf=None) -> None:
     """Lab 06's block with flash attention against the cuBLAS block and torch's eager block, per N, and
     where the lead over torch's block comes from (attention_share_text, from the prefill frame pf)."""
     for n in BLOCK_NS:
-        results.each_device(blk, lambda d, p: results.compare_text(d, FLASH_BLOCK, CUBLAS_BLOCK, f"N={n}:float16")
+        each_device(blk, lambda d, p: results.compare_text(d, FLASH_BLOCK, CUBLAS_BLOCK, f"N={n}:float16")
                             + "; " + results.compare_text(d, FLASH_BLOCK, SDPA_BLOCK, f"N={n}:float16")
-                            + f" ({results.source(d)})." + (attention_share_text(d, p, n) if p is not None else ""),
-                            pf)
+                            + f" ({results.source(d)})."
+                            + (stale_said(p, attention_share_text(d, p, n)) if p is not None else ""), pf)
 
 
 # ---- step 16: the causal prefill against SDPA -------------------------------------------------------
@@ -169,7 +213,7 @@ def say_causal(cz) -> None:
     if cz is None or not len(cz):
         results.say(causal_text(None))
         return
-    results.each_device(cz, causal_text)
+    each_device(cz, causal_text)
 
 
 # ---- the ablations: each cause credited by what its ablation measures --------------------------------
@@ -199,9 +243,9 @@ def credit_text(abl, which: str) -> str:
 def say_limits(lim_dec, lim_pf, abl_dec=None, abl_pf=None, pf=None) -> None:
     """What limits each step: the two bundled steps credited by their ablations (credit_text), step 11
     against the FMA peak (row_step_text), then the counters (limits_list)."""
-    results.say("* **Decode 04 → 05, by cause**: " + credit_text(abl_dec, "decode") + "\n"
-                "* **Prefill 12 → 13, by cause**: " + credit_text(abl_pf, "prefill") + "\n"
-                "* " + (row_step_text(pf) if pf is not None else row_step_text(None)))
+    results.say("* **Decode 04 → 05, by cause**: " + stale_said(abl_dec, credit_text(abl_dec, "decode")) + "\n"
+                "* **Prefill 12 → 13, by cause**: " + stale_said(abl_pf, credit_text(abl_pf, "prefill")) + "\n"
+                "* " + (stale_said(pf, row_step_text(pf), names=("11_row",)) if pf is not None else row_step_text(None)))
     results.say(limits_list(lim_dec, lim_pf))
 
 

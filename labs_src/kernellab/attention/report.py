@@ -139,6 +139,10 @@ def targets_vs_floor(targets, df):
         fracs.append(frac)
     if len(tg) and "at the floor" in tg:
         tg.insert(list(tg.columns).index("at the floor") + 1, "of the floor", fracs)
+    from .prose import stale_line             # a column read from rows of an earlier version says so
+    if stale_line(df):
+        from ..core.results import say
+        say(stale_line(df))
     return tg
 
 
@@ -517,7 +521,9 @@ def orin_decode_model(dec=None, lengths=DEC_LENGTHS, gbps=ORIN_GBPS, bound=0.5):
                      f"launch and ramp ({fl:.2f} of the read roof): the model is a lower bound",
                      f"chunks (step 05's rule, {ORIN_SMS} SMs x {per_sm} blocks)": chunks_for("05", n, ORIN_SMS, per_sm)})
     out = pd.DataFrame(rows)
-    out["source"] = (f"model: {f:.2f} (`{best}` at {max(lengths)} keys on {dev}) x {gbps:g} GB/s (datasheet), "
+    from .prose import stale_names
+    old = f", a row recorded with an earlier version of `{best}`" if best in stale_names(d) else ""
+    out["source"] = (f"model: {f:.2f} (`{best}` at {max(lengths)} keys on {dev}{old}) x {gbps:g} GB/s (datasheet), "
                      f"{ORIN_SMS} SMs; not a measurement")
     return out
 

@@ -2,26 +2,72 @@
 steps the token ran, what holds the GEMVs back, the launches' share, eager vs graph, plot_tokens."""
 from __future__ import annotations
 
+import functools
+from collections import Counter
+from dataclasses import replace
+
 import numpy as np
 
 from .. import gemv as G
 from ..core import results
 from .bytes_model import bytes_per_token, seed_gemv_gbps, seed_read_fraction
-from .config import Config, PATHS, QWEN3_8B
+from .config import TINY, Config, PATHS, QWEN3_8B
 from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import GpuOps
+from .fused import FUSED, qk_norm_rope
 from .measure import ctx_case, floor_name, step_name
+from ..attention.prose import each_device
 
 
 # ---- sentences computed from the results on screen -------------------------------------------------------------
 
+def qk_fused(path: str = "float16") -> bool:
+    """Whether today's token step runs the q/k head norm, RoPE and the cache append as one launch
+    (GpuOps' qk_rope is lab 08's fused step) or as two (head norm, then RoPE + append)."""
+    return GpuOps(path).qk_rope is qk_norm_rope
+
+
+class _Counting:
+    """A token step's ops, each call counted by name (Decoder.step's own sequence, run on NumPy)."""
+
+    def __init__(self, ops):
+        self.__dict__.update(ops=ops, n=Counter())
+
+    def __getattr__(self, op):
+        f = getattr(self.ops, op)
+        if not callable(f) or op.startswith("_"):
+            return f
+
+        def counted(*a, **kw):
+            self.n[op] += 1
+            return f(*a, **kw)
+        return counted
+
+
+@functools.lru_cache(maxsize=None)
+def token_ops(cfg: Config = QWEN3_8B, path: str = "float16") -> dict:
+    """{op: calls} one token step of `cfg` on `path` makes: Decoder.step run once through NumpyOps on a tiny model
+    with cfg's layer kind (q/k norm, q/k/v bias) at 1 and 2 layers, scaled to cfg's layers (the calls a layer
+    adds, times its layers, plus the rest). Computed from today's code, so it follows the step as it changes."""
+    from .engine import Decoder
+    from .weights import random_weights
+    got = []
+    for layers in (1, 2):
+        c = replace(TINY, layers=layers, qk_norm=cfg.qk_norm, qkv_bias=cfg.qkv_bias)
+        dec = Decoder(c, random_weights(c, seed=0), path, capacity=4, emulate=True)
+        dec.ops = _Counting(dec.ops)
+        dec.step()
+        got.append(dec.ops.n)
+    one, two = got
+    return {op: one[op] + (cfg.layers - 1) * (two[op] - one[op]) for op in two}
+
+
 def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_launches: int = 2) -> int:
-    """Kernel launches one eager token step makes (the count Decoder.step issues): per layer 2 fused
-    add + RMSNorm, 4 GEMVs (each + 1 conversion on a quantised path), the q/k norm, RoPE + append,
-    SiLU x up, and decode attention (1, or 2 with its split-KV merge); then the embedding, the final
-    norm, the logits GEMV and the 2 argmax passes."""
-    per_layer = 2 + 4 * (1 if path == "float16" else 2) + 3 + attention_launches
-    return cfg.layers * per_layer + 5
+    """Kernel launches one eager token step makes: each op call of token_ops one launch, except the argmax (2
+    passes), decode attention (`attention_launches`: 1, or 2 with its split-KV merge) and the q/k norm + RoPE +
+    append (1 launch when qk_fused, else 2)."""
+    per = {"argmax": 2, "decode": attention_launches, "qk_rope": 1 if qk_fused(path) else 2}
+    return sum(n * per.get(op, 1) for op, n in token_ops(cfg, path).items())
 
 
 def ran(df, path: str) -> dict:
@@ -82,6 +128,7 @@ def gemv_limits(df) -> str:
     read-only kernel over the path's weight bytes reaches (launch and ramp on tens of MB), and the fraction of that floor the
     path's GEMV reaches (for int4 and W8A16: their dequantisation instructions, lab 04). A line
     saying none is recorded otherwise."""
+    from ..core import store
     from ..core.device import load_recorded
     from ..core.results import MISSING, one_source
     rec = load_recorded(G.GEMV.name)
@@ -98,8 +145,9 @@ def gemv_limits(df) -> str:
             continue
         f = fl.set_index("case")
         r = (f["median_us"] / st.set_index("case")["median_us"]).dropna()
+        old = " (rows of an earlier version of it)" if any(store.note(G.GEMV.name, st)) else ""
         parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
-                     f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran) "
+                     f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran){old} "
                      f"**{r.min():.2f}–{r.max():.2f}** of that floor")
     shapes = ", ".join(TOKEN_GEMV_CASES.values())
     return ("Lab 04 measured what holds each path's GEMVs back, at the token's own shapes it records (" + shapes +
@@ -157,20 +205,28 @@ def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
     (attention between its recorded lengths around `context`), summed against the gap to the floor."""
     dev = d["device"].iloc[0]
     below, above = max(n for n in (256, 1024) if n <= context), min(n for n in (1024, 4096) if n >= context)
-    att = [cfg.layers * alone_us("attention_decode", "05_gqa_tile", f"32x{n}:float16", dev) for n in (below, above)]
-    parts = {"fused add + RMSNorm": (2 * cfg.layers + 1) * alone_us("add_rmsnorm", "02_fused", "1x4096:float16", dev),
-             "SiLU × up": cfg.layers * alone_us("decoder_ops", "01_silu_mul", "silu_mul:12288:float16", dev),
-             "q/k norms": cfg.layers * alone_us("decoder_ops", "02_head_norm", "head_norm:32x8x128:float16", dev),
-             "embedding": alone_us("decoder_ops", "03_embed", "embed:4096x4096:float16", dev),
-             "argmax": alone_us("decoder_ops", "04_argmax", "argmax:151936:float32", dev)}
+    n = token_ops(cfg, "float16")                 # the calls today's fp16 token step makes, per op
+    att = [n.get("decode", 0) * alone_us("attention_decode", "05_gqa_tile", f"32x{k}:float16", dev) for k in (below, above)]
+    alone = {"fused": ("fused add + RMSNorm", "add_rmsnorm", "02_fused", "1x4096:float16"),
+             "silu_mul": ("SiLU × up", "decoder_ops", "01_silu_mul", "silu_mul:12288:float16"),
+             "embed": ("embedding", "decoder_ops", "03_embed", "embed:4096x4096:float16"),
+             "argmax": ("argmax", "decoder_ops", "04_argmax", "argmax:151936:float32")}
+    parts = {what: n[op] * alone_us(stem, name, case, dev) for op, (what, stem, name, case) in alone.items() if n.get(op)}
+    if not n.get("qk_rope"):
+        unrecorded = "RoPE + append is"
+    elif qk_fused():      # the token runs q/k norm + RoPE + append as one launch, which no record times alone
+        unrecorded = f"the q/k norm + RoPE + append (`{FUSED}`, one launch) is"
+    else:
+        parts["q/k norms"] = n["qk_rope"] * alone_us("decoder_ops", "02_head_norm", "head_norm:32x8x128:float16", dev)
+        unrecorded = "RoPE + append is"
     known = {k: v for k, v in parts.items() if v == v}
     if any(a != a for a in att) or not known:
         return "The other kernels' times alone are not all recorded on this device: the gap is not split here."
     lo, hi = sum(known.values()) + min(att), sum(known.values()) + max(att)
     return (f"Timed alone (warm L2), those other kernels sum to **{lo:.0f}–{hi:.0f} µs** per token: attention "
-            f"{cfg.layers} × `05_gqa_tile` {min(att):.0f}–{max(att):.0f} µs (its times at {below} and {above} keys), "
+            f"{n.get('decode', 0)} × `05_gqa_tile` {min(att):.0f}–{max(att):.0f} µs (its times at {below} and {above} keys), "
             + ", ".join(f"{k} {v:.0f} µs" for k, v in known.items())
-            + "; RoPE + append is not recorded alone. Against the gap of "
+            + f"; {unrecorded} not recorded alone. Against the gap of "
             f"{gap:.0f} µs that is {lo / gap:.0%}–{hi / gap:.0%}: each time alone includes a launch and ramp that a "
             "graph's back-to-back kernels partly overlap, so it bounds their share from above, and how the gap "
             "splits between them and the GEMVs' distance from their floors is not measured here (a per-kernel "
@@ -240,7 +296,7 @@ def say_seeds(seeds) -> None:
         need = bytes_per_token(QWEN3_8B, "float16", 1)["total"] / (gbps * 1e6)     # ms per token at that rate
         results.say(f"The seeds disagree with themselves here: seed 002's own {shape} fp16 GEMV time ({ms:g} ms, the "
                     f"figure lab 04 quotes) is **{gbps:.0f} GB/s**; at that rate a {bytes_per_token(QWEN3_8B)['total'] / 1e9:.2f}"
-                    f" GB fp16 token needs at least {need:.0f} ms, at most **{1e3 / need:.1f}** tokens/s, below the "
+                    f" GB fp16 token (context 1) needs at least {need:.0f} ms, at most **{1e3 / need:.1f}** tokens/s, below the "
                     f"{f16_lo:.2f}–{f16_hi:.2f} tokens/s the seeds report. Their kernel times and their tokens/s cannot "
                     "both hold for this model on one bandwidth; this lab does not reconcile them, and quotes each "
                     "as the seed wrote it.")
@@ -266,11 +322,12 @@ def paths_text(d, context: int = 512) -> str:
 def say_tokens(tps, context: int = 512) -> None:
     """The tokens/s table's sentences: the steps each path ran, graph against eager, the quantised
     paths against fp16, what holds the GEMVs back, and the launches' share of a token."""
-    results.each_device(tps, lambda d: ran_text(d))
-    results.each_device(tps, lambda d: tokens_text(d, context))
-    results.each_device(tps, lambda d: paths_text(d, context))
-    results.each_device(tps, gemv_limits)
-    results.each_device(tps, launch_share)
+    steps = [step_name(p, "graph") for p in PATHS]                 # what ran_text, tokens_text ... read
+    each_device(tps, lambda d: ran_text(d), names=steps)
+    each_device(tps, lambda d: tokens_text(d, context), names=[step_name("float16", m) for m in ("graph", "eager")])
+    each_device(tps, lambda d: paths_text(d, context))
+    each_device(tps, gemv_limits, names=steps)
+    each_device(tps, launch_share, names=[step_name("float16", "graph"), floor_name("float16")])
 
 
 def with_fractions(tb):
@@ -312,7 +369,7 @@ def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
                                                      f"bandwidth) a decoder would be only **{cap:.1f}×** faster "
                                                      f"than transformers")
                 + f" ({results.source(d)}).")
-    results.each_device(tb, said)
+    each_device(tb, said)
     results.say("How far a target over transformers can go is set by transformers' own speed on that GPU and host "
                 "(the 'at the floor' column below).")
 

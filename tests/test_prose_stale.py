@@ -1,0 +1,41 @@
+"""Labs 07 and 08's sentences name what the record ran: a sentence that reads a row recorded with an earlier
+version of a step says so (attention.prose.stale_said / stale_line), and lab 08's launch count follows the token
+step's own sequence of calls (decoder.report.token_ops, run on NumPy)."""
+import pandas as pd
+
+from kernellab.attention import prose as P
+from kernellab import decoder as D
+from kernellab.decoder import report as R
+
+
+def frame(note_a="", note_b=""):
+    return pd.DataFrame([{"name": n, "case": "c", "median_us": us, "device": dev, "date": "2026-01-01",
+                          "source": "recorded", "note": note}
+                         for n, us, note, dev in (("05_gqa_tile", 10.0, note_a, "GPU A"), ("02_head", 20.0, note_b, "GPU A"),
+                                                  ("05_gqa_tile", 9.0, "recorded with an earlier version of step 05_gqa_tile",
+                                                   "GPU B"))])
+
+
+def test_stale_said_names_only_the_rows_a_sentence_reads():
+    fresh = frame()
+    assert P.stale_names(fresh) == [] and P.stale_said(fresh, "`05_gqa_tile` is fast.") == "`05_gqa_tile` is fast."
+    old = frame(note_b="recorded with an earlier version of step 02_head")
+    assert P.stale_said(old, "`05_gqa_tile` is fast.") == "`05_gqa_tile` is fast."       # it does not read 02
+    said = P.stale_said(old, "`05_gqa_tile` beats `02_head`.")
+    assert "On the GPU A record, `02_head` ran an earlier version" in said and "`05_gqa_tile` ran" not in said
+    assert "`02_head` ran" in P.stale_said(old, "The token step.", names=("02_head",))   # a row named, not quoted
+    assert P.stale_said(frame(), "x", names=("05_gqa_tile",)) == "x"                      # GPU B's row is not GPU A's
+
+
+def test_stale_line_per_device():
+    line = P.stale_line(frame())
+    assert "GPU B record, 1 of these rows" in line and "GPU A" not in line
+    assert P.stale_line(frame().drop(columns="note")) == ""
+
+
+def test_launches_follow_the_token_steps_calls():
+    n = R.token_ops(D.QWEN3_8B, "int4")
+    assert n["gemv"] == n["conv"] == 4 * 36 and n["decode"] == 36 and n["argmax"] == 1 and n["embed"] == 1
+    assert R.token_ops(D.QWEN25_7B, "int4")["bias_add"] == 28 and "bias_add" not in n
+    assert R.launches_per_token(D.QWEN3_8B, "int4", attention_launches=1) == \
+        R.launches_per_token(D.QWEN3_8B, "int4") - 36
