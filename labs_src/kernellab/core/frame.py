@@ -12,8 +12,7 @@ from .device import provenance
 
 
 def select(df, **eq):
-    """Rows of df whose columns equal the given values, or are in a given list (an empty frame
-    stays empty; a missing column selects nothing)."""
+    """Rows whose columns equal the given values, or are in a given list (a missing column selects nothing)."""
     for k, v in eq.items():
         if df is None or df.empty or k not in df:
             return df.iloc[0:0] if df is not None else df
@@ -22,8 +21,7 @@ def select(df, **eq):
 
 
 def one_source(df):
-    """The rows of the first (device, source) present: a frame may hold several recorded devices,
-    and a sentence speaks of one."""
+    """The rows of the first (device, source) present: a sentence speaks of one device."""
     if df is None or df.empty or not {"device", "source"} <= set(df):
         return df
     first = df.iloc[0]
@@ -31,14 +29,12 @@ def one_source(df):
 
 
 def source(df) -> str:
-    """Where a sentence's numbers come from: the provenance of the one (device, source) that
-    pick() reads (a frame may hold several recorded devices; the tables show them all)."""
+    """Where a sentence's numbers come from: the provenance of one_source(df)."""
     return provenance(one_source(df))
 
 
 def pick(df, name: str, column: str, **eq) -> float:
-    """One number: `column` of the row named `name` (matching eq, e.g. case=...), from the first
-    device present; NaN when absent (not measured, or an older recording)."""
+    """One number: `column` of the row `name` (matching eq) of the first device present; NaN when absent."""
     d = one_source(select(df, name=name, **eq))
     if d is None or d.empty or column not in d:
         return float("nan")
@@ -58,9 +54,8 @@ def fastest(df, case: str, kind: str = "variant") -> str | None:
 
 
 def best(df, kind: str = "variant", names=None):
-    """Per case, the fastest row of `kind` ('variant' or 'baseline'; names: only these), read
-    from the data, never from a hard-coded label: a frame indexed by case with name, median_us,
-    and the fraction columns."""
+    """Per case, the fastest row of `kind` ('variant' or 'baseline'; names: only these; ablations left out),
+    read from the data: a frame indexed by case with name, median_us and the fraction columns."""
     d = one_source(select(df, kind=kind))
     if d is not None and len(d):
         d = d[~d["name"].str.contains(r"(?:^|_)ablate_")]   # an ablation row is not a step of the ladder
@@ -74,16 +69,15 @@ def best(df, kind: str = "variant", names=None):
 
 
 def devices(df) -> list:
-    """The frame split by (device, source), in order: a recorded frame may hold several devices,
-    and a table or sentence that judges speaks of one at a time."""
+    """The frame split by (device, source), in order."""
     if df is None or df.empty or not {"device", "source"} <= set(df):
         return [df]
     return [g for _, g in df.groupby(["device", "source"], sort=False)]
 
 
 def timing_rules(df, lab: str) -> int:
-    """The bench rules (device.TIMING_RULES) a frame was timed under: live, the current ones; a
-    record, those written beside it (1: older than the field)."""
+    """The bench rules (device.TIMING_RULES) a frame was timed under: live, today's; a record, those
+    written beside it (1: older than the field)."""
     from .device import TIMING_RULES, recorded_meta
     if df is None or df.empty or "source" not in df or df["source"].iloc[0] == "live":
         return TIMING_RULES
@@ -95,8 +89,7 @@ _SAID: list = [None, set()]      # the cell being run (IPython's execution count
 
 
 def print_once(line: str) -> None:
-    """Print a provenance or skip line once per notebook cell: a cell that reads two frames of the
-    same record says where they come from once. Outside IPython (tests, scripts) it always prints."""
+    """Print a provenance or skip line once per notebook cell (outside IPython, always)."""
     try:
         from IPython import get_ipython
         ip = get_ipython()

@@ -10,13 +10,9 @@ MAX_ROWS = 40       # a table longer than this shows the fastest step per case i
 
 
 def table(df, columns=None, roof: str = "copy", full: bool = False):
-    """A results frame for reading, of the device on screen (the live GPU, or the reference record):
-    the lean view (case, step, µs median and p10-p90, the fraction of the roof that applies,
-    time(previous row)/time(this row) within a case) or the given columns, rounded. Longer than
-    MAX_ROWS rows: the fastest step of each case, with its fraction of the roof and of the floor
-    (brief()), and a line saying how to see every row. Provenance is said once, by the call that
-    measured or read the frame; other records are set side by side by device_table. full=True:
-    every row and column of every device."""
+    """A results frame for reading, of the device on screen: the lean view (case, step, µs median and
+    p10-p90, the fraction of the roof that applies, time(previous row)/time(this row) within a case) or the
+    given columns, rounded; past MAX_ROWS rows, brief(). full=True: every row and column of every device."""
     if df is None or df.empty:
         print("(no results: nothing measured here and nothing recorded)")
         return df
@@ -49,9 +45,9 @@ LIBRARY_NAMES = r"torch|cublas|cupy"
 
 
 def brief(df, roof: str = "copy"):
-    """One row per case: the fastest step (read from the data), its µs and fraction of the roof, the
-    floor's fraction where the frame has a floor (a read-only kernel or copy of the same bytes) and the
-    step's fraction of that floor, and the fastest library baseline with time(library) / time(step)."""
+    """One row per case: the fastest step, its µs and fraction of the roof, its fraction of the floor (a
+    read-only kernel or copy of the same bytes) where the frame has one, and the fastest library baseline
+    with time(library) / time(step)."""
     import pandas as pd
     d = one_source(df)
     top = best(d)
@@ -73,10 +69,9 @@ def brief(df, roof: str = "copy"):
 
 
 def ptxas_brief(info, full: bool = False):
-    """build.ptxas_info's frame (one row per kernel per arch) for reading: one row per kernel, a column
-    per arch where the archs differ (registers), one where they agree; the kernels that differ only by
-    a template size (`softmax_10_cluster_2`, `_4`, `_8`) share a row, their values as a range; columns
-    that are zero everywhere (spills, stack) are said once instead of shown. full=True: the frame."""
+    """build.ptxas_info's frame, one row per kernel: a column per arch only where the archs differ,
+    kernels that differ only by a template size (`_2`, `_4`, `_8`) in one row as a range, all-zero columns
+    said once instead of shown. full=True: the frame."""
     import re
     import pandas as pd
     if full or info is None or info.empty:
@@ -116,12 +111,9 @@ def ptxas_brief(info, full: bool = False):
 
 
 def claims_brief(table, full: bool = False):
-    """A claims table (results.claims) for reading, at most MAX_ROWS rows: every claim judged or measured
-    here a row each, as results.claims gives it; the claims that carry a stated reason instead (an
-    Orin, the whole engine, a slip in the seed) one row per reason, with their ids. Still too long: the
-    most common verdict among the judged rows (usually "within noise") becomes one row too, with its ids
-    and the range measured. The full table (every claim, its reason in full) is the frame itself;
-    full=True returns it."""
+    """A claims table (results.claims) in at most MAX_ROWS rows: every claim judged or measured here a
+    row each; those with a stated reason one row per reason, with their ids; still too long, the most common
+    verdict folded the same way. full=True: the table itself."""
     import re
     import pandas as pd
     from .verdict import OUTCOMES
@@ -158,10 +150,8 @@ HOST_TARGET = 1.1      # a default step's host µs per call, at most this times 
 
 
 def host_text(df, step: str, against: str = "torch") -> str:
-    """Host time per call (not GPU time) of `step` against the fastest-to-issue baseline whose name has
-    `against`, over the frame's cases (first device): the medians, the worst case, and where it is
-    above HOST_TARGET x, the measured reason: the same launches as bare CuPy kernel calls
-    (`bare_host_us`) against the baseline's whole call."""
+    """Host time per call of `step` against the fastest-to-issue baseline whose name has `against`
+    (medians, the worst case) and, above HOST_TARGET x, the measured reason (`bare_host_us`)."""
     d = one_source(df)
     if d is None or d.empty or "host_us" not in d:
         return f"Host time of `{step}`: not measured here and not recorded yet."
@@ -190,8 +180,8 @@ def host_text(df, step: str, against: str = "torch") -> str:
 
 
 def summary(df, step: str, against: str, prov: bool = True) -> str:
-    """One sentence about `step` against `against` over every case both have: the range of
-    time(against)/time(step), and where it loses or is within noise. Provenance once."""
+    """One sentence: `step` against `against` over every case both have, the range of
+    time(against)/time(step), and where it loses or is within noise."""
     got = []
     for c in cases(df, step):
         m = ratio_band(df, step, against, c)
@@ -220,11 +210,9 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
 
 
 def ablation(df, pairs, about=None) -> None:
-    """The ablation of bundled steps, from one frame. pairs: (title, dtype, before, after, changes),
-    changes a list of (the change, the kernel with it, the kernel without it). For each pair: one table
-    per device on screen of every kernel's time over the after step's, per case (below 1: faster
-    without that change), then one sentence per change over every case (`summary`), per device.
-    `about`: name -> what the kernel is (kernels it does not describe are left as named)."""
+    """The ablation of bundled steps. pairs: (title, dtype, before, after, changes), changes a list of
+    (the change, the kernel with it, the kernel without it): per pair, a table of every kernel's time over the
+    after step's per case, then one `summary` per change. `about`: name -> what the kernel is."""
     from IPython.display import display
     for title, dtype, before, after, changes in pairs:
         names = list(dict.fromkeys(n for n in [before, after] + [k for _, w, wo in changes for k in (w, wo)] if n))
@@ -275,10 +263,8 @@ def compare_text(df, fast: str, slow: str, case: str) -> str:
 
 
 def say(md: str) -> None:
-    """Show a sentence computed from the results on screen (Markdown in a notebook, text
-    elsewhere). Every sentence in a lab that quotes a number or gives a verdict goes through
-    here, built from the measured or recorded frame, never typed for one device. A provenance that
-    follows a finished clause joins it ("… case. (recorded on X)" reads "… case (recorded on X).")."""
+    """Show a computed sentence (Markdown in a notebook, text elsewhere): every sentence that quotes a
+    number or a verdict goes through here. A provenance after a finished clause joins it."""
     import re
     md = re.sub(r"\.\s+\(((?:recorded|live) on [^()]*)\)\.?", r" (\1).", md)
     try:
@@ -293,12 +279,9 @@ def say(md: str) -> None:
 
 
 def each_device(df, sentence, *others, then: str = "") -> None:
-    """Say sentence(part, *others_part) of the device on screen: the live GPU's rows, or without one the
-    reference record's (the first recorded device: the H100), the other frames cut to the same device;
-    then `then`, a paragraph true on any device, where given. One sentence per fact: the other records
-    are set side by side in the lab's comparison table (device_table), never in a second copy of every
-    sentence. (The name says what it once did: a saved notebook keeps calling it.) sentence: frames ->
-    Markdown (its provenance included, e.g. via source(part))."""
+    """say(sentence(part, *others)) for the device on screen (the live GPU, else the reference
+    record), the other frames cut to that device; then `then`, a paragraph true on any device. Other
+    records are side by side in device_table, never in a second copy of the sentence."""
     part = one_source(df)
     dev = part["device"].iloc[0] if part is not None and len(part) and "device" in part else None
     say(sentence(part, *[o if dev is None or o is None or "device" not in o else o[o["device"] == dev]
@@ -308,11 +291,9 @@ def each_device(df, sentence, *others, then: str = "") -> None:
 
 
 def device_table(df, roof: str = "copy", names=None, value: str = "median_us"):
-    """Every record (and the live GPU) side by side, one row per case: the fastest step on the device on
-    screen and, per device, that step's µs and its fraction of the roof that applies there, and the
-    fastest library baseline's µs: the one place a lab sets GPUs against each other. names: the rows are
-    these steps or baselines instead (one per case and name, in this order), each with `value` (e.g.
-    "tokens/s") and its fraction of the roof per device."""
+    """Every record (and the live GPU) side by side, one row per case: the fastest step on the device
+    on screen with, per device, its µs, its fraction of the roof and the fastest library's µs. names: these
+    steps or baselines instead, each with `value` (e.g. "tokens/s")."""
     import pandas as pd
     parts = [p for p in devices(df) if p is not None and len(p)]
     if not parts or "kind" not in parts[0]:

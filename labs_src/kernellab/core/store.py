@@ -1,20 +1,9 @@
 """The device record, in one home: figures/reference/<device>/ holds one CSV per recorded family and a
-meta.json (roofs, launch costs, SM count, dates). Here it is read, written and derived:
-
-  files         save_recorded, load_recorded and read_csv (the one reader of the CSVs: old row names
-                read as today's, frame.RENAMED); recorded_meta (device.py: the recorded devices' facts)
-  roofs         recorded_roofs (the roofs that go with a recorded frame), stated_roofs, settle
-  fractions     derive: the one writer of gbps, frac_copy and frac_read, live (bench.compare) or
-                recorded (settle), each row against the one roof that applies to its family (row_roofs)
-  frames        recorded, mark_stale, live_or_recorded: the one switch between a live measurement and
-                the recorded rows (results re-exports them)
-  fingerprints  every recorded row carries the fingerprint of the code that ran (core.fingerprint),
-                written by `make bench`; here today's fingerprint of a row is computed, and the rows
-                whose code has moved on since are found (stale). A device record may keep stale rows
-                only for a reason its meta.json states (`stale_kept`: e.g. no such GPU at hand); the
-                reader marks them, and tests/test_records.py fails on any other.
-core.device keeps the device's facts and the mode; its old names for the files (device.load_recorded,
-device.save_recorded) read through to here."""
+meta.json (roofs, launch costs, SM count, dates). Here it is read and written (save_recorded, load_recorded,
+read_csv: old row names read as today's), its roofs settled (stated_roofs, settle: a roof a kernel beat is
+raised to it), its fractions derived (derive: the one writer of gbps, frac_copy, frac_read, live or
+recorded), the live / recorded switch made (recorded, live_or_recorded), and the fingerprints of its rows
+compared with today's code (stale rows: kept only for a reason meta.json states, `stale_kept`, and marked)."""
 from __future__ import annotations
 
 import functools
@@ -50,8 +39,7 @@ def save_recorded(lab: str, df, extra_meta: dict | None = None):
 
 
 def read_csv(path):
-    """One recorded CSV, its rows under today's names (a row recorded under a name since renamed,
-    frame.RENAMED, reads as the new one; the file itself is never rewritten by hand)."""
+    """One recorded CSV, its rows under today's names (frame.RENAMED; the file is never rewritten by hand)."""
     import pandas as pd
     return renamed(pd.read_csv(path))
 
@@ -74,12 +62,9 @@ def load_recorded(lab: str):
 # ---- fractions: one writer ------------------------------------------------------------------------
 
 def derive(df, roofs: dict, roof="copy"):
-    """gbps and the fraction of the one roof that applies (frac_copy or frac_read) of every row with
-    bytes and a time (none for a compute-only row: it reads no weights), from the given roofs; roof:
-    "copy", "read", "both" (a row judged against either), or one per row (row_roofs). The other
-    fraction is NaN: the copy roof is no ceiling for a kernel that writes ~nothing, nor the read roof
-    for one that writes (near L2's size its writes can still sit in L2 when the end event fires).
-    The one writer of these columns, live (bench) and recorded (settle)."""
+    """gbps and the fraction of the one roof that applies (frac_copy or frac_read; roof: "copy", "read",
+    "both", or one per row, row_roofs) of every row with bytes and a time; the other fraction NaN. The one
+    writer of these columns, live (bench) and recorded (settle)."""
     if "bytes" in df and "median_us" in df:
         import pandas as pd
         roof = pd.Series(roof, index=df.index) if isinstance(roof, str) else roof
@@ -98,8 +83,7 @@ def derive_row(row: dict, roofs: dict, roof: str = "both") -> dict:
 
 
 def row_roofs(name: str, df):
-    """The roof that applies to each row of a recorded CSV: its family's. Families that share a
-    CSV (vision's ops, the decoder's new kernels) are told apart by the op their case key names."""
+    """The roof that applies to each row of a recorded CSV: its family's (told apart by the case key's op)."""
     fams = REGISTRY.get(name, [])
     by_op = {f.op: f.roof for f in fams if f.op}
     default = fams[0].roof if fams else "copy"
@@ -109,8 +93,8 @@ def row_roofs(name: str, df):
 # ---- roofs -------------------------------------------------------------------------------------------
 
 def recorded_roofs(df=None) -> dict:
-    """The roofs of the device record that a recorded frame was recorded on (df=None: the recorded
-    device with the most labs), with device, source and date. Never another device's roofs."""
+    """The roofs of the device record a recorded frame comes from (df=None: the device with the most
+    labs), with device, source and date; never another device's."""
     metas = [m for m in recorded_meta().values() if "roofs" in m]
     if df is not None and len(df) and "device" in df:
         metas = [m for m in metas if m["device"] == df["device"].iloc[0]]
@@ -120,9 +104,8 @@ def recorded_roofs(df=None) -> dict:
 
 
 def stated_roofs(folder, roofs: dict, quantities: dict) -> tuple[dict, str | None]:
-    """The device record's roofs: those a recorded table states by quantity (`quantities`: lab 00's
-    ROOF_QUANTITIES, {roof key: quantity}; from the run that recorded that table) over `roofs`, so a
-    later partial run cannot leave a second roof beside them; and the name of the table that states them."""
+    """The roofs a recorded table states by quantity (lab 00's ROOF_QUANTITIES) over `roofs`, and the
+    name of that table."""
     import pandas as pd
     for path in sorted(folder.glob("*.csv")):
         m = pd.read_csv(path)
@@ -133,10 +116,9 @@ def stated_roofs(folder, roofs: dict, quantities: dict) -> tuple[dict, str | Non
 
 
 def settle(folder, quantities: dict, base: dict | None = None) -> dict:
-    """One device record in `folder`: the roofs lab 00's table states (stated_roofs), each raised to
-    the fastest recorded row judged against it where a lab's kernel ran faster than the
-    micro-benchmarks (a roof is a ceiling: a fraction above 1 would mean the roof was wrong), written
-    into meta.json and that table, which name the row that set it; then every recorded fraction derived."""
+    """One device record: the roofs lab 00's table states, each raised to the fastest row judged against it
+    where a kernel beat the micro-benchmarks (a roof is a ceiling), written into meta.json and that table
+    (which name the row that set it); then every recorded fraction derived."""
     import pandas as pd
     meta_path = folder / "meta.json"
     meta = json.loads(meta_path.read_text())
@@ -183,9 +165,8 @@ def settle(folder, quantities: dict, base: dict | None = None) -> dict:
 # ---- frames: the live / recorded switch, written once ---------------------------------------------
 
 def recorded(lab: str, what: str, **eq):
-    """Compile-only: the recorded rows of `lab` (matching eq, e.g. section=..., case=[...]), with one
-    line saying they are recorded and from where; or an empty frame and a line saying what a GPU
-    would measure."""
+    """Compile-only: the recorded rows of `lab` (matching eq) with one line saying so, or an empty
+    frame and a line saying what a GPU would measure."""
     import pandas as pd
     rec = select(load_recorded(lab), **eq) if eq else load_recorded(lab)
     if rec is None or rec.empty:
@@ -197,9 +178,8 @@ def recorded(lab: str, what: str, **eq):
 
 
 def mark_stale(lab: str, rec):
-    """Recorded rows whose code has moved on since (their fingerprint differs from today's) get a
-    `note` column, 'recorded with an earlier version of step NN', and one line says so with the
-    reason the device record states for keeping them."""
+    """Recorded rows whose fingerprint differs from today's get a `note` ('recorded with an earlier
+    version of step NN'), and one line says so with the reason the record states for keeping them."""
     notes = note(lab, rec)
     if any(notes):
         rec = rec.assign(note=notes)
@@ -212,8 +192,8 @@ def mark_stale(lab: str, rec):
 
 
 def live_or_recorded(lab: str, what: str, measure, **eq):
-    """The one switch: live, measure() -> a list of row dicts (or a frame), tagged live with this
-    device and date; compile-only, recorded(name, what, **eq)."""
+    """The one switch: live, measure() -> rows (or a frame) tagged with this device and date;
+    compile-only, recorded(lab, what, **eq)."""
     import pandas as pd
     if not is_live():
         return recorded(lab, what, **eq)
@@ -234,10 +214,8 @@ def _families(stem: str) -> list:
 
 @functools.lru_cache(maxsize=None)
 def expected(stem: str, name: str) -> tuple[str, str]:
-    """Today's (fingerprint, steps) of the row `name` of record `stem`: a step or a baseline of a
-    family recorded there, a composite row (Family.steps: its engine and the steps it runs), or,
-    for a family that records itself, everything its record function runs; ('', '') when no family
-    of that record is loaded."""
+    """Today's (fingerprint, steps) of row `name` of record `stem`: a step or baseline, a composite row
+    (Family.steps), a family that records itself, else the whole family; ('', '') with no family loaded."""
     fams = _families(stem)
     for f in fams:
         if name in f.variants:
@@ -272,8 +250,7 @@ def stamp(stem: str, df):
 
 
 def stale(stem: str, df):
-    """A boolean Series: the rows whose recorded fingerprint differs from today's (a row recorded
-    before fingerprints were: stale). All False when no family of this record is loaded."""
+    """True for the rows whose recorded fingerprint differs from today's (none without a loaded family)."""
     import pandas as pd
     names = row_names(df)
     if not _families(stem):

@@ -17,8 +17,7 @@ HOLD = 1.5              # the factor, in log terms, within which a measured gain
 
 @dataclass(frozen=True)
 class Measured:
-    """A measured value with its noise band: lo and hi are the value computed from the ends of
-    the p10-p90 bands (for a ratio of times: p10(slow)/p90(fast) and p90(slow)/p10(fast))."""
+    """A measured value with its noise band: lo and hi computed from the ends of the p10-p90 bands."""
     value: float
     lo: float
     hi: float
@@ -40,8 +39,8 @@ def band(df, name: str, case: str) -> Measured:
 
 
 def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> Measured:
-    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band; slow_case: the
-    slow side at another case (an int4 step against the fp16 step of the same shape)."""
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band; slow_case: the slow
+    side at another case (an int4 step against the fp16 step of the same shape)."""
     f, s = band(df, fast, case), band(df, slow, slow_case or case)
     if not (f.ok and s.ok):
         return NAN
@@ -51,8 +50,7 @@ def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None
 
 
 def ratio(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> float:
-    """time(slow) / time(fast) at one case (> 1: `fast` is faster; slow_case: the slow side at
-    another case); NaN when either is absent."""
+    """ratio_band's value (NaN when either time is absent)."""
     return ratio_band(df, fast, slow, case, slow_case).value
 
 
@@ -65,16 +63,14 @@ def frac_band(df, name: str, case: str, roof: str = "copy") -> Measured:
 # ---- verdicts ------------------------------------------------------------------------------------
 
 def within_noise(m: Measured, at: float = 1.0) -> bool:
-    """True when `at` lies inside the band: the two times' p10-p90 bands overlap (at = 1), or a
-    target's threshold lies inside the measured band."""
+    """True when `at` lies inside the band (at = 1: the two times' bands overlap)."""
     return m.lo == m.lo and m.hi == m.hi and min(m.lo, m.hi) <= at <= max(m.lo, m.hi)
 
 
 def verdict(m: Measured, claimed: float | None = None, kind: str = "kernel",
             measured_kind: str = "kernel") -> str:
-    """The one verdict rule (see the module's doc). m: measured time(before)/time(after);
-    claimed: the claimed ratio (None: no number claimed); kind: the claim's kind ('kernel',
-    'end-to-end', ...); measured_kind: what m is a ratio of."""
+    """The one verdict rule. m: measured time(before)/time(after); claimed: the claimed ratio (None: no
+    number); kind: the claim's kind; measured_kind: what m is a ratio of."""
     if kind == "end-to-end" and measured_kind != "end-to-end":
         return "not measured here (end to end)"
     if not m.ok:
@@ -103,9 +99,8 @@ def target_outcome(m: Measured, threshold: float | None, below: bool = False) ->
 
 
 def targets(targets, df):
-    """The targets table: what, measured (with its band), threshold, outcome, of the device on screen
-    (the live GPU, or the reference record); every other record on screen side by side in two columns
-    of its own (`measured on <GPU>`, `outcome on <GPU>`): one row per target, provenance printed once."""
+    """The targets table of the device on screen (what, measured, threshold, outcome), every other
+    record in two columns of its own (`measured on <GPU>`, `outcome on <GPU>`); provenance printed once."""
     import pandas as pd
     rows = []
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
@@ -133,8 +128,7 @@ def targets(targets, df):
 
 
 def targets_met(tg) -> str:
-    """'k of n targets met' for a targets table: on the device on screen, and on each other record side
-    by side in it (its `outcome on <GPU>` column), in one sentence."""
+    """'k of n targets met' on the device on screen and on each other record in the table."""
     n = len(tg)
     said = [f"{int((tg['outcome'] == 'met').sum())} of {n} targets met"
             + (f" on {tg.attrs['device']}" if tg.attrs.get("device") else "")]
@@ -160,9 +154,8 @@ CLAIM_ARCH_FALLBACK = "sm_90"   # for a step that needs a newer GPU than the Ori
 
 
 def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
-    """What a `ptx:<text>`, `ptxas:registers` / `ptxas:smem` claim counts in one step's compiled kernel
-    (arch); `ptxas:blocks_per_sm@T` / `ptxas:occupancy@T`: blocks of T threads resident per SM, and
-    the theoretical occupancy, from ptxas -v and the arch's SM limits (build.occupancy)."""
+    """What a `ptx:<text>`, `ptxas:registers` / `ptxas:smem`, `ptxas:blocks_per_sm@T` or
+    `ptxas:occupancy@T` claim counts in one step's kernel compiled for arch."""
     from . import build
     if how.startswith(("ptxas:blocks_per_sm@", "ptxas:occupancy@")):   # from ptxas -v and the arch's SM limits
         what, threads = how.split(":", 1)[1].split("@")
@@ -183,8 +176,8 @@ def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
 
 
 def _counted(r, kernels: str) -> tuple:
-    """(Measured after/before, verdict, 'before -> after (arch)') of a ptx/ptxas claim, from the
-    compiled kernels (no GPU needed), for the seeds' sm_87; a step that needs a newer GPU, sm_90."""
+    """(Measured after/before, verdict, shown) of a ptx/ptxas claim, from the kernels compiled for the
+    seeds' sm_87 (sm_90 for a step that needs it)."""
     for arch in (CLAIM_ARCH, CLAIM_ARCH_FALLBACK):
         try:
             after = _count(kernels, r.fast, r.how, arch)
@@ -214,9 +207,8 @@ def _counted(r, kernels: str) -> tuple:
 
 
 def _ncu_reading(r, claimed, df) -> tuple:
-    """(Measured, verdict, shown) of a claim measured by `ncu:<metric>`, from the recorded Nsight
-    Compute readings (ncu.csv, make ncu) of the device on screen: after/before for a counter,
-    before/after for a duration (as the seeds give it); no readings: not measured."""
+    """(Measured, verdict, shown) of an `ncu:<metric>` claim from the recorded Nsight Compute readings
+    (make ncu): after/before for a counter, before/after for a duration."""
     from .device import load_recorded
     rec = load_recorded("ncu")
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) and "device" in df else None
@@ -248,10 +240,8 @@ def _ncu_reading(r, claimed, df) -> tuple:
 
 
 def limiters(family):
-    """What limits each launch the family names in `limiters`, from the recorded Nsight Compute
-    readings (ncu.csv, `make ncu`): one row per counter (core.ncu.LIMITER_METRICS, in its order),
-    one column per '<step or baseline> @ <case>'; the provenance printed once. None (and a line
-    saying so) where nothing is recorded. ncu reads one device's counters; the table names it."""
+    """What limits each launch in family.limiters, from the recorded Nsight Compute readings: one row per
+    core.ncu.LIMITER_METRICS counter, one column per '<name> @ <case>'; None (said) where none are recorded."""
     from .device import load_recorded
     from .ncu import LIMITER_METRICS
     rec = load_recorded("ncu")
@@ -280,11 +270,8 @@ CLAIM_MEASURES: dict = {}      # claim id -> measure(frame) -> (Measured, verdic
 
 
 def claim_measure(cid: str):
-    """Register the measure of a claims row whose `how` is `lab:<name>`: a function of the frame on
-    screen (one device's rows; None compile-only with nothing recorded) that returns (Measured,
-    verdict, shown), its verdict from `verdict`, `quantity_verdict` or `checked`. A lab module
-    registers its own (e.g. lab 00's latencies from measuring.csv), so every table that lists the
-    row judges it the same way."""
+    """Register the measure of a claims row whose `how` is `lab:<name>`: frame on screen (one device's
+    rows, or None) -> (Measured, verdict, shown), so every table that lists the row judges it the same way."""
     def reg(fn):
         CLAIM_MEASURES[cid] = fn
         return fn
@@ -292,8 +279,7 @@ def claim_measure(cid: str):
 
 
 def quantity_verdict(value: float, lo: float, hi: float, unit: str = "") -> tuple:
-    """(Measured, verdict, shown) of a measured quantity against a claimed range [lo, hi] (a claimed
-    '~x' is given as x / HOLD .. x * HOLD): holds inside it, else smaller / larger than claimed."""
+    """(Measured, verdict, shown) of a quantity against a claimed range [lo, hi] ('~x': x / HOLD .. x * HOLD)."""
     if value != value:
         return NAN, "not measured (nothing recorded)", None
     v = "holds" if lo <= value <= hi else "smaller than claimed" if value < lo else "larger than claimed"
@@ -313,14 +299,10 @@ def _lab_measure(r, part) -> tuple:
 
 
 def claims(lab: str, df, families=(), measured=None):
-    """The lab's 'seed claim vs measured here' table: docs/claims.csv filtered to `lab`, each row
-    judged by the one rule: how = ratio, time(slow)/time(fast) at case from the frame on screen;
-    ptx:<text> / ptxas:registers, the count in the compiled kernels of the lab's `families` (after /
-    before); e2e, an end-to-end measurement from `measured` ({claim id: Measured or float}), never a
-    kernel ratio; otherwise the row's stated reason. df: a frame, or a list of frames (one per
-    timing run): a ratio takes both its times from the first run that has both. Where the frames hold
-    several devices (recorded), a ratio row also gets a column per other device, "measured: verdict",
-    so a verdict that differs between GPUs shows in the table."""
+    """The lab's 'seed claim vs measured here' table: docs/claims.csv's rows of `lab`, each judged by the
+    one rule: a ratio from the frames (df: one frame or a list of runs; the first run with both times), a
+    ptx/ptxas count from the compiled `families`, an ncu reading, a lab's own measure, or `measured` ({id:
+    Measured or float}) for an end-to-end row; else the row's reason. A column per other recorded device."""
     import pandas as pd
     runs = [f for f in (df if isinstance(df, (list, tuple)) else [df]) if f is not None and len(f)]
     df = pd.concat(runs, ignore_index=True) if runs else None
@@ -439,9 +421,8 @@ def speedup(df, num: str, den: str, by="case"):
 
 
 def claim_rows(df, rows):
-    """A claims table from rows given in a lab: [(claim, seed_says, fast, slow, case)], judged by
-    the one rule (a seed_says of the form '1.6x' is the claimed ratio). docs/claims.csv and
-    `claims(lab, df)` are the course's own list; this serves labs' extra rows."""
+    """A claims table from rows a lab gives, [(claim, seed_says, fast, slow, case)], judged by the one
+    rule ('1.6x' in seed_says is the claimed ratio)."""
     import pandas as pd
     import re
     out = []
