@@ -61,10 +61,8 @@ def _show(df, note):
 
 
 def _widgets():
-    """ipywidgets when the sliders can work here: the module imports and a Jupyter kernel runs
-    this code (a kernel has a front end that may draw widgets); otherwise None. A headless run
-    (make test's nbval: KERNELLAB_NO_WIDGETS=1) gets the static table: no front end will ever
-    answer a widget, and a client waiting on one can stall."""
+    """ipywidgets where the sliders can work: the module imports and a Jupyter kernel runs; else None
+    (a headless run, KERNELLAB_NO_WIDGETS=1 as in nbval, gets the static table: a waiting widget can stall)."""
     import os
     if os.environ.get("KERNELLAB_NO_WIDGETS"):
         return None

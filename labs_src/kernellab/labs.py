@@ -51,9 +51,8 @@ HEADLINE_VS_LIBRARY = {"attention_prefill": (None, "torch"), "vit_block": ("bloc
 
 
 def _common_case(rec, dt, vs=None):
-    """The largest case (by bytes, else N, else name) of dtype dt with a time on every device that
-    recorded the family at that dtype (for a HEADLINE_VS_LIBRARY family: with both of its bars): every
-    panel draws the same shape."""
+    """The largest case of dtype dt timed on every device that recorded it (for a HEADLINE_VS_LIBRARY
+    family: with both of its bars), so every panel draws the same shape."""
     g = rec[(rec["dtype"] == dt) if "dtype" in rec else slice(None)]
     g = g[g["median_us"].notna()]
     devs = list(dict.fromkeys(g["device"]))
@@ -79,13 +78,10 @@ def _vs_library(at, ours_prefix, lib_prefix):
 
 
 def headline_rows():
-    """Per recorded device and lab: at the lab's largest case of each dtype recorded on every device
-    (the same shape in every panel), the fastest step (read from the data) and the fastest torch/cuBLAS
-    baseline, each as a fraction of the ceiling that applies: a step's own read-only floor where the
-    family records one (the quantised GEMVs: time(floor)/time(step)), the read roof for a GEMV (it
-    reads its weights and writes almost nothing), else the copy roof (read once, write once): the
-    family's `roof`. Lab 07's prefill and lab 06's block, where no roof applies, as their speed against
-    the fastest torch call (HEADLINE_VS_LIBRARY)."""
+    """Per recorded device and lab, at the lab's largest case of each dtype recorded on every device: the
+    fastest step and the fastest torch/cuBLAS baseline, each as a fraction of the family's ceiling (its
+    read-only floor for the quantised GEMVs, else the family's `roof`); where no roof applies
+    (HEADLINE_VS_LIBRARY), their speed against the fastest torch call."""
     import pandas as pd
     from .core.device import load_recorded
     from .core.results import best, one_source

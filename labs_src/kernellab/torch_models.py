@@ -268,19 +268,14 @@ WIDE = Config("Qwen3-8B widths, 2 layers", hidden=4096, layers=2, heads=32, kv_h
 
 
 def gpu_check(cfg: Config = WIDE, seeds=(1, 2), length: int = 64, prompt: int = 8, n_new: int = 32):
-    """Our fp16 GPU decoder against transformers' Qwen3ForCausalLM on the GPU, on the very same
-    weights (drawn on the device, read by transformers as views), per seed:
-
-    - teacher-forced: a `length`-token sequence fed one token at a time through our KV cache, and
-      the whole sequence at once through transformers; the worst normwise relative error of the
-      logits over the positions, against the derived bound. Each side is within
-      decoder.error_bound(cfg) of the float64 model, so they are within twice that of each other;
-      the max |logit difference| at a position is then below bound x ||z|| there (its elementwise form).
-    - greedy: `n_new` tokens from the first `prompt` tokens, ours (graph replays) and transformers'
-      `generate`. At step t our argmax must equal transformers' while transformers' top-2 margin
-      exceeds twice the measured max |difference| of the logits there (then no rounding can swap
-      the two tokens). 'decided for' counts those steps, up to the first one that is a coin toss.
-    Returns a table, and raises AssertionError where a check fails (the test calls this)."""
+    """Our fp16 GPU decoder against transformers' Qwen3ForCausalLM on the GPU, on the same weights (views), per seed:
+    - teacher-forced: `length` tokens one at a time through our KV cache, all at once through transformers;
+      the worst normwise relative error of the logits against twice decoder.error_bound(cfg) (each side is
+      within it of the float64 model), and max |logit difference| below that bound x ||z||;
+    - greedy: `n_new` tokens after `prompt`, our graph replays against `generate`: our argmax must equal
+      theirs while their top-2 margin exceeds twice the measured max |difference| ('decided for' counts
+      those steps, up to the first coin toss).
+    Returns a table; raises AssertionError where a check fails."""
     import numpy as np
     import pandas as pd
     import torch

@@ -142,10 +142,8 @@ def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
 
 
 def bars(df, name: str, title: str = "", value: str = "gbps"):
-    """One bar per variant/baseline per case: GB/s (or median_us), roofs drawn for GB/s.
-    Baselines are hatched. Cases whose largest bars differ by more than SPAN x (a time at 4096 tokens
-    beside one at 16384) get a panel each, with its own axis; bars within one panel that still span more
-    than SPAN x get a log axis."""
+    """One bar per variant/baseline per case (baselines hatched): GB/s with the roofs, or median_us. Cases
+    whose largest bars differ by more than SPAN x get a panel each; a panel spanning more gets a log axis."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
@@ -293,10 +291,8 @@ def stacked_shares(df, columns: dict, labels, notes, xlabel: str, title: str, na
 
 
 def tokens(rows, floors, baselines, gains, name: str, title: str = "", prov: str = ""):
-    """Lab 08's picture, two panels. Left: tokens/s per weight path (bars), each beside its read-only
-    floor (the most any step reading those bytes could reach, hatched) and, for fp16, the torch
-    baselines on the same weights (grey). Right: the Amdahl table's end-to-end gain per swap
-    (time(before) / time(after) of the whole token), with 1.0 marked.
+    """Lab 08's picture. Left: tokens/s per weight path beside its read-only floor (hatched) and the torch
+    baselines (grey); right: the end-to-end gain of each swap (Amdahl), 1.0 marked.
     rows/floors: {path: tokens/s}; baselines: {label: tokens/s}; gains: {swap: gain}."""
     if not rows:
         print(f"(no data for plot {name})")

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..core import device, results
 from .reference import SHAPES, case_key
-from .steps import ABLATION, BEST
+from .steps import BEST
 from .report import kernel_run, ran_text
 
 # The target shapes of the lab's timing section (its TARGETS), and the two fp32 cases the claims read.
@@ -15,9 +15,15 @@ TARGET_SHAPES = [SHAPES["square_4096"], SHAPES["long_rows_1024x32768"], SHAPES["
 SQUARE_F32, LONG_F32 = case_key(TARGET_SHAPES[0], "float32"), case_key(TARGET_SHAPES[1], "float32")
 FP16_SQUARE, FP16_DOUBLE = "4096x4096:float16", "8192x4096:float16"
 
-# What each ablation row of step 05 undoes.
-UNDO_05 = {"05_ablate_no_vec_loads": "16-byte loads", "05_ablate_no_reg_cache": "the row in registers",
-           "05_ablate_no_ex2": "`ex2.approx`", "05_ablate_block_256": "the block sized to the row"}
+# The ablations of steps 04 and 05 (results.ablation): step 05 with one of its four changes undone, and
+# step 04 against its first, two-exp version.
+ABLATION_PAIRS = [
+    ("04 → 05", None, "04_online", "05_online_vec4", [
+        (what, "05_online_vec4", undone) for undone, what in (
+            ("05_ablate_no_vec_loads", "16-byte loads"), ("05_ablate_no_reg_cache", "the row in registers"),
+            ("05_ablate_no_ex2", "`ex2.approx`"), ("05_ablate_block_256", "the block sized to the row"))]),
+    ("04: the one-exp update", None, "04_ablate_two_exp", "04_online", [
+        ("one exp per element", "04_online", "04_ablate_two_exp")])]
 
 
 def _fmt(v, spec=".2f", unit=""):
@@ -157,37 +163,6 @@ def logits_said(part) -> str:
             f"{_fmt(fc, '.3f')} of the copy roof there; step 10 splits the row over a cluster of blocks: "
             f"{results.compare_text(part, '10_cluster', '05_online_vec4', '1x151936:float32')} "
             f"({results.source(part)}).") if facts else "No device facts for this record."
-
-
-def worth_text(a) -> str:
-    """One device's ablation rows: what each change of step 05 is worth at each recorded case, which one
-    carries the gain (or that none is beyond the noise), and the one-exp update of step 04."""
-    lines = []
-    for case in ABLATION.RECORD_CASES:
-        key = case_key(*case)
-        worth = {lbl: results.ratio_band(a, "05_online_vec4", n, key) for n, lbl in UNDO_05.items()}
-        worth = {k: v for k, v in worth.items() if v.ok}
-        if not worth:
-            continue
-        order = sorted(worth.items(), key=lambda kv: -kv[1].value)
-        lines.append(f"At {key}: " + ", ".join(f"{lbl} is worth {results.times(a, '05_online_vec4', n, key)}"
-                                               for n, lbl in UNDO_05.items() if lbl in worth)
-                     + (f"; most of step 05's gain is {order[0][0]}" if not results.within_noise(order[0][1])
-                        else "; no change is worth anything beyond the noise")
-                     + f". The one-exp update makes step 04 "
-                     f"{_fmt(results.ratio(a, '04_online', '04_ablate_two_exp', key))}× its two-exp first version.")
-    return " ".join(lines) + f" ({results.source(a)})."
-
-
-def say_ablation(abl) -> None:
-    """worth_text for the device on screen and how to read a ratio within noise; or that it is not recorded."""
-    if not len(abl):
-        print("Not recorded yet: the ablation is timed live on a GPU (make bench records it).")
-        return
-    results.each_device(abl, worth_text, then=(
-        "A ratio within noise of 1 means that change did nothing on the GPU of that line, given the other three: "
-        "with the row read once and 16 bytes per load, a cheaper `exp` may not show, and on a slower-clocked GPU "
-        "the balance can differ. Only this table, not the 04 → 05 ratio, says which change to credit."))
 
 
 def seed_claims_said(part, swp) -> str:
