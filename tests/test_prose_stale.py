@@ -39,3 +39,17 @@ def test_launches_follow_the_token_steps_calls():
     assert R.token_ops(D.QWEN25_7B, "int4")["bias_add"] == 28 and "bias_add" not in n
     assert R.launches_per_token(D.QWEN3_8B, "int4", attention_launches=1) == \
         R.launches_per_token(D.QWEN3_8B, "int4") - 36
+
+
+def test_context_text_says_what_sets_a_baselines_time():
+    def rows(name, us1, us4096, host):
+        return [{"name": name, "case": f"context {c}", "median_us": us, "p10_us": us * 0.97, "p90_us": us * 1.03,
+                 "host_us": us * host, "device": "GPU A", "date": "2026-01-01", "source": "recorded"}
+                for c, us in ((1, us1), (4096, us4096))]
+    d = pd.DataFrame(rows("eager", 50000.0, 30000.0, 0.99) + rows("graph", 7000.0, 7700.0, 0.001))
+    s = R.context_text(d, "eager")
+    assert "**1.67×** as long at context 1" in s and "host's dispatch" in s, s
+    g = R.context_text(d, "graph")
+    assert "**1.10×** as long at context 4096" in g and "the GPU's work sets it" in g, g
+    assert "within noise" in R.context_text(pd.DataFrame(rows("eager", 50000.0, 49000.0, 0.99)), "eager")
+    assert R.context_text(d, "absent") == ""

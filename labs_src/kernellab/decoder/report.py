@@ -16,7 +16,7 @@ from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import GpuOps
 from .fused import FUSED, qk_norm_rope
 from .measure import ctx_case, floor_name, step_name
-from ..attention.prose import each_device
+from ..attention.prose import each_device, stale_names
 
 
 # ---- sentences computed from the results on screen -------------------------------------------------------------
@@ -145,9 +145,9 @@ def gemv_limits(df) -> str:
             continue
         f = fl.set_index("case")
         r = (f["median_us"] / st.set_index("case")["median_us"]).dropna()
-        old = " (rows of an earlier version of it)" if any(store.note(G.GEMV.name, st)) else ""
+        old = "; lab 04's rows of it ran an earlier version" if any(store.note(G.GEMV.name, st)) else ""
         parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
-                     f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran){old} "
+                     f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran{old}) "
                      f"**{r.min():.2f}–{r.max():.2f}** of that floor")
     shapes = ", ".join(TOKEN_GEMV_CASES.values())
     return ("Lab 04 measured what holds each path's GEMVs back, at the token's own shapes it records (" + shapes +
@@ -175,7 +175,9 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     if per.empty or t != t:
         return MISSING
     cost = extra * float(per.iloc[0])
-    said = (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, an fp16 token makes **{extra}** launches "
+    who = ("today's fp16 token step (the recorded one ran an earlier version)"
+           if step_name("float16", "graph") in stale_names(d) else "an fp16 token")
+    said = (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, {who} makes **{extra}** launches "
             f"more (norms, RoPE and the cache, attention, SiLU, the embedding, the argmax); at lab 00's "
             f"{float(per.iloc[0]):.2f} µs per launch inside a graph ({rec['device'].iloc[0]}), their launches cost "
             f"about **{cost / t:.0%}** of the token.")
@@ -370,8 +372,31 @@ def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
                                                      f"than transformers")
                 + f" ({results.source(d)}).")
     each_device(tb, said)
+    each_device(tb, lambda d: context_text(d, bases[-1]))
     results.say("How far a target over transformers can go is set by transformers' own speed on that GPU and host "
                 "(the 'at the floor' column below).")
+
+
+def context_text(d, name: str, short: int = 1, long: int = 4096) -> str:
+    """How `name`'s time per token moves from context `short` to `long` on one device, by the noise rule, beside
+    its host time as a share of its time: a baseline whose host time is all of its time is set by the host's
+    dispatch of each op, not by the cache's bytes ('' when either context is not measured)."""
+    from ..core.results import one_source, select, source
+    m = results.ratio_band(d, name, name, ctx_case(long), slow_case=ctx_case(short))
+    rows = one_source(select(d, name=name))
+    if not m.ok or rows is None or "host_us" not in rows or rows["host_us"].isna().all():
+        return ""
+    share = (rows["host_us"] / rows["median_us"]).dropna()
+    long_us = results.pick(d, name, "median_us", case=ctx_case(long))
+    up = m.value >= 1                                                  # slower at the short context
+    r, lo, hi = (m.value, m.lo, m.hi) if up else (1 / m.value, 1 / m.hi, 1 / m.lo)
+    how = ("within noise of each other" if results.within_noise(m) else
+           f"**{r:.2f}×** as long at context {short if up else long}")
+    why = ("the host's dispatch of each eager op sets it, not the cache's bytes, so it need not grow with the context"
+           if share.min() >= 0.9 else "the GPU's work sets it, not the host")
+    return (f"`{name}` takes {m.value * long_us / 1e3:.1f} ms a token at context {short} and {long_us / 1e3:.1f} ms "
+            f"at {long}: {how} (band {lo:.2f}–{hi:.2f}). Its host time is {share.min():.2f}–{share.max():.2f} of its "
+            f"time at every context: {why} ({source(d)}).")
 
 
 def claims_table(tps, measured, families):
