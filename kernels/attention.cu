@@ -910,13 +910,15 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
         __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
         unsigned* __restrict__ done, const int* __restrict__ lens, int len_host, int cap, float scale_log2,
         int min_chunk) {
+    static_assert(DFL_SMEM + 16 <= 48 * 1024, "DFL_STAGES x DFL_TILE: static shared memory is at most 48 KiB");
     __shared__ uint4 dfl_sm[DFL_SMEM / 16];
     __shared__ int dfl_last;
     const int kvh = blockIdx.x, qh0 = kvh * DEC_GROUP, chunk = blockIdx.y, C = gridDim.y;
-    // The chunks of this length, on the device: n = floor(L / min_chunk), 1 to C (the grid), each of
-    // ceil(L / n) keys; blocks past the last chunk leave at once (a graph launched for a longer length).
+    // The chunks of this length, on the device: n = floor(L / min_chunk), 1 to C (the grid; at most
+    // DFL_MAX_CHUNKS), each of ceil(L / n) keys; blocks past the last chunk leave at once (a graph
+    // launched for a longer length).
     const int L = dec_len(lens, len_host, cap);
-    const int n = max(1, min(C, L / min_chunk));
+    const int n = max(1, min(min(C, DFL_MAX_CHUNKS), L / min_chunk));
     const int chunk_len = max(1, (L + n - 1) / n);
     const int active = max(1, (L + chunk_len - 1) / chunk_len);
     if (chunk >= active) return;

@@ -29,13 +29,13 @@ TUNINGS = {
     "mc256": {"min_chunk": 256},
     "sm1": {"per_sm": 1},
     "sm4": {"per_sm": 4},
-    "t32s3": {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=3")},
-    "t32s2": {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=2")},
+    "t32s2": {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=2")},     # stages x keys x 512 B < 48 KiB (static)
     "s2": {"tune": ("-DDFL_STAGES=2",)},
     "s3": {"tune": ("-DDFL_STAGES=3",)},
+    "s5": {"tune": ("-DDFL_STAGES=5",)},
     "mc64sm4": {"min_chunk": 64, "per_sm": 4},
 }
-PICK = "default,mc64,mc256,sm1,sm4,t32s3,s2"
+PICK = "default,mc32,mc64,mc256,sm1,sm4,t32s2,s2,s5"
 
 
 def _tuned(name, knobs):

@@ -15,7 +15,8 @@ pytestmark = gpu
 STEP = "06_gqa_flash"
 LENGTHS = (1, 2, 31, 257, 1000, 4097, 33000)
 TUNINGS = ({"min_chunk": 32, "per_sm": 4}, {"min_chunk": 256, "per_sm": 1},
-           {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=3")}, {"tune": ("-DDFL_STAGES=2",), "min_chunk": 64})
+           {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=2")}, {"tune": ("-DDFL_STAGES=5",), "min_chunk": 64},
+           {"tune": ("-DDFL_STAGES=2",), "min_chunk": 32, "per_sm": 4})
 
 
 def _check(got, host, length, name):
