@@ -550,3 +550,138 @@ extern "C" __global__ void decoder_07_qk_norm_rope(const __half* __restrict__ q,
         vr[i + H] = v[g * d + i + H];
     }
 }
+
+// === decoder_08_norm_gemv ===
+// Why: a token runs its GEMVs at the read floor, yet the step is ~20% slower than the floor: the
+// small launches between the GEMVs (add + RMSNorm, SiLU x up) cost a launch, a drain and a
+// round trip each. Each of them produces the GEMV's input vector, and every warp of the GEMV reads
+// all of that vector anyway (lab 04's step 27: a warp per row). So the warp forms its input as it
+// reads it, 8 elements per 16-byte load, and nothing waits for anything else. XOP picks the
+// producer it absorbs:
+//   X_NORM: x = RMSNorm(h) * w. The warp sums h^2 while it reads h (the whole vector passes
+//           through it), so y = inv * sum_j W_j (h_j w_j) with inv = rsqrt(mean(h^2) + eps) applied
+//           once at the end (x is not rounded to fp16 on the way: no worse than lab 02's store);
+//   X_SILU: x = SiLU(gate) * up, in fp32;
+//   X_PLAIN: x as given.
+// RESID adds the residual in the epilogue, in place: h[row] = h[row] + fp16(acc), the rounding of
+// lab 02's fused add (each row is read and written by the one lane that owns it; no other block
+// reads h). The loads and their order are step 27's: 16 loads in flight per lane (U), or two rows
+// per warp with 8 each for tall matrices (R = 2; the SiLU step always takes two, so its exp runs
+// once per two rows). Needs M % 8 == 0 and 16-byte aligned bases (the launcher checks).
+#define X_PLAIN 0
+#define X_NORM 1
+#define X_SILU 2
+#ifndef FG_WARPS
+#define FG_WARPS 8         // warps per block (each 1 or 2 rows)
+#endif
+__device__ __forceinline__ uint4 ld_weights(const uint4* p) {      // read once: skip L1
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ void store_out(__half* y, float v) { *y = __float2half_rn(v); }
+__device__ __forceinline__ void store_out(float* y, float v) { *y = v; }
+
+template <int XOP>                                   // x[8] (fp32) of the 16-byte group j; X_NORM also sums h^2
+__device__ __forceinline__ void load_x(const uint4* a8, const uint4* b8, int j, float* x, float& ss) {
+    Half8 p, q;
+    p.u = __ldg(a8 + j);
+    if (XOP != X_PLAIN) q.u = __ldg(b8 + j);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const float2 u = __half22float2(p.h2[k]);
+        if (XOP == X_PLAIN) { x[2 * k] = u.x; x[2 * k + 1] = u.y; continue; }
+        const float2 v = __half22float2(q.h2[k]);
+        if (XOP == X_NORM) {
+            ss = fmaf(u.x, u.x, fmaf(u.y, u.y, ss));
+            x[2 * k] = u.x * v.x, x[2 * k + 1] = u.y * v.y;
+        } else {
+            x[2 * k] = silu(u.x) * v.x, x[2 * k + 1] = silu(u.y) * v.y;
+        }
+    }
+}
+__device__ __forceinline__ float dot8x(uint4 w, const float* x, float s) {
+    Half8 a;
+    a.u = w;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const float2 p = __half22float2(a.h2[k]);
+        s = fmaf(p.x, x[2 * k], fmaf(p.y, x[2 * k + 1], s));
+    }
+    return s;
+}
+
+template <int R, int U, int XOP, bool RESID, typename OutT>
+__device__ __forceinline__ void fused_rows(const __half* __restrict__ W, const __half* __restrict__ a,
+                                           const __half* __restrict__ b, OutT* y, int K, int M, float eps) {
+    const int row0 = (blockIdx.x * FG_WARPS + (threadIdx.x >> 5)) * R, lane = threadIdx.x & 31, n8 = M >> 3;
+    if (row0 >= K) return;
+    const uint4* wr[R];
+    float acc[R], ss = 0.0f, x[8];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        wr[r] = reinterpret_cast<const uint4*>(W + (size_t)min(row0 + r, K - 1) * M);
+        acc[r] = 0.0f;
+    }
+    const uint4* a8 = reinterpret_cast<const uint4*>(a);
+    const uint4* b8 = reinterpret_cast<const uint4*>(b);
+    int i = lane;
+    for (; i + 32 * (U - 1) < n8; i += 32 * U) {
+        uint4 w[U][R];
+#pragma unroll
+        for (int u = 0; u < U; ++u)                      // all loads first: U x R x 16 bytes in flight
+#pragma unroll
+            for (int r = 0; r < R; ++r) w[u][r] = ld_weights(wr[r] + i + 32 * u);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            load_x<XOP>(a8, b8, i + 32 * u, x, ss);
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] = dot8x(w[u][r], x, acc[r]);
+        }
+    }
+    for (; i < n8; i += 32) {
+        load_x<XOP>(a8, b8, i, x, ss);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = dot8x(ld_weights(wr[r] + i), x, acc[r]);
+    }
+    const float scale = XOP == X_NORM ? rsqrtf(warp_reduce_sum(ss) / (float)M + eps) : 1.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const float s = warp_reduce_sum(acc[r]) * scale;
+        if (lane == 0 && row0 + r < K) {
+            if (RESID) y[row0 + r] = __float2half_rn(__half2float(y[row0 + r]) + __half2float(__float2half_rn(s)));
+            else store_out(y + row0 + r, s);
+        }
+    }
+}
+#define FUSED_ARGS const __half* __restrict__ W, const __half* __restrict__ a, const __half* __restrict__ b
+#define FUSED_CALL(XOP, RESID, T) \
+    if (two_rows) fused_rows<2, 8, XOP, RESID, T>(W, a, b, y, K, M, eps); \
+    else fused_rows<1, 16, XOP, RESID, T>(W, a, b, y, K, M, eps)
+extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
+decoder_08_norm_gemv(FUSED_ARGS, __half* __restrict__ y, int K, int M, float eps, int two_rows) {
+    FUSED_CALL(X_NORM, false, __half);
+}
+
+// === decoder_08_norm_logits ===
+// Why: the final RMSNorm inside the logits GEMV (fp32 logits out, as lab 04's logits step).
+extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
+decoder_08_norm_logits(FUSED_ARGS, float* __restrict__ y, int K, int M, float eps, int two_rows) {
+    FUSED_CALL(X_NORM, false, float);
+}
+
+// === decoder_09_gemv_residual ===
+// Why: the residual add in the GEMV's epilogue: h += W x (the attention output projection), so the
+// next RMSNorm has nothing to add and moves into the next GEMV's prologue (step 08).
+extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
+decoder_09_gemv_residual(FUSED_ARGS, __half* y, int K, int M, float eps, int two_rows) {
+    FUSED_CALL(X_PLAIN, true, __half);
+}
+
+// === decoder_10_silu_gemv_residual ===
+// Why: SiLU(gate) x up in the down GEMV's prologue (step 01's launch gone), the residual in its
+// epilogue: h += W_down (SiLU(gate) * up).
+extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
+decoder_10_silu_gemv_residual(FUSED_ARGS, __half* y, int K, int M, float eps, int two_rows) {
+    FUSED_CALL(X_SILU, true, __half);
+}

@@ -181,7 +181,8 @@ def test_torch_baselines_read_our_weights_and_agree():
             got = hf(torch.tensor([tokens], device="cuda")).logits[0, -1].float().cpu().numpy()
         assert D.rel_err(got, ours) < D.error_bound(cfg)
     rows = D.swap_rows(dec, [s for s in D.SWAPS if s.path == "float16"], context=8, reps=3)
-    assert len(rows) == 2 * sum(s.path == "float16" for s in D.SWAPS)
+    names = {s.name(w) for s in D.SWAPS if s.path == "float16" for w in ("before", "after")}
+    assert sorted(r["name"] for r in rows) == sorted(names)      # each (step, case) timed once
     assert all(0 < r["median_us"] < 1e6 for r in rows)
 
 

@@ -54,7 +54,8 @@ from .engine import (  # noqa: F401
     Decoder, GpuOps, NumpyOps)
 from .measure import (  # noqa: F401
     DECODER, RECORD_CONTEXTS, RECORD_PATHS, SWAPS, SWAP_CONTEXT, Swap, _row, amdahl, breakdown, ctx_case, floor_name,
-    floor_rows, measure_tokens_per_s, step_name, step_rows, swap_rows, token_steps, tokens_per_s)
+    floor_rows, gap, measure_tokens_per_s, skip_name, skip_rows, SKIPS, step_name, step_rows, swap_rows, token_steps,
+    tokens_per_s)
 from .report import (  # noqa: F401
     claims_table, gemv_limits, launch_share, launches_per_token, paths_text, plot_tokens, ran, ran_text, say_bytes,
     say_fp16_storage, say_launches, say_orin, say_seeds, say_tokens, say_vs_torch, seed_span, tokens_text,

@@ -15,7 +15,8 @@ from .. import rmsnorm as R
 from .config import Config, PATHS
 from .reference import ref_rmsnorm, ref_rope
 from .steps import argmax_into, embed, head_norm, reference_embed, reference_head_norm, reference_silu_mul, silu_mul
-from .fused import FUSED, SEPARATE, qk_norm_rope, separate
+from .fused import (FUSED, SEPARATE, fused_rows_ok, gemv_residual, norm_gemv, norm_logits, qk_norm_rope, separate,
+                    silu_gemv_residual)
 from .weights import layer_shapes, lw, weight_shapes
 
 
@@ -34,7 +35,7 @@ class GpuOps:
     lab 03's add, then that RMSNorm step), decode (lab 07's decode steps)."""
 
     OPS = ("gemv", "conv", "fused", "logits", "embed", "head_norm", "silu_mul", "argmax", "rope_append", "decode",
-           "bias_add")
+           "bias_add", "norm", "norm_gemv", "norm_logits", "gemv_residual", "silu_gemv_residual", "fuse")
 
     def __init__(self, path, swap: dict | None = None):
         self.gemv = _gemv_step(path)
@@ -46,8 +47,37 @@ class GpuOps:
         self.qk_rope = qk_norm_rope                      # q/k head norm + RoPE + the cache append, one launch
         from .. import add
         self.bias_add = add.ADD.variants[add.ADD.default["float16"]]     # lab 03's add: Qwen2.5's q/k/v biases
+        self.norm = R.RMSNORM.variants[R.RMSNORM.default["float16"]]      # lab 02's RMSNorm (no add)
+        # steps 08-10: the GEMVs that build their input (RMSNorm, SiLU x up) and add the residual (fp16 path)
+        self.fuse = FUSE_SWAPS[FUSE_DEFAULT if path == "float16" else "separate"]
+        self.norm_gemv, self.norm_logits, self.gemv_residual = norm_gemv, norm_logits, gemv_residual
+        self.silu_gemv_residual = silu_gemv_residual
         for op, name in (swap or {}).items():
-            setattr(self, op, _step_of(op, name))
+            if op == "fuse":
+                if name not in FUSE_SWAPS:
+                    raise ValueError(f"no step {name!r} for the op 'fuse': one of {list(FUSE_SWAPS)}")
+                self.fuse = FUSE_SWAPS[name]
+            else:
+                setattr(self, op, _step_of(op, name))
+                if op in ("fused", "gemv", "logits"):       # ops that only the separate launches run
+                    self.fuse = FUSE_SWAPS["separate"]
+
+
+class Fuse(tuple):
+    """Which of steps 08-10 a token step runs ('residual', 'norm', 'silu'); its name is its swap's name."""
+
+    def __new__(cls, name, parts=()):
+        t = super().__new__(cls, parts)
+        t.__name__ = name
+        return t
+
+
+FUSE_ALL = ("residual", "norm", "silu")
+FUSE_DEFAULT = "08 + 09"
+# the Amdahl table's swaps that take steps 08-10 apart (one change each). The token step runs 08 + 09: step 10's
+# SiLU per warp costs more than the launch it saves (lab 08 shows the measurement).
+FUSE_SWAPS = {n: Fuse(n, p) for n, p in (("separate", ()), ("09 alone", ("residual",)),
+                                          ("08 + 09", ("residual", "norm")), ("08 + 09 + 10", FUSE_ALL))}
 
 
 def _unpacked(step):
@@ -66,8 +96,18 @@ def _unpacked(step):
     return run
 
 
+SKIPPED = "skipped"
+
+
+def skipped(*args, **kwargs):
+    """An op left out of the token step (timing only: the tokens are then wrong): what the op costs a token."""
+    return None
+
+
 def _step_of(op: str, name: str):
     """The launcher of step `name` for one op of the token step (GpuOps' swap)."""
+    if name == SKIPPED:
+        return skipped
     if op == "qk_rope" and name in (SEPARATE, FUSED):
         return separate if name == SEPARATE else qk_norm_rope
     if op == "gemv" and name in G.GEMV.variants:
@@ -126,6 +166,27 @@ class NumpyOps:
 
     def logits(self, W, x, out):
         return self.gemv(W, x, out=out)
+
+    fuse = FUSE_SWAPS[FUSE_DEFAULT]
+
+    def norm(self, x, w, out):
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[...] = ref_rmsnorm(x, w, self.cfg.eps).astype(out.dtype)
+        return out
+
+    def norm_gemv(self, W, h, w, out, eps=None):
+        return self.gemv(W, self.norm(h, w, np.empty(h.shape, np.float16)), out=out)
+
+    norm_logits = norm_gemv
+
+    def gemv_residual(self, W, x, h):
+        d = self.gemv(W, x, out=np.empty(h.shape, np.float16))
+        with np.errstate(over="ignore", invalid="ignore"):
+            h[...] = (np.asarray(h, np.float64) + d).astype(np.float16)
+        return h
+
+    def silu_gemv_residual(self, W, gate, up, h):
+        return self.gemv_residual(W, self.silu_mul(gate, up, np.empty(gate.shape, np.float16)), h)
 
     def embed(self, table, token, out):
         out[...] = reference_embed(table, token)
@@ -280,6 +341,8 @@ class Decoder:
         self.cos, self.sin = (None, None) if emulate else (t.copy() for t in A.rope_table(self.capacity, cfg.theta,
                                                                                           cfg.head_dim))
         self._graph = None
+        ws = [self.layers[0][k][0] for k in ("qkv", "o", "gu", "down")] + [self.lm] if path == "float16" else []
+        self._rows_ok = emulate or all(fused_rows_ok(*w.shape) for w in ws)
         self.host_pos = 0
         self.reset()                     # position 0, length 1: a fresh decoder can feed() at once
 
@@ -346,22 +409,23 @@ class Decoder:
             self.ops.gemv(*w, x, out=f)
             self.ops.conv(f, out=out)
 
+    @property
+    def fuse(self) -> tuple:
+        """Steps 08-10 this token step runs: the ops' choice on the fp16 path when every weight has rows enough
+        (fused.fused_rows_ok), else none (the separate launches)."""
+        return self.ops.fuse if self.path == "float16" and self._rows_ok else ()
+
     def step(self):
         """Launch one token's step (asynchronous): the token in self.token at position state[0]."""
+        if "residual" in self.fuse:
+            return self._step_fused(self.fuse)
         ops = self.ops
         ops.embed(self.embed_w, self.token, out=self.delta)
         res = self.zeros
         for i, L in enumerate(self.layers):
             ops.fused(self.delta, res, L["ln1"], out=(self.h_b, self.y))
             self._proj(L["qkv"], self.y, self.qkv_raw)
-            if "bias" in L:
-                ops.bias_add(self.qkv_raw, L["bias"], out=self.qkv)
-            if "qn" in L:                                # Qwen3: q/k head norm, RoPE, the cache append
-                ops.qk_rope(self.q, self.k, self.v, L["qn"], L["kn"], self.kc[i], self.vc[i], self.pos, self.qr,
-                            self.cos, self.sin, scratch=(self.qn, self.kn))
-            else:                                        # Qwen2.5: RoPE and the cache append
-                ops.rope_append(self.q, self.k, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
-            ops.decode(self.qr, self.kc[i], self.vc[i], self.length, out=self.o)
+            self._attention(i, L)
             self._proj(L["o"], self.o_flat, self.delta)
             ops.fused(self.delta, self.h_b, L["ln2"], out=(self.h_a, self.y))
             self._proj(L["gu"], self.y, self.gu)
@@ -370,6 +434,48 @@ class Decoder:
             res = self.h_a
         ops.fused(self.delta, res, self.norm, out=(self.h_b, self.y))
         ops.logits(self.lm, self.y, out=self.logits)
+        ops.argmax(self.logits, self.token, self.state, self.history)
+
+    def _attention(self, i, L):
+        """The QKV GEMV's output -> (bias) -> q/k norm, RoPE, the cache append -> decode attention -> self.o."""
+        ops = self.ops
+        if "bias" in L:
+            ops.bias_add(self.qkv_raw, L["bias"], out=self.qkv)
+        if "qn" in L:                                # Qwen3: q/k head norm, RoPE, the cache append
+            ops.qk_rope(self.q, self.k, self.v, L["qn"], L["kn"], self.kc[i], self.vc[i], self.pos, self.qr,
+                        self.cos, self.sin, scratch=(self.qn, self.kn))
+        else:                                        # Qwen2.5: RoPE and the cache append
+            ops.rope_append(self.q, self.k, self.v, self.kc[i], self.vc[i], self.pos, self.qr, self.cos, self.sin)
+        ops.decode(self.qr, self.kc[i], self.vc[i], self.length, out=self.o)
+
+    def _normed(self, W, ln, out, fuse):
+        """out = W . (RMSNorm(h) * ln): step 08 (one launch), or lab 02's RMSNorm then lab 04's GEMV."""
+        if "norm" in fuse:
+            return self.ops.norm_gemv(W, self.h_a, ln, out, self.cfg.eps)
+        self.ops.norm(self.h_a.reshape(1, -1), ln, out=self.y.reshape(1, -1))
+        return self.ops.gemv(W, self.y, out=out)
+
+    def _step_fused(self, fuse):
+        """The fp16 token step with steps 08-10: one residual stream h (self.h_a) that the o and down GEMVs add
+        into (step 09's epilogue), RMSNorm inside the QKV, gate/up and logits GEMVs (step 08), and with 'silu' SiLU x
+        up inside the down GEMV (step 10). By default (08 + 09) 6 launches a layer plus attention's, against 8."""
+        ops, h = self.ops, self.h_a
+        ops.embed(self.embed_w, self.token, out=h)
+        for i, L in enumerate(self.layers):
+            self._normed(L["qkv"][0], L["ln1"], self.qkv_raw, fuse)
+            self._attention(i, L)
+            ops.gemv_residual(L["o"][0], self.o_flat, h)
+            self._normed(L["gu"][0], L["ln2"], self.gu, fuse)
+            if "silu" in fuse:
+                ops.silu_gemv_residual(L["down"][0], self.gate, self.up, h)
+            else:
+                ops.silu_mul(self.gate, self.up, out=self.m)
+                ops.gemv_residual(L["down"][0], self.m, h)
+        if "norm" in fuse:
+            ops.norm_logits(self.lm, h, self.norm, self.logits, self.cfg.eps)
+        else:
+            ops.norm(h.reshape(1, -1), self.norm, out=self.y.reshape(1, -1))
+            ops.logits(self.lm, self.y, out=self.logits)
         ops.argmax(self.logits, self.token, self.state, self.history)
 
     def at(self, pos: int):

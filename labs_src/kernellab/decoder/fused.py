@@ -5,7 +5,7 @@ the two launches it replaces (the Amdahl table's swap, measure.SWAPS), so its ga
 from __future__ import annotations
 
 from ..attention import layout_reason
-from ..core.launch import host_or_device_index, launch, require
+from ..core.launch import host_or_device_index, int32_size, launch, no_alias, require
 from .config import FAMILY
 
 SEPARATE, FUSED = "separate", "07_qk_norm_rope"
@@ -51,3 +51,58 @@ def separate(q, k, v, wq, wk, k_cache, v_cache, pos, q_out, cos, sin, scratch=No
     from .steps import head_norm
     qn, kn = head_norm(q, k, wq, wk, out=scratch)            # (its eps: Qwen3's 1e-6, as the fused step's)
     return rope_append(qn, kn, v, k_cache, v_cache, pos, q_out, cos, sin)
+
+
+# ---- steps 08-10: the GEMVs that build their own input (kernels/decoder.cu, fused_rows) ------------------------
+
+FG_WARPS = 8                   # warps per block (kernels/decoder.cu FG_WARPS)
+FG_KERNELS = {"norm": "decoder_08_norm_gemv", "logits": "decoder_08_norm_logits",
+              "residual": "decoder_09_gemv_residual", "silu": "decoder_10_silu_gemv_residual"}
+
+
+def fused_rows_ok(K: int, M: int) -> bool:
+    """Whether steps 08-10 run this weight well: a warp per row needs enough rows to fill the GPU (lab 04's
+    step 27 rule, gemv.ROWS_MIN_WARPS_PER_SM warps per SM); a shorter matrix keeps the separate launches."""
+    from ..core.device import info
+    from ..gemv.steps import ROWS_MIN_WARPS_PER_SM
+    return K >= ROWS_MIN_WARPS_PER_SM * info()["sms"] and M % 8 == 0
+
+
+def _fused_gemv(kind, W, a, b, y, eps, names):
+    """One launch of step 08/09/10: y = W . x (or y += W . x) with x built from (a, b) in the kernel's prologue."""
+    require(W, "W", dtype="float16", ndim=2, align=16)
+    K, M = W.shape
+    if M % 8:
+        raise ValueError(f"W: steps 08-10 need a width that is a multiple of 8 (16-byte rows), got {M}; "
+                         "use the separate launches (lab 04's GEMV after the producer)")
+    int32_size(K * 8), int32_size(M)
+    for arr, nm in ((a, names[0]), (b, names[1])):
+        require(arr, nm, dtype="float16", shape=(M,), align=16)
+    require(y, "out", dtype="float32" if kind == "logits" else "float16", shape=(K,))
+    no_alias(y, (W, a, b))
+    # lab 04's step 27 rule: two rows per warp on tall matrices; SiLU always (its exp then runs once per 2 rows)
+    two = M < 4096 or K >= 16384 or kind == "silu"
+    if K:
+        launch(FAMILY, FG_KERNELS[kind], (-(-K // (FG_WARPS * (1 + two))),), (FG_WARPS * 32,),
+               (W, a, b, y, K, M, float(eps), int(two)))
+    return y
+
+
+def norm_gemv(W, h, w, out, eps: float = 1e-6):
+    """Step 08: out = W . (RMSNorm(h) * w), fp16: W [K, M], h and w [M], out [K]."""
+    return _fused_gemv("norm", W, h, w, out, eps, ("h", "norm weight"))
+
+
+def norm_logits(W, h, w, out, eps: float = 1e-6):
+    """Step 08 for the logits: out = W . (RMSNorm(h) * w) in fp32 (lab 04's logits step's output)."""
+    return _fused_gemv("logits", W, h, w, out, eps, ("h", "norm weight"))
+
+
+def gemv_residual(W, x, h):
+    """Step 09: h += W . x in place (h [K] fp16, the residual stream; x [M])."""
+    return _fused_gemv("residual", W, x, x, h, 0.0, ("x", "x"))
+
+
+def silu_gemv_residual(W, gate, up, h):
+    """Step 10: h += W . (SiLU(gate) * up) in place (the down projection with its producer and the residual)."""
+    return _fused_gemv("silu", W, gate, up, h, 0.0, ("gate", "up"))

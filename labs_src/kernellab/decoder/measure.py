@@ -87,6 +87,8 @@ def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), 
         rows += step_rows(dec, contexts, reps)
         rows += floor_rows(dec, SWAP_CONTEXT if SWAP_CONTEXT in contexts else max(contexts), reps)
         rows += swap_rows(dec, [sw for sw in swaps if sw.path == path], reps=reps)
+        if swaps and path == "float16":
+            rows += skip_rows(dec, reps=reps)
         del dec
         cupy.get_default_memory_pool().free_all_blocks()
     return rows
@@ -120,7 +122,51 @@ SWAPS = (
     Swap("q/k head norm + RoPE + cache append: two launches -> one fused (lab 08)", "float16", "qk_rope", "separate",
          "07_qk_norm_rope"),
     Swap("int4 GEMV: lab 04's AWQ step -> its mma step", "int4", "gemv", "26_int4_awq", "28_int4_mma"),
+    Swap("steps 08 + 09: RMSNorm inside the next GEMV, the residual add in the GEMV's epilogue (lab 08)",
+         "float16", "fuse", "separate", "08 + 09"),
+    Swap("step 08 alone: RMSNorm inside the GEMV (the residual add already in the epilogue)", "float16", "fuse",
+         "09 alone", "08 + 09"),
+    Swap("step 09 alone: the residual add in the GEMV's epilogue (then lab 02's RMSNorm)", "float16", "fuse",
+         "separate", "09 alone"),
+    Swap("step 10: SiLU x up inside the down GEMV as well", "float16", "fuse", "08 + 09", "08 + 09 + 10"),
+    Swap("decode attention: two launches -> one (step 06, each KV head's last block merges; lab 07)", "float16",
+         "decode", "05_gqa_tile", "06_gqa_flash"),
 )
+
+
+# where the token's gap to its floor goes: the graph-replayed step with these ops left out (timing only)
+SKIPS = ("decode", "qk_rope", "silu_mul", "decode + qk_rope + silu_mul")
+
+
+def skip_name(path: str, ops: str) -> str:
+    return f"{path} (graph), without {ops}"
+
+
+def skip_rows(dec, skips=SKIPS, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
+    """Live: the graph-replayed token step with each of `skips` left out (its launches not made: the tokens are
+    wrong, the time is what the rest costs), on the same decoder, at one context."""
+    keep = dec.ops
+    rows = []
+    try:
+        for ops in skips:
+            dec.ops, dec._graph = GpuOps(dec.path, {op: "skipped" for op in ops.split(" + ")}), None
+            rows += step_rows(dec, [context], reps, modes=("graph",), name=skip_name(dec.path, ops))
+    finally:
+        dec.ops, dec._graph = keep, None
+    return rows
+
+
+def gap(df, path: str = "float16", context: int = SWAP_CONTEXT):
+    """Where the token's gap to its read-only floor goes, from the frame on screen: per left-out op, the token's
+    time without it, what it costs (µs a token) and its share of the gap (step - floor). A DataFrame."""
+    import pandas as pd
+    from ..core.results import pick
+    case = ctx_case(context)
+    step, floor = (pick(df, n, "median_us", case=case) for n in (step_name(path, "graph"), floor_name(path)))
+    rows = [{"left out": ops, "token µs": t, "cost µs": step - t, "share of the gap": (step - t) / (step - floor)}
+            for ops in SKIPS for t in [pick(df, skip_name(path, ops), "median_us", case=case)]]
+    return pd.DataFrame(rows + [{"left out": "(the floor: every GEMV weight read, nothing computed)", "token µs": floor,
+                                 "cost µs": step - floor, "share of the gap": 1.0}])
 
 
 def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
@@ -129,8 +175,12 @@ def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
     context; name: Swap.name)."""
     rows, keep = [], dec.ops
     try:
+        done = set()
         for sw in swaps:
             for which in ("before", "after"):
+                if sw.name(which) in done:          # one time per (step, case): a pair shares its other row
+                    continue
+                done.add(sw.name(which))
                 dec.ops, dec._graph = GpuOps(dec.path, {sw.op: getattr(sw, which)}), None
                 rows += step_rows(dec, [context], reps, modes=("graph",), name=sw.name(which))
     finally:
@@ -199,6 +249,8 @@ def token_steps(name: str):
             ops = GpuOps(path)
         elif name == floor_name(path):
             return [floor_rows], {}
+        elif name.startswith(skip_name(path, "")):
+            ops = GpuOps(path, {op: "skipped" for op in name[len(skip_name(path, "")):].split(" + ")})
         elif name.startswith(f"{path} (graph), ") and " = " in name:
             op, step = name[len(f"{path} (graph), "):].split(" = ", 1)
             ops = GpuOps(path, {op: step})
