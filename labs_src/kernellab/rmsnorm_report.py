@@ -90,12 +90,6 @@ def say_launch_share(res) -> None:
                     f"({roof['source']} on {roof['device']}, {roof['date']}).")
 
 
-def say_ablation_credit() -> None:
-    """What the seed credits each bundled step for, and where the ablation lines answer it."""
-    results.say("The seed credits the reduction for 01 → 02 and the load width for 03 → 04 and 05 → 06; the lines "
-                "above say, for every recorded shape, what each of those changes buys on its own and where it loses.")
-
-
 def say_orin_boards() -> None:
     """The seed's device: the AGX Orin's SMs and peak, and the smaller boards' (kernellab.device's tables)."""
     results.say(f"The seed (docs/sources.md, seed 003) measured on a Jetson Orin (sm_87) with the SM count of an AGX "

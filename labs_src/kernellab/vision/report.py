@@ -341,13 +341,6 @@ def say_softmax(sx, cx1, cx4) -> None:
                 + ".")
 
 
-def say_ablation_rule() -> None:
-    """How the lab credits a cause from the ablation tables."""
-    results.say("The lab credits a cause only where the line for that change alone says so; a change whose line is "
-                "within noise or slower bought nothing on the device of that line, whatever the pair as a whole "
-                "gained.")
-
-
 # ---- the report's kernels as it writes them, beside the course's own (issue 34, item 5) ----------
 # (the report's kernel, where seed 000 writes it (lines), the step as written and its op, the course's step and
 #  its op, what lies between them). transpose_token_head_kernel has no course's version (the report deleted it
