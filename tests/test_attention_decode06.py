@@ -72,11 +72,24 @@ def test_step_06_on_the_cpu_matches_the_reference(case):
     assert not done.any(), "the last block of each KV head sets its counter back to 0"
 
 
-def test_step_06_tunings_on_the_cpu():
-    """Two stages of 32 keys (the sweep's other tunings) compute the same."""
+def _sweep_tunings():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("decode_sweep", build.KERNELS.parent / "scripts" / "decode_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.TUNINGS
+
+
+@pytest.mark.parametrize("tune", sorted({t.get("tune", ()) for t in _sweep_tunings().values()}), ids=str)
+def test_the_sweeps_tunings_on_the_cpu(tune):
+    """Every stage shape scripts/decode_sweep.py times computes the same (7 tiles a chunk: the stages
+    rotate), and builds for sm_80 and sm_90 with no spills."""
     host = A.make_decode((8, 200, 2, 128), values="randn", seed=1)
-    o, _ = _run(host, 200, 2, 64, tune=("-DDFL_TILE=32", "-DDFL_STAGES=2"))
-    check(o, A.reference_decode(*host), quiet=True, **A._tolerance())
+    o, _ = _run(host, 200, 2, 64, tune=tune)
+    check(o, A.reference_decode(*host), name=str(tune), quiet=True, **A._tolerance())
+    for arch in ("sm_80", "sm_90"):
+        log = build.nvrtc_compile(_slice(), arch, "attention_06.cu", (*build.defines("attention"), *tune))[1]
+        assert " 0 bytes spill stores, 0 bytes spill loads" in log.split(f"entry function '{STEP}'")[1], (arch, tune)
 
 
 def test_chunk_rule():
