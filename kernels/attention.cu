@@ -917,21 +917,32 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
     // The chunks of this length, on the device: n = floor(L / min_chunk), 1 to C (the grid; at most
     // DFL_MAX_CHUNKS), each of ceil(L / n) keys; blocks past the last chunk leave at once (a graph
     // launched for a longer length).
-    const int L = dec_len(lens, len_host, cap);
-    const int n = max(1, min(min(C, DFL_MAX_CHUNKS), L / min_chunk));
-    const int chunk_len = max(1, (L + n - 1) / n);
-    const int active = max(1, (L + chunk_len - 1) / chunk_len);
-    if (chunk >= active) return;
-    const int j0 = chunk * chunk_len, j1 = min(L, j0 + chunk_len), tiles = (j1 - j0 + DFL_TILE - 1) / DFL_TILE;
-    const int row = threadIdx.x / DEC_LANES, sub = threadIdx.x % DEC_LANES;
     __half* ks = reinterpret_cast<__half*>(dfl_sm);                // [DFL_STAGES][DFL_TILE][DEC_D]
     __half* vs = ks + DFL_STAGES * DFL_TILE * DEC_D;                 // the same for V
     const __half* kh = kc + (size_t)kvh * cap * DEC_D;
     const __half* vh = vc + (size_t)kvh * cap * DEC_D;
+    // Chunk 0 starts at key 0 whatever the length: its first tiles, rows below the capacity, are copied
+    // while the length is still on its way from memory; the rows past the length are masked when used.
+    if (chunk == 0) {
 #pragma unroll
-    for (int s = 0; s < DFL_STAGES - 1; ++s) {                       // the first tiles fly before q is read
-        if (s < tiles) dfl_stage(ks + s * DFL_TILE * DEC_D, vs + s * DFL_TILE * DEC_D, kh, vh, j0 + s * DFL_TILE, j1);
-        dfl_commit_wait<0>(true);
+        for (int s = 0; s < DFL_STAGES - 1; ++s) {
+            dfl_stage(ks + s * DFL_TILE * DEC_D, vs + s * DFL_TILE * DEC_D, kh, vh, s * DFL_TILE, cap);
+            dfl_commit_wait<0>(true);
+        }
+    }
+    const int L = dec_len(lens, len_host, cap);
+    const int n = max(1, min(min(C, DFL_MAX_CHUNKS), L / min_chunk));
+    const int chunk_len = max(1, (L + n - 1) / n);
+    const int active = max(1, (L + chunk_len - 1) / chunk_len);
+    if (chunk >= active) return;                                     // never chunk 0
+    const int j0 = chunk * chunk_len, j1 = min(L, j0 + chunk_len), tiles = (j1 - j0 + DFL_TILE - 1) / DFL_TILE;
+    const int row = threadIdx.x / DEC_LANES, sub = threadIdx.x % DEC_LANES;
+    if (chunk != 0) {
+#pragma unroll
+        for (int s = 0; s < DFL_STAGES - 1; ++s) {                   // the first tiles fly before q is read
+            if (s < tiles) dfl_stage(ks + s * DFL_TILE * DEC_D, vs + s * DFL_TILE * DEC_D, kh, vh, j0 + s * DFL_TILE, j1);
+            dfl_commit_wait<0>(true);
+        }
     }
     float qf[DEC_GROUP][8], m[DEC_GROUP], l[DEC_GROUP], acc[DEC_GROUP][8];
 #pragma unroll
@@ -959,9 +970,10 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
         const int jr = j0 + t * DFL_TILE + row;                      // this row group's first key of the tile
         uint4 kk[DFL_KEYS], vv[DFL_KEYS];
 #pragma unroll
-        for (int u = 0; u < DFL_KEYS; ++u) {
+        for (int u = 0; u < DFL_KEYS; ++u) {                         // a row past the length: V as zeros, p = 0
             kk[u] = *reinterpret_cast<const uint4*>(kt + u * DFL_ROWS * DEC_D);
-            vv[u] = *reinterpret_cast<const uint4*>(vt + u * DFL_ROWS * DEC_D);
+            vv[u] = jr + u * DFL_ROWS < j1 ? *reinterpret_cast<const uint4*>(vt + u * DFL_ROWS * DEC_D)
+                                           : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int g = 0; g < DEC_GROUP; ++g) {                        // lab 01's online update, once per tile
@@ -993,7 +1005,8 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
         slot = slot == DFL_STAGES - 1 ? 0 : slot + 1;
         __syncthreads();                                             // the stage is free for the copies of tile t + DFL_STAGES
     }
-    dfl_commit_wait<0>(false);
+    dfl_commit_wait<0>(false);                                       // chunk 0's copies past its tiles too,
+    __syncthreads();                                                 // every thread's: then the stages are free
     // The block's row groups merged (lab 01's combine on vectors): the output when this is the only
     // chunk; else this chunk's normalised output and its base-2 log-sum-exp lse = M + log2(l).
     float* sm = reinterpret_cast<float*>(dfl_sm);                    // [DFL_ROWS][DEC_GROUP][2 + DEC_D]

@@ -72,6 +72,16 @@ def test_step_06_on_the_cpu_matches_the_reference(case):
     assert not done.any(), "the last block of each KV head sets its counter back to 0"
 
 
+@pytest.mark.parametrize("length,chunks,min_chunk", [(5, 1, 64), (40, 1, 64), (40, 2, 16), (33, 3, 8)])
+def test_rows_past_the_length_are_never_used(length, chunks, min_chunk):
+    """Chunk 0 copies its first tiles before it knows the length: rows past it (here NaN keys, infinite
+    values, as a cache's unwritten rows may hold) must weigh nothing."""
+    q, k, v, _ = A.make_decode((8, 120, 2, 128), seed=length)
+    k[:, length:], v[:, length:] = np.nan, np.inf
+    o, _ = _run((q, k, v), length, chunks, min_chunk)
+    check(o, A.reference_decode(q, k, v, np.array([length])), name=f"L={length}", quiet=True, **A._tolerance())
+
+
 def _sweep_tunings():
     import importlib.util
     spec = importlib.util.spec_from_file_location("decode_sweep", build.KERNELS.parent / "scripts" / "decode_sweep.py")

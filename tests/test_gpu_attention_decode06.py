@@ -34,13 +34,15 @@ def _counters_at_zero():
 
 @pytest.mark.parametrize("values", ["randn", "large", "nan", "constant"])
 def test_every_length_with_capacity_above_it(values):
-    """Capacity = length + 37: the kernel reads only the first `length` keys, from a host int and from
-    a device-side length, and makes one launch."""
+    """Capacity = length + 37, the rows past the length NaN keys and infinite values (a cache's unwritten
+    rows): the kernel weighs only the first `length` keys, from a host int and from a device-side
+    length, and makes one launch."""
     import cupy
     from kernellab.core.launch import record_launches
     step = A.DEC_VARIANTS[STEP]
     for n in LENGTHS:
         host = A.make_decode((A.HQ, n + 37), values=values, seed=n)
+        host[1][:, n:], host[2][:, n:] = np.nan, np.inf
         q, k, v, _ = _dev(host)
         o = cupy.full((A.HQ, A.D), np.nan, cupy.float16)
         launches = record_launches(lambda: step(q, k, v, n, out=o))
