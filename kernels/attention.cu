@@ -853,7 +853,8 @@ extern "C" __global__ void attention_07_rope_prefill(__half* __restrict__ q, con
 // count comes from the length read on the device (one CUDA graph replays every length); and the
 // last block of each KV head to finish merges the chunks' (lse, o) itself: a fence, then an atomic
 // counter that this last block sets back to 0 for the next launch. At a length of one chunk there
-// is no merge at all. Below sm_80 the copies are plain 16-byte loads and stores (same result).
+// is no merge at all, and chunk 0, which starts at key 0 whatever the length, copies its first
+// tiles before the length has arrived. Below sm_80 the copies are plain 16-byte loads and stores.
 #ifndef DFL_TILE
 #define DFL_TILE 16                    // keys per shared-memory stage (a multiple of 16)
 #endif
@@ -1070,8 +1071,8 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
         const int g = i / (DEC_D / 4), d4 = i % (DEC_D / 4), h = qh0 + g;
         const float4* src = reinterpret_cast<const float4*>(part_o + (size_t)h * C * DEC_D) + d4;
         float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-        for (int c = 0; c < active; ++c) {
+#pragma unroll 16
+        for (int c = 0; c < active; ++c) {                         // 16 loads of 16 bytes in flight a thread
             const float w = wt[g * active + c];
             const float4 p = __ldcg(src + c * (DEC_D / 4));
             a.x = fmaf(w, p.x, a.x); a.y = fmaf(w, p.y, a.y); a.z = fmaf(w, p.z, a.z); a.w = fmaf(w, p.w, a.w);
