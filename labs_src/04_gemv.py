@@ -472,25 +472,7 @@ gemv.check_variants(names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined", "3
 # %%
 i4 = bench.compare(gemv, gemv.CASES["int4"], names=["26_int4_awq", "28_int4_mma", "35_int4_pipelined", "36_int4_tiles"])
 dec = pd.concat([f32, i8, f16, i4])
-b8 = gemv.GEMV.default["int8"]
-fastest16 = lambda f, k, m: gemv.time_us(f, results.fastest(f, gemv.case_key((k, m), "float16")),   # noqa: E731
-                                         gemv.case_key((k, m), "float16"))   # our fastest fp16 step there, from the data
-on_device = lambda part: ((lambda d_, dv=part["device"].iloc[0]: results.select(d_, device=dv))   # noqa: E731
-                          if "device" in part else (lambda d_: d_))          # another frame cut to part's device
-rows, INT4_MMA = [], ("28_int4_mma", "35_int4_pipelined", "36_int4_tiles")
-for part in results.devices(i4)[:1]:     # the device on screen; every record side by side: results.device_table
-    on = on_device(part)
-    for (k, m), _ in gemv.CASES["int4"]:
-        t16 = fastest16(on(f16), k, m)
-        c8, c4 = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "int4")
-        rows.append({"device": results.source(part), "shape": f"{k}x{m}",
-                     f"int8 ({b8[:2]}) vs fastest fp16": t16 / gemv.time_us(on(i8), b8, c8),
-                     "int4 (26) vs fastest fp16": t16 / gemv.time_us(part, "26_int4_awq", c4),
-                     **{f"int4 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(part, s_, c4) for s_ in INT4_MMA},
-                     "int4 floor vs fastest fp16": t16 / gemv.time_us(part, gemv.FLOOR, c4),
-                     **{f"int4 ({s_[:2]}) fraction of its floor": results.ratio(part, s_, gemv.FLOOR, c4) for s_ in INT4_MMA}})
-print(results.source(i4))
-pd.DataFrame(rows).drop(columns="device").round(2)
+gemv.int4_table(f16, i8, i4)
 
 # %%
 results.each_device(i4, gemv.int4_tiles_said)
@@ -540,21 +522,7 @@ kl.device.live_only("shows the warps per tile each shape gets and its waves (the
 # %%
 w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16", "37_w8a16_tiles"])
 dec = pd.concat([dec, w8])
-b29 = gemv.GEMV.default["w8a16"]
-rows = []
-for part in results.devices(w8)[:1]:     # the device on screen
-    on = on_device(part)
-    for (k, m), _ in gemv.CASES["w8a16"]:
-        c8, cw = gemv.case_key((k, m), "int8"), gemv.case_key((k, m), "w8a16")
-        t16 = fastest16(on(f16), k, m)
-        rows.append({"device": results.source(part), "shape": f"{k}x{m}",
-                     **{f"W8A16 ({s_[:2]}) vs fastest fp16": t16 / gemv.time_us(part, s_, cw) for s_ in ("29_int8_w8a16", "37_w8a16_tiles")},
-                     f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})": gemv.time_us(on(i8), b8, c8) / gemv.time_us(part, b29, cw),
-                     "int8 floor vs fastest fp16": t16 / gemv.time_us(part, gemv.FLOOR, cw),
-                     **{f"W8A16 ({s_[:2]}) fraction of its floor": results.ratio(part, s_, gemv.FLOOR, cw)
-                        for s_ in ("29_int8_w8a16", "37_w8a16_tiles")}})
-w8t = pd.DataFrame(rows).round(2)
-print(results.source(w8))
+w8t = gemv.w8a16_table(f16, i8, w8)
 w8t.drop(columns="device")
 
 # %%
@@ -574,21 +542,7 @@ results.each_device(i4, gemv.default_said, w8)
 # A kernel can approach the larger of the two only if it overlaps them perfectly.
 
 # %%
-lim = []
-for dev in results.devices(w8)[:1]:      # the device on screen
-    on = (lambda d_, dv=dev["device"].iloc[0]: results.select(d_, device=dv)) if "device" in dev else (lambda d_: d_)
-    for df_, step, path in ((i8, b8, "int8"), (i4, gemv.GEMV.default["int4"], "int4"), (w8, b29, "w8a16")):
-        for (k, m), _ in gemv.CASES[path]:
-            c = gemv.case_key((k, m), path)
-            t, fl, co = (gemv.time_us(on(df_), n, c) for n in (step, gemv.FLOOR, gemv.COMPUTE_ONLY))
-            co = co if t == t else float("nan")     # a record older than the step: its compute-only build is another's
-            cf = results.ratio_band(on(df_), gemv.FLOOR, gemv.COMPUTE_ONLY, c)   # time(compute only) / time(floor)
-            lim.append({"device": results.source(on(w8)), "step": step, "shape": f"{k}x{m}", "kernel µs": t,
-                        "floor µs (bytes only)": fl, "compute only µs": co, "compute only / floor": co / fl,
-                        "instructions vs bytes": "n/a" if co != co else "within noise" if results.within_noise(cf)
-                        else "longer" if cf.value > 1 else "shorter", "kernel / max(both)": t / max(fl, co)})
-lim = pd.DataFrame(lim).round(2)
-print(results.source(w8))
+lim = gemv.limits_table(i8, i4, w8)
 lim.drop(columns="device")
 
 # %%

@@ -42,8 +42,8 @@ from .prefill import (
     BATCH_TOKENS, BATCHED, BATCHED_CASES, CONV, CONVERT, CONVERT_SHAPES, GEMMEX, VIT, crossover_cases)
 from .report import (
     GEMV, check_variants, first_win, int32_offsets, ladder, loop_instructions, orin_model, targets, time_us, waves,
-    warm_vs_flushed, AS_WRITTEN, as_written, as_written_cases, as_written_claims, as_written_names, as_written_ptx,
-    check_as_written)
+    warm_vs_flushed, int4_table, w8a16_table, limits_table, AS_WRITTEN, as_written, as_written_cases,
+    as_written_claims, as_written_names, as_written_ptx, check_as_written)
 from .ablation import ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF, unroll_pragma_changes
 from .prose import (
     bound, floor_text, int4_tiles_said, issue_caps, launch_share, limits, say_crossover, say_evict_first,

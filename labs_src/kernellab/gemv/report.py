@@ -8,10 +8,10 @@ import numpy as np
 
 from ..core.device import info, is_live
 from ..core.family import Family, Target
-from ..core.results import fastest, pick, ratio, ratio_band
+from ..core.results import devices, fastest, pick, ratio, ratio_band, select, source, within_noise
 from .reference import (CASES, CHECK_CASES, DOWN, FAMILY, GROUP, INT32_MAX, NAME, RECORD_CASES, SHAPES,
                         TARGET_SHAPES, UP, UP25, VOCAB, bytes_moved, case_key, make_input, reference, tolerance)
-from .steps import BASELINES, BEST, FAST, FLOOR, VARIANTS
+from .steps import BASELINES, BEST, COMPUTE_ONLY, FAST, FLOOR, VARIANTS
 
 
 def int32_offsets(shapes=None):
@@ -182,6 +182,80 @@ def warm_vs_flushed(name, cases, family=None):
         rows.append({"case": case_key(shape, dt), "weight MiB": args[0].nbytes / 2 ** 20,
                      "weight fits in L2": args[0].nbytes <= (info()["l2_bytes"] or 0),
                      "flushed µs": fl, "warm µs": wm, "flushed / warm": fl / wm})
+    return pd.DataFrame(rows).round(2)
+
+
+# ---- the quantised paths against fp16, and their limits: tables of the device on screen ----------------
+INT4_TILED = ("28_int4_mma", "35_int4_pipelined", "36_int4_tiles")
+W8A16_STEPS = ("29_int8_w8a16", "37_w8a16_tiles")
+
+
+def _on(part):
+    """Another frame cut to the device of `part`."""
+    return (lambda d, dev=part["device"].iloc[0]: select(d, device=dev)) if "device" in part else (lambda d: d)
+
+
+def _fastest16(f16, k, m) -> float:
+    """The µs of our fastest fp16 step at K x M, read from the data."""
+    c = case_key((k, m), "float16")
+    return time_us(f16, fastest(f16, c), c)
+
+
+def int4_table(f16, i8, i4):
+    """Per int4 shape: the int8 default, int4 steps 26, 28, 35, 36 and the int4 floor, each as time(our fastest
+    fp16 GEMV) / its time (> 1: faster), and each tiled step's fraction of its floor."""
+    import pandas as pd
+    b8, rows = BEST["int8"], []
+    for part in devices(i4)[:1]:         # the device on screen; every record side by side: results.device_table
+        on = _on(part)
+        for (k, m), _ in CASES["int4"]:
+            t16, c8, c4 = _fastest16(on(f16), k, m), case_key((k, m), "int8"), case_key((k, m), "int4")
+            rows.append({"shape": f"{k}x{m}", f"int8 ({b8[:2]}) vs fastest fp16": t16 / time_us(on(i8), b8, c8),
+                         **{f"int4 ({s[:2]}) vs fastest fp16": t16 / time_us(part, s, c4) for s in ("26_int4_awq", *INT4_TILED)},
+                         "int4 floor vs fastest fp16": t16 / time_us(part, FLOOR, c4),
+                         **{f"int4 ({s[:2]}) fraction of its floor": ratio(part, s, FLOOR, c4) for s in INT4_TILED}})
+    print(source(i4))
+    return pd.DataFrame(rows).round(2)
+
+
+def w8a16_table(f16, i8, w8):
+    """Per W8A16 shape: steps 29 and 37 against our fastest fp16 GEMV, the default against the fp32-x int8 step,
+    the int8 floor against fp16, and each step's fraction of its floor (with a `device` column)."""
+    import pandas as pd
+    b8, b29, rows = BEST["int8"], BEST["w8a16"], []
+    for part in devices(w8)[:1]:
+        on = _on(part)
+        for (k, m), _ in CASES["w8a16"]:
+            c8, cw, t16 = case_key((k, m), "int8"), case_key((k, m), "w8a16"), _fastest16(on(f16), k, m)
+            rows.append({"device": source(part), "shape": f"{k}x{m}",
+                         **{f"W8A16 ({s[:2]}) vs fastest fp16": t16 / time_us(part, s, cw) for s in W8A16_STEPS},
+                         f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})": time_us(on(i8), b8, c8) / time_us(part, b29, cw),
+                         "int8 floor vs fastest fp16": t16 / time_us(part, FLOOR, cw),
+                         **{f"W8A16 ({s[:2]}) fraction of its floor": ratio(part, s, FLOOR, cw) for s in W8A16_STEPS}})
+    print(source(w8))
+    return pd.DataFrame(rows).round(2)
+
+
+def limits_table(i8, i4, w8):
+    """Per shape of the int8, int4 and W8A16 defaults: the kernel, its floor (the bytes alone) and its compute-only
+    build (the instructions alone), which of the two takes longer by the noise rule, and the kernel against the
+    larger (with a `device` column)."""
+    import pandas as pd
+    rows = []
+    for part in devices(w8)[:1]:
+        on = _on(part)
+        for df, path in ((i8, "int8"), (i4, "int4"), (w8, "w8a16")):
+            d, step = on(df), BEST[path]
+            for (k, m), _ in CASES[path]:
+                c = case_key((k, m), path)
+                t, fl, co = (time_us(d, n, c) for n in (step, FLOOR, COMPUTE_ONLY))
+                co = co if t == t else float("nan")     # a record older than the step: its compute-only build is another's
+                cf = ratio_band(d, FLOOR, COMPUTE_ONLY, c)   # time(compute only) / time(floor)
+                rows.append({"device": source(part), "step": step, "shape": f"{k}x{m}", "kernel µs": t,
+                             "floor µs (bytes only)": fl, "compute only µs": co, "compute only / floor": co / fl,
+                             "instructions vs bytes": "n/a" if co != co else "within noise" if within_noise(cf)
+                             else "longer" if cf.value > 1 else "shorter", "kernel / max(both)": t / max(fl, co)})
+    print(source(w8))
     return pd.DataFrame(rows).round(2)
 
 
