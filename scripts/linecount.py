@@ -51,6 +51,9 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
         "claims a lab measures itself (`lab:` rows: a quantity against a claimed range, a check; issue 34 item 4)",
     K + "decoder/claims_check.py": "the seeds' Qwen model facts checked against the configs lab 08 runs (issue 34)",
     K + "core/prose.py::HOST_TARGET,host_text": "host time per call against torch's, with the measured reason (bare launches)",
+    K + "core/prose.py::ptxas_brief,claims_brief": "lean screens (issue 35): the ptxas and claims tables folded to a screen",
+    K + "labs.py::_common_case,_vs_library,HEADLINE_VS_LIBRARY,HEADLINE_DIGITS,headline_table,table_sha1":
+        "the headline like for like (issue 34 item 9): one case on every device, labs 06/07/09 against torch, its table",
 }
 
 
