@@ -16,8 +16,7 @@ PRED = "Little's law predicts GB/s"
 
 
 def roofs_said(part) -> str:
-    """The copy roof and the movers it is the best of, the read roof, any raise, and whether reading
-    alone is at least as fast as a copy (as a ceiling must be)."""
+    """The copy roof and its movers, the read roof, any raise, and whether reading beats copying."""
     v = lambda q: value(part, q)   # noqa: E731  this device's number
     copy, read = v("copy roof"), v("read roof")
     near, raised = v("copy roof: best near L2's size"), part[part["quantity"].str.contains(": raised to ")]["quantity"].tolist()
@@ -117,8 +116,7 @@ def latency_said(part) -> str:
 
 
 def sweep_said(part, f) -> str:
-    """One device's bytes-in-flight sweep rows against its lab 00 record f: the first and last point,
-    where it first gets within 10% of the read roof, and measured / predicted."""
+    """One device's bytes-in-flight sweep against its lab 00 record f: ends, first within 10%, vs the model."""
     roof = value(f, "read roof")
     first, last, at = part.iloc[0], part.iloc[-1], first_within(part, 0.9)
     return (f"With {first['B in flight per thread']:.0f} B in flight per thread the read reaches "

@@ -39,8 +39,7 @@ def say_f32_pair(f32) -> None:
 
 
 def say_int8_pair(i8) -> None:
-    """The report's int8 pair at 4096 x 4096 as it writes it (31 -> 38), the course's one change to its
-    after (38 -> 06: one scale lookup per 4 elements), and the course's 05 -> 06."""
+    """The report's int8 pair as written (31 → 38), its one change to step 06 (38 → 06), the course's 05 → 06."""
     results.say(f"The report's pair at 4096×4096 as it writes it, its `sdata` before (31) and `char4` + `float4` after "
                 "with 4 scale lookups per 4 elements (38): "
                 f"{results.compare_text(i8, '38_int8_char4_scale4', '31_int8_sdata', QO8)} "
@@ -61,8 +60,7 @@ def say_f16w_switch(fw, fw_cases) -> None:
 
 
 def say_fp16_v2(f16) -> None:
-    """The report's own v2 pair as written (32 -> 33) at 4096 x 4096, then the course's v1 -> v2 (09 -> 10)
-    there and at the short kv projection."""
+    """The report's v2 pair as written (32 → 33), then the course's 09 → 10 at 4096 x 4096 and kv."""
     results.say("The report's v2 pair as it writes it, 32 → 33: "
                 f"{results.compare_text(f16, '33_fp16_v2_ldg', '32_fp16_v2_plain', QO16)} "
                 f"(the report: 1.00× on an Orin). The course's v1 → v2, 09 → 10: "
@@ -91,8 +89,7 @@ def say_evict_first(f16) -> None:
 
 
 def floor_text(d) -> str:
-    """One device's rows: step 27 against the read-only floor and cuBLAS over the five decode shapes,
-    and any step faster than the floor beyond the noise."""
+    """One device: step 27 against the read-only floor and cuBLAS, and any step beating the floor."""
     of_floor = [results.ratio(d, "27_fp16_rows", FLOOR, c) for c in CASES16]
     vs_cub = [results.ratio(d, "27_fp16_rows", "cuBLAS (cupy.matmul)", c) for c in CASES16]
     beats = [f"`{n}` at `{c}`" for c in CASES16 for n in dict.fromkeys(d.loc[d["kind"] == "variant", "name"])
@@ -140,8 +137,7 @@ def int4_tiles_said(part) -> str:
 
 
 def say_w8a16(w8t, w8) -> None:
-    """The W8A16 table read per device: the best W8A16 step against the fastest fp16 GEMV and the fp32-x
-    int8 step; then step 37 against step 29."""
+    """The W8A16 table read per device, then step 37 against step 29."""
     b8, b29 = BEST["int8"], BEST["w8a16"]
     col, vs8 = f"W8A16 ({b29[:2]}) vs fastest fp16", f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})"
     if w8t.empty:
@@ -223,8 +219,7 @@ def say_crossover(xo) -> None:
 
 
 def say_unroll() -> None:
-    """What the `#pragma unroll 4` of steps 04 and 06 (the course's: the report's text names no unroll) and
-    `__restrict__` change in their PTX."""
+    """What `#pragma unroll 4` (steps 04, 06) and `__restrict__` change in the PTX."""
     results.say("The `#pragma unroll 4` of steps 04 and 06 (the course's; the report's text names no unroll) "
                 + ("changes nothing in the PTX of steps 04 and 06: given the "
                 "compile-time stride the compiler unrolls the same way without it, so no timing can credit it."
@@ -236,8 +231,7 @@ def say_unroll() -> None:
 
 
 def say_seed_times(lim) -> None:
-    """The bandwidth the report's own Orin times imply (this lab's byte counts), and the int8 step's
-    instructions against its bytes on each device of the limits table."""
+    """The bandwidth the report's Orin times imply, and the int8 step's instructions against its bytes."""
     implied = {k: f.bytes_moved(*f.make_input((4096, 4096), dt)) / ms / 1e6 for k, (f, dt, ms) in SEED_MS.items()}
     b8 = BEST["int8"]
     results.say("The report's Orin times imply " + ", ".join(f"**{v:.0f} GB/s** for {k}" for k, v in implied.items())

@@ -48,8 +48,7 @@ def resident_prefetch_said(part) -> str:
 
 
 def half_said(part) -> str:
-    """Half the bytes against half the time: step 06 (fp16) over step 05 (fp32) at the target shapes,
-    and the copy-roof fractions of steps 05, 06 and 07 there."""
+    """Step 06 (fp16) over step 05 (fp32) at the target shapes, and the copy-roof fractions of 05, 06, 07."""
     half = [1 / results.ratio(part, "06_fp16_vec8", "05_online_vec4", case_key(s, "float16"),
                               case_key(s, "float32")) for s in TARGET_SHAPES]
     frac = lambda n, dt: [results.pick(part, n, "frac_copy", case=case_key(s, dt)) for s in TARGET_SHAPES]  # noqa: E731
@@ -92,8 +91,7 @@ def fp16_said(part) -> str:
 
 
 def fixed_said(part) -> str:
-    """Twice the rows against the time: the marginal rate of the extra rows, and the fixed cost per launch
-    (the time extrapolated to zero rows, with its band), or that none stands out of the noise."""
+    """Twice the rows against the time: the extra rows' rate, and the fixed cost per launch (with its band)."""
     from ..core.bench import roof_values
     best16 = results.fastest(part, FP16_SQUARE) or BEST["float16"]
     t1, t2 = (results.band(part, best16, c) for c in (FP16_SQUARE, FP16_DOUBLE))
@@ -166,8 +164,7 @@ def logits_said(part) -> str:
 
 
 def seed_claims_said(part, swp) -> str:
-    """The seed's claims read from one device's rows and its sweep: online softmax at the seed's shapes,
-    and bank conflicts at 4096 x 4096 and over the sweep."""
+    """The seed's claims on one device: online softmax at its shapes, bank conflicts at 4096² and over the sweep."""
     return (f"Online softmax at the seed's shapes: {results.compare_text(part, '04_online', '03_warp_shuffle', SQUARE_F32)}, "
             f"and {results.compare_text(part, '04_online', '03_warp_shuffle', LONG_F32)}; the pass it saves is worth "
             f"something only where step 03's re-read would have crossed DRAM (the passes table above). Bank conflicts: "

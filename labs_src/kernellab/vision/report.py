@@ -159,8 +159,7 @@ def say_barriers() -> None:
 
 
 def say_layernorm(ln, c16, c4) -> None:
-    """LayerNorm: step 03 against torch at the largest N (c16) and 4096 tokens (c4), the report's step
-    02 → 01, and the fractions of the copy roof."""
+    """LayerNorm: step 03 against torch at c16 and c4, the report's 02 → 01, the copy-roof fractions."""
     results.say("Against torch: " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c16)
                 + "; " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c4) + ". "
                 + "The report's step: "
@@ -210,8 +209,7 @@ def say_gelu(gl, cg, fmaf) -> None:
 
 
 def say_bias_gelu(bg, abl_bg, n) -> None:
-    """bias + GELU 07 → 08 and 09 → 25, step 25's second vector alone (its ablation abl_bg), and the
-    fastest step at n tokens × 4304 against the copy roof and torch."""
+    """bias + GELU 07 → 08, 09 → 25 and its second vector alone (abl_bg), the fastest at n × 4304."""
     from .steps import BIAS_GELU
     cb = BIAS_GELU.case_key((n, 4304))
     results.each_device(bg, lambda g, a: (
@@ -227,8 +225,7 @@ def say_bias_gelu(bg, abl_bg, n) -> None:
 
 
 def say_bias_residual(br, qb, cr, cq) -> None:
-    """bias + residual 10 → 11 with the residual (br at cr) and without (QKV bias, qb at cq), against the
-    copy roof and torch, then the host's cost of the QKV bias."""
+    """bias + residual 10 → 11 with the residual (br, cr) and without (qb, cq), then the host's cost."""
     results.each_device(br, lambda g, q: (
         "With the residual: "
         + results.summary(g, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False).rstrip(".")
@@ -267,8 +264,7 @@ def pos_interp_said(part) -> str:
 
 
 def say_spatial_merge(sm, cs) -> None:
-    """Spatial merge 16 → 17 → 26 at cs, the resident grid alone, the fastest step against the copy roof
-    and a plain copy of the same bytes; then why the cheapest merge is a view."""
+    """Spatial merge 16 → 17 → 26 at cs against the copy roof and a plain copy; why a view is cheaper."""
     results.each_device(sm, lambda g: (
         results.summary(g, "17_spatial_merge_vec8", "16_spatial_merge_scalar", prov=False).rstrip(".")
         + " (the report: 4×). "
@@ -298,8 +294,7 @@ def say_rope_fma(fmaf) -> None:
 
 
 def say_split_rope(sr, csr) -> None:
-    """Split + RoPE 18 → 19 (block size and V copy alone), 19 → 20 → 27, and the fastest step at csr
-    against the copy roof and torch."""
+    """Split + RoPE 18 → 19 (block size, V copy alone), 19 → 20 → 27, the fastest at csr."""
     results.each_device(sr, lambda g: (
         results.compare_text(g, "19_split_rope_fma", "18_split_rope_scalar", csr) + "; of that, "
         + results.compare_text(g, "18_ablate_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
@@ -313,8 +308,7 @@ def say_split_rope(sr, csr) -> None:
 
 
 def say_transpose(tr, ct, ct4) -> None:
-    """Transpose back: the report's pair as written (31 → 29), the course's 21 → 22 → 28 → 30, the default
-    against the fastest step at ct and ct4, and the fastest against the copy roof and torch."""
+    """Transpose back: the report's 31 → 29, the course's 21 → 22 → 28 → 30, the default and fastest."""
     from .layout import TRANSPOSE
     best = TRANSPOSE.default["float16"]
     results.each_device(tr, lambda g: (

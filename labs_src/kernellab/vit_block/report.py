@@ -411,8 +411,7 @@ def say_speed(bt, speed) -> None:
 
 
 def graph_sentence(p) -> str:
-    """One device's graph table p: the graph-replayed block against the eager one at N = 256 (the 1.3 target),
-    its wall, host and GPU times, and the gain at the largest N."""
+    """One device's graph table: the replayed block against the eager one at N = 256 (target 1.3), and at the largest N."""
     b = p[(p["what"] == "block") & (p["N"] == 256)]
     if not len(b):
         return results.MISSING
@@ -426,8 +425,7 @@ def graph_sentence(p) -> str:
 
 
 def differ_sentence(p, b) -> str:
-    """One device's graph table p and block times b: where the graph run's second readings lie outside the
-    breakdown run's bands, and why."""
+    """Where the graph run's second readings (p) lie outside the breakdown run's bands, and why (b: block times)."""
     at = lambda key: [f"{r['what'].split(' (')[0]} N = {r['N']}" for _, r in p.iterrows() if key in r["why they differ"]]  # noqa: E731
     off = [f"{r['what'].split(' (')[0]} N = {r['N']} ({100 * (r['replay GPU us (graph run)'] / r['GPU us (replay)'] - 1):+.1f}%)"
            for _, r in p.iterrows() if "replay GPU time" in r["why they differ"]]
