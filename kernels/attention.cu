@@ -861,6 +861,18 @@ extern "C" __global__ void attention_07_rope_prefill(__half* __restrict__ q, con
 #ifndef DFL_STAGES
 #define DFL_STAGES 4                   // stages: DFL_STAGES - 1 tiles in flight while one is used
 #endif
+// Ablations, one idea off each, for the sweep (scripts/decode_sweep.py): DFL_ASYNC 0 copies with plain
+// loads and stores; DFL_EARLY 0 makes chunk 0 wait for the length too; DFL_ONE_LAUNCH 0 has every block
+// write its partial, a chunk past the length an empty one, and step 03's merge kernel run after.
+#ifndef DFL_ASYNC
+#define DFL_ASYNC 1
+#endif
+#ifndef DFL_EARLY
+#define DFL_EARLY 1
+#endif
+#ifndef DFL_ONE_LAUNCH
+#define DFL_ONE_LAUNCH 1
+#endif
 #define DFL_THREADS 128
 #define DFL_ROWS (DFL_THREADS / DEC_LANES)       // key rows the block reads at once (8 at head dim 128)
 #define DFL_KEYS (DFL_TILE / DFL_ROWS)           // keys of a tile per row group
@@ -874,7 +886,7 @@ extern "C" __global__ void attention_07_rope_prefill(__half* __restrict__ q, con
 // 16 bytes global -> shared: cp.async on sm_80+ (no register round trip; ok = false writes zeros),
 // else a load and a store.
 __device__ __forceinline__ void dfl_copy16(__half* dst, const __half* src, bool ok) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 && DFL_ASYNC
     const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a), "l"(src), "r"(ok ? 16 : 0));
 #else
@@ -885,7 +897,7 @@ __device__ __forceinline__ void dfl_copy16(__half* dst, const __half* src, bool 
 // Close this thread's group of copies, one group a stage; or wait until at most N groups are open.
 template <int N>
 __device__ __forceinline__ void dfl_commit_wait(bool commit) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 && DFL_ASYNC
     if (commit) asm volatile("cp.async.commit_group;\n" ::);
     else asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
 #endif
@@ -924,7 +936,7 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
     const __half* vh = vc + (size_t)kvh * cap * DEC_D;
     // Chunk 0 starts at key 0 whatever the length: its first tiles, rows below the capacity, are copied
     // while the length is still on its way from memory; the rows past the length are masked when used.
-    if (chunk == 0) {
+    if (DFL_EARLY && chunk == 0) {
 #pragma unroll
         for (int s = 0; s < DFL_STAGES - 1; ++s) {
             dfl_stage(ks + s * DFL_TILE * DEC_D, vs + s * DFL_TILE * DEC_D, kh, vh, s * DFL_TILE, cap);
@@ -935,10 +947,18 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
     const int n = max(1, min(min(C, DFL_MAX_CHUNKS), L / min_chunk));
     const int chunk_len = max(1, (L + n - 1) / n);
     const int active = max(1, (L + chunk_len - 1) / chunk_len);
-    if (chunk >= active) return;                                     // never chunk 0
+    const bool alone = DFL_ONE_LAUNCH ? active == 1 : C == 1;        // no partials: this block writes o
+    if (chunk >= active) {                                           // never chunk 0
+        for (int i = threadIdx.x; !DFL_ONE_LAUNCH && i < DEC_GROUP * DEC_D; i += DFL_THREADS) {
+            const int h = qh0 + i / DEC_D;                           // the ablation's merge kernel reads every chunk
+            part_o[((size_t)h * C + chunk) * DEC_D + i % DEC_D] = 0.0f;
+            if (i % DEC_D == 0) part_lse[h * C + chunk] = -KL_INF;
+        }
+        return;
+    }
     const int j0 = chunk * chunk_len, j1 = min(L, j0 + chunk_len), tiles = (j1 - j0 + DFL_TILE - 1) / DFL_TILE;
     const int row = threadIdx.x / DEC_LANES, sub = threadIdx.x % DEC_LANES;
-    if (chunk != 0) {
+    if (!(DFL_EARLY && chunk == 0)) {
 #pragma unroll
         for (int s = 0; s < DFL_STAGES - 1; ++s) {                   // the first tiles fly before q is read
             if (s < tiles) dfl_stage(ks + s * DFL_TILE * DEC_D, vs + s * DFL_TILE * DEC_D, kh, vh, j0 + s * DFL_TILE, j1);
@@ -1029,14 +1049,14 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
             lsum = fmaf(r[1], c, lsum);
             a = fmaf(r[2 + d], c, a);
         }
-        if (active == 1) {
+        if (alone) {
             o[h * DEC_D + d] = __float2half(a / lsum);              // no key (L = 0): 0/0 = NaN, as the reference
         } else {
             part_o[((size_t)h * C + chunk) * DEC_D + d] = lsum > 0.0f ? a / lsum : 0.0f;
             if (d == 0) part_lse[h * C + chunk] = lsum > 0.0f || isnan(lsum) ? M + __log2f(lsum) : -KL_INF;
         }
     }
-    if (active == 1) return;
+    if (alone || !DFL_ONE_LAUNCH) return;
     // The last block of this KV head to get here merges every chunk: each block's partials are
     // visible device-wide (fence) before it counts itself in.
     __threadfence();

@@ -32,8 +32,9 @@ def _source(group, d, tune=()):
     return SHIM + lay + _slice()
 
 
-def _run(host, length, chunks, min_chunk, tune=()):
-    """The kernel on the CPU on grid (KV heads, chunks), the length on the device; returns (o, counters)."""
+def _run(host, length, chunks, min_chunk, tune=(), every=False):
+    """The kernel on the CPU on grid (KV heads, chunks), the length on the device; returns (o, counters),
+    or with every=True (o, partial outputs, partial lse, counters)."""
     from kernellab.core import emulate
     if emulate.compiler() is None:
         pytest.skip("no C++ compiler: the CPU emulation cannot run the kernel")
@@ -48,7 +49,7 @@ def _run(host, length, chunks, min_chunk, tune=()):
     got, _ = emulate.run(_source(hq // hkv, d, tune), STEP, [q, k, v, o, po, pl, done, lens],
                          [0, cap, A.LOG2E / d ** 0.5, min_chunk], (hkv, chunks), (S.DEC_THREADS,),
                          list(range(hkv * chunks)))
-    return got[3], got[6]
+    return tuple(got[3:7]) if every else (got[3], got[6])
 
 
 # (layout (hq, cap, hkv, d), values, device-side length, chunks of the grid, min_chunk)
@@ -80,6 +81,18 @@ def test_rows_past_the_length_are_never_used(length, chunks, min_chunk):
     k[:, length:], v[:, length:] = np.nan, np.inf
     o, _ = _run((q, k, v), length, chunks, min_chunk)
     check(o, A.reference_decode(q, k, v, np.array([length])), name=f"L={length}", quiet=True, **A._tolerance())
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[3] > 1], ids=lambda c: f"L{c[2]}-C{c[3]}")
+def test_the_one_launch_ablation_on_the_cpu(case):
+    """-DDFL_ONE_LAUNCH=0 (the sweep's merge_launch): every block writes its partial, a chunk past the
+    length an empty one (lse -inf), and step 03's merge of them is the attention."""
+    shape, values, length, chunks, min_chunk = case
+    host = A.make_decode(shape, values=values, seed=len(A.DEC_LAYOUTS) + length)
+    _, po, pl, done = _run(host, length, chunks, min_chunk, tune=("-DDFL_ONE_LAUNCH=0",), every=True)
+    check(A.merge_reference(po, pl), A.reference_decode(*host[:3], np.array([length])), name=str(case), quiet=True,
+          **A._tolerance())
+    assert not done.any()
 
 
 def _sweep_tunings():
@@ -122,7 +135,8 @@ def test_step_06_is_registered_after_step_05_and_not_the_default():
     names = list(A.DEC_VARIANTS)
     assert names[-2:] == ["05_gqa_tile", "06_gqa_flash"] and A.DECODE.variants is A.DEC_VARIANTS
     assert A.DECODE.default == {"float16": "05_gqa_tile"} and A.decode is A.DEC_VARIANTS["05_gqa_tile"]
-    assert fp.kernels_of(A.DEC_VARIANTS["06_gqa_flash"], "attention") == [STEP]
+    # its kernel, and step 03's merge (the launcher's merge_launch ablation names it)
+    assert fp.kernels_of(A.DEC_VARIANTS["06_gqa_flash"], "attention") == ["attention_03_decode_merge", STEP]
 
 
 def test_step_06_defines_only_its_own_names():

@@ -229,15 +229,16 @@ def _done_counters(kv_heads: int):
     return buf
 
 
-def flash(q, k, v, length, out=None, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER_SM, tune=()):
+def flash(q, k, v, length, out=None, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER_SM, tune=(), merge_launch=False):
     """Step 06's launcher with its knobs: min_chunk and per_sm (the chunk rule, flash_chunks) and tune,
-    -D options of the kernel's build (-DDFL_TILE=32, -DDFL_STAGES=3: keys a stage, stages). Same
-    arguments, checks and errors as step 05's; one launch at every length."""
+    -D options of the kernel's build (-DDFL_TILE=32, -DDFL_STAGES=3: keys a stage, stages; -DDFL_ASYNC=0,
+    -DDFL_EARLY=0: ablations). merge_launch=True: the ablation of the one launch, step 03's merge kernel
+    after the chunks. Same arguments, checks and errors as step 05's; one launch at every length."""
     out = _alloc_o(q) if out is None else out
     cap, lens, L, (hq, hkv, d) = _dec_check(q, k, v, length, out)
     if int(min_chunk) < 1 or int(per_sm) < 1:
         raise ValueError(f"min_chunk and per_sm: expected >= 1, got {min_chunk} and {per_sm}")
-    ex = specialise(hq, hkv, d) + tuple(tune)
+    ex = specialise(hq, hkv, d) + tuple(tune) + (("-DDFL_ONE_LAUNCH=0",) if merge_launch else ())
     sms, resident = _wave_06(ex)
     chunks = flash_chunks(L, hkv, sms, resident, int(min_chunk), int(per_sm))
     if chunks == 1:
@@ -247,6 +248,8 @@ def flash(q, k, v, length, out=None, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER
         pl = _scratch("flash_lse", (hq, chunks))
     launch(FAMILY, "attention_06_decode_gqa_flash", (hkv, chunks), (DEC_THREADS,),
            (q, k, v, out, po, pl, _done_counters(hkv), lens, L, cap, LOG2E / d ** 0.5, int(min_chunk)), extra=ex)
+    if merge_launch and chunks > 1:
+        launch(FAMILY, "attention_03_decode_merge", (hq,), (d,), (po, pl, out, chunks), extra=specialise(hq, hkv, d))
     return out
 
 
