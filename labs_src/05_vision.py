@@ -472,19 +472,7 @@ claims
 # a target the copy itself misses is out of reach at this size on that GPU.
 
 # %%
-from kernellab.core.family import Target
-
-frac = lambda c: lambda df: results.frac_band(df, results.fastest(df, c), c)   # noqa: E731
-copy_floor = lambda df: results.frac_band(df, "torch copy_ (view)", cs)        # noqa: E731
-goals = [(vision.LAYERNORM, c16, 0.9, copy_floor), (vision.GELU, cg, 0.9, None), (vision.BIAS_GELU, cb, 0.9, None),
-         (vision.BIAS_RESIDUAL, cr, 0.9, None), (vision.QKV_BIAS, cq, 0.9, None),
-         (vision.SPATIAL_MERGE, cs, 0.9, copy_floor), (vision.TRANSPOSE, ct, 0.9, copy_floor), (vision.SPLIT_ROPE, csr, 0.8, None)]
-targets = [Target(f"{f.op}: the fastest step at {c.split(':')[1]}, fraction of the copy roof", frac(c), t, floor=fl)
-           for f, c, t, fl in goals]
-targets += [Target(f"LayerNorm: the fastest step vs torch F.layer_norm at {c.split(':')[1]}",
-                   lambda df, c=c: results.ratio_band(df, results.fastest(df, c), "torch F.layer_norm", c), 2.0)
-            for c in (c4, c16)]
-results.targets(targets, res)
+results.targets(vision.TARGETS, res)
 
 # %%
 results.each_device(res, vision.raised_said)

@@ -335,6 +335,32 @@ def say_softmax(sx, cx1, cx4) -> None:
                 + ".")
 
 
+# ---- the lab's targets, at 16384 tokens: LayerNorm, the merge and the transpose move the bytes of the
+# merge's plain copy, whose fraction is their floor (a target the copy misses is out of reach there) ----------
+
+def _targets():
+    from ..core.family import Target
+    from .embed import SPATIAL_MERGE
+    from .layout import SPLIT_ROPE, TRANSPOSE
+    from .reference import TOKENS
+    from .steps import BIAS_GELU, BIAS_RESIDUAL, LAYERNORM, QKV_BIAS
+    n = max(TOKENS)
+    frac = lambda c: lambda df: results.frac_band(df, results.fastest(df, c), c)                      # noqa: E731
+    floor = lambda df: results.frac_band(df, "torch copy_ (view)", SPATIAL_MERGE.case_key((n, 1152)))  # noqa: E731
+    goals = [(LAYERNORM, (n, 1152), 0.9, floor), (GELU, (n, 4304), 0.9, None), (BIAS_GELU, (n, 4304), 0.9, None),
+             (BIAS_RESIDUAL, (n, 1152), 0.9, None), (QKV_BIAS, (n, 3456), 0.9, None),
+             (SPATIAL_MERGE, (n, 1152), 0.9, floor), (TRANSPOSE, (16, n, 72), 0.9, floor),
+             (SPLIT_ROPE, (128, 128, 16, 72), 0.8, None)]
+    return [Target(f"{f.op}: the fastest step at {f.case_key(s).split(':')[1]}, fraction of the copy roof",
+                   frac(f.case_key(s)), t, floor=fl) for f, s, t, fl in goals] + \
+        [Target(f"LayerNorm: the fastest step vs torch F.layer_norm at {c.split(':')[1]}",
+                lambda df, c=c: results.ratio_band(df, results.fastest(df, c), "torch F.layer_norm", c), 2.0)
+         for c in (LAYERNORM.case_key((m, 1152)) for m in (4096, n))]
+
+
+TARGETS = _targets()
+
+
 # ---- the report's kernels as it writes them, beside the course's own (issue 34, item 5) ----------
 # (the report's kernel, where seed 000 writes it (lines), the step as written and its op, the course's step and
 #  its op, what lies between them). transpose_token_head_kernel has no course's version (the report deleted it
