@@ -441,7 +441,7 @@ A.orin_decode_model(dec)
 # the GPU on screen, its time and fraction of the roof on each GPU, and the fastest library call's time.
 
 # %%
-results.device_table(dec, roof="read")
+A.other_gpus(dec, roof="read")
 
 # %% [markdown]
 # ## Exercise: write the split-KV merge

@@ -29,7 +29,7 @@ def test_stale_said_names_only_the_rows_a_sentence_reads():
 
 def test_stale_line_per_device():
     line = P.stale_line(frame())
-    assert "GPU B record, 1 of these rows" in line and "GPU A" not in line
+    assert "GPU B record, 1 row of this section" in line and "GPU A" not in line
     assert P.stale_line(frame().drop(columns="note")) == ""
 
 
@@ -53,3 +53,12 @@ def test_context_text_says_what_sets_a_baselines_time():
     assert "**1.10×** as long at context 4096" in g and "the GPU's work sets it" in g, g
     assert "within noise" in R.context_text(pd.DataFrame(rows("eager", 50000.0, 49000.0, 0.99)), "eager")
     assert R.context_text(d, "absent") == ""
+
+
+def test_every_op_of_the_token_is_a_weight_read_or_named():
+    reads = {"gemv", "logits", "norm_gemv", "norm_logits", "gemv_residual", "silu_gemv_residual"}
+    for cfg in (D.QWEN3_8B, D.QWEN25_7B):
+        for path in ("float16", "int4"):
+            n = R.token_ops(cfg, path)
+            assert set(n) <= reads | set(R.OTHER_OPS), set(n) - reads - set(R.OTHER_OPS)
+            assert sum(v for op, v in n.items() if op in reads) == 4 * cfg.layers + 1     # the floor's weight reads

@@ -56,7 +56,7 @@ from .report import (  # noqa: F401
 from .prose import (  # noqa: F401
     C1, C4K, C4K_PF, C32K, cublas_claim_text, floor_text, say_block, say_decode, say_decode_limits, say_gqa_vs_split,
     say_limits, say_noisy, say_orin, say_prefill, say_prefill_limits, say_scores, vs_sdpa_text, attention_share_text,
-    causal_text, credit_text, say_causal, show_ablation)
+    causal_text, credit_text, say_causal, show_ablation, other_gpus, stale_line, stale_said)
 
 from .causal import (  # noqa: E402,F401
     CAUSAL_CHECK_CASES, CAUSAL_NS, PREFILL_CAUSAL, SDPA_CAUSAL, causal_bytes, causal_case_key, causal_flops, make_causal,

@@ -35,10 +35,13 @@ def stale_said(d, text: str, names=()) -> str:
     old = [n for n in stale_names(d) if n in names or f"`{n}`" in text]
     if not old:
         return text
+    from ..core import store
     dev = results.one_source(d)["device"].iloc[0]
+    them = "that row" if len(old) == 1 else "those rows"
+    why = (f"the record keeps {them} for the reason its `meta.json` gives (the STALE line above)"
+           if store.kept_reason(store.slug(dev)) else f"`make bench` on that GPU re-records {them}")
     return (text + f" *(On the {dev} record, {', '.join(f'`{n}`' for n in old)} ran an earlier version of "
-            f"{'its' if len(old) == 1 else 'their'} code than today's: the record keeps "
-            f"{'that row' if len(old) == 1 else 'those rows'}, for the reason its STALE line above gives.)*")
+            f"{'its' if len(old) == 1 else 'their'} code than today's: {why}.)*")
 
 
 def each_device(df, sentence, *others, names=(), then: str = "") -> None:
@@ -48,17 +51,25 @@ def each_device(df, sentence, *others, names=(), then: str = "") -> None:
 
 
 def stale_line(df) -> str:
-    """One line per recorded device whose rows in df ran an earlier version of a step (for a table that judges
-    every device, such as the targets): how many rows, of which steps; '' when none."""
+    """One line per recorded device whose rows in df ran an earlier version of a step (for a table that sets
+    every device side by side: the targets, other_gpus): how many rows, of which steps; '' when none."""
     said = []
     for p in results.devices(df):
         old = stale_names(p) if p is not None and len(p) else []
         if old:
             rows = int((p["note"].fillna("").astype(str) != "").sum())
-            said.append(f"On the {p['device'].iloc[0]} record, {rows} of these rows ran an earlier version of the code "
-                        f"(of {', '.join(f'`{n}`' for n in old[:6])}{' ...' if len(old) > 6 else ''}): its column "
-                        "reads what that code measured.")
+            said.append(f"On the {p['device'].iloc[0]} record, {rows} row{'s' if rows != 1 else ''} of this section ran "
+                        f"an earlier version of the code (of {', '.join(f'`{n}`' for n in old[:6])}"
+                        f"{' ...' if len(old) > 6 else ''}): its column reads what that code measured.")
     return " ".join(said)
+
+
+def other_gpus(df, **kw):
+    """results.device_table (every record side by side), after a line naming the records whose rows in df ran an
+    earlier version of a step (stale_line): a column read from such rows says so."""
+    if stale_line(df):
+        results.say(stale_line(df))
+    return results.device_table(df, **kw)
 
 
 def say_noisy(dec) -> None:

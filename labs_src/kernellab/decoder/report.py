@@ -108,11 +108,18 @@ def plot_tokens(tps, tb, swaps, context: int = 512):
                        "Qwen3-8B token step, batch 1", source(d))
 
 
+def fused_gemvs(r: dict):
+    """The name of lab 08's fused GEMV steps a token step ran (its `fuse`), or None where it ran lab 04's GEMVs."""
+    f = str(r.get("fuse", "") or "")
+    return None if f in ("", "separate", "()") else f
+
+
 def ran_text(df) -> str:
     """Which GEMV and attention steps each path's token step ran, as the frame's rows say (a record
     names them; a live run is today's code)."""
     from ..core.results import source
-    parts = [f"{p}: `{r.get('gemv', '?')}`" for p in PATHS for r in [ran(df, p)]]
+    parts = [f"{p}: lab 08's fused steps `{fused_gemvs(r)}`" if fused_gemvs(r) else f"{p}: `{r.get('gemv', '?')}`"
+             for p in PATHS for r in [ran(df, p)]]
     dec = ran(df, "float16").get("decode", "?")
     return (f"The token steps timed here ran the GEMV steps {', '.join(parts)}, and decode attention "
             f"`{dec}` ({source(df)}).")
@@ -138,6 +145,10 @@ def gemv_limits(df) -> str:
         return MISSING
     parts = []
     for path in PATHS:
+        if fused_gemvs(ran(df, path)):
+            parts.append(f"{path}: the token ran lab 08's fused steps `{fused_gemvs(ran(df, path))}`, which lab 04 "
+                         "does not record")
+            continue
         step = ran(df, path).get("gemv", G.GEMV.default[path])       # the GEMV step the token's record ran
         d = rec[(rec["dtype"] == path) & rec["case"].isin([f"{c}:{path}" for c in TOKEN_GEMV_CASES])]
         fl, st = d[d["name"] == G.FLOOR], d[d["name"] == step]
@@ -155,6 +166,13 @@ def gemv_limits(df) -> str:
             f" (gemv.csv, recorded on {rec['device'].iloc[0]}). Fewer bytes per GEMV also mean the fixed launch and "
             f"ramp cost of each of a token's launches ({launches_per_token(QWEN3_8B, 'float16')} on the fp16 path, "
             f"{launches_per_token(QWEN3_8B, 'int4')} on a quantised one) weighs more.") if parts else MISSING
+
+
+# the token step's ops that read no weight matrix (token_ops' names), as a sentence lists them
+OTHER_OPS = {"fused": "add + RMSNorm", "norm": "RMSNorm", "bias_add": "the q/k/v bias", "head_norm": "the q/k norm",
+             "qk_rope": "the q/k norm with RoPE and the cache append", "rope_append": "RoPE and the cache append",
+             "decode": "attention", "silu_mul": "SiLU × up", "embed": "the embedding", "argmax": "the argmax",
+             "conv": "the fp32 -> fp16 conversions"}
 
 
 def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
@@ -178,7 +196,7 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     who = ("today's fp16 token step (the recorded one ran an earlier version)"
            if step_name("float16", "graph") in stale_names(d) else "an fp16 token")
     said = (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, {who} makes **{extra}** launches "
-            f"more (norms, RoPE and the cache, attention, SiLU, the embedding, the argmax); at lab 00's "
+            f"more ({', '.join(OTHER_OPS[op] for op in token_ops(cfg, 'float16') if op in OTHER_OPS)}); at lab 00's "
             f"{float(per.iloc[0]):.2f} µs per launch inside a graph ({rec['device'].iloc[0]}), their launches cost "
             f"about **{cost / t:.0%}** of the token.")
     if f == f and t > f:
