@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "labs_src"))
 # name -> step 06's knobs (attention.steps.flash: min_chunk, per_sm, tune = -D options of the kernel)
 TUNINGS = {
     "default": {},
-    "mc32": {"min_chunk": 32},
     "mc64": {"min_chunk": 64},
+    "mc128": {"min_chunk": 128},
     "mc256": {"min_chunk": 256},
     "sm1": {"per_sm": 1},
     "sm4": {"per_sm": 4},
@@ -34,12 +34,13 @@ TUNINGS = {
     "s3": {"tune": ("-DDFL_STAGES=3",)},
     "s5": {"tune": ("-DDFL_STAGES=5",)},
     "mc64sm4": {"min_chunk": 64, "per_sm": 4},
+    "mc16": {"min_chunk": 16},
     # ablations of the default, one idea off each
     "no_async": {"tune": ("-DDFL_ASYNC=0",)},             # plain 16-byte loads and stores, not cp.async
     "no_early": {"tune": ("-DDFL_EARLY=0",)},             # chunk 0 waits for the device-side length too
     "merge_launch": {"merge_launch": True},               # step 03's merge kernel after the chunks
 }
-PICK = "default,mc32,mc64,mc256,sm1,sm4,t32s2,s2,s5,no_async,no_early,merge_launch"
+PICK = "default,mc64,mc128,mc256,sm1,sm4,t32s2,s2,s5,no_async,no_early,merge_launch"
 
 
 def _tuned(name, knobs):

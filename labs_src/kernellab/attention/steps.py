@@ -190,7 +190,8 @@ decode = DEC_VARIANTS["05_gqa_tile"]     # what lab 08 calls: decode(q, k_cache,
 # ---- step 06: flash decoding in one launch ---------------------------------------------------------
 
 FLASH_KERNEL = "attention_06_decode_gqa_flash"   # (the launcher names it as a literal: its fingerprint finds it)
-FLASH_MIN_CHUNK = 128   # step 06: no chunk shorter than this many keys (each chunk adds a partial to the merge)
+FLASH_MIN_CHUNK = 32    # step 06: no chunk shorter than this many keys (2 stages of 16: one round trip;
+                        # each chunk adds a 2 KiB partial per KV head to the merge)
 FLASH_PER_SM = 2        # step 06: blocks per SM the chunk count aims at (at most as many as fit: occupancy)
 FLASH_MAX_CHUNKS = 256  # the kernel's DFL_MAX_CHUNKS: the merge keeps a weight per chunk in shared memory
 
