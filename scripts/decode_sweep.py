@@ -4,14 +4,15 @@ torch SDPA (enable_gqa) and the read-only floor (a reader of the same cache byte
 defaults (issue 38 item 2: >= 1.0x SDPA at every length, >= 0.90 of the floor at KV >= 4096).
 
     PYTHONPATH=labs_src .venv/bin/python scripts/decode_sweep.py [--tunings default,mc64,...] [--lengths 1,16,...]
-                                                                [--warm] [--host]
+                                                                [--warm] [--host] [--csv sweep.csv]
 
 Every contender is first checked against the float64 reference at every length (a wrong tuning is
 dropped, loudly), then timed with core.bench.time_fn: CUDA events, a spacer, L2 flushed before every
 repetition (--warm: not flushed, the cache L2-resident where it fits). Each tuning is a Variant (launch
 plans), called as lab 07 calls a step. The table gives median GPU µs; under it, per tuning, the worst
 time(SDPA) / time(06) over the lengths and the worst time(floor) / time(06) at KV >= 4096, with `~`
-where the two p10-p90 bands overlap (within noise). --host adds host µs per call (core.bench.host_us)."""
+where the two p10-p90 bands overlap (within noise). --host adds a table of host µs per call
+(core.bench.host_us); --csv keeps every timing (not a record: figures/reference/ is make bench's)."""
 from __future__ import annotations
 
 import argparse
@@ -68,7 +69,8 @@ def main(argv=None):
     ap.add_argument("--tunings", default=PICK, help=f"comma-separated, of: {', '.join(TUNINGS)}")
     ap.add_argument("--lengths", default=None, help="comma-separated KV lengths (default: lab 07's)")
     ap.add_argument("--warm", action="store_true", help="time without flushing L2")
-    ap.add_argument("--host", action="store_true", help="also host µs per call")
+    ap.add_argument("--host", action="store_true", help="also host µs per call (a second table)")
+    ap.add_argument("--csv", default=None, help="also write every timing (median, p10, p90, host) to this CSV")
     a = ap.parse_args(argv)
     import cupy
     import pandas as pd
@@ -85,12 +87,12 @@ def main(argv=None):
     lengths = [int(x) for x in a.lengths.split(",")] if a.lengths else list(A.DEC_LENGTHS)
     steps = {"05": A.DEC_VARIANTS["05_gqa_tile"], **{f"06:{t}": _tuned(t, TUNINGS[t]) for t in names}}
     base = {"floor": A._floor_dec, "SDPA": A._sdpa_decode}
-    dropped, rows, times = set(), [], {}
+    dropped, rows, hrows, times, hosts = set(), [], [], {}, {}
     for n in lengths:
         host = A.make_decode((A.HQ, n), seed=n)
         q, k, v, lens = (cupy.asarray(x) for x in host)
         want = A.reference_decode(*host)
-        row = {"length": n}
+        row, hrow = {"length": n}, {"length": n}
         for nm, make in base.items():
             fn = make(q, k, v, lens)
             if fn is not None:
@@ -111,15 +113,24 @@ def main(argv=None):
             t = times[nm, n] = bench.time_fn(fn, flush=not a.warm)
             row[nm] = t.median_us
             if a.host:
-                row[f"{nm} host"] = bench.host_us(fn)
+                hrow[nm] = hosts[nm, n] = bench.host_us(fn)
         if a.host and "SDPA" in row:
-            row["SDPA host"] = bench.host_us(base["SDPA"](q, k, v, lens))
+            hrow["SDPA"] = hosts["SDPA", n] = bench.host_us(base["SDPA"](q, k, v, lens))
         rows.append(row)
+        hrows.append(hrow)
         del q, k, v, lens
     df = pd.DataFrame(rows).set_index("length")
     print(f"decode attention, Qwen3-8B layout, median GPU µs ({'warm' if a.warm else 'L2 flushed'}), "
           f"{info()['name']}, {now()}")
     print(df.to_string(float_format=lambda x: f"{x:.1f}"))
+    if a.host:
+        print("\nhost µs per call (core.bench.host_us: the steps as Variants, replayed from their launch plans)")
+        print(pd.DataFrame(hrows).set_index("length").to_string(float_format=lambda x: f"{x:.1f}"))
+    if a.csv:
+        pd.DataFrame([{"length": n, "name": nm, **t.row(), "host_us": hosts.get((nm, n), float("nan")),
+                       "device": info()["name"], "date": now(), "flushed": not a.warm}
+                      for (nm, n), t in times.items()]).to_csv(a.csv, index=False)
+        print(f"written: {a.csv}")
     print("\nper contender: worst time(SDPA)/time(it) over the lengths; worst time(floor)/time(it) at KV >= 4096"
           " (`~`: p10-p90 bands overlap)")
     for nm in steps:
