@@ -146,12 +146,7 @@ for dt in ("float32", "float16"):
 
 # %%
 big = results.select(res, cols=2 ** 26)
-print(results.select(big, name=list(add.ADD.default.values()))[["case", "name", "frac_copy", "source"]].round(3))
-pd.concat([results.speedup(big, "02_f32_float4", "torch.add"), results.speedup(big, "04_fp16_vec8", "torch.add")],
-          axis=1).round(3)
-
-# %%
-results.each_device(big, report.targets_said)
+results.targets(add.ADD.targets, big)
 
 # %% [markdown]
 # Host time is another figure: what the CPU pays to issue one call, measured with the GPU idle

@@ -7,7 +7,7 @@ import numpy as np
 
 from .core.build import define
 from .core.device import torch as torch_module
-from .core.family import Family
+from .core.family import Family, Target
 from .core.launch import launch, variant
 from .core.launch import aligned, int32_size as _size_ok, out_like, require
 
@@ -207,10 +207,17 @@ def rows_reference(x, feats, row0):
     return out
 
 
+def _targets(n=2 ** 26):
+    from .core.results import frac_band, ratio_band
+    return [t for dt, best in BEST.items() for c in (case_key((n,), dt),) for t in (
+        Target(f"{dt} at 2^26: `{best}`, fraction of the copy roof", lambda df, b=best, c=c: frac_band(df, b, c), 0.95),
+        Target(f"{dt} at 2^26: `{best}` vs torch.add", lambda df, b=best, c=c: ratio_band(df, b, "torch.add", c), 0.97))]
+
+
 ADD = Family(
     name=NAME, kernels=FAMILY, variants=VARIANTS, reference=reference, make_input=make_input,
     bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
-    case_key=case_key, record_cases=RECORD_CASES,
+    case_key=case_key, record_cases=RECORD_CASES, targets=_targets(),
     about="lab 03: residual adds and broadcast bias")
 FAMILIES = [ADD, BIAS]
 

@@ -19,22 +19,6 @@ def say_waves(wv, n) -> None:
                 "its time.")
 
 
-def targets_said(part) -> str:
-    """Each dtype's best step at 2^26 elements: its fraction of the copy roof and its ratio to torch.add,
-    each against its target."""
-    said = []
-    for dt, best in add.ADD.default.items():
-        c = add.case_key(BIG, dt)
-        fc, vs = results.frac_band(part, best, c), results.ratio_band(part, best, "torch.add", c)
-        if fc.ok:
-            said.append(f"{dt}: `{best}` reaches **{fc.value:.3f}** of the copy roof (target 0.95: "
-                        f"**{results.target_outcome(fc, 0.95)}**) and runs at **{vs.value:.3f}×** `torch.add` "
-                        f"(target 0.97: **{results.target_outcome(vs, 0.97)}**)"
-                        + (" (a fraction above 1 says the roof it is measured against was not a ceiling, lab 00)"
-                           if fc.value > 1 else ""))
-    return "; ".join(said) + f" ({results.source(part)})." if said else "Not recorded on this device."
-
-
 def width_said(part) -> str:
     """Step 04's changes one at a time: the width (from half2, from one half a thread), then `__restrict__` + `__ldg`."""
     return ("The width alone, from `half2`: " + results.summary(part, "04_ablate_plain", "03_fp16_half2", prov=False)
