@@ -36,6 +36,7 @@ TUNINGS = {
     "s5": {"tune": ("-DDFL_STAGES=5",)},
     "mc64sm4": {"min_chunk": 64, "per_sm": 4},
     "mc16": {"min_chunk": 16},
+    "t32sm4": {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=2"), "per_sm": 4},
     # ablations of the default, one idea off each
     "no_async": {"tune": ("-DDFL_ASYNC=0",)},             # plain 16-byte loads and stores, not cp.async
     "no_early": {"tune": ("-DDFL_EARLY=0",)},             # chunk 0 waits for the device-side length too
