@@ -62,3 +62,12 @@ def test_every_op_of_the_token_is_a_weight_read_or_named():
             n = R.token_ops(cfg, path)
             assert set(n) <= reads | set(R.OTHER_OPS), set(n) - reads - set(R.OTHER_OPS)
             assert sum(v for op, v in n.items() if op in reads) == 4 * cfg.layers + 1     # the floor's weight reads
+
+
+def test_launch_share_does_not_mix_versions():
+    rows = [{"name": n, "case": "context 512", "median_us": us, "p10_us": us, "p90_us": us, "device": "NVIDIA H200",
+             "date": "2026-01-01", "source": "recorded", "note": note}
+            for n, us, note in ((D.step_name("float16", "graph"), 5000.0, "recorded with an earlier version of it"),
+                                ("float16 read-only floor (graph)", 4000.0, ""))]
+    s = R.launch_share(pd.DataFrame(rows))           # lab 00's record of the H200 gives the launch cost
+    assert "1000 µs (20% of the token)" in s and "not set against its time" in s and "launches more" not in s, s

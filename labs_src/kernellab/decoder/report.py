@@ -193,9 +193,11 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     if per.empty or t != t:
         return MISSING
     cost = extra * float(per.iloc[0])
-    who = ("today's fp16 token step (the recorded one ran an earlier version)"
-           if step_name("float16", "graph") in stale_names(d) else "an fp16 token")
-    said = (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, {who} makes **{extra}** launches "
+    if step_name("float16", "graph") in stale_names(d):     # today's launches against an earlier step's time: not set
+        return ((f"The recorded fp16 token's gap to its read-only floor is {t - f:.0f} µs ({(t - f) / t:.0%} of the token). "
+                 if f == f and t > f else "") + "It ran an earlier version of the token step, so today's launches and "
+                "kernels are not set against its time here (`make bench` on that GPU records today's).")
+    said = (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, an fp16 token makes **{extra}** launches "
             f"more ({', '.join(OTHER_OPS[op] for op in token_ops(cfg, 'float16') if op in OTHER_OPS)}); at lab 00's "
             f"{float(per.iloc[0]):.2f} µs per launch inside a graph ({rec['device'].iloc[0]}), their launches cost "
             f"about **{cost / t:.0%}** of the token.")
