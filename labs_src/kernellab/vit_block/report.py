@@ -398,18 +398,6 @@ def speed_table(bt, ns=(256, 1024, 4096)):
     return pd.DataFrame(rows).round(2)
 
 
-def say_speed(bt, speed) -> None:
-    """At N = 4096, the speed table's two block ratios against their targets (TARGETS[0], TARGETS[1])."""
-    r = speed.set_index("N").loc[4096, "ours vs torch eager"]
-    s = speed.set_index("N").loc[4096, "ours vs torch + SDPA"]
-    results.say(results.unless_missing(
-        r, f"At N = 4096 our block is **{r:.2f}×** the torch eager block of the same math "
-           f"(target ≥ 1.0: **{results.target_outcome(TARGETS[0].measure(pick(bt)), 1.0)}**) and "
-           f"{s:.2f}× the torch block with SDPA (target ≥ 1.0: "
-           f"**{results.target_outcome(TARGETS[1].measure(pick(bt)), 1.0)}**) "
-           f"({results.source(pick(bt))}). Ratios above 1: ours is faster."))
-
-
 def graph_sentence(p) -> str:
     """One device's graph table: the replayed block against the eager one at N = 256 (target 1.3), and at the largest N."""
     b = p[(p["what"] == "block") & (p["N"] == 256)]
