@@ -685,3 +685,38 @@ extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
 decoder_10_silu_gemv_residual(FUSED_ARGS, __half* y, int K, int M, float eps, int two_rows) {
     FUSED_CALL(X_SILU, true, __half);
 }
+
+// === decoder_11_l2_prefetch ===
+// Why: with steps 08 and 09 the GEMVs alone run at ~0.94 of the read-only floor; what is left of the
+// gap is time when no weight streams: qk_rope and decode attention are latency-bound (a few MB, a
+// chain of dependent round trips) and leave most SMs and most of HBM idle for ~10 us a layer. The
+// o projection's weights (4096 x 4096 fp16 = 32 MiB) do not depend on attention, and fit in L2
+// (50 MiB on an H100). So on a second stream, forked after the QKV GEMV, this kernel reads them
+// into L2 (an evict-last policy: attention's few MB do not push them out) while attention runs;
+// the o GEMV then finds them there. Nothing is computed: each lane keeps 8 loads in flight and
+// folds them into one word that is never stored (the loads are volatile, so they stay).
+extern "C" __global__ void decoder_11_l2_prefetch(const uint4* __restrict__ p, long long n16) {
+#if __CUDA_ARCH__ >= 800
+    unsigned long long pol;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+#endif
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    unsigned fold = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += 8 * stride) {
+        uint4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const long long j = min(i + u * stride, n16 - 1);
+#if __CUDA_ARCH__ >= 800
+            asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                         : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p + j), "l"(pol));
+#else                                                           // (no L2 policy before sm_80)
+            asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p + j));
+#endif
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) fold ^= v[u].x;
+    }
+    if (fold == 0x9e3779b9u && n16 < 0) asm volatile("trap;");     // never: keeps the fold alive
+}

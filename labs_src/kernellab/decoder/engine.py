@@ -15,8 +15,8 @@ from .. import rmsnorm as R
 from .config import Config, PATHS
 from .reference import ref_rmsnorm, ref_rope
 from .steps import argmax_into, embed, head_norm, reference_embed, reference_head_norm, reference_silu_mul, silu_mul
-from .fused import (FUSED, SEPARATE, fused_rows_ok, gemv_residual, norm_gemv, norm_logits, qk_norm_rope, separate,
-                    silu_gemv_residual)
+from .fused import (FUSED, SEPARATE, fused_rows_ok, gemv_residual, l2_prefetch, norm_gemv, norm_logits, qk_norm_rope,
+                    separate, silu_gemv_residual)
 from .weights import layer_shapes, lw, weight_shapes
 
 
@@ -35,7 +35,7 @@ class GpuOps:
     lab 03's add, then that RMSNorm step), decode (lab 07's decode steps)."""
 
     OPS = ("gemv", "conv", "fused", "logits", "embed", "head_norm", "silu_mul", "argmax", "rope_append", "decode",
-           "bias_add", "norm", "norm_gemv", "norm_logits", "gemv_residual", "silu_gemv_residual", "fuse")
+           "bias_add", "norm", "norm_gemv", "norm_logits", "gemv_residual", "silu_gemv_residual", "l2_prefetch", "fuse")
 
     def __init__(self, path, swap: dict | None = None):
         self.gemv = _gemv_step(path)
@@ -51,7 +51,7 @@ class GpuOps:
         # steps 08-10: the GEMVs that build their input (RMSNorm, SiLU x up) and add the residual (fp16 path)
         self.fuse = FUSE_SWAPS[FUSE_DEFAULT if path == "float16" else "separate"]
         self.norm_gemv, self.norm_logits, self.gemv_residual = norm_gemv, norm_logits, gemv_residual
-        self.silu_gemv_residual = silu_gemv_residual
+        self.silu_gemv_residual, self.l2_prefetch = silu_gemv_residual, l2_prefetch
         for op, name in (swap or {}).items():
             if op == "fuse":
                 if name not in FUSE_SWAPS:
@@ -77,7 +77,8 @@ FUSE_DEFAULT = "08 + 09"
 # the Amdahl table's swaps that take steps 08-10 apart (one change each). The token step runs 08 + 09: step 10's
 # SiLU per warp costs more than the launch it saves (lab 08 shows the measurement).
 FUSE_SWAPS = {n: Fuse(n, p) for n, p in (("separate", ()), ("09 alone", ("residual",)),
-                                          ("08 + 09", ("residual", "norm")), ("08 + 09 + 10", FUSE_ALL))}
+                                          ("08 + 09", ("residual", "norm")), ("08 + 09 + 10", FUSE_ALL),
+                                          ("08 + 09 + 11", ("residual", "norm", "prefetch")))}
 
 
 def _unpacked(step):
@@ -455,16 +456,39 @@ class Decoder:
         self.ops.norm(self.h_a.reshape(1, -1), ln, out=self.y.reshape(1, -1))
         return self.ops.gemv(W, self.y, out=out)
 
+    def _fork(self, launch):
+        """Run `launch` on the decoder's second stream, after everything the current stream has issued so far
+        (an event; inside a graph capture this becomes a parallel branch of the graph)."""
+        import cupy
+        if getattr(self, "_side", None) is None:
+            self._side = cupy.cuda.Stream(non_blocking=True)
+            self._forked, self._joined = cupy.cuda.Event(disable_timing=True), cupy.cuda.Event(disable_timing=True)
+        self._forked.record(cupy.cuda.get_current_stream())
+        self._side.wait_event(self._forked)
+        with self._side:
+            launch()
+        self._joined.record(self._side)
+
+    def _join(self):
+        """The current stream waits for what _fork launched (the graph's branch joins here)."""
+        import cupy
+        cupy.cuda.get_current_stream().wait_event(self._joined)
+
     def _step_fused(self, fuse):
         """The fp16 token step with steps 08-10: one residual stream h (self.h_a) that the o and down GEMVs add
         into (step 09's epilogue), RMSNorm inside the QKV, gate/up and logits GEMVs (step 08), and with 'silu' SiLU x
         up inside the down GEMV (step 10). By default (08 + 09) 6 launches a layer plus attention's, against 8."""
         ops, h = self.ops, self.h_a
+        side = "prefetch" in fuse and not self.emulate
         ops.embed(self.embed_w, self.token, out=h)
         for i, L in enumerate(self.layers):
             self._normed(L["qkv"][0], L["ln1"], self.qkv_raw, fuse)
+            if side:                                 # step 11: W_o into L2 on a second stream while attention runs
+                self._fork(lambda: ops.l2_prefetch(L["o"][0]))
             self._attention(i, L)
             ops.gemv_residual(L["o"][0], self.o_flat, h)
+            if side:
+                self._join()
             self._normed(L["gu"][0], L["ln2"], self.gu, fuse)
             if "silu" in fuse:
                 ops.silu_gemv_residual(L["down"][0], self.gate, self.up, h)

@@ -106,3 +106,19 @@ def gemv_residual(W, x, h):
 def silu_gemv_residual(W, gate, up, h):
     """Step 10: h += W . (SiLU(gate) * up) in place (the down projection with its producer and the residual)."""
     return _fused_gemv("silu", W, gate, up, h, 0.0, ("gate", "up"))
+
+
+PREFETCH_THREADS, PREFETCH_SM_SHARE = 512, 4      # step 11: one 512-thread block per 4 SMs (the rest stay for attention)
+
+
+def l2_prefetch(W):
+    """Step 11: read W's bytes into L2 with an evict-last policy, computing nothing (launched on a second stream
+    while attention runs, so the next GEMV finds its weights in L2)."""
+    import numpy as np
+    from ..core.device import info
+    require(W, "W", align=16)
+    n16 = W.nbytes // 16
+    if n16:
+        launch(FAMILY, "decoder_11_l2_prefetch", (max(1, info()["sms"] // PREFETCH_SM_SHARE),), (PREFETCH_THREADS,),
+               (W, np.int64(n16)))
+    return W

@@ -129,6 +129,8 @@ SWAPS = (
     Swap("step 09 alone: the residual add in the GEMV's epilogue (then lab 02's RMSNorm)", "float16", "fuse",
          "separate", "09 alone"),
     Swap("step 10: SiLU x up inside the down GEMV as well", "float16", "fuse", "08 + 09", "08 + 09 + 10"),
+    Swap("step 11: the o projection's weights read into L2 on a second stream while attention runs", "float16",
+         "fuse", "08 + 09", "08 + 09 + 11"),
     Swap("decode attention: two launches -> one (step 06, each KV head's last block merges; lab 07)", "float16",
          "decode", "05_gqa_tile", "06_gqa_flash"),
 )
@@ -241,6 +243,12 @@ def _speedup(path, context, mode="graph", floor=False):
     return lambda df: ratio_band(df, name(path), name("float16"), ctx_case(context))
 
 
+def _of_floor(path, context):
+    """time(read-only floor) / time(step) on one path, with its band: how close the step is to its floor."""
+    from ..core.results import ratio_band
+    return lambda df: ratio_band(df, step_name(path, "graph"), floor_name(path), ctx_case(context))
+
+
 def token_steps(name: str):
     """What a decoder.csv row named `name` runs today (Family.steps): (engine, {op: launcher}) of a token
     step on a path (with a swap's op run by its step), the read-only floor's code, or None."""
@@ -274,7 +282,15 @@ DECODER = Family(
                     floor=_speedup("int4", 512, floor=True)),
              Target("W8A16 vs fp16 tokens/s (graph), context 512", _speedup("w8a16", 512), 1.5,
                     floor=_speedup("w8a16", 512, floor=True)),
-             Target("host µs per token (graph replay), context 512", _host, 50.0, below=True, unit="µs")),
+             Target("host µs per token (graph replay), context 512", _host, 50.0, below=True, unit="µs"),
+             # issue 38 (the frontier): the fp16 step at 0.90 of the read roof at every context, each path at 0.85
+             # (fp16: 0.94) of its own read-only floor (the floor is recorded at context 512)
+             *(Target(f"fp16 token step (graph), fraction of the read roof at context {n} (issue 38)",
+                      _frac("float16", n), 0.90, floor=_frac("float16", 512, floor=True)) for n in (1, 4096)),
+             Target("fp16 token step (graph), fraction of the read roof at context 512 (issue 38)",
+                    _frac("float16", 512), 0.90, floor=_frac("float16", 512, floor=True)),
+             *(Target(f"{p} token step (graph), fraction of its read-only floor at context 512 (issue 38)",
+                      _of_floor(p, 512), t) for p, t in (("float16", 0.94), ("int4", 0.85), ("w8a16", 0.85)))),
     about="lab 08: the Qwen3-8B token step, eager and as one CUDA graph, per weight path and context")
 
 
