@@ -522,11 +522,10 @@ kl.device.live_only("shows the warps per tile each shape gets and its waves (the
 # %%
 w8 = bench.compare(gemv, gemv.CASES["w8a16"], names=["29_int8_w8a16", "37_w8a16_tiles"])
 dec = pd.concat([dec, w8])
-w8t = gemv.w8a16_table(f16, i8, w8)
-w8t.drop(columns="device")
+gemv.w8a16_table(f16, i8, w8)
 
 # %%
-gemv.say_w8a16(w8t, w8)
+results.each_device(w8, lambda part: results.summary(part, "37_w8a16_tiles", "29_int8_w8a16"))
 
 # %%
 results.each_device(i4, gemv.default_said, w8)

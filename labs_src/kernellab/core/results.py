@@ -1,13 +1,6 @@
 """The one reader of results frames (live or recorded), and the one place that turns them into
-sentences and verdicts: the face of three modules, so a lab reads every name as results.X.
-
-frame.py    reading: select, one_source, source, pick, cases, fastest, best, devices, timing_rules,
-            print_once, the names a recorded row may carry (RENAMED); the live / recorded switch
-            (recorded, mark_stale, live_or_recorded) lives with the device record in store.py
-verdict.py  Measured with its band, ratio bands, the one verdict rule (its text there), targets, and the
-            seed's claims (docs/claims.csv) judged by it
-prose.py    tables and sentences: table, brief, ptxas_brief, claims_brief, device_table, host_text, summary, ablation, times,
-            compare_text, roof_text, unless_missing, each_device, say"""
+sentences and verdicts: the face of frame.py (reading), verdict.py (bands, the one verdict rule, targets,
+claims) and prose.py (tables and sentences), with store.py's live / recorded switch; a lab reads results.X."""
 from __future__ import annotations
 
 from .frame import (  # noqa: F401

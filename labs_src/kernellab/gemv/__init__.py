@@ -48,7 +48,7 @@ from .ablation import ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF, unrol
 from .prose import (
     bound, floor_text, int4_tiles_said, issue_caps, launch_share, limits, say_crossover, say_evict_first,
     say_f16w_switch, say_f32_pair, say_fp16_fast, say_fp16_v2, say_int8_pair, say_int32_offsets, say_issue_caps,
-    say_limits, say_seed_times, say_unroll, say_w8a16, span, default_said, say_as_written)
+    say_limits, say_seed_times, say_unroll, span, default_said, say_as_written)
 
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
 

@@ -136,21 +136,6 @@ def int4_tiles_said(part) -> str:
             + " " + results.summary(part, "36_int4_tiles", "28_int4_mma", prov=False))
 
 
-def say_w8a16(w8t, w8) -> None:
-    """The W8A16 table read per device, then step 37 against step 29."""
-    b8, b29 = BEST["int8"], BEST["w8a16"]
-    col, vs8 = f"W8A16 ({b29[:2]}) vs fastest fp16", f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})"
-    if w8t.empty:
-        results.say("Not measured or recorded yet.")
-    for dev, d in w8t.groupby("device", sort=False):
-        results.say(f"No row of step {b29[:2]} in this record ({dev}): the record predates the step; `make bench` "
-                    "on that GPU adds it." if d[col].isna().all() else
-                    f"With fp16 activations, the int8 GEMV (step {b29[:2]}) runs at "
-                    f"**{d[col].min():.2f}–{d[col].max():.2f}×** our fastest fp16 GEMV over these shapes, against "
-                    f"{d[vs8].min():.2f}–{d[vs8].max():.2f}× the fp32-x int8 step ({dev}).")
-    results.each_device(w8, lambda part: results.summary(part, "37_w8a16_tiles", "29_int8_w8a16"))
-
-
 def default_said(part, w8) -> str:
     """Whether the int4 and W8A16 defaults (gemv.BEST) beat the step they follow beyond the noise, and at how
     many shapes: a default that is within noise somewhere is a choice there, not a measured best."""

@@ -220,14 +220,14 @@ def int4_table(f16, i8, i4):
 
 def w8a16_table(f16, i8, w8):
     """Per W8A16 shape: steps 29 and 37 against our fastest fp16 GEMV, the default against the fp32-x int8 step,
-    the int8 floor against fp16, and each step's fraction of its floor (with a `device` column)."""
+    the int8 floor against fp16, and each step's fraction of its floor."""
     import pandas as pd
     b8, b29, rows = BEST["int8"], BEST["w8a16"], []
     for part in devices(w8)[:1]:
         on = _on(part)
         for (k, m), _ in CASES["w8a16"]:
             c8, cw, t16 = case_key((k, m), "int8"), case_key((k, m), "w8a16"), _fastest16(on(f16), k, m)
-            rows.append({"device": source(part), "shape": f"{k}x{m}",
+            rows.append({"shape": f"{k}x{m}",
                          **{f"W8A16 ({s[:2]}) vs fastest fp16": t16 / time_us(part, s, cw) for s in W8A16_STEPS},
                          f"W8A16 ({b29[:2]}) vs int8 with fp32 x ({b8[:2]})": time_us(on(i8), b8, c8) / time_us(part, b29, cw),
                          "int8 floor vs fastest fp16": t16 / time_us(part, FLOOR, cw),
