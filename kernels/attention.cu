@@ -1070,8 +1070,18 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
     __threadfence();
     float* wt = sm;                                                  // [DEC_GROUP][active]: lse, then weights
     float* wsum = sm + DEC_GROUP * active;                           // [DEC_GROUP]
-    for (int i = threadIdx.x; i < DEC_GROUP * active; i += DFL_THREADS)
-        wt[i] = __ldcg(part_lse + (qh0 + i / active) * C + i % active);
+    const int nl = DEC_GROUP * active;                               // the lse: 4 loads a thread in flight at once
+    for (int i0 = threadIdx.x; i0 < nl; i0 += 4 * DFL_THREADS) {
+        float x[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int i = min(i0 + j * DFL_THREADS, nl - 1);
+            x[j] = __ldcg(part_lse + (qh0 + i / active) * C + i % active);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (i0 + j * DFL_THREADS < nl) wt[i0 + j * DFL_THREADS] = x[j];
+    }
     __syncthreads();
     const int lane = threadIdx.x & 31;
     for (int g = threadIdx.x >> 5; g < DEC_GROUP; g += DFL_THREADS / 32) {   // a warp per query head:
@@ -1091,11 +1101,18 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
         const int g = i / (DEC_D / 4), d4 = i % (DEC_D / 4), h = qh0 + g;
         const float4* src = reinterpret_cast<const float4*>(part_o + (size_t)h * C * DEC_D) + d4;
         float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 16
-        for (int c = 0; c < active; ++c) {                         // 16 loads of 16 bytes in flight a thread
-            const float w = wt[g * active + c];
-            const float4 p = __ldcg(src + c * (DEC_D / 4));
-            a.x = fmaf(w, p.x, a.x); a.y = fmaf(w, p.y, a.y); a.z = fmaf(w, p.z, a.z); a.w = fmaf(w, p.w, a.w);
+        for (int c0 = 0; c0 < active; c0 += 16) {                    // 16 loads of 16 bytes in flight a thread:
+            float4 p[16];                                            // all issued (no branch between), then used
+#pragma unroll
+            for (int j = 0; j < 16; ++j) p[j] = __ldcg(src + min(c0 + j, active - 1) * (DEC_D / 4));
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                if (c0 + j < active) {
+                    const float w = wt[g * active + c0 + j];
+                    a.x = fmaf(w, p[j].x, a.x); a.y = fmaf(w, p[j].y, a.y);
+                    a.z = fmaf(w, p[j].z, a.z); a.w = fmaf(w, p[j].w, a.w);
+                }
+            }
         }
         const float ws = wsum[g];
         __half2* out2 = reinterpret_cast<__half2*>(o + h * DEC_D + d4 * 4);

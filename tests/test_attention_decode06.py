@@ -146,6 +146,16 @@ def test_step_06_defines_only_its_own_names():
     assert defines and all(re.match(r"(DFL_|dfl_)", n) or n == STEP for n in defines), sorted(defines)
 
 
+def test_the_merge_issues_its_loads_together():
+    """The last block's merge reads the chunks' partials from L2: 16 loads of 16 bytes a thread with no
+    branch between them (a loop with a remainder put a branch after each load, one round trip each),
+    and the 4 loads of the lse likewise."""
+    lines = [ln for ln in build.ptx("attention", STEP, "sm_90") if not ln.startswith(".loc") and "inline asm" not in ln]
+    for pat, n in ((r"ld\.global\.cg\.v4\.f32", 16), (r"ld\.global\.cg\.f32", 4)):
+        at = [i for i, ln in enumerate(lines) if re.search(pat, ln)]
+        assert len(at) == n and not [ln for ln in lines[at[0]:at[-1]] if re.search(r"\bbra\b", ln)], (pat, at)
+
+
 @pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_87", "sm_90"])
 def test_step_06_builds_for_every_layout(arch):
     """Every head layout the checks run (DEC_LAYOUTS) builds with no spills; cp.async from sm_80 on,
