@@ -1,9 +1,9 @@
 """Labs 07 and 08's sentences name what the record ran: a sentence that reads a row recorded with an earlier
-version of a step says so (attention.prose.stale_said / stale_line), and lab 08's launch count follows the token
+version of a step says so (attention.stale: stale_said / stale_line), and lab 08's launch count follows the token
 step's own sequence of calls (decoder.report.token_ops, run on NumPy)."""
 import pandas as pd
 
-from kernellab.attention import prose as P
+from kernellab.attention import stale as P
 from kernellab import decoder as D
 from kernellab.decoder import report as R
 

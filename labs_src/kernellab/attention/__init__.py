@@ -21,6 +21,7 @@ The package, one job per file (imports run down this list; the face re-exports e
   reference.py  shapes and constants, inputs and check cases, the float64 references
   steps.py      launchers, Variants (decode, prefill), the merge, RoPE + KV append, torch baselines
   report.py     bytes models, readers, targets, sentences, lab 06's block, the Orin model, the families
+  stale.py      a sentence or table over rows recorded with an earlier version of a step says so
   prose.py      the sentences under the lab's tables, one call a cell
   causal.py     the causal prefill a decoder's prompt runs (steps 16 and 07) and its family
   ablation.py   the bundled steps (decode 04 -> 05, prefill 12 -> 13) one change at a time
@@ -56,7 +57,8 @@ from .report import (  # noqa: F401
 from .prose import (  # noqa: F401
     C1, C4K, C4K_PF, C32K, cublas_claim_text, floor_text, say_block, say_decode, say_decode_limits, say_gqa_vs_split,
     say_limits, say_noisy, say_orin, say_prefill, say_prefill_limits, say_scores, vs_sdpa_text, attention_share_text,
-    causal_text, credit_text, say_causal, show_ablation, other_gpus, stale_line, stale_said)
+    causal_text, credit_text, say_causal, show_ablation)
+from .stale import other_gpus, stale_line, stale_names, stale_said  # noqa: F401
 
 from .causal import (  # noqa: E402,F401
     CAUSAL_CHECK_CASES, CAUSAL_NS, PREFILL_CAUSAL, SDPA_CAUSAL, causal_bytes, causal_case_key, causal_flops, make_causal,

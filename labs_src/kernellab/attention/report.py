@@ -139,7 +139,7 @@ def targets_vs_floor(targets, df):
         fracs.append(frac)
     if len(tg) and "at the floor" in tg:
         tg.insert(list(tg.columns).index("at the floor") + 1, "of the floor", fracs)
-    from .prose import stale_line             # a column read from rows of an earlier version says so
+    from .stale import stale_line             # a column read from rows of an earlier version says so
     if stale_line(df):
         from ..core.results import say
         say(stale_line(df))
@@ -521,7 +521,7 @@ def orin_decode_model(dec=None, lengths=DEC_LENGTHS, gbps=ORIN_GBPS, bound=0.5):
                      f"launch and ramp ({fl:.2f} of the read roof): the model is a lower bound",
                      f"chunks (step 05's rule, {ORIN_SMS} SMs x {per_sm} blocks)": chunks_for("05", n, ORIN_SMS, per_sm)})
     out = pd.DataFrame(rows)
-    from .prose import stale_names
+    from .stale import stale_names
     old = f", a row recorded with an earlier version of `{best}`" if best in stale_names(d) else ""
     out["source"] = (f"model: {f:.2f} (`{best}` at {max(lengths)} keys on {dev}{old}) x {gbps:g} GB/s (datasheet), "
                      f"{ORIN_SMS} SMs; not a measurement")

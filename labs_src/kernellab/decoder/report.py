@@ -16,7 +16,7 @@ from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import GpuOps
 from .fused import FUSED, qk_norm_rope
 from .measure import ctx_case, floor_name, step_name
-from ..attention.prose import each_device, stale_names
+from ..attention.stale import each_device, stale_names
 
 
 # ---- sentences computed from the results on screen -------------------------------------------------------------
