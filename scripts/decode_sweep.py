@@ -37,12 +37,13 @@ TUNINGS = {
     "mc64sm4": {"min_chunk": 64, "per_sm": 4},
     "mc16": {"min_chunk": 16},
     "t32sm4": {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=2"), "per_sm": 4},
+    "mc64s5": {"min_chunk": 64, "tune": ("-DDFL_STAGES=5",)},   # a chunk of up to 64 keys copied before the length
     # ablations of the default, one idea off each
     "no_async": {"tune": ("-DDFL_ASYNC=0",)},             # plain 16-byte loads and stores, not cp.async
     "no_early": {"tune": ("-DDFL_EARLY=0",)},             # chunk 0 waits for the device-side length too
     "merge_launch": {"merge_launch": True},               # step 03's merge kernel after the chunks
 }
-PICK = "default,mc64,mc128,mc256,sm1,sm4,t32s2,s2,s5,no_async,no_early,merge_launch"
+PICK = "default,mc64,mc128,mc256,sm1,sm4,t32s2,s2,s5,mc64s5,no_async,no_early,merge_launch"
 
 
 def _tuned(name, knobs):
