@@ -93,7 +93,6 @@ build.show("measure", "03_fma")
 # %%
 fund = measuring.fundamentals()
 v = lambda q: measuring.value(fund, q)   # noqa: E731  one number of the table, by its quantity (first device)
-prov = kl.provenance(fund)
 each = results.each_device               # a sentence per recorded device: each(fund, lambda part: ...)
 fund
 
@@ -111,9 +110,14 @@ each(fund, report.roofs_said)
 # **Why flush L2.** The L2-resident copy was timed twice on the same buffers:
 
 # %%
-report.say_warm(fund)
+each(fund, report.warm_said)
 
 # %% [markdown]
+# A benchmark that repeats one small input without flushing measures the cache, not the kernel.
+# Triton's `do_bench` flushes too (by writing a buffer); `cupyx.profiler.benchmark` does not. In a
+# decoder, though, a small weight *is* in L2 from one token to the next: that is why `bench.compare`
+# also reports `warm_us` for shapes of ≤ 64 rows that fit in L2.
+#
 # **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued:
 
 # %%
@@ -257,9 +261,12 @@ each(fund, report.little_said)
 # over one 4096-wide row (8 KiB of x):
 
 # %%
-report.say_trips(fund)
+each(fund, report.trips_said)
 
 # %% [markdown]
+# Lab 02 times the whole kernel beside this count: two passes over the row, the block reductions
+# between them, the write and the launch come on top.
+#
 # ## 5. Reading `ptxas -v`
 # The compiler reports, per kernel and per architecture, the registers per thread, spill
 # bytes (registers that did not fit and went to local memory: slow), static shared memory
@@ -300,9 +307,12 @@ build.show("measure", "06_ex2")
 build.show("measure", "07_issue")
 
 # %%
-report.say_ceilings(fund)
+each(fund, report.ceilings_said)
 
 # %% [markdown]
+# A kernel that spends more instructions per element than that (loads, converts, max, exp, sums,
+# shuffles, stores) is issue-bound.
+#
 # On the plot the x axis is operations per byte moved, read in the unit of each ceiling: FLOP
 # for the FMA roof, ex2 for the SFU roof, instructions for the issue roof. Softmax at fp32
 # does about 5 FLOP (1 ex2) per 8 bytes; counted in instructions it sits much further right.

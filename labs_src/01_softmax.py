@@ -398,9 +398,13 @@ results.each_device(res, lambda part: results.host_text(part, softmax.SOFTMAX.de
 results.each_device(res, softmax.resident_prefetch_said)
 
 # %%
-softmax.say_half_bytes(res)
+results.each_device(res, softmax.half_said)
 
 # %% [markdown]
+# 0.50 is the most halving the bytes can give a memory-bound kernel. How much of step 06's shortfall
+# is its one-row-per-block phases is what step 07's ablation above measures; whether a fixed cost per
+# launch is part of it, the next section measures.
+#
 # ### fp16: how close to the roof, and what is left
 # The fp16 target is 0.80 of the copy roof at 4096 × 4096 and 32768 × 1024. Two yardsticks are
 # measured beside it: a device-to-device memcpy of the same bytes (no arithmetic at all), and
@@ -482,6 +486,12 @@ pt.round(2)
 softmax.say_passes(pt, sw)
 
 # %% [markdown]
+# Step 04 saves one read per element over step 03; that pass is worth something only where step 03's
+# re-read would cross DRAM (the passes table above). Where the re-read hits a cache, both kernels read
+# DRAM once and evaluate the same number of `expf` per element (one in a statistics pass, one in the
+# output pass), while each level of step 04's (m, d) reduction carries an `expf` where step 03's carry
+# a max or an add.
+#
 # ## The seed's shapes
 # Vision attention scores (16 heads × 1024 × 1024) and one Qwen logits row of 151,936.
 # The logits row is the lesson in the last line: **one row is one block is one SM**. However

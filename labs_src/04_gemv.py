@@ -547,6 +547,11 @@ lim.drop(columns="device")
 # %%
 gemv.say_limits(lim)
 
+# %% [markdown]
+# Whatever exceeds 1.00× in the last column is what the kernel fails to hide of one cost behind the
+# other: the overlap of memory and compute, its occupancy, or the loads of scales and x that both
+# builds make (Nsight Compute's issue and DRAM figures above, for step 28, show how to tell).
+
 
 # %% [markdown]
 # ## Prefill: the batched kernels, the conversions, and where cuBLAS takes over

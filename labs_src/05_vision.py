@@ -266,6 +266,9 @@ results.table(results.select(sm, case=cs))
 vision.say_spatial_merge(sm, cs)
 
 # %% [markdown]
+# Cheaper still is no kernel at all: in window order `x.reshape(N // 4, 4608)` is a view; the timed
+# `cupy copy (reshape)` materialises it.
+#
 # ## Fused split + 2-D RoPE + transpose: steps 18 → 19 → 20
 # The QKV GEMM writes [N, 3 × 16 × 72]; attention wants Q, K, V as [16, N, 72] with the rotary on
 # Q and K. Qwen3-VL's vision rotary is 2-D: of the 36 rotation angles per head, 18 come from the

@@ -42,15 +42,6 @@ def warm_said(part) -> str:
             f"{'faster' if warm > cold else 'slower'} when its input is already in L2 ({results.source(part)}).")
 
 
-def say_warm(fund) -> None:
-    """Warm against flushed (warm_said), then why a benchmark must flush."""
-    results.each_device(fund, warm_said)
-    results.say("A benchmark that repeats one small input without flushing measures the cache, not the kernel. "
-                "Triton's `do_bench` flushes too (by writing a buffer); `cupyx.profiler.benchmark` does not. In a "
-                "decoder, though, a small weight *is* in L2 from one token to the next: that is why `bench.compare` "
-                "also reports `warm_us` for shapes of ≤ 64 rows that fit in L2.")
-
-
 def timers_said(part) -> str:
     """The CPU-timer pitfall: perf_counter without and with a synchronize against CUDA events."""
     v = lambda q: value(part, q)   # noqa: E731
@@ -160,13 +151,6 @@ def trips_said(part) -> str:
     return "; ".join(said) + f" ({results.source(part)})."
 
 
-def say_trips(fund) -> None:
-    """The round-trip count (trips_said), then what lab 02's timing adds on top."""
-    results.each_device(fund, trips_said)
-    results.say("Lab 02 times the whole kernel beside this count: two passes over the row, the block reductions "
-                "between them, the write and the launch come on top.")
-
-
 def say_softmax_registers(occ) -> None:
     """Lab 01's softmax kernel: its registers per thread from ptxas (occ, build.occupancy's frame), the
     share of an SM's registers a 1024-thread block takes, and how many such blocks fit."""
@@ -197,13 +181,6 @@ def ceilings_said(part) -> str:
             f"allows **{issue / (copy / 8):.0f} instructions per element** in fp32 and "
             f"**{issue / (copy / 4):.0f} in fp16** before instructions, not DRAM, set the time "
             f"({results.source(part)}).")
-
-
-def say_ceilings(fund) -> None:
-    """The ceilings (ceilings_said), then when a kernel is issue-bound."""
-    results.each_device(fund, ceilings_said)
-    results.say("A kernel that spends more instructions per element than that (loads, converts, max, exp, sums, "
-                "shuffles, stores) is issue-bound.")
 
 
 def micro_said(part) -> str:

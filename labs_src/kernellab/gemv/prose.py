@@ -179,14 +179,11 @@ def limits(d) -> str:
 
 
 def say_limits(lim) -> None:
-    """limits for every device of the table, then what a figure above 1.00× means."""
+    """limits() for every device of the table."""
     if lim.empty or lim["compute only µs"].isna().all():
         results.say("Not measured or recorded yet.")
     for _, d in lim.groupby("device", sort=False):
         results.say(limits(d))
-    results.say("Whatever exceeds 1.00× in the last figure is what the kernel fails to hide of one cost behind the "
-                "other: the overlap of memory and compute, its occupancy, or the loads of scales and x that both builds "
-                "make (Nsight Compute's issue and DRAM figures above, for step 28, show how to tell).")
 
 
 def say_crossover(xo) -> None:

@@ -60,14 +60,6 @@ def half_said(part) -> str:
            f"grid, reaches {rng(f7)} ({results.source(part)}).")
 
 
-def say_half_bytes(res) -> None:
-    """half_said for the device on screen, then what 0.50 means and which sections measure the rest."""
-    results.each_device(res, half_said, then=(
-        "0.50 is the most halving the bytes can give a memory-bound kernel. How much of step 06's shortfall is its "
-        "one-row-per-block phases is what step 07's ablation above measures; whether a fixed cost per launch is "
-        "part of it, the next section measures."))
-
-
 def fp16_said(part) -> str:
     """The fastest fp16 launcher at 4096 x 4096 and 32768 x 1024: its fraction of the copy roof against
     the 0.80 target, its time over a memcpy of the same bytes, and the launchers of the same kernel."""
@@ -131,8 +123,8 @@ def _first(df, col, val):
 
 
 def say_passes(pt, sw) -> None:
-    """The passes table read: step 03's passes counted against paid at 8192 x 4096, where re-reads leave
-    L1 and L2, then step 04 against step 03 over the sweep and what its saved pass is worth."""
+    """The passes table read (step 03's passes counted against paid, where re-reads leave L1 and L2),
+    then step 04 against step 03 over the sweep."""
     if not len(pt):
         return
     at = pt[pt["shape"] == "8192x4096"]
@@ -146,11 +138,6 @@ def say_passes(pt, sw) -> None:
         f"{pt[pt['re-reads from'] == 'DRAM']['passes implied (2 / fraction)'].min():.1f} passes or more "
         f"({results.source(sw)}). Passes set the time only when they cross DRAM.")
     results.each_device(sw, lambda part: results.summary(part, "04_online", "03_warp_shuffle"))
-    results.say("Step 04 saves one read per "
-                "element over step 03; that pass is worth something only where step 03's re-read would cross DRAM (the "
-                "passes table above). Where the re-read hits a cache, both kernels read DRAM once and evaluate the same "
-                "number of `expf` per element (one in a statistics pass, one in the output pass), while each level of "
-                "step 04's (m, d) reduction carries an `expf` where step 03's carry a max or an add.")
 
 
 def logits_said(part) -> str:

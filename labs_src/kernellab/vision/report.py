@@ -264,7 +264,7 @@ def pos_interp_said(part) -> str:
 
 
 def say_spatial_merge(sm, cs) -> None:
-    """Spatial merge 16 → 17 → 26 at cs against the copy roof and a plain copy; why a view is cheaper."""
+    """Spatial merge 16 → 17 → 26 at cs against the copy roof and a plain copy of the same bytes."""
     results.each_device(sm, lambda g: (
         results.summary(g, "17_spatial_merge_vec8", "16_spatial_merge_scalar", prov=False).rstrip(".")
         + " (the report: 4×). "
@@ -274,8 +274,6 @@ def say_spatial_merge(sm, cs) -> None:
         + _roof(g, "cupy copy (reshape)", cs) + " (a plain copy of the same bytes: where it stays below "
         "the target too, no merge of this size can meet it on that GPU); "
         + results.compare_text(g, results.fastest(g, cs), "cupy copy (reshape)", cs) + f" ({results.source(g)})."))
-    results.say("Cheaper still is no kernel at all: in window order `x.reshape(N // 4, 4608)` is a view; the timed "
-                "`cupy copy (reshape)` materialises it.")
 
 
 def say_rope_fma(fmaf) -> None:
