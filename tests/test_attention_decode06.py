@@ -83,7 +83,7 @@ def test_rows_past_the_length_are_never_used(length, chunks, min_chunk):
     check(o, A.reference_decode(q, k, v, np.array([length])), name=f"L={length}", quiet=True, **A._tolerance())
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[3] > 1], ids=lambda c: f"L{c[2]}-C{c[3]}")
+@pytest.mark.parametrize("case", [c for c in CASES if c[3] > 1 and c[2] in (0, 100, 300)], ids=lambda c: f"L{c[2]}-C{c[3]}")
 def test_the_one_launch_ablation_on_the_cpu(case):
     """-DDFL_ONE_LAUNCH=0 (the sweep's merge_launch): every block writes its partial, a chunk past the
     length an empty one (lse -inf), and step 03's merge of them is the attention."""
