@@ -118,10 +118,12 @@ each(fund, report.warm_said)
 # decoder, though, a small weight *is* in L2 from one token to the next: that is why `bench.compare`
 # also reports `warm_us` for shapes of ≤ 64 rows that fit in L2.
 #
-# **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued:
+# **The CPU-timer pitfall.** A kernel launch returns as soon as the work is queued: around one
+# large copy, `perf_counter()` without a synchronize times the launch, with one the copy plus a host
+# round trip; CUDA events time the GPU's own work.
 
 # %%
-each(fund, report.timers_said)
+fund[fund["quantity"].str.contains("perf_counter|CUDA events")][["quantity", "value", "unit", "device"]]
 
 # %% [markdown]
 # ## 3. What a launch costs: host time and GPU time
@@ -137,7 +139,7 @@ each(fund, report.timers_said)
 #   asynchronous, so this is the cost of queuing, not of running).
 
 # %%
-each(fund, report.launch_said)
+fund[fund["quantity"].str.contains("empty kernel|host: one")][["quantity", "value", "unit", "device"]]
 
 # %% [markdown]
 # So a chain of small kernels is **host-bound** whenever queuing one costs more than running

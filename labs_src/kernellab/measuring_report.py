@@ -42,30 +42,6 @@ def warm_said(part) -> str:
             f"{'faster' if warm > cold else 'slower'} when its input is already in L2 ({results.source(part)}).")
 
 
-def timers_said(part) -> str:
-    """The CPU-timer pitfall: perf_counter without and with a synchronize against CUDA events."""
-    v = lambda q: value(part, q)   # noqa: E731
-    big = [q for q in part["quantity"] if str(q).endswith("copy: perf_counter, no sync")]
-    if not big:
-        return "No CPU-timer rows in this record (recorded before they were measured)."
-    size = big[0].split(":")[0]    # the label carries the buffer size measured
-    return (f"Around a {size}: `perf_counter()` without a synchronize says "
-            f"{v(size + ': perf_counter, no sync'):,.1f} µs (the launch), with one "
-            f"{v(size + ': perf_counter + sync'):,.1f} µs (the copy plus a host round trip); CUDA events say "
-            f"{v(size + ': CUDA events (median)'):,.1f} µs, the GPU's own time ({results.source(part)}).")
-
-
-def launch_said(part) -> str:
-    """What an empty launch costs: alone, back to back, from a graph, and on the host."""
-    v = lambda q: value(part, q)   # noqa: E731
-    return (f"Empty kernel, alone between two events: **{v('empty kernel launch'):.2f} µs**; "
-            f"100 back to back: **{v('empty kernel: 100 back to back, per launch'):.2f} µs** per launch; "
-            f"replayed from a CUDA graph: **{v('empty kernel: CUDA graph of 100, per launch'):.2f} µs** per launch. "
-            f"The host needs **{v('host: one RawKernel launch call'):.2f} µs** to queue one bare `RawKernel` "
-            f"launch, and {v('host: one graph launch (100 kernels)'):.2f} µs to queue the whole graph of 100 "
-            f"({results.source(part)}).")
-
-
 def chain_said(part) -> str:
     """The chain of CHAIN small launches, one by one and as a graph: which side bounds it, and the gain."""
     n, v = CHAIN, (lambda q: value(part, q))
