@@ -88,7 +88,8 @@ check_variants(add, ["01_f32_scalar", "02_f32_float4"])
 # fill the GPU: a **wave** is one block on every slot of every SM, and the last wave of a launch
 # may be partly empty (the tail effect). The table counts waves for a 16-SM Orin (sm_87) and for
 # the GPU of the results on screen (its SM count from the device record), and how full the last
-# one is. Blocks per SM come from ptxas and the per-SM limits.
+# one is. Blocks per SM come from ptxas and the per-SM limits. A launch of about one wave or less
+# leaves the tail effect and the ramp-up as a large share of its time.
 
 # %%
 import pandas as pd
@@ -104,11 +105,7 @@ for step, block, per in [("01_f32_scalar", 512, 1), ("02_f32_float4", 256, 4), (
     for arch, sms in [("sm_87", ORIN_SMS["agx"])] + [(a, here["sms"]) for a in [here.get("arch")] if a in build.ARCHS]:
         per_sm = int(occ[(occ.arch == arch) & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
         rows.append({"step": step, "GPU": f"{arch}, {sms} SMs", **add.waves(N, block, per, sms, per_sm)})
-wv = pd.DataFrame(rows)
-wv
-
-# %%
-report.say_waves(wv, N)
+pd.DataFrame(rows)
 
 # %% [markdown]
 # ## Steps 03–04 and 08: fp16

@@ -10,15 +10,6 @@ from .core import results
 BIG = (2 ** 26,)      # the shape the targets and the bytes-in-flight rows are read at
 
 
-def say_waves(wv, n) -> None:
-    """How many waves the 8-wide kernel makes at n elements on each GPU of the waves table wv."""
-    w8 = wv[wv.step == "04_fp16_vec8"].set_index("GPU")["waves"]
-    results.say(f"At {n:,} elements the 8-wide kernel makes "
-                + " and ".join(f"**{v:.2f}** waves on {g}" for g, v in w8.items())
-                + ": a launch of about one wave or less leaves the tail effect and the ramp-up as a large share of "
-                "its time.")
-
-
 def width_said(part) -> str:
     """Step 04's changes one at a time: the width (from half2, from one half a thread), then `__restrict__` + `__ldg`."""
     return ("The width alone, from `half2`: " + results.summary(part, "04_ablate_plain", "03_fp16_half2", prov=False)

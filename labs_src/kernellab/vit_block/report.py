@@ -398,20 +398,6 @@ def speed_table(bt, ns=(256, 1024, 4096)):
     return pd.DataFrame(rows).round(2)
 
 
-def graph_sentence(p) -> str:
-    """One device's graph table: the replayed block against the eager one at N = 256 (target 1.3), and at the largest N."""
-    b = p[(p["what"] == "block") & (p["N"] == 256)]
-    if not len(b):
-        return results.MISSING
-    b, top = b.iloc[0], p[(p["what"] == "block") & (p["N"] == p["N"].max())].iloc[0]
-    m = results.Measured(b["graph speedup (wall)"], b["speedup p10"], b["speedup p90"])
-    return (f"At N = 256 the graph-replayed block is **{m.value:.2f}×** (p10–p90 {m.lo:.2f}–{m.hi:.2f}) the eagerly "
-            f"launched one (target ≥ 1.3: **{results.target_outcome(m, 1.3)}**): eagerly it takes "
-            f"{b['eager wall us']:.0f} µs of wall time (the host issues it in {b['host us to issue']:.0f} µs) for "
-            f"{b['GPU us (replay)']:.0f} µs of GPU time (graph replay), replayed {b['graph wall us']:.0f} µs. At N = "
-            f"{top['N']} the block's gain is {top['graph speedup (wall)']:.2f}× ({results.source(p)}).")
-
-
 def differ_sentence(p, b) -> str:
     """Where the graph run's second readings (p) lie outside the breakdown run's bands, and why (b: block times)."""
     at = lambda key: [f"{r['what'].split(' (')[0]} N = {r['N']}" for _, r in p.iterrows() if key in r["why they differ"]]  # noqa: E731
@@ -435,9 +421,8 @@ def differ_sentence(p, b) -> str:
 
 
 def say_graphs(gt, bt) -> None:
-    """graph_sentence and differ_sentence for the device on screen; nothing without a graph table."""
+    """differ_sentence for the device on screen; nothing without a graph table."""
     if not gt.empty:
-        results.each_device(gt, graph_sentence)
         results.each_device(gt, differ_sentence, bt)
 
 
