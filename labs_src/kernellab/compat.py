@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 
-from . import attention, decoder, gemv, measuring, softmax, vision, vit_block
+from . import add, add_report, attention, decoder, gemv, measuring, measuring_report, rmsnorm_report, softmax, vision, vit_block
 from .core import bench, build, check, device, family, launch, ncu, results
 
 _SAID: set = set()
@@ -48,13 +48,15 @@ _install(build, _moved(launch, "launch", ("Variant", "variant", "launch", "kerne
                                           "clear_plans", "no_alias")))
 _install(check, _moved(launch, "launch", ("require", "no_alias", "aligned", "out_like")))
 _install(device, {"say": ("results.say", results.say)})
-_install(softmax, {"device_facts": ("core.device.facts", device.facts)})
 _install(decoder, {"quantised_limits": ("decoder.gemv_limits", decoder.gemv_limits)})
 _install(attention, {"check_variants": ("check.variants(family, names, cases)",
                                         lambda fam, names=None, cases=None: check.variants(fam, names, cases))})
 _install(gemv, {**{n: (f"results.{n}", getattr(results, n)) for n in ("ratio", "compare_text", "roof_text")},
                 "CLAIMS": ("docs/claims.csv (results.claims)", None), "BATCHED_CLAIMS": ("docs/claims.csv", None),
-                "verdicts": ("results.claims", lambda claims: claims)})
+                "verdicts": ("results.claims", lambda claims: claims),
+                "say_w8a16": ("results.summary(part, '37_w8a16_tiles', '29_int8_w8a16') beside the table",
+                              lambda w8t, w8: results.each_device(w8, lambda p: results.summary(p, "37_w8a16_tiles",
+                                                                                                "29_int8_w8a16")))})
 _install(vision, {**{n: (f"results.{n}", getattr(results, n)) for n in ("ratio", "compare_text", "roof_text")},
                   "claims_table": ("results.claims('05_vision', df, vision.FAMILIES)",
                                    lambda df, rows=None: results.claims("05_vision", df, vision.FAMILIES)),
@@ -62,7 +64,27 @@ _install(vision, {**{n: (f"results.{n}", getattr(results, n)) for n in ("ratio",
                   "frac": ("results.pick(df, name, col, case=case)",
                            lambda df, name, case, col="frac_copy": results.pick(df, name, col, case=case)),
                   "ptx_claims": ("results.claims('05_vision', None, vision.FAMILIES)",
-                                 lambda arch="sm_90": results.claims("05_vision", None, vision.FAMILIES))})
+                                 lambda arch="sm_90": results.claims("05_vision", None, vision.FAMILIES)),
+                  "say_ablation_rule": ("the lab's markdown", lambda: None)})
+_install(softmax, {"device_facts": ("core.device.facts", device.facts),
+                   "say_ablation": ("results.ablation(abl, softmax.ABLATION_PAIRS, softmax.ABLATION_STEPS)",
+                                    lambda abl: results.ablation(abl, softmax.ABLATION_PAIRS, softmax.ABLATION_STEPS)),
+                   "worth_text": ("results.ablation", lambda a: results.summary(a, "05_online_vec4", "04_online")),
+                   "say_half_bytes": ("results.each_device(res, softmax.half_said)",
+                                      lambda res: results.each_device(res, softmax.half_said))})
+_install(measuring_report, {**{f"say_{n}": (f"results.each_device(fund, report.{n}_said)",
+                                             lambda fund, n=n: results.each_device(fund, getattr(measuring_report, f"{n}_said")))
+                               for n in ("warm", "trips", "ceilings")},
+                            **{f"{n}_said": ("the table's rows", lambda part: "(today's lab shows these rows of the table)")
+                               for n in ("timers", "launch")}})
+_install(add_report, {"say_waves": ("the waves table", lambda wv, n: None),
+                      "targets_said": ("results.targets(add.ADD.targets, big)",
+                                       lambda part: results.targets_met(results.targets(add.ADD.targets, part)))})
+_install(rmsnorm_report, {"say_ablation_credit": ("the lab's markdown", lambda: None)})
+_install(vit_block, {"graph_sentence": ("the graph and targets tables", lambda p: ""),
+                     "say_speed": ("results.summary(bt, 'block (lab kernels + cuBLAS)', against)",
+                                   lambda bt, speed=None: [results.say(results.summary(bt, "block (lab kernels + cuBLAS)", b))
+                                                           for b in ("torch eager block", "torch eager block (SDPA)")])})
 
 # Family's fields were upper-case module constants once (softmax.VARIANTS, fam.BEST, ...).
 _FIELDS = {"NAME": "name", "FAMILY": "kernels", "VARIANTS": "variants", "BASELINES": "baselines", "BEST": "default",
