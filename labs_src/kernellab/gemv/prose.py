@@ -78,14 +78,10 @@ def say_fp16_fast(f16) -> None:
 
 def say_evict_first(f16) -> None:
     """The evict-first load policy (step 22_stream) against plain `__ldg` (step 22), with a clean L2."""
-    rs, rl = (results.ratio(f16, "22_fp16_fast_stream", "22_fp16_fast", c) for c in (UP16, QO16))
-    results.say("Not measured or recorded yet." if rs != rs else
-                f"With a clean L2, the evict-first policy is **{rs:.2f}×** plain `__ldg` at 12288×4096 and "
-                f"**{rl:.2f}×** at 4096×4096 "
-                f"({results.compare_text(f16, '22_fp16_fast_stream', '22_fp16_fast', UP16)}; "
-                f"{results.compare_text(f16, '22_fp16_fast_stream', '22_fp16_fast', QO16)}) "
-                f"({results.source(f16)}). Step 22 keeps plain `__ldg`; an engine whose L2 holds dirty lines can "
-                "measure the policy in place.")
+    results.say("With a clean L2, the evict-first policy against plain `__ldg`: " + "; ".join(
+        results.compare_text(f16, "22_fp16_fast_stream", "22_fp16_fast", c) for c in (UP16, QO16))
+        + f" ({results.source(f16)}). Step 22 keeps plain `__ldg`; an engine whose L2 holds dirty lines can "
+        "measure the policy in place.")
 
 
 def floor_text(d) -> str:

@@ -157,36 +157,21 @@ LIMITERS = (("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_fp16", "float16"),
 
 
 def long_limits_text(lim) -> str:
-    """What holds step 10 back on long fp16 rows, beside fp32, torch and step 13, from results.limiters(SOFTMAX)."""
+    """What limits step 10 and step 13 on long fp16 rows by the one rule (core.ncu.limiter), at what occupancy, and
+    torch's DRAM bytes against ours, from results.limiters(SOFTMAX) (the table above holds every counter)."""
     col = lambda name, dt: f"{name} @ {case_key(LIMIT_LONG, dt)}"             # noqa: E731
-    a, b, t = col("10_cluster", "float16"), col("10_cluster", "float32"), col("torch.softmax", "float16")
+    a, b, t, s13 = (col(*k) for k in (("10_cluster", "float16"), ("10_cluster", "float32"), ("torch.softmax", "float16"),
+                                       ("13_cluster_one_exp", "float16")))
     if lim is None or not {a, b, t} <= set(lim.columns):
         return "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
     v = lambda row, c: float(lim.loc[row, c])                                 # noqa: E731
-    dr, iss, occ = "DRAM throughput (% of peak)", "issue slots busy (%)", "achieved occupancy (%)"
-    stalls = [i for i in lim.index if i.startswith("stall:")]
-    top, second = lim.loc[stalls, a].sort_values(ascending=False).index[:2]
-    s13 = col("13_cluster_one_exp", "float16")
-    top13 = lim.loc[stalls, s13].idxmax() if s13 in lim.columns else None
-    la, l13 = limiter_of(lim, a), limiter_of(lim, s13)        # the one rule (core.ncu.limiter)
-    held = la.short
-    dram_bytes = lambda c: v(dr, c) * v("duration (ns)", c)                   # noqa: E731  DRAM busy x time
-    return (f"At {LIMIT_LONG[0]} × {LIMIT_LONG[1]}, fp16 `10_cluster` keeps DRAM **{v(dr, a):.0f}%** busy over "
-            f"{v('duration (ns)', a) / 1e3:.1f} µs; the same kernel on fp32 rows **{v(dr, b):.0f}%**. In fp16 {held}. "
-            f"It runs at **{v(occ, a):.0f}%** occupancy ({v('registers per thread', a):.0f} registers a thread; "
-            f"fp32: {v(occ, b):.0f}%, {v('registers per thread', b):.0f} registers; the register table above shows "
-            f"step 11's fp16 kernels, the same chunk with the max taken in fp16, at about half), "
-            f"issues in {v(iss, a):.0f}% of the cycles, and its warps wait most on *{top[7:]}* ({v(top, a):.2f} "
-            f"cycles per issued instruction), then on *{second[7:]}* ({v(second, a):.2f}): few "
-            f"warps, each loading its chunk, reducing, exchanging (m, d) with the cluster and storing in turn, leave "
-            f"DRAM idle between phases. torch's fp16 kernel keeps DRAM {v(dr, t):.0f}% busy over "
-            f"{v('duration (ns)', t) / 1e3:.1f} µs: busier, yet {dram_bytes(t) / dram_bytes(a):.1f}× our DRAM bytes "
-            f"(busy × time), since a row this long does not stay on chip between its passes."
-            + ("" if s13 not in lim.columns else
-               f" Step 13, with steps 11–13's changes, keeps DRAM **{v(dr, s13):.0f}%** busy over "
-               f"{v('duration (ns)', s13) / 1e3:.1f} µs at {v(occ, s13):.0f}% occupancy "
-               f"({v('registers per thread', s13):.0f} registers a thread) and issues in {v(iss, s13):.0f}% of the "
-               f"cycles; its warps wait most on *{top13[7:]}* ({v(top13, s13):.2f}): {l13.short}."))
+    occ = lambda c: f"{v('achieved occupancy (%)', c):.0f}% occupancy ({v('registers per thread', c):.0f} registers a thread)"  # noqa: E731
+    dram = lambda c: v("DRAM throughput (% of peak)", c) * v("duration (ns)", c)     # noqa: E731  DRAM busy x time
+    return (f"At {LIMIT_LONG[0]} × {LIMIT_LONG[1]}, fp16 `10_cluster`: {limiter_of(lim, a).short}, at {occ(a)}; "
+            f"on fp32 rows {occ(b)}" + ("" if s13 not in lim.columns else
+                                         f"; step 13, with steps 11–13's changes: {limiter_of(lim, s13).short}, at {occ(s13)}")
+            + f". torch's fp16 kernel keeps DRAM {v('DRAM throughput (% of peak)', t):.0f}% busy, yet moves "
+            f"{dram(t) / dram(a):.1f}× our DRAM bytes (busy × time): a row this long does not stay on chip between its passes.")
 
 
 SOFTMAX = Family(

@@ -255,9 +255,6 @@ def pos_interp_said(part) -> str:
             + " The PTX table above compares their instructions. The launcher checks the index table's range "
             "on every call (its minimum and maximum copied to the host, so a bad index is a ValueError and never "
             "an out-of-bounds read). ")
-    if results.timing_rules(part, "vision") < 2:
-        return head + ("This record predates the rule that makes that round trip host time: its GPU times still "
-                       "include it, which is why its bands are wide (re-recording this device gives the kernel alone).")
     return head + (f"That round trip is host time, not GPU time: the GPU times are the kernel's launches alone "
                    f"(bench.bare). At {case[0]}, step 15 takes {gpu:,.1f} µs on the GPU and {host:,.1f} µs of host "
                    "time per call, check included.")
