@@ -155,6 +155,22 @@ print(f"chunks per KV head (step 05's rule) on the {f.get('device')}: {f.get('sm
       f"(ptxas, {f.get('arch')}):", {n: A.chunks_for("05", n, f["sms"], per_sm) for n in (64, 1024, 4096, 32768)} if f else {})
 
 # %% [markdown]
+# ### Step 06: one launch, with the merge done by each KV head's last block
+# Steps 03 to 05 merge the chunks with a second launch. At short lengths that launch and its round
+# trip are a large part of the whole call. Step 06 does it in one launch:
+# * each block owns one (KV head, chunk) for the whole GQA group and copies K and V into shared
+#   memory with 16-byte `cp.async`, several stages deep;
+# * the number of chunks comes from the device-side length, so one CUDA graph replays every length;
+# * the last block of each KV head to finish (a fence and an atomic counter, reset for the next
+#   launch) merges the partials.
+#
+# The table below times it beside step 05 and SDPA. Lab 08's token step runs it.
+
+# %%
+build.show("attention", "06_decode_gqa_flash")
+kl.check.variants(A.DECODE, ["06_gqa_flash"])
+
+# %% [markdown]
 # ### Time: the decode ladder against torch, same inputs, same run
 # Bytes are the whole KV cache plus q and o. The baselines are torch SDPA with `enable_gqa`
 # (its backend is named below), a plain torch matmul-softmax-matmul, and step 05 captured as a

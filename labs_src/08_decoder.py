@@ -165,6 +165,23 @@ kl.check.variants(D.HEAD_NORM)
 build.show("decoder", "07_qk_norm_rope")
 
 # %% [markdown]
+# ### GEMVs that build their own input (steps 08–11)
+# Lab 04's step 27 gives every row a warp, and each warp reads the whole input vector. So the
+# producers of that vector can move into the GEMV itself. Step 08 forms RMSNorm(h)·w as it reads
+# h: the warp sums h² on the way and scales its dot product once at the end. Step 09 adds the
+# residual in the epilogue, in place (h += W·x), so no separate add is needed before the next norm.
+# Together they take the two fused add + RMSNorm launches out of every layer.
+#
+# Step 10 also moves SiLU(gate)·up into the down GEMV. Every warp then pays for the exponentials
+# of the whole vector. Step 11 reads the o projection's weights into L2 on a second stream while
+# attention runs. The Amdahl table below times each change alone, and `tests/test_gpu_fused_gemv.py`
+# checks all four steps against float64.
+
+# %%
+build.show("decoder", "08_norm_gemv")
+build.show("decoder", "11_l2_prefetch")
+
+# %% [markdown]
 # ### The embedding row, from a device-side token id
 # The token comes from the previous step's argmax, in device memory. An id outside the vocabulary
 # cannot raise from inside a graph, so the kernel writes a row of NaN instead of reading out of
@@ -198,6 +215,14 @@ print("pass-1 blocks for Qwen3's vocabulary:", D.argmax_blocks(cfg.vocab))
 
 # %%
 build.show_python(D.Decoder.step)
+
+# %% [markdown]
+# On the fp16 path, when every weight has enough rows to fill the GPU, the step is `_step_fused`.
+# It keeps one residual stream h: steps 09 add into it, and steps 08 normalise it inside the QKV,
+# gate/up and logits GEMVs.
+
+# %%
+build.show_python(D.Decoder._step_fused)
 
 # %% [markdown]
 # Before any GPU runs it, the same `step` can run on NumPy: `Decoder(..., emulate=True)` passes
@@ -297,6 +322,16 @@ swaps
 
 # %%
 D.plot_tokens(tps, tb, swaps)
+
+# %% [markdown]
+# ### Where the gap to the floor goes
+# Each row below replays the token with one non-GEMV op left out. That is for timing only: the
+# tokens come out wrong. The time each op costs, as a share of the gap between the token and its
+# read-only floor, shows what is worth fusing, overlapping or making faster. The last row leaves
+# out all three, so what remains is the GEMVs alone against their floor.
+
+# %%
+D.gap(tps)
 
 # %% [markdown]
 # The seeds' claims about the decoder, each judged by the one rule where this lab measures it, or

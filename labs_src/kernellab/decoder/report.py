@@ -13,9 +13,9 @@ from ..core import results
 from .bytes_model import bytes_per_token, seed_gemv_gbps, seed_read_fraction
 from .config import TINY, Config, PATHS, QWEN3_8B
 from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
-from .engine import GpuOps
+from .engine import TOKEN_DECODE, GpuOps
 from .fused import FUSED, qk_norm_rope
-from .measure import ctx_case, floor_name, step_name
+from .measure import SKIPS, ctx_case, floor_name, skip_name, step_name
 from ..attention.stale import each_device, stale_names
 
 
@@ -228,7 +228,7 @@ def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
     dev = d["device"].iloc[0]
     below, above = max(n for n in (256, 1024) if n <= context), min(n for n in (1024, 4096) if n >= context)
     n = token_ops(cfg, "float16")                 # the calls today's fp16 token step makes, per op
-    att = [n.get("decode", 0) * alone_us("attention_decode", "05_gqa_tile", f"32x{k}:float16", dev) for k in (below, above)]
+    att = [n.get("decode", 0) * alone_us("attention_decode", TOKEN_DECODE, f"32x{k}:float16", dev) for k in (below, above)]
     alone = {"fused": ("fused add + RMSNorm", "add_rmsnorm", "02_fused", "1x4096:float16"),
              "silu_mul": ("SiLU × up", "decoder_ops", "01_silu_mul", "silu_mul:12288:float16"),
              "embed": ("embedding", "decoder_ops", "03_embed", "embed:4096x4096:float16"),
@@ -242,11 +242,14 @@ def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
         parts["q/k norms"] = n["qk_rope"] * alone_us("decoder_ops", "02_head_norm", "head_norm:32x8x128:float16", dev)
         unrecorded = "RoPE + append is"
     known = {k: v for k, v in parts.items() if v == v}
+    measured = gap_text(d, context)
+    if measured:
+        return measured
     if any(a != a for a in att) or not known:
         return "The other kernels' times alone are not all recorded on this device: the gap is not split here."
     lo, hi = sum(known.values()) + min(att), sum(known.values()) + max(att)
     return (f"Timed alone (warm L2), those other kernels sum to **{lo:.0f}–{hi:.0f} µs** per token: attention "
-            f"{n.get('decode', 0)} × `05_gqa_tile` {min(att):.0f}–{max(att):.0f} µs (its times at {below} and {above} keys), "
+            f"{n.get('decode', 0)} × `{TOKEN_DECODE}` {min(att):.0f}–{max(att):.0f} µs (its times at {below} and {above} keys), "
             + ", ".join(f"{k} {v:.0f} µs" for k, v in known.items())
             + f"; {unrecorded} not recorded alone. Against the gap of "
             f"{gap:.0f} µs that is {lo / gap:.0%}–{hi / gap:.0%}: each time alone includes a launch and ramp that a "
@@ -339,6 +342,34 @@ def paths_text(d, context: int = 512) -> str:
     """int4 and W8A16 graph-replayed token steps against fp16's at `context`, one device."""
     return "; ".join(results.compare_text(d, step_name(p, "graph"), step_name("float16", "graph"), ctx_case(context))
                      for p in ("int4", "w8a16")) + f" ({results.source(d)})."
+
+
+GAP_WHAT = {"decode": "decode attention", "qk_rope": "the q/k norm + RoPE + append",
+            "silu_mul": "SiLU × up"}
+
+
+def gap_text(d, context: int = 512) -> str:
+    """Where the fp16 token's gap to its read-only floor goes, measured: the graph-replayed token with each non-GEMV
+    op left out (measure.skip_rows, timing only), its cost by the noise rule; '' where those rows are not recorded."""
+    from ..core.results import pick, ratio_band
+    from ..core.verdict import within_noise
+    case, step = ctx_case(context), step_name("float16", "graph")
+    t, f = (pick(d, n, "median_us", case=case) for n in (step, floor_name("float16")))
+    cost = {ops: t - pick(d, skip_name("float16", ops), "median_us", case=case) for ops in SKIPS}
+    if any(v != v for v in cost.values()) or not f == f or t <= f:
+        return ""
+    parts = []
+    for ops in SKIPS[:-1]:
+        m = ratio_band(d, skip_name("float16", ops), step, case)
+        parts.append(f"{GAP_WHAT.get(ops, ops)} " + ("within noise of nothing" if within_noise(m) else
+                                                      f"**{cost[ops]:.0f} µs** ({cost[ops] / (t - f):.0%})"))
+    alone = t - cost[SKIPS[-1]]
+    return (f"Measured by leaving each op out of the replayed token (timing only; the tokens are then wrong), "
+            f"the gap of {t - f:.0f} µs splits into " + ", ".join(parts) + f". With all three left out the token is the "
+            f"GEMVs alone: {alone:.0f} µs, **{f / alone:.2f}** of the floor, so the GEMVs' own distance from their "
+            f"floors is {alone - f:.0f} µs ({(alone - f) / (t - f):.0%} of the gap) and the three ops together "
+            f"{cost[SKIPS[-1]]:.0f} µs ({cost[SKIPS[-1]] / (t - f):.0%}). A target above that fraction of the floor "
+            "needs those ops overlapped with the weight stream, not made faster alone.")
 
 
 def say_tokens(tps, context: int = 512) -> None:
