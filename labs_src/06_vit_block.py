@@ -210,28 +210,8 @@ vb.plot_breakdown(vb.pick(bd))
 
 # %%
 sh = vb.shares(bd)
-
-
-def shares_sentence(p):
-    p = p.sort_values("N")
-    small, big = p[p["what"] == "block"].iloc[0], p[p["what"].str.startswith("tower")].iloc[-1]
-    gaps = lambda r: 100 * r.gap_us / r.wall_us          # noqa: E731
-    bad = p[p["disagree"]]
-    return (f"At N = {small.N} ({small.what}) the GPU time is {small.gpu_us:.0f} µs (graph replay), the eager wall "
-            f"{small.wall_us:.0f} µs and the host needs {small.host_us:.0f} µs to issue the launches: launch gaps are "
-            f"**{gaps(small):.0f}%** of the wall, "
-            f"{'launch-bound' if gaps(small) >= 50 else 'the GPU work, not the launches, takes most of it'}. "
-            f"At N = {big.N} ({big.what}) cuBLAS holds {100 * big.gemm_us / big.gpu_us:.0f}% of the GPU time and the "
-            f"gaps {gaps(big):.1f}% of the wall. "
-            + (f"At {', '.join(f'{r.what} N = {r.N}' for r in bad.itertuples())} the GPU time lies above the wall beyond "
-               "both bands: those two timings disagree. " if len(bad) else "")
-            + ("The GPU time is below the wall everywhere, so no gap bar is clamped. " if (p["gap_us"] >= 0).all() else
-               "Where the GPU time reads above the wall, the plot draws the gap as 0 and says so on the bar. ")
-            + f"({kl.provenance(p)})")
-
-
 if not sh.empty:
-    results.each_device(sh, shares_sentence)
+    results.each_device(sh, vb.shares_said)
 sh.drop(columns=["date"]).rename(columns={"gemm_us": "GEMM GPU us", "kernel_us": "kernel GPU us", "gpu_us": "GPU us (replay)",
                                           "events_us": "per-op events us (incl. host gaps)", "gap_us": "launch gaps us",
                                           "wall_us": "eager wall us", "host_us": "host us to issue"}).round(1) if not sh.empty else sh

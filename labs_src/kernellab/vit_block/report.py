@@ -282,6 +282,21 @@ def shares(bd):
     return pd.DataFrame(rows)
 
 
+def shares_said(p) -> str:
+    """One device's shares(): the launch gaps' share of the eager wall at the smallest block and the largest tower
+    (launch-bound from 50%), cuBLAS's share of the tower's GPU time, and where the GPU time reads above the wall."""
+    p = p.sort_values("N")
+    small, big = p[p["what"] == "block"].iloc[0], p[p["what"].str.startswith("tower")].iloc[-1]
+    gaps, bad = (lambda r: 100 * r.gap_us / r.wall_us), p[p["disagree"]]          # noqa: E731
+    return (f"Launch gaps are **{gaps(small):.0f}%** of the eager wall at N = {small.N} ({small.what}): "
+            + ("launch-bound" if gaps(small) >= 50 else "the GPU work, not the launches, takes most of it")
+            + f"; at N = {big.N} ({big.what}) {gaps(big):.1f}%, and cuBLAS holds {100 * big.gemm_us / big.gpu_us:.0f}% of "
+            "the GPU time" + (f"; at {', '.join(f'{r.what} N = {r.N}' for r in bad.itertuples())} the GPU time lies above "
+                              "the wall beyond both bands: those two timings disagree" if len(bad) else "")
+            + ("" if (p["gap_us"] >= 0).all() else "; where the GPU time reads above the wall the plot draws the gap as 0")
+            + f" ({results.source(p)}).")
+
+
 def plot_breakdown(bd, name="06_vit_breakdown"):
     """Stacked bars per (what, N): GEMMs, lab kernels and launch gaps as % of the eager wall (they sum to it), the
     times written on each bar; where the GPU time reads above the wall, the gap bar is 0 and the note says so."""
