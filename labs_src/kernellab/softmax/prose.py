@@ -31,14 +31,9 @@ def _fmt(v, spec=".2f", unit=""):
 
 
 def say_short_rows(short) -> None:
-    """The short-row family: step 09 against torch and step 05, and its range of the copy roof."""
+    """The short-row family: step 09 against torch and against step 05 (its fractions of the roof: the table)."""
     results.each_device(short, lambda part: results.summary(part, "09_dispatch", "torch.softmax"))
     results.each_device(short, lambda part: results.summary(part, "09_dispatch", "05_online_vec4"))
-    fr = results.one_source(results.select(short, name="09_dispatch"))
-    results.say(results.unless_missing(
-        fr["frac_copy"].min() if len(fr) else float("nan"),
-        f"Step 09 reaches **{fr['frac_copy'].min():.2f}–{fr['frac_copy'].max():.2f}** of the copy roof over these "
-        f"row lengths ({results.source(short)})." if len(fr) else ""))
 
 
 def resident_prefetch_said(part) -> str:
