@@ -588,13 +588,8 @@ gemv.say_crossover(xo)
 # %%
 xw = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["f32_fp16w"],
                    names=["40_batched_f16w_sdata", "14_batched_f16w_half2", "15_batched_f16w_half2x2"], host=False)
-cs = [c for c in dict.fromkeys(xw["case"])] if not xw.empty else []
-route = "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)"
-win, r = gemv.first_win(xw, route, "15_batched_f16w_half2x2", cs)
-kl.say("Not measured or recorded yet." if xw.empty else
-       (f"For fp32 tokens × fp16 weight at 4096×4096, the report's route (convert, Hgemm, convert) first beats "
-        f"the batched kernel at **{win.split('x')[0]} tokens** ({r:.2f}×); the report's threshold is 8 "
-        f"({kl.provenance(xw)})." if win else f"The route never wins here ({kl.provenance(xw)})."))
+gemv.say_crossover(xw, "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)", "15_batched_f16w_half2x2", "f32_fp16w",
+                   ((4096, 4096),))
 
 # %% [markdown]
 # ## Ablations: each bundled step, one change at a time

@@ -182,16 +182,16 @@ def say_limits(lim) -> None:
         results.say(limits(d))
 
 
-def say_crossover(xo) -> None:
-    """Where cuBLAS first beats the batched kernel, by tokens, at 4096 x 4096 and 12288 x 4096."""
+def say_crossover(xo, library="cuBLAS (cupy.matmul)", step="17_batched_fp16_float4", path="float16",
+                  shapes=((4096, 4096), (12288, 4096))) -> None:
+    """Where `library` (a call or a route) first beats the batched `step` beyond the noise, by tokens, at each (K, M)."""
     lines = []
-    for k, m in ((4096, 4096), (12288, 4096)):
-        cs = [case_key((n, k, m), "float16") for n in BATCH_TOKENS]
-        win, r = first_win(xo, "cuBLAS (cupy.matmul)", "17_batched_fp16_float4", cs)
+    for k, m in shapes:
+        win, r = first_win(xo, library, step, [case_key((n, k, m), path) for n in BATCH_TOKENS])
         if win:
-            lines.append(f"at {k}×{m}, cuBLAS first beats the batched kernel at **{win.split('x')[0]} tokens** ({r:.2f}×)")
+            lines.append(f"at {k}×{m}, `{library}` first beats `{step}` at **{win.split('x')[0]} tokens** ({r:.2f}×)")
         elif not xo.empty:
-            lines.append(f"at {k}×{m}, cuBLAS never beats the batched kernel up to {BATCH_TOKENS[-1]} tokens")
+            lines.append(f"at {k}×{m}, `{library}` never beats `{step}` up to {BATCH_TOKENS[-1]} tokens")
     results.say("Not measured or recorded yet: on a GPU this sweeps 1…512 tokens." if not lines else
                 "; ".join(lines) + f" (the report switches at 8) ({results.source(xo)}).")
 
