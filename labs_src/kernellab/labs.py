@@ -165,7 +165,7 @@ def headline(name: str = "headline"):
                 ax.annotate(f"{r['name']} {100 * r['frac']:.0f}%", (100 * r["frac"], yy + off), xytext=(3, 0),
                             textcoords="offset points", va="center", fontsize=8)
         ax.axvline(100, color="k", ls="--", lw=1)
-        ax.set_xlim(0, 170)
+        ax.set_xlim(0, max(170, 125 * float(rows["frac"].max())))     # a relative speed (no roof) may pass 100%
         ax.set_ylim(-1.4, len(groups) - 0.5)     # a free row at the bottom for the legend
         ax.set_title(f"recorded on {dev}\n{', '.join(sorted(set(d['date'])))}", fontsize=9)
         ax.grid(alpha=0.3, axis="x")

@@ -5,11 +5,12 @@ Two families, one kernel file (kernels/attention.cu):
 DECODE   Qwen3-8B decode attention: one new query token (32 heads x 128) against an fp16 KV cache
          of 8 KV heads (grouped-query attention, 4 query heads per KV head), length 1 .. 32768.
          Bound by the bytes of the cache: naive (3 launches) -> one block per head -> split-KV
-         (flash decoding) + merge -> GQA -> TILE keys in flight and Little's-law chunking.
+         (flash decoding) + merge -> GQA -> TILE keys in flight and a wave of chunks -> one launch,
+         cp.async stages, the merge by each KV head's last block (step 06, lab 08's token step's decode).
 PREFILL  Qwen3-VL's ViT attention: 16 heads x 72, N tokens, non-causal. The report's cuBLAS path
          (scores in memory) -> one query row per block (online softmax, scores stay on the SM) ->
          tensor cores (mma.sync m16n8k16, FlashAttention-2 order, head dim padded to 80) ->
-         cp.async double buffering -> a bank-conflict-free row stride.
+         cp.async double buffering -> a padded row stride (fewer bank conflicts) -> two query tiles.
 
 Also: Qwen3's RoPE (theta 1e6, rotate-half) fused with the KV-cache append (rope_append), the
 launchers lab 08's decoder calls (preallocated outputs, device-side length and position, so one

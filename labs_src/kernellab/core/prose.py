@@ -3,6 +3,8 @@ step per case), every record side by side, host time against a library's call, o
 line, the ablation of bundled steps, and `say`, through which every computed sentence is shown."""
 from __future__ import annotations
 
+import re
+
 from .frame import best, cases, devices, one_source, print_once, select, short_device, source
 from .verdict import frac_band, ratio_band, target_outcome, within_noise
 
@@ -229,7 +231,8 @@ def ablation(df, pairs, about=None) -> None:
                        + " recorded it too (results.ablation on that device's rows shows it).")
         for a in parts[:1]:
             at = a.pivot_table(index="name", columns="case", values="median_us")
-            at = at.loc[[n for n in names if n in at.index]] / at.loc[after]
+            at = at[sorted(at.columns, key=lambda c: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(c))])]
+            at = at.loc[[n for n in names if n in at.index]] / at.loc[after]     # cases in number order, not text
             if about:
                 at.insert(0, "what it is", [about.get(n, "") for n in at.index])
             display(at.round(2).rename_axis(f"{title}: time / {after}'s ({source(a)})"))
