@@ -34,6 +34,20 @@ def dev(host):
     return [cupy.asarray(a) for a in host]
 
 
+def teacher_forced(dec, cfg, Wref, prompt, n):
+    """Feed the prompt and the float64 reference's greedy tokens to a GPU decoder: (normwise relative error of its
+    logits against the reference's at every position, the reference's n new tokens)."""
+    import numpy as np
+    from kernellab import decoder as D
+    ref_new, ref_z = D.reference_generate(cfg, Wref, prompt, n)
+    dec.reset()
+    got = []
+    for t in prompt + ref_new[:-1]:
+        dec.feed(t)
+        got.append(dec.logits.get())
+    return D.rel_err(np.array(got), ref_z), ref_new
+
+
 def pytest_configure(config):
     # `make test` (scripts/test.py) runs these in a second, serial pass after the parallel one:
     # timing assertions that need a quiet GPU and host. Mark a test @pytest.mark.serial when its
