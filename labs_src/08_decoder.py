@@ -218,7 +218,7 @@ build.show_python(D.Decoder.step)
 
 # %% [markdown]
 # On the fp16 path, when every weight has enough rows to fill the GPU, the step is `_step_fused`.
-# It keeps one residual stream h: steps 09 add into it, and steps 08 normalise it inside the QKV,
+# It keeps one residual stream h: step 09 adds into it, and step 08 normalises it inside the QKV,
 # gate/up and logits GEMVs.
 
 # %%
