@@ -207,8 +207,8 @@ print("pass-1 blocks for Qwen3's vocabulary:", D.argmax_blocks(cfg.vocab))
 
 # %% [markdown]
 # ## Part 4: one token on the GPU
-# `Decoder.step` is the whole token, launch by launch. The residual stream ping-pongs between two
-# buffers (each fused add + RMSNorm reads one and writes the other), the quantised paths convert
+# `Decoder.step` is the whole token, launch by launch. With the separate launches the residual stream
+# ping-pongs between two buffers (each fused add + RMSNorm reads one and writes the other), the quantised paths convert
 # their fp32 GEMV outputs with lab 04's conversion step, and the token, the position and the
 # length stay on the device. So `Decoder.graph()` captures one step, and each replay decodes the
 # next token.
@@ -228,7 +228,7 @@ build.show_python(D.Decoder._step_fused)
 # Before any GPU runs it, the same `step` can run on NumPy: `Decoder(..., emulate=True)` passes
 # every call through `NumpyOps`, which does what each launcher does (fp16 tensors, fp32 logits,
 # float64 arithmetic). That checks the wiring (the views into the QKV and gate/up outputs, the
-# residual ping-pong, the position, length, token and history on the "device") against the
+# residual stream, the position, length, token and history on the "device") against the
 # float64 reference with fp16 storage. It does not check the kernels: Part 3 and the GPU tests do.
 
 # %%
