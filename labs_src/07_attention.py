@@ -204,7 +204,7 @@ A.say_decode(dec)
 
 # %%
 abl_dec = bench.compare(A.DEC_ABLATION, A.DEC_ABLATION.record_cases)
-A.show_ablation(abl_dec, "decode")
+results.ablation(abl_dec, [A.ABLATION_PAIRS["decode"]], A.ABLATION_STEPS)
 
 # %% [markdown]
 # ### Step 04 against step 03, length by length
@@ -217,7 +217,7 @@ A.show_ablation(abl_dec, "decode")
 pd.concat([A.gqa_vs_split(part) for part in results.devices(dec)], ignore_index=True).round(2)
 
 # %%
-A.say_gqa_vs_split(dec)
+A.each_device(dec, A.gqa_vs_split_text)
 
 
 # %% [markdown]
@@ -244,7 +244,7 @@ lim_dec = results.limiters(A.DECODE)
 lim_dec
 
 # %%
-A.say_decode_limits(lim_dec)
+results.say(A.decode_limits_text(lim_dec))
 
 
 # %% [markdown]
@@ -365,7 +365,7 @@ A.say_prefill(pf)
 
 # %%
 abl_pf = bench.compare(A.PF_ABLATION, A.PF_ABLATION.record_cases)
-A.show_ablation(abl_pf, "prefill")
+results.ablation(abl_pf, [A.ABLATION_PAIRS["prefill"]], A.ABLATION_STEPS)
 
 # %% [markdown]
 # The bars leave out `11_row` (one query row per block, CUDA cores): it takes so much longer than the
@@ -384,7 +384,7 @@ lim_pf = results.limiters(A.PREFILL)
 lim_pf
 
 # %%
-A.say_prefill_limits(lim_pf)
+results.say(A.prefill_limits_text(lim_pf))
 
 
 # %% [markdown]
@@ -442,10 +442,7 @@ A.targets_vs_floor([*A.DECODE.targets, *A.PREFILL.targets, *A.PREFILL_CAUSAL.tar
 # on the record on screen, times the Orin's datasheet bandwidth. Where that record's read-only floor was
 # bound by launch and ramp instead, the bytes-only time is only a lower bound, and the table says so.
 # Step 05's rule gives the chunk count for the Orin's SMs (and the blocks per SM ptxas allows on sm_87).
-
-# %%
-A.say_orin()
-
+# The datasheet figures (`kernellab.device.ORIN_SMS`, `ORIN_PEAK_GBPS`) are named in the table's `source`.
 
 # %%
 A.orin_decode_model(dec)

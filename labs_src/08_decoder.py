@@ -124,8 +124,6 @@ kl.say(f"KV-cache decode vs the whole sequence at once: max |difference| of the 
 
 # %%
 new16, logits16 = D.reference_generate(small, W, prompt, 6, fp16_storage=True)
-e16 = D.rel_err(logits16, logits)
-margin = D.top2_margin(logits)
 
 # %%
 D.say_fp16_storage(small, new, logits, new16, logits16)

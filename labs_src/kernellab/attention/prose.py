@@ -6,11 +6,10 @@ from __future__ import annotations
 from ..core import results
 from .stale import each_device, stale_said
 from .reference import HQ, PF_D, PF_HEADS, dec_case_key, pf_case_key
-from .ablation import ABLATION_PAIRS, ABLATION_STEPS, DEC_ABLATION, PF_ABLATION
+from .ablation import ABLATION_PAIRS, DEC_ABLATION, PF_ABLATION
 from .causal import CAUSAL_NS, SDPA_CAUSAL, causal_case_key, causal_flops
-from .report import (CUBLAS_BLOCK, FLASH_BLOCK, ORIN_GBPS, ORIN_SMS, SDPA_BLOCK, BLOCK_NS, best_variant,
-                     decode_limits_text, gqa_vs_split_text, host_text, limits_list, noisy_text, pf_vs_cublas,
-                     pf_vs_sdpa, prefill_limits_text, row_step_text, scores_bytes, then)
+from .report import (CUBLAS_BLOCK, FLASH_BLOCK, SDPA_BLOCK, BLOCK_NS, host_text, limits_list, noisy_text, pf_vs_cublas,
+                     pf_vs_sdpa, row_step_text, scores_bytes, then)
 from .steps import DEC_FLOOR, GRAPH_DEC, SDPA_DEC, SDPA_PF
 
 C4K, C1 = dec_case_key((HQ, 4096), "float16"), dec_case_key((HQ, 1), "float16")     # decode at 4096 keys, 1 key
@@ -28,7 +27,7 @@ def say_noisy(dec) -> None:
 def floor_text(d) -> str:
     """The decode floor at 4096 keys for one device: the fraction of the read roof a read-only kernel
     reaches there, and the fastest step's share of that floor."""
-    fl, best4 = results.pick(d, DEC_FLOOR, "frac_read", case=C4K), best_variant(d, C4K)[0]
+    fl, best4 = results.pick(d, DEC_FLOOR, "frac_read", case=C4K), results.fastest(d, C4K)
     return results.unless_missing(
         fl, f"The floor: at KV length 4096 ({results.pick(d, DEC_FLOOR, 'bytes', case=C4K) / 1e6:.0f} MB), a "
             f"kernel that only reads as many bytes as the cache reaches **{fl:.2f}** of the read roof "
@@ -60,16 +59,6 @@ def say_decode(dec) -> None:
     each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
 
 
-def say_gqa_vs_split(dec) -> None:
-    """Step 04 against step 03, length by length (gqa_vs_split_text)."""
-    each_device(dec, gqa_vs_split_text)
-
-
-def say_decode_limits(lim_dec) -> None:
-    """What the counters say holds decode back (decode_limits_text)."""
-    results.say(decode_limits_text(lim_dec))
-
-
 def say_scores(n: int = 4096) -> None:
     """How many times the useful bytes (q, k, v read once, o written once) the scores of the cuBLAS path are."""
     useful = 4 * PF_HEADS * n * PF_D * 2
@@ -79,7 +68,7 @@ def say_scores(n: int = 4096) -> None:
 
 def vs_sdpa_text(d, n) -> str:
     """The fastest prefill step against torch SDPA at N = n on one device, with its band and the 1.4 target."""
-    name = best_variant(d, pf_case_key((PF_HEADS, n), "float16"))[0]
+    name = results.fastest(d, pf_case_key((PF_HEADS, n), "float16"))
     r = pf_vs_sdpa(n)(d)
     return results.unless_missing(r.value, f"At N = {n} the fastest step, `{name}`, takes **{r.value:.2f}×** the "
                                            f"time of torch SDPA (band {r.lo:.2f}–{r.hi:.2f}; target ≤ 1.4: "
@@ -112,15 +101,10 @@ def say_prefill(pf) -> None:
     each_device(pf, cublas_claim_text, names=tuple(pf["name"].unique()) if len(pf) else ())   # it reads every step
 
 
-def say_prefill_limits(lim_pf) -> None:
-    """What the counters say holds the prefill back (prefill_limits_text)."""
-    results.say(prefill_limits_text(lim_pf))
-
-
 def attention_share_text(d, pf, n) -> str:
     """Whether the block's lead over torch's comes from its attention: the fastest flash step against
     torch SDPA at N = n on the same device (the prefill table), by the noise rule."""
-    name = best_variant(pf, pf_case_key((PF_HEADS, n), "float16"))[0]
+    name = results.fastest(pf, pf_case_key((PF_HEADS, n), "float16"))
     m = results.ratio_band(pf, SDPA_PF, name, pf_case_key((PF_HEADS, n), "float16")) if name else results.NAN
     if not m.ok:
         return ""
@@ -175,22 +159,14 @@ def say_causal(cz) -> None:
 
 # ---- the ablations: each cause credited by what its ablation measures --------------------------------
 
-ABLATION_FAMILY = {"decode": DEC_ABLATION, "prefill": PF_ABLATION}
-
-
-def show_ablation(abl, which: str) -> None:
-    """The ablation table and one sentence per change (results.ablation) of decode 04 -> 05 or prefill 12 -> 13."""
-    results.ablation(abl, [ABLATION_PAIRS[which]], ABLATION_STEPS)
-
-
 def credit_text(abl, which: str) -> str:
     """What each change of a bundled step is worth, read from its ablation on abl's first device (the
     first two changes of ABLATION_PAIRS[which], each given the other); before the ablation is recorded,
     that no cause is credited."""
     title, _, _, after, changes = ABLATION_PAIRS[which]
-    d = results.one_source(abl) if abl is not None and len(abl) else None
+    d, fam = results.one_source(abl) if abl is not None and len(abl) else None, DEC_ABLATION if which == "decode" else PF_ABLATION
     if d is None or after not in set(d["name"]):
-        return (f"{title}: its ablation is not recorded yet (`make bench` records `{ABLATION_FAMILY[which].name}`), "
+        return (f"{title}: its ablation is not recorded yet (`make bench` records `{fam.name}`), "
                 "so neither change is credited here.")
     return (f"{title}, each change given the other (the ablation, {results.source(d)}): "
             + "; ".join(f"{what}: " + results.summary(d, w, wo, prov=False).rstrip(".") for what, w, wo in changes[:2])
@@ -204,11 +180,5 @@ def say_limits(lim_dec, lim_pf, abl_dec=None, abl_pf=None, pf=None) -> None:
                 "* **Prefill 12 → 13, by cause**: " + stale_said(abl_pf, credit_text(abl_pf, "prefill")) + "\n"
                 "* " + (stale_said(pf, row_step_text(pf), names=("11_row",)) if pf is not None else row_step_text(None)))
     results.say(limits_list(lim_dec, lim_pf))
-
-
-def say_orin() -> None:
-    """The AGX Orin's datasheet figures the Orin model uses, and where they are kept."""
-    results.say(f"An AGX Orin has {ORIN_SMS} SMs and {ORIN_GBPS:g} GB/s of LPDDR5 on its datasheet "
-                f"(`kernellab.device.ORIN_SMS`, `ORIN_PEAK_GBPS`).")
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import functools
 
-from ..core.device import ORIN_PEAK_GBPS
+from ..core.device import ORIN_PEAK_GBPS, facts
 from ..core.device import ORIN_SMS as _ORIN_SMS
 from ..core.family import Family, Target
+from ..core.results import (NAN, Measured, devices, fastest, frac_band, one_source, pick, ratio_band,
+                            say, select, short_device, source, target_outcome, targets as targets_table, within_noise)
 from ..core.ncu import limiter_of
 from .reference import (D, DEC_CHECK_CASES, DEC_LENGTHS, FAMILY, HKV, HQ, PF_CHECK_CASES, PF_D, PF_HEADS, PF_NS,
                         _tolerance, dec_case_key, make_decode, make_prefill, pf_case_key, reference_decode,
                         reference_prefill)
+from .stale import stale_line, stale_names
 from .steps import (_SCRATCH, DEC_BASELINES, DEC_FLOOR, DEC_VARIANTS, GRAPH_DEC, PF_BASELINES, PF_VARIANTS, SDPA_DEC,
                     SDPA_PF, TORCH_ATTN_KERNELS, chunks_for, prefill)
 
@@ -46,36 +49,12 @@ def scores_bytes(N, heads=PF_HEADS) -> int:
 # ---- results readers shared by targets and sentences -----------------------------------------------
 
 def _rows(df, kind=None):
-    if df is None or len(df) == 0:
-        return df
-    d = df[df["source"] == df["source"].iloc[0]]
-    d = d[d["device"] == d["device"].iloc[0]]
-    return d if kind is None else d[d["kind"] == kind]
-
-
-def best_variant(df, case):
-    """(name, median_us) of the fastest variant at one case, read from the data."""
-    d = _rows(df, "variant")
-    if d is None or len(d) == 0:
-        return None, float("nan")
-    d = d[d["case"] == case]
-    if d.empty:
-        return None, float("nan")
-    r = d.loc[d["median_us"].idxmin()]
-    return r["name"], float(r["median_us"])
-
-
-def _t(df, name, case):
-    d = _rows(df)
-    if d is None or len(d) == 0:
-        return float("nan")
-    d = d[(d["name"] == name) & (d["case"] == case)]
-    return float(d["median_us"].iloc[0]) if len(d) else float("nan")
+    d = one_source(df)
+    return d if kind is None or d is None or d.empty else d[d["kind"] == kind]
 
 
 def _worst(measures):
     """The Measured of least value (NaN ones skipped), band and all: the worst case of a target."""
-    from ..core.results import NAN
     ok = [m for m in measures if m.ok]
     return min(ok, key=lambda m: m.value) if ok else NAN
 
@@ -84,7 +63,6 @@ def dec_roof_fraction(df, min_len=4096, floor=False):
     """Worst (over lengths >= min_len) fraction of the read roof of the best variant (floor=True:
     of the read-only floor, the best any kernel reading the cache scores on the GPU that measured
     it), with its band (results.frac_band): a Measured, so the targets table applies the noise rule."""
-    from ..core.results import frac_band
     d = _rows(df, None if floor else "variant")
     if d is None or len(d) == 0:
         return _worst([])
@@ -98,11 +76,10 @@ def dec_roof_fraction(df, min_len=4096, floor=False):
 def dec_vs_sdpa(df, floor=False):
     """Worst (over lengths) time(SDPA) / time(best variant), with its band (results.ratio_band);
     floor=True: the read-only floor in place of the best variant (the most any kernel could score)."""
-    from ..core.results import ratio_band
     d = _rows(df)
     if d is None or len(d) == 0:
         return _worst([])
-    ours = (lambda c: DEC_FLOOR) if floor else (lambda c: best_variant(df, c)[0])   # noqa: E731
+    ours = (lambda c: DEC_FLOOR) if floor else (lambda c: fastest(df, c))   # noqa: E731
     return _worst([ratio_band(df, ours(c), SDPA_DEC, c) for c in d["case"].unique() if ours(c)])
 
 
@@ -110,7 +87,6 @@ def floor_outcome(m, fl, threshold, below=False) -> str:
     """A speed target's outcome against the roof and the measured floor: target_outcome's met / within
     noise / missed, except that a miss the floor misses too is 'out of reach here', given with the
     floor's figure and the step's fraction of the floor (never a plain 'missed')."""
-    from ..core.results import target_outcome
     out = target_outcome(m, threshold, below)
     if out != "missed" or fl is None or not fl.ok or target_outcome(fl, threshold, below) != "missed":
         return out
@@ -121,8 +97,7 @@ def floor_outcome(m, fl, threshold, below=False) -> str:
 def targets_vs_floor(targets, df):
     """results.targets, with each target that has a floor judged against it too (floor_outcome), on
     every device on screen, and the step's fraction of the floor beside the roof figure."""
-    from ..core.results import Measured, devices, short_device, targets as table
-    tg = table(targets, df)
+    tg = targets_table(targets, df)
     parts = devices(df)
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
     cols = ["outcome"] + [f"outcome on {short_device(p['device'].iloc[0])}" for p in parts[1:]]
@@ -139,12 +114,9 @@ def targets_vs_floor(targets, df):
         fracs.append(frac)
     if len(tg) and "at the floor" in tg:
         tg.insert(list(tg.columns).index("at the floor") + 1, "of the floor", fracs)
-    from .stale import stale_line             # a column read from rows of an earlier version says so
-    if stale_line(df):
-        from ..core.results import say
+    if stale_line(df):                        # a column read from rows of an earlier version says so
         say(stale_line(df))
     return tg
-
 
 
 def gqa_vs_split(df):
@@ -152,8 +124,6 @@ def gqa_vs_split(df):
     with its noise verdict, the grid each launches (chunks_for: blocks computed, not measured), and
     the cache's bytes against that device's L2 (device.facts, its meta.json when recorded)."""
     import pandas as pd
-    from ..core.device import facts
-    from ..core.results import one_source, ratio_band, within_noise
     d = one_source(df)
     f = facts(d) if d is not None and len(d) else {}
     rows = []
@@ -177,7 +147,6 @@ def gqa_vs_split_text(df) -> str:
     """What the record says of step 04 against step 03, for df's first device: at which lengths it
     is slower, within noise and faster, the cache's bytes there against that GPU's L2, and the
     blocks each launches at 4096 keys (all from gqa_vs_split)."""
-    from ..core.results import source
     g = gqa_vs_split(df)
     if g.empty:
         return "`04_gqa` against `03_split`: not measured here and not recorded yet."
@@ -208,8 +177,6 @@ def host_text(df) -> str:
     """Host time, kept apart from GPU time, for df's first device: one eager `05_gqa_tile` call's
     host_us over every length (split by whether it launches the merge too), its bare launches
     (bare_host_us), its GPU time (median_us), and the graph replay's host_us."""
-    from ..core.device import facts
-    from ..core.results import one_source, select, source
     d = one_source(df)
     e, g = select(d, name="05_gqa_tile"), select(d, name=GRAPH_DEC)
     if e is None or e.empty or "host_us" not in e or e["host_us"].isna().all():
@@ -240,7 +207,6 @@ def host_text(df) -> str:
 def noisy_rows(df, spread=1.5):
     """Rows of df's first device whose p90/p10 exceeds `spread` (a wide band: too few or disturbed
     repetitions), to be named beside the table rather than read as a result."""
-    from ..core.results import one_source
     d = one_source(df)
     if d is None or d.empty:
         return d
@@ -249,7 +215,6 @@ def noisy_rows(df, spread=1.5):
 
 def noisy_text(df, spread=1.5) -> str:
     """A note on the rows of noisy_rows, or '' when there are none."""
-    from ..core.results import source
     n = noisy_rows(df, spread)
     if n is None or n.empty:
         return ""
@@ -309,16 +274,14 @@ def prefill_compare(min_n=64, row_n=1024):
 def pf_vs_sdpa(N):
     """time(best variant) / time(SDPA) at N, with its band (<= 1.4 is the target)."""
     def measure(df):
-        from ..core.results import Measured, ratio_band
         c = pf_case_key((PF_HEADS, N), "float16")
-        name = best_variant(df, c)[0]
-        return ratio_band(df, SDPA_PF, name, c) if name else Measured(float("nan"), float("nan"), float("nan"))
+        name = fastest(df, c)
+        return ratio_band(df, SDPA_PF, name, c) if name else _worst([])
     return measure
 
 
 def pf_vs_cublas(df, min_n=1024):
     """Worst over N >= min_n of time(cuBLAS path) / time(best flash step, 11..15), with its band."""
-    from ..core.results import ratio_band
     d = _rows(df, "variant")
     if d is None or len(d) == 0:
         return _worst([])
@@ -471,7 +434,6 @@ def block_compare(ns=BLOCK_NS):
 
 
 def block_vs_torch(df, n=4096):
-    from ..core.results import ratio_band
     return ratio_band(df, FLASH_BLOCK, SDPA_BLOCK, f"N={n}:float16")
 
 
@@ -502,12 +464,10 @@ def orin_decode_model(dec=None, lengths=DEC_LENGTHS, gbps=ORIN_GBPS, bound=0.5):
     bounds the read-only floor (a kernel that only reads the cache): its bytes where it reaches `bound` of
     the read roof, else launch and ramp, where the bytes-only time is a lower bound. A model, labelled so."""
     import pandas as pd
-    from ..core.results import one_source, pick
-    from .steps import DEC_FLOOR
     per_sm = blocks_per_sm_on("sm_87")
     d = one_source(dec) if dec is not None and len(dec) else None
     longest = dec_case_key((HQ, max(lengths)), "float16")
-    best = best_variant(d, longest)[0] if d is not None else None
+    best = fastest(d, longest) if d is not None else None
     f = pick(d, best, "frac_read", case=longest) if best else float("nan")
     dev = d["device"].iloc[0] if d is not None else "no record"
     rows = []
@@ -521,7 +481,6 @@ def orin_decode_model(dec=None, lengths=DEC_LENGTHS, gbps=ORIN_GBPS, bound=0.5):
                      f"launch and ramp ({fl:.2f} of the read roof): the model is a lower bound",
                      f"chunks (step 05's rule, {ORIN_SMS} SMs x {per_sm} blocks)": chunks_for("05", n, ORIN_SMS, per_sm)})
     out = pd.DataFrame(rows)
-    from .stale import stale_names
     old = f", a row recorded with an earlier version of `{best}`" if best in stale_names(d) else ""
     out["source"] = (f"model: {f:.2f} (`{best}` at {max(lengths)} keys on {dev}{old}) x {gbps:g} GB/s (datasheet), "
                      f"{ORIN_SMS} SMs; not a measurement")
@@ -540,7 +499,6 @@ def fp32_peak_gflops(device: str) -> float:
 
 def row_step_text(pf, n=4096) -> str:
     """Step 11 (CUDA cores) at N = n on pf's first device: its TFLOP/s against lab 00's fp32 FMA peak."""
-    from ..core.results import one_source, pick, source
     d = one_source(pf) if pf is not None and len(pf) else None
     t = pick(d, "11_row", "median_us", case=pf_case_key((PF_HEADS, n), "float16")) if d is not None and len(d) else None
     if t is None or t != t:

@@ -9,13 +9,16 @@ from dataclasses import replace
 import numpy as np
 
 from .. import gemv as G
-from ..core import results
+from ..core import results, store
+from ..core.device import load_recorded
+from ..core.results import MISSING, one_source, pick, ratio_band, select, source, within_noise
 from .bytes_model import bytes_per_token, seed_gemv_gbps, seed_read_fraction
 from .config import TINY, Config, PATHS, QWEN3_8B
 from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import TOKEN_DECODE, GpuOps
 from .fused import FUSED, qk_norm_rope
 from .measure import SKIPS, ctx_case, floor_name, skip_name, step_name
+from ..attention import targets_vs_floor
 from ..attention.stale import each_device, stale_names
 
 
@@ -73,7 +76,6 @@ def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_
 def ran(df, path: str) -> dict:
     """{op: step} that the token step on `path` ran in the frame's first device's rows (its `steps`
     column, written by make bench, or today's GpuOps for a live frame): what a sentence names."""
-    from ..core.results import one_source
     d = one_source(df) if df is not None and len(df) else None
     if d is not None and "steps" in d:
         r = d[(d["name"] == step_name(path, "graph")) & d["steps"].notna()]
@@ -88,7 +90,6 @@ def plot_tokens(tps, tb, swaps, context: int = 512):
     """Lab 08's picture from the frames on screen (the device on screen): tokens/s per path against its
     read-only floor and the torch baselines, and the Amdahl table's end-to-end gains."""
     from ..core import plot
-    from ..core.results import one_source, pick, source
     d = one_source(tps)
     if d is None or d.empty:
         print("(no data for plot 08_tokens)")
@@ -117,7 +118,6 @@ def fused_gemvs(r: dict):
 def ran_text(df) -> str:
     """Which GEMV and attention steps each path's token step ran, as the frame's rows say (a record
     names them; a live run is today's code)."""
-    from ..core.results import source
     parts = [f"{p}: lab 08's fused steps `{fused_gemvs(r)}`" if fused_gemvs(r) else f"{p}: `{r.get('gemv', '?')}`"
              for p in PATHS for r in [ran(df, p)]]
     dec = ran(df, "float16").get("decode", "?")
@@ -135,9 +135,6 @@ def gemv_limits(df) -> str:
     read-only kernel over the path's weight bytes reaches (launch and ramp on tens of MB), and the fraction of that floor the
     path's GEMV reaches (for int4 and W8A16: their dequantisation instructions, lab 04). A line
     saying none is recorded otherwise."""
-    from ..core import store
-    from ..core.device import load_recorded
-    from ..core.results import MISSING, one_source
     rec = load_recorded(G.GEMV.name)
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) else None
     rec = rec[rec["device"] == dev] if dev is not None and len(rec) else rec
@@ -179,8 +176,6 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     """The launches the fp16 token step makes beyond its read-only floor's (one reader per weight
     array): at lab 00's per-launch cost inside a CUDA graph (measuring.csv, the device on screen),
     their share of the graph-replayed token. A line saying none is recorded otherwise."""
-    from ..core.device import load_recorded
-    from ..core.results import MISSING, one_source, pick
     from ..measuring import ROOF_QUANTITIES as QUANTITIES
     rec, d = load_recorded("measuring"), one_source(df)
     if rec.empty or d is None or not len(d):
@@ -211,7 +206,6 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
 def alone_us(stem: str, name: str, case: str, device: str) -> float:
     """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded, else
     flushed; NaN when that record has no such row on `device`."""
-    from ..core.device import load_recorded
     r = load_recorded(stem)
     if r is None or r.empty:
         return float("nan")
@@ -261,8 +255,6 @@ def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
 def tokens_text(df, context: int = 512) -> str:
     """One sentence on the fp16 graph-replayed vs eager token time at `context`, from the frame on
     screen (live or recorded), or the line saying nothing is measured or recorded yet."""
-    from ..core.results import source
-    from ..core.results import MISSING
     if df is None or not len(df):
         return MISSING
     d = df[(df["path"] == "float16") & (df["context"] == context)]
@@ -351,8 +343,6 @@ GAP_WHAT = {"decode": "decode attention", "qk_rope": "the q/k norm + RoPE + appe
 def gap_text(d, context: int = 512) -> str:
     """Where the fp16 token's gap to its read-only floor goes, measured: the graph-replayed token with each non-GEMV
     op left out (measure.skip_rows, timing only), its cost by the noise rule; '' where those rows are not recorded."""
-    from ..core.results import pick, ratio_band
-    from ..core.verdict import within_noise
     case, step = ctx_case(context), step_name("float16", "graph")
     t, f = (pick(d, n, "median_us", case=case) for n in (step, floor_name("float16")))
     cost = {ops: t - pick(d, skip_name("float16", ops), "median_us", case=case) for ops in SKIPS}
@@ -387,7 +377,6 @@ def with_fractions(tb):
     """tb with gbps and frac_read derived by store.derive (their one writer) from each recorded device's
     read roof, on a device whose record left every frac_read empty; tb itself otherwise."""
     import pandas as pd
-    from ..core import store
     if tb is None or not len(tb) or "frac_read" not in tb or not tb["frac_read"].isna().any():
         return tb
     parts = [store.derive(p.copy(), store.recorded_roofs(p), "read")
@@ -401,7 +390,6 @@ def targets_table(tps, tb, baselines):
     each judged against the roof and its floor (attention.targets_vs_floor: a target the floor misses is
     'out of reach here', with the step's fraction of the floor)."""
     import pandas as pd
-    from ..attention import targets_vs_floor
     from .measure import DECODER
     return pd.concat([targets_vs_floor(DECODER.targets, tps), targets_vs_floor(baselines.targets, with_fractions(tb))],
                      ignore_index=True)
@@ -432,7 +420,6 @@ def context_text(d, name: str, short: int = 1, long: int = 4096) -> str:
     """How `name`'s time per token moves from context `short` to `long` on one device, by the noise rule, beside
     its host time as a share of its time: a baseline whose host time is all of its time is set by the host's
     dispatch of each op, not by the cache's bytes ('' when either context is not measured)."""
-    from ..core.results import one_source, select, source
     m = results.ratio_band(d, name, name, ctx_case(long), slow_case=ctx_case(short))
     rows = one_source(select(d, name=name))
     if not m.ok or rows is None or "host_us" not in rows or rows["host_us"].isna().all():
