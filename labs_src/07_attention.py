@@ -270,16 +270,13 @@ print("RoPE keeps each (i, i + 64) pair's length:",
 # writes P, and a second GEMM reads P. Count the bytes:
 
 # %%
-pd.DataFrame([{"N": n, "q, k, v, o (MiB)": 4 * 16 * n * 72 * 2 / 2**20,
-               "scores S and P, written and read (MiB)": A.scores_bytes(n) / 2**20,
-               "scores / (q, k, v, o)": A.scores_bytes(n) / (4 * 16 * n * 72 * 2)} for n in A.PF_NS]).round(1)
+qkvo = lambda n: 4 * A.PF_HEADS * n * A.PF_D * 2                     # q, k, v read once, o written once (fp16)
+pd.DataFrame([{"N": n, "q, k, v, o (MiB)": qkvo(n) / 2**20, "scores S and P, written and read (MiB)":
+               A.scores_bytes(n) / 2**20, "scores / (q, k, v, o)": A.scores_bytes(n) / qkvo(n)} for n in A.PF_NS]).round(1)
 
 # %% [markdown]
-# The score bytes grow as $N^2$ while q, k, v and o grow as $N$, so the path is bound by the scores:
-
-# %%
-A.say_scores()
-
+# The score bytes grow as $N^2$ while q, k, v and o grow as $N$, so the path is bound by the scores: the
+# last column is the traffic a fused kernel removes.
 
 # %% [markdown]
 # ### Step 11: fused, one query row per block
@@ -422,7 +419,7 @@ if len(cz):
 results.table(cz, ["case", "name", "median_us", "p10_us", "p90_us", "TFLOP/s"])
 
 # %%
-A.say_causal(cz)
+A.each_device(cz, A.causal_text)
 
 # %% [markdown]
 # ## Targets

@@ -50,14 +50,14 @@ from .steps import (  # noqa: F401
     prefill, rope_append, rope_table, sdpa_backend, show_sdpa_backend)
 from .report import (  # noqa: F401
     BLOCK, BLOCK_NS, CUBLAS_BLOCK, DECODE, FLASH_BLOCK, NO_COUNTERS, ORIN_BOARD, ORIN_GBPS, ORIN_SMS, PREFILL,
-    SDPA_BLOCK, _rows, _stall, _worst, block_compare, block_rows, block_vs_torch, blocks_per_sm_on,
+    SDPA_BLOCK, _rows, _worst, block_compare, block_rows, block_vs_torch, blocks_per_sm_on,
     cache_bytes, dec_roof_fraction, dec_vs_sdpa, decode_bytes, floor_outcome, targets_vs_floor,
     decode_limits_text, gqa_vs_split, gqa_vs_split_text,
-    host_text, limits_list, noisy_rows, noisy_text, orin_decode_model, pf_vs_cublas, pf_vs_sdpa, prefill_bytes,
+    host_text, limits_list, noisy_text, orin_decode_model, pf_vs_cublas, pf_vs_sdpa, prefill_bytes,
     prefill_compare, prefill_flops, prefill_limits_text, scores_bytes, then, fp32_peak_gflops, row_step_text)
 from .prose import (  # noqa: F401
     C1, C4K, C4K_PF, C32K, cublas_claim_text, floor_text, say_block, say_decode, say_limits, say_noisy, say_prefill,
-    say_scores, vs_sdpa_text, attention_share_text, causal_text, credit_text, say_causal)
+    vs_sdpa_text, attention_share_text, causal_text, credit_text)
 from .stale import each_device, other_gpus, stale_line, stale_names, stale_said  # noqa: F401
 
 from .causal import (  # noqa: E402,F401

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from ..core import results
 from .stale import each_device, stale_said
-from .reference import HQ, PF_D, PF_HEADS, dec_case_key, pf_case_key
+from .reference import HQ, PF_HEADS, dec_case_key, pf_case_key
 from .ablation import ABLATION_PAIRS, DEC_ABLATION, PF_ABLATION
 from .causal import CAUSAL_NS, SDPA_CAUSAL, causal_case_key, causal_flops
 from .report import (CUBLAS_BLOCK, FLASH_BLOCK, SDPA_BLOCK, BLOCK_NS, host_text, limits_list, noisy_text, pf_vs_cublas,
-                     pf_vs_sdpa, row_step_text, scores_bytes, then)
+                     pf_vs_sdpa, row_step_text, then)
 from .steps import DEC_FLOOR, GRAPH_DEC, SDPA_DEC, SDPA_PF
 
 C4K, C1 = dec_case_key((HQ, 4096), "float16"), dec_case_key((HQ, 1), "float16")     # decode at 4096 keys, 1 key
@@ -57,13 +57,6 @@ def say_decode(dec) -> None:
                                             f" in GPU time at one cached token ({results.source(d)})."))
     each_device(dec, host_text)
     each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
-
-
-def say_scores(n: int = 4096) -> None:
-    """How many times the useful bytes (q, k, v read once, o written once) the scores of the cuBLAS path are."""
-    useful = 4 * PF_HEADS * n * PF_D * 2
-    results.say(f"At N = {n} the scores are **{scores_bytes(n) / useful:.0f}×** the useful bytes "
-                "(q, k, v read once, o written once): that is the traffic a fused kernel removes.")
 
 
 def vs_sdpa_text(d, n) -> str:
@@ -147,14 +140,6 @@ def causal_text(d) -> str:
                 "`16_causal` against torch SDPA: not measured here and not recorded yet.")
     return ("time(torch SDPA) / time(`16_causal`), causal attention over a Qwen3-8B prompt (32 query heads over 8 KV "
             "heads of 128): " + "; ".join(said) + f" ({results.source(d)}).")
-
-
-def say_causal(cz) -> None:
-    """Step 16 against torch SDPA (causal_text), or a loud line when nothing is measured or recorded."""
-    if cz is None or not len(cz):
-        results.say(causal_text(None))
-        return
-    each_device(cz, causal_text)
 
 
 # ---- the ablations: each cause credited by what its ablation measures --------------------------------

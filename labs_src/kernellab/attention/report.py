@@ -204,18 +204,11 @@ def host_text(df) -> str:
     return s + f" ({source(df)})."
 
 
-def noisy_rows(df, spread=1.5):
-    """Rows of df's first device whose p90/p10 exceeds `spread` (a wide band: too few or disturbed
-    repetitions), to be named beside the table rather than read as a result."""
-    d = one_source(df)
-    if d is None or d.empty:
-        return d
-    return d[d["p90_us"] / d["p10_us"] > spread]
-
-
 def noisy_text(df, spread=1.5) -> str:
-    """A note on the rows of noisy_rows, or '' when there are none."""
-    n = noisy_rows(df, spread)
+    """A note on the rows of df's first device whose p90/p10 exceeds `spread` (too few or disturbed repetitions),
+    named beside the table rather than read as a result; '' when there are none."""
+    n = one_source(df)
+    n = n[n["p90_us"] / n["p10_us"] > spread] if n is not None and len(n) else None
     if n is None or n.empty:
         return ""
     rows = "; ".join(f"`{r['name']}` at `{r['case']}`: median {r['median_us']:.1f} µs, p10–p90 "
@@ -310,12 +303,8 @@ PREFILL = Family(
 # ---- what limits them: sentences from the recorded Nsight Compute readings (results.limiters) -----------
 
 NO_COUNTERS = "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
-
-
-def _stall(lim, col):
-    """(top stall reason, its cycles per issued instruction) of one launch, as core.ncu.limiter reads it."""
-    st = lim.loc[[i for i in lim.index if i.startswith("stall:")], col]
-    return st.idxmax()[7:], float(st.max())
+TP, SMEM, OCC, ISS, DRAM = ("tensor pipe busy (%)", "shared memory busy (%)", "achieved occupancy (%)",   # core.ncu's rows
+                        "issue slots busy (%)", "DRAM throughput (% of peak)")
 
 
 def _chain(lm) -> str:
@@ -331,16 +320,15 @@ def prefill_limits_text(lim, n=4096) -> str:
     if lim is None or not {a, b, t} <= set(lim.columns):
         return NO_COUNTERS
     v = lambda row, col: float(lim.loc[row, col])            # noqa: E731
-    tp, sm, occ = "tensor pipe busy (%)", "shared memory busy (%)", "achieved occupancy (%)"
     la, lb, lt = (limiter_of(lim, x) for x in (a, b, t))          # the one rule (core.ncu.limiter)
-    return (f"At N = {n}, in `14_padded` shared memory is busy **{v(sm, a):.0f}%** of the time and the tensor "
-            f"pipe **{v(tp, a):.0f}%**: {la}. In `15_two_tiles`, where each fragment feeds twice the mma's, "
-            f"shared memory is busy **{v(sm, b):.0f}%** and the tensor pipe **{v(tp, b):.0f}%**; SDPA's kernel "
-            f"keeps the tensor pipe at **{v(tp, t):.0f}%**. Step 15 runs at {v(occ, b):.0f}% occupancy "
+    return (f"At N = {n}, in `14_padded` shared memory is busy **{v(SMEM, a):.0f}%** of the time and the tensor "
+            f"pipe **{v(TP, a):.0f}%**: {la}. In `15_two_tiles`, where each fragment feeds twice the mma's, "
+            f"shared memory is busy **{v(SMEM, b):.0f}%** and the tensor pipe **{v(TP, b):.0f}%**; SDPA's kernel "
+            f"keeps the tensor pipe at **{v(TP, t):.0f}%**. Step 15 runs at {v(OCC, b):.0f}% occupancy "
             f"({v('registers per thread', b):.0f} registers a thread), its issue slots busy "
-            f"{v('issue slots busy (%)', b):.0f}% of the cycles: {lb}{_chain(lb)}. SDPA's kernel launches "
-            f"{v('grid size', t):.0f} blocks at {v(occ, t):.0f}% occupancy, its issue slots busy "
-            f"{v('issue slots busy (%)', t):.0f}%: {lt}.")
+            f"{v(ISS, b):.0f}% of the cycles: {lb}{_chain(lb)}. SDPA's kernel launches "
+            f"{v('grid size', t):.0f} blocks at {v(OCC, t):.0f}% occupancy, its issue slots busy "
+            f"{v(ISS, t):.0f}%: {lt}.")
 
 
 def decode_limits_text(lim, long=32768, short=1024) -> str:
@@ -350,16 +338,15 @@ def decode_limits_text(lim, long=32768, short=1024) -> str:
     if lim is None or not set(cols) <= set(lim.columns):
         return NO_COUNTERS
     v = lambda row, name, n: float(lim.loc[row, col(name, n)])     # noqa: E731
-    dr, iss, tp = "DRAM throughput (% of peak)", "issue slots busy (%)", "tensor pipe busy (%)"
     ours, sdpa = limiter_of(lim, col("05_gqa_tile", long)), limiter_of(lim, col(SDPA_DEC, long))
-    return (f"At KV length {long}, `05_gqa_tile` keeps DRAM **{v(dr, '05_gqa_tile', long):.0f}%** busy and "
-            f"SDPA **{v(dr, SDPA_DEC, long):.0f}%**. Ours issues an instruction in **{v(iss, '05_gqa_tile', long):.0f}%** "
-            f"of the cycles, SDPA's kernel in **{v(iss, SDPA_DEC, long):.0f}%**: our half-warps reduce every key's "
+    return (f"At KV length {long}, `05_gqa_tile` keeps DRAM **{v(DRAM, '05_gqa_tile', long):.0f}%** busy and "
+            f"SDPA **{v(DRAM, SDPA_DEC, long):.0f}%**. Ours issues an instruction in **{v(ISS, '05_gqa_tile', long):.0f}%** "
+            f"of the cycles, SDPA's kernel in **{v(ISS, SDPA_DEC, long):.0f}%**: our half-warps reduce every key's "
             f"dot product with shuffles and accumulate P·V with FP32 FMAs; SDPA's kernel keeps the tensor pipe "
-            f"{v(tp, SDPA_DEC, long):.0f}% busy, ours {v(tp, '05_gqa_tile', long):.1f}%. Read by the one rule: in "
+            f"{v(TP, SDPA_DEC, long):.0f}% busy, ours {v(TP, '05_gqa_tile', long):.1f}%. Read by the one rule: in "
             f"ours {ours}; in SDPA's {sdpa}. "
-            f"At length {short}: DRAM **{v(dr, '05_gqa_tile', short):.0f}%** busy (ours) and "
-            f"**{v(dr, SDPA_DEC, short):.0f}%** (SDPA) over {v('duration (ns)', '05_gqa_tile', short) / 1e3:.1f} and "
+            f"At length {short}: DRAM **{v(DRAM, '05_gqa_tile', short):.0f}%** busy (ours) and "
+            f"**{v(DRAM, SDPA_DEC, short):.0f}%** (SDPA) over {v('duration (ns)', '05_gqa_tile', short) / 1e3:.1f} and "
             f"{v('duration (ns)', SDPA_DEC, short) / 1e3:.1f} µs, with {v('grid size', '05_gqa_tile', short):.0f} and "
             f"{v('grid size', SDPA_DEC, short):.0f} blocks; read by the one rule: in ours "
             f"{limiter_of(lim, col('05_gqa_tile', short))}; in SDPA's {limiter_of(lim, col(SDPA_DEC, short))}.")
@@ -368,14 +355,12 @@ def decode_limits_text(lim, long=32768, short=1024) -> str:
 def limits_list(lim_dec, lim_pf, long=32768, n=4096) -> str:
     """The counter-based entries of "What limits each step" (decode 05 at a long cache, prefill 14
     and 15 at N = n), each read from the recorded Nsight Compute readings (results.limiters)."""
-    tp, sm, occ, iss, dr = ("tensor pipe busy (%)", "shared memory busy (%)", "achieved occupancy (%)",
-                            "issue slots busy (%)", "DRAM throughput (% of peak)")
     out = []
     d5 = f"05_gqa_tile @ {HQ}x{long}:float16"
     if lim_dec is not None and d5 in getattr(lim_dec, "columns", ()):
         v = lambda row: float(lim_dec.loc[row, d5])               # noqa: E731
-        out.append(f"* **Decode 04–05**, at KV length {long}: DRAM {v(dr):.0f}% busy, issue slots {v(iss):.0f}%, "
-                   f"at {v(occ):.0f}% occupancy ({v('registers per thread'):.0f} registers a thread): "
+        out.append(f"* **Decode 04–05**, at KV length {long}: DRAM {v(DRAM):.0f}% busy, issue slots {v(ISS):.0f}%, "
+                   f"at {v(OCC):.0f}% occupancy ({v('registers per thread'):.0f} registers a thread): "
                    f"{limiter_of(lim_dec, d5)}. Each key costs CUDA-core instructions (dot products, shuffles, "
                    f"rescales); tensor cores for the 4-head GQA group (as FlashInfer does) are the next step to "
                    f"try, not measured here.")
@@ -386,10 +371,10 @@ def limits_list(lim_dec, lim_pf, long=32768, n=4096) -> str:
     if lim_pf is not None and {a, b} <= set(getattr(lim_pf, "columns", ())):
         v = lambda row, col: float(lim_pf.loc[row, col])          # noqa: E731
         la, lb = limiter_of(lim_pf, a), limiter_of(lim_pf, b)     # the one rule, for both steps
-        out.append(f"* **Prefill 13–14**, read at step 14, N = {n}: shared memory {v(sm, a):.0f}% busy, the "
-                   f"tensor pipe {v(tp, a):.0f}%: {la}{_chain(la)}.")
-        out.append(f"* **Prefill 15**: shared memory {v(sm, b):.0f}% busy, the tensor pipe {v(tp, b):.0f}%, "
-                   f"{v(occ, b):.0f}% occupancy ({v('registers per thread', b):.0f} registers a thread): "
+        out.append(f"* **Prefill 13–14**, read at step 14, N = {n}: shared memory {v(SMEM, a):.0f}% busy, the "
+                   f"tensor pipe {v(TP, a):.0f}%: {la}{_chain(la)}.")
+        out.append(f"* **Prefill 15**: shared memory {v(SMEM, b):.0f}% busy, the tensor pipe {v(TP, b):.0f}%, "
+                   f"{v(OCC, b):.0f}% occupancy ({v('registers per thread', b):.0f} registers a thread): "
                    f"{lb}{_chain(lb)}.")
     else:
         out.append("* **Prefill 13–15**: " + NO_COUNTERS)

@@ -66,9 +66,7 @@ def token_ops(cfg: Config = QWEN3_8B, path: str = "float16") -> dict:
 
 
 def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_launches: int = 2) -> int:
-    """Kernel launches one eager token step makes: each op call of token_ops one launch, except the argmax (2
-    passes), decode attention (`attention_launches`: 1, or 2 with its split-KV merge) and the q/k norm + RoPE +
-    append (1 launch when qk_fused, else 2)."""
+    """Kernel launches one eager token step makes: one per op call of token_ops, but for the ops in `per`."""
     per = {"argmax": 2, "decode": attention_launches, "qk_rope": 1 if qk_fused(path) else 2}
     return sum(n * per.get(op, 1) for op, n in token_ops(cfg, path).items())
 
@@ -130,11 +128,8 @@ TOKEN_GEMV_CASES = {"4096x4096": "o 4096×4096", "12288x4096": "12288×4096 (hal
 
 
 def gemv_limits(df) -> str:
-    """What holds each path's GEMVs back, from lab 04's record (gemv.csv) of the device on screen:
-    at the token's own GEMV shapes that lab 04 records (TOKEN_GEMV_CASES), the fraction of the read roof a
-    read-only kernel over the path's weight bytes reaches (launch and ramp on tens of MB), and the fraction of that floor the
-    path's GEMV reaches (for int4 and W8A16: their dequantisation instructions, lab 04). A line
-    saying none is recorded otherwise."""
+    """What holds each path's GEMVs back, from lab 04's record (gemv.csv) of the device on screen at the token's
+    own shapes (TOKEN_GEMV_CASES): the read-only floor's fraction of the read roof, the GEMV's of that floor."""
     rec = load_recorded(G.GEMV.name)
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) else None
     rec = rec[rec["device"] == dev] if dev is not None and len(rec) else rec
@@ -188,16 +183,17 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     if per.empty or t != t:
         return MISSING
     cost = extra * float(per.iloc[0])
+    gap = f"{t - f:.0f} µs ({(t - f) / t:.0%} of the token)" if f == f and t > f else ""
     if step_name("float16", "graph") in stale_names(d):     # today's launches against an earlier step's time: not set
-        return ((f"The recorded fp16 token's gap to its read-only floor is {t - f:.0f} µs ({(t - f) / t:.0%} of the token). "
-                 if f == f and t > f else "") + "It ran an earlier version of the token step, so today's launches and "
-                "kernels are not set against its time here (`make bench` on that GPU records today's).")
+        return ((f"The recorded fp16 token's gap to its read-only floor is {gap}. " if gap else "") + "It ran an earlier "
+                "version of the token step, so today's launches and kernels are not set against its time here "
+                "(`make bench` on that GPU records today's).")
     said = (f"Beside the {4 * cfg.layers + 1} weight reads of the floor, an fp16 token makes **{extra}** launches "
             f"more ({', '.join(OTHER_OPS[op] for op in token_ops(cfg, 'float16') if op in OTHER_OPS)}); at lab 00's "
             f"{float(per.iloc[0]):.2f} µs per launch inside a graph ({rec['device'].iloc[0]}), their launches cost "
             f"about **{cost / t:.0%}** of the token.")
-    if f == f and t > f:
-        said += (f" The whole gap to the floor is {t - f:.0f} µs ({(t - f) / t:.0%} of the token): those launches "
+    if gap:
+        said += (f" The whole gap to the floor is {gap}: those launches "
                  f"are {min(cost / (t - f), 1):.0%} of it; the rest, {max(t - f - cost, 0):.0f} µs, is the other "
                  f"kernels' own run time and each GEMV's distance from its floor. " + others_text(d, cfg, t - f))
     return said
@@ -374,8 +370,7 @@ def say_tokens(tps, context: int = 512) -> None:
 
 
 def with_fractions(tb):
-    """tb with gbps and frac_read derived by store.derive (their one writer) from each recorded device's
-    read roof, on a device whose record left every frac_read empty; tb itself otherwise."""
+    """tb with frac_read derived by store.derive (its one writer) where a device's record left it empty."""
     import pandas as pd
     if tb is None or not len(tb) or "frac_read" not in tb or not tb["frac_read"].isna().any():
         return tb
@@ -386,9 +381,8 @@ def with_fractions(tb):
 
 
 def targets_table(tps, tb, baselines):
-    """The token step's targets (DECODER's, on tps) and those against the torch decoders (baselines', on tb),
-    each judged against the roof and its floor (attention.targets_vs_floor: a target the floor misses is
-    'out of reach here', with the step's fraction of the floor)."""
+    """DECODER's targets on tps and the torch decoders' (baselines) on tb, each judged against the roof and its
+    floor (attention.targets_vs_floor)."""
     import pandas as pd
     from .measure import DECODER
     return pd.concat([targets_vs_floor(DECODER.targets, tps), targets_vs_floor(baselines.targets, with_fractions(tb))],
@@ -438,8 +432,7 @@ def context_text(d, name: str, short: int = 1, long: int = 4096) -> str:
 
 
 def claims_table(tps, measured, families):
-    """The seeds' claims judged on the tokens/s frame (results.claims): says the one-line summary
-    and returns the table to show."""
+    """The seeds' claims judged on the tokens/s frame (results.claims): the summary said, the table returned."""
     claims = results.claims("08_decoder", [tps], families, measured=measured)
     results.say(results.claims_summary(claims))
     return claims
