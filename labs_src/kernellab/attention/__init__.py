@@ -50,7 +50,7 @@ from .steps import (  # noqa: F401
     prefill, rope_append, rope_table, sdpa_backend, show_sdpa_backend)
 from .report import (  # noqa: F401
     BLOCK, BLOCK_NS, CUBLAS_BLOCK, DECODE, FLASH_BLOCK, NO_COUNTERS, ORIN_BOARD, ORIN_GBPS, ORIN_SMS, PREFILL,
-    SDPA_BLOCK, _rows, _worst, block_compare, block_rows, block_vs_torch, blocks_per_sm_on,
+    SDPA_BLOCK, _worst, block_compare, block_rows, block_vs_torch, blocks_per_sm_on,
     cache_bytes, dec_roof_fraction, dec_vs_sdpa, decode_bytes, floor_outcome, targets_vs_floor,
     decode_limits_text, gqa_vs_split, gqa_vs_split_text,
     host_text, limits_list, noisy_text, orin_decode_model, pf_vs_cublas, pf_vs_sdpa, prefill_bytes,

@@ -8,7 +8,7 @@ import functools
 from ..core.device import ORIN_PEAK_GBPS, facts
 from ..core.device import ORIN_SMS as _ORIN_SMS
 from ..core.family import Family, Target
-from ..core.results import (NAN, Measured, devices, fastest, frac_band, one_source, pick, ratio_band,
+from ..core.results import (NAN, Measured, best, devices, fastest, frac_band, one_source, pick, ratio_band,
                             say, select, short_device, source, target_outcome, targets as targets_table, within_noise)
 from ..core.ncu import limiter_of
 from .reference import (D, DEC_CHECK_CASES, DEC_LENGTHS, FAMILY, HKV, HQ, PF_CHECK_CASES, PF_D, PF_HEADS, PF_NS,
@@ -48,11 +48,6 @@ def scores_bytes(N, heads=PF_HEADS) -> int:
 
 # ---- results readers shared by targets and sentences -----------------------------------------------
 
-def _rows(df, kind=None):
-    d = one_source(df)
-    return d if kind is None or d is None or d.empty else d[d["kind"] == kind]
-
-
 def _worst(measures):
     """The Measured of least value (NaN ones skipped), band and all: the worst case of a target."""
     ok = [m for m in measures if m.ok]
@@ -63,24 +58,15 @@ def dec_roof_fraction(df, min_len=4096, floor=False):
     """Worst (over lengths >= min_len) fraction of the read roof of the best variant (floor=True:
     of the read-only floor, the best any kernel reading the cache scores on the GPU that measured
     it), with its band (results.frac_band): a Measured, so the targets table applies the noise rule."""
-    d = _rows(df, None if floor else "variant")
-    if d is None or len(d) == 0:
-        return _worst([])
-    d = d[d["name"] == DEC_FLOOR] if floor else d
-    out = []
-    for case, g in d[d["cols"] >= min_len].groupby("case"):
-        out.append(frac_band(df, str(g.loc[g["median_us"].idxmin(), "name"]), case, roof="read"))
-    return _worst(out)
+    b = best(df, "baseline", names=[DEC_FLOOR]) if floor else best(df)
+    return _worst([frac_band(df, r["name"], c, roof="read") for c, r in b.iterrows() if r["cols"] >= min_len])
 
 
 def dec_vs_sdpa(df, floor=False):
     """Worst (over lengths) time(SDPA) / time(best variant), with its band (results.ratio_band);
     floor=True: the read-only floor in place of the best variant (the most any kernel could score)."""
-    d = _rows(df)
-    if d is None or len(d) == 0:
-        return _worst([])
-    ours = (lambda c: DEC_FLOOR) if floor else (lambda c: fastest(df, c))   # noqa: E731
-    return _worst([ratio_band(df, ours(c), SDPA_DEC, c) for c in d["case"].unique() if ours(c)])
+    b = best(df, "baseline", names=[DEC_FLOOR]) if floor else best(df)
+    return _worst([ratio_band(df, r["name"], SDPA_DEC, c) for c, r in b.iterrows()])
 
 
 def floor_outcome(m, fl, threshold, below=False) -> str:
@@ -275,15 +261,8 @@ def pf_vs_sdpa(N):
 
 def pf_vs_cublas(df, min_n=1024):
     """Worst over N >= min_n of time(cuBLAS path) / time(best flash step, 11..15), with its band."""
-    d = _rows(df, "variant")
-    if d is None or len(d) == 0:
-        return _worst([])
-    out = []
-    for case in d[d["cols"] >= min_n]["case"].unique():
-        g = d[(d["case"] == case) & (d["name"] != "01_cublas")]
-        if len(g):
-            out.append(ratio_band(df, str(g.loc[g["median_us"].idxmin(), "name"]), "01_cublas", case))
-    return _worst(out)
+    b = best(df, names=[n for n in PF_VARIANTS if n != "01_cublas"])
+    return _worst([ratio_band(df, r["name"], "01_cublas", c) for c, r in b.iterrows() if r["cols"] >= min_n])
 
 
 PREFILL = Family(
@@ -476,9 +455,7 @@ def fp32_peak_gflops(device: str) -> float:
     """Lab 00's recorded fp32 FMA peak (GFLOP/s) of one device, NaN when not recorded."""
     from ..core.store import load_recorded
     m = load_recorded("measuring")
-    if m is None or m.empty:
-        return float("nan")
-    r = m[(m["quantity"] == "fp32 FMA peak") & (m["device"] == device)]
+    r = m[(m["quantity"] == "fp32 FMA peak") & (m["device"] == device)] if m is not None and len(m) else ()
     return float(r["value"].iloc[0]) if len(r) else float("nan")
 
 

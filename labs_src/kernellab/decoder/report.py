@@ -95,13 +95,9 @@ def plot_tokens(tps, tb, swaps, context: int = 512):
     case = ctx_case(context)
     rows = {p: pick(d, step_name(p, "graph"), "tokens/s", case=case) for p in PATHS}
     floors = {p: pick(d, floor_name(p), "tokens/s", case=case) for p in PATHS}
-    base = {}
     t = one_source(tb) if tb is not None and len(tb) else None
-    if t is not None:
-        t = t[t["device"] == d["device"].iloc[0]] if "device" in t else t
-        for nm in t["name"].unique():
-            if "token step" not in nm:
-                base[nm] = pick(t, nm, "tokens/s", case=case)
+    t = t[t["device"] == d["device"].iloc[0]] if t is not None and "device" in t else t
+    base = {nm: pick(t, nm, "tokens/s", case=case) for nm in ([] if t is None else t["name"].unique()) if "token step" not in nm}
     gains = dict(zip(swaps["swap"], swaps["end-to-end gain"])) if swaps is not None and len(swaps) else {}
     return plot.tokens({k: v for k, v in rows.items() if v == v}, floors, base, gains, "08_tokens",
                        "Qwen3-8B token step, batch 1", source(d))
@@ -203,10 +199,8 @@ def alone_us(stem: str, name: str, case: str, device: str) -> float:
     """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded, else
     flushed; NaN when that record has no such row on `device`."""
     r = load_recorded(stem)
+    r = r[(r["device"] == device) & (r["name"] == name) & (r["case"] == case)] if r is not None and len(r) else None
     if r is None or r.empty:
-        return float("nan")
-    r = r[(r["device"] == device) & (r["name"] == name) & (r["case"] == case)]
-    if r.empty:
         return float("nan")
     w = r["warm_us"].iloc[0] if "warm_us" in r else float("nan")
     return float(w if w == w else r["median_us"].iloc[0])
@@ -441,8 +435,7 @@ def claims_table(tps, measured, families):
 def say_orin(orin, seeds, context: int = 512, fraction: float = 0.75) -> None:
     """The Orin model (orin_model) at `fraction` of the datasheet bandwidth and `context`, fp16 and
     int4, beside the seeds' measured tokens/s (seed_span): what bytes alone predict and what was measured."""
-    o16 = orin[(orin["path"] == "float16") & (orin["context"] == context)].iloc[0]
-    o4 = orin[(orin["path"] == "int4") & (orin["context"] == context)].iloc[0]
+    o16, o4 = (orin[(orin["path"] == p) & (orin["context"] == context)].iloc[0] for p in ("float16", "int4"))
     col = [c for c in orin.columns if c.startswith(f"tokens/s at {fraction:.2f}")][0]
     best, lo, hi = seed_span(seeds)[2:]
     results.say(f"Model, at {fraction:g} of the datasheet bandwidth and context {context}: fp16 **{o16[col]:.1f}** "

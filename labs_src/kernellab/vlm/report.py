@@ -11,15 +11,11 @@ from .stages import CASE, HF, LAB08, NAME, NEW, OURS, QWEN3_VL_8B, ROOF, STAGES,
 
 
 def _ratio(slow: str, fast: str):
-    def m(df):
-        return results.ratio_band(df, fast, slow, CASE)
-    return m
+    return lambda df: results.ratio_band(df, fast, slow, CASE)
 
 
 def _frac(stage: str, col: str):
-    def m(df):
-        return results.pick(df, name(OURS, stage), col, case=CASE)
-    return m
+    return lambda df: results.pick(df, name(OURS, stage), col, case=CASE)
 
 
 TARGETS = (
