@@ -112,8 +112,7 @@ def attention_share_text(d, pf, n) -> str:
 
 
 def say_block(blk, pf=None) -> None:
-    """Lab 06's block with flash attention against the cuBLAS block and torch's eager block, per N, and
-    where the lead over torch's block comes from (attention_share_text, from the prefill frame pf)."""
+    """Lab 06's block with flash attention against the cuBLAS block and torch's, per N (attention_share_text)."""
     for n in BLOCK_NS:
         each_device(blk, lambda d, p: results.compare_text(d, FLASH_BLOCK, CUBLAS_BLOCK, f"N={n}:float16")
                             + "; " + results.compare_text(d, FLASH_BLOCK, SDPA_BLOCK, f"N={n}:float16")
@@ -146,9 +145,8 @@ def causal_text(d) -> str:
 # ---- the ablations: each cause credited by what its ablation measures --------------------------------
 
 def credit_text(abl, which: str) -> str:
-    """What each change of a bundled step is worth, read from its ablation on abl's first device (the
-    first two changes of ABLATION_PAIRS[which], each given the other); before the ablation is recorded,
-    that no cause is credited."""
+    """What each of the first two changes of a bundled step is worth, each given the other, from its ablation
+    on abl's first device; before the ablation is recorded, that no cause is credited."""
     title, _, _, after, changes = ABLATION_PAIRS[which]
     d, fam = results.one_source(abl) if abl is not None and len(abl) else None, DEC_ABLATION if which == "decode" else PF_ABLATION
     if d is None or after not in set(d["name"]):
@@ -160,8 +158,7 @@ def credit_text(abl, which: str) -> str:
 
 
 def say_limits(lim_dec, lim_pf, abl_dec=None, abl_pf=None, pf=None) -> None:
-    """What limits each step: the two bundled steps credited by their ablations (credit_text), step 11
-    against the FMA peak (row_step_text), then the counters (limits_list)."""
+    """What limits each step: credit_text of both ablations, row_step_text, then limits_list."""
     results.say("* **Decode 04 → 05, by cause**: " + stale_said(abl_dec, credit_text(abl_dec, "decode")) + "\n"
                 "* **Prefill 12 → 13, by cause**: " + stale_said(abl_pf, credit_text(abl_pf, "prefill")) + "\n"
                 "* " + (stale_said(pf, row_step_text(pf), names=("11_row",)) if pf is not None else row_step_text(None)))

@@ -81,8 +81,7 @@ def floor_outcome(m, fl, threshold, below=False) -> str:
 
 
 def targets_vs_floor(targets, df):
-    """results.targets, with each target that has a floor judged against it too (floor_outcome), on
-    every device on screen, and the step's fraction of the floor beside the roof figure."""
+    """results.targets, each target with a floor also judged against it (floor_outcome) on every device."""
     tg = targets_table(targets, df)
     parts = devices(df)
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
@@ -106,9 +105,8 @@ def targets_vs_floor(targets, df):
 
 
 def gqa_vs_split(df):
-    """Step 04 against step 03 per KV length, on the device of df's first rows: time(03)/time(04)
-    with its noise verdict, the grid each launches (chunks_for: blocks computed, not measured), and
-    the cache's bytes against that device's L2 (device.facts, its meta.json when recorded)."""
+    """Step 04 against step 03 per KV length on df's first device: time(03)/time(04) by the noise rule, the
+    blocks each launches (computed by chunks_for) and the cache's bytes against that device's L2 (device.facts)."""
     import pandas as pd
     d = one_source(df)
     f = facts(d) if d is not None and len(d) else {}
@@ -130,9 +128,7 @@ def gqa_vs_split(df):
 
 
 def gqa_vs_split_text(df) -> str:
-    """What the record says of step 04 against step 03, for df's first device: at which lengths it
-    is slower, within noise and faster, the cache's bytes there against that GPU's L2, and the
-    blocks each launches at 4096 keys (all from gqa_vs_split)."""
+    """gqa_vs_split in a sentence, for df's first device: where step 04 is slower, within noise, faster."""
     g = gqa_vs_split(df)
     if g.empty:
         return "`04_gqa` against `03_split`: not measured here and not recorded yet."
@@ -160,9 +156,8 @@ def gqa_vs_split_text(df) -> str:
 
 
 def host_text(df) -> str:
-    """Host time, kept apart from GPU time, for df's first device: one eager `05_gqa_tile` call's
-    host_us over every length (split by whether it launches the merge too), its bare launches
-    (bare_host_us), its GPU time (median_us), and the graph replay's host_us."""
+    """Host time, kept apart from GPU time, for df's first device: one eager `05_gqa_tile` call's host_us (with
+    and without the merge launch) against its bare launches, its GPU time, and the graph replay's host_us."""
     d = one_source(df)
     e, g = select(d, name="05_gqa_tile"), select(d, name=GRAPH_DEC)
     if e is None or e.empty or "host_us" not in e or e["host_us"].isna().all():

@@ -164,9 +164,8 @@ OTHER_OPS = {"fused": "add + RMSNorm", "norm": "RMSNorm", "bias_add": "the q/k/v
 
 
 def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
-    """The launches the fp16 token step makes beyond its read-only floor's (one reader per weight
-    array): at lab 00's per-launch cost inside a CUDA graph (measuring.csv, the device on screen),
-    their share of the graph-replayed token. A line saying none is recorded otherwise."""
+    """The fp16 token's launches beyond its read-only floor's (one reader per weight array) at lab 00's cost per
+    launch inside a CUDA graph (measuring.csv, the device on screen): their share of the replayed token."""
     from ..measuring import ROOF_QUANTITIES as QUANTITIES
     rec, d = load_recorded("measuring"), one_source(df)
     if rec.empty or d is None or not len(d):
@@ -384,9 +383,8 @@ def targets_table(tps, tb, baselines):
 
 
 def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
-    """Our fp16 graph step against each torch baseline in `bases` (names in tb) at `context`, and how
-    far the read roof would let a decoder beat transformers (baselines.targets[1].floor: the
-    torch_decoder family's own floor), one device; then a line on what bounds such a target."""
+    """Our fp16 graph step against each torch baseline in `bases` at `context`, and how far the read roof would
+    let a decoder beat transformers (baselines.targets[1].floor), one device; then what bounds such a target."""
     ours = step_name("float16", "graph")
     tb = with_fractions(tb)
 
