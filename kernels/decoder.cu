@@ -687,11 +687,11 @@ decoder_10_silu_gemv_residual(FUSED_ARGS, __half* y, int K, int M, float eps, in
 }
 
 // === decoder_11_l2_prefetch ===
-// Why: with steps 08 and 09 the GEMVs alone run at ~0.94 of the read-only floor; what is left of the
-// gap is time when no weight streams: qk_rope and decode attention are latency-bound (a few MB, a
-// chain of dependent round trips) and leave most SMs and most of HBM idle for ~10 us a layer. The
-// o projection's weights (4096 x 4096 fp16 = 32 MiB) do not depend on attention, and fit in L2
-// (50 MiB on an H100). So on a second stream, forked after the QKV GEMV, this kernel reads them
+// Why: with steps 08 and 09 the GEMVs alone run close to the read-only floor (lab 08's "where the
+// gap goes" table); what is left is time when no weight streams: qk_rope and decode attention are
+// latency-bound (a few MB, a chain of dependent round trips) and leave most SMs and most of HBM
+// idle. The o projection's weights (4096 x 4096 fp16 = 32 MiB for Qwen3-8B) do not depend on
+// attention, and fit in a large GPU's L2 (the device record's l2_bytes). So on a second stream, forked after the QKV GEMV, this kernel reads them
 // into L2 (an evict-last policy: attention's few MB do not push them out) while attention runs;
 // the o GEMV then finds them there. Nothing is computed: each lane keeps 8 loads in flight and
 // folds them into one word that is never stored (the loads are volatile, so they stay).

@@ -34,7 +34,7 @@ def test_the_shared_constants_are_passed():
             "rmsnorm": {"RMS_BLOCK", "RMS_PER_THREAD"}, "add": {"BIAS_ROWS"},
             "gemv": {"SEED_BLOCK", "INT8_GROUP", "WARP_ROWS"},
             "vision": {"LN_BLOCK", "SR_TILE", "SR2_TILE", "SR2_U", "TR_TILE", "BG_U", "SM_U"},
-            "measure": {"READ_UNROLL", "FMA_CHAINS", "EX2_CHAINS", "ISSUE_REPEAT"}}
+            "measure": {"READ_UNROLL", "FMA_CHAINS", "EX2_CHAINS", "ISSUE_REPEAT"}, "decoder": {"FG_WARPS"}}
     for family, names in want.items():
         assert names <= set(build.DEFINES.get(family, {})), (family, names - set(build.DEFINES.get(family, {})))
 

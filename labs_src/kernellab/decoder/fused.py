@@ -5,6 +5,7 @@ the two launches it replaces (the Amdahl table's swap, measure.SWAPS), so its ga
 from __future__ import annotations
 
 from ..attention import layout_reason
+from ..core.build import define
 from ..core.launch import host_or_device_index, int32_size, launch, no_alias, require
 from .config import FAMILY
 
@@ -55,7 +56,8 @@ def separate(q, k, v, wq, wk, k_cache, v_cache, pos, q_out, cos, sin, scratch=No
 
 # ---- steps 08-10: the GEMVs that build their own input (kernels/decoder.cu, fused_rows) ------------------------
 
-FG_WARPS = 8                   # warps per block (kernels/decoder.cu FG_WARPS)
+FG_WARPS = 8                   # warps per block of steps 08-10
+DEFINES = define(FAMILY, FG_WARPS=FG_WARPS)    # -D: decoder.cu's #ifndef default agrees (tests/test_constants.py)
 FG_KERNELS = {"norm": "decoder_08_norm_gemv", "logits": "decoder_08_norm_logits",
               "residual": "decoder_09_gemv_residual", "silu": "decoder_10_silu_gemv_residual"}
 

@@ -147,15 +147,8 @@ def skip_name(path: str, ops: str) -> str:
 def skip_rows(dec, skips=SKIPS, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
     """Live: the graph-replayed token step with each of `skips` left out (its launches not made: the tokens are
     wrong, the time is what the rest costs), on the same decoder, at one context."""
-    keep = dec.ops
-    rows = []
-    try:
-        for ops in skips:
-            dec.ops, dec._graph = GpuOps(dec.path, {op: "skipped" for op in ops.split(" + ")}), None
-            rows += step_rows(dec, [context], reps, modes=("graph",), name=skip_name(dec.path, ops))
-    finally:
-        dec.ops, dec._graph = keep, None
-    return rows
+    return _timed_with(dec, [(skip_name(dec.path, ops), {op: "skipped" for op in ops.split(" + ")}) for ops in skips],
+                       context, reps)
 
 
 def gap(df, path: str = "float16", context: int = SWAP_CONTEXT):
@@ -174,17 +167,19 @@ def gap(df, path: str = "float16", context: int = SWAP_CONTEXT):
 def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
     """Live: for each swap, the graph-replayed token step with the op run by its before step and by
     its after step (GpuOps' swap), on the same decoder, at one context. A list of rows (case: the
-    context; name: Swap.name)."""
+    context; name: Swap.name); a row two swaps share is timed once."""
+    runs = {sw.name(w): {sw.op: getattr(sw, w)} for sw in swaps for w in ("before", "after")}
+    return _timed_with(dec, list(runs.items()), context, reps)
+
+
+def _timed_with(dec, runs, context: int, reps: int) -> list:
+    """Live: for each (row name, GpuOps swap) of `runs`, the graph-replayed token step on the same decoder with
+    that swap, at one context; the decoder's own ops are put back afterwards."""
     rows, keep = [], dec.ops
     try:
-        done = set()
-        for sw in swaps:
-            for which in ("before", "after"):
-                if sw.name(which) in done:          # one time per (step, case): a pair shares its other row
-                    continue
-                done.add(sw.name(which))
-                dec.ops, dec._graph = GpuOps(dec.path, {sw.op: getattr(sw, which)}), None
-                rows += step_rows(dec, [context], reps, modes=("graph",), name=sw.name(which))
+        for name, swap in runs:
+            dec.ops, dec._graph = GpuOps(dec.path, swap), None
+            rows += step_rows(dec, [context], reps, modes=("graph",), name=name)
     finally:
         dec.ops, dec._graph = keep, None
     return rows
