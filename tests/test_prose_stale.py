@@ -38,7 +38,8 @@ def test_launches_follow_the_token_steps_calls():
     assert n["gemv"] == n["conv"] == 4 * 36 and n["decode"] == 36 and n["argmax"] == 1 and n["embed"] == 1
     assert R.token_ops(D.QWEN25_7B, "int4")["bias_add"] == 28 and "bias_add" not in n
     assert R.launches_per_token(D.QWEN3_8B, "int4", attention_launches=1) == \
-        R.launches_per_token(D.QWEN3_8B, "int4") - 36
+        R.launches_per_token(D.QWEN3_8B, "int4", attention_launches=2) - 36
+    assert R.launches_per_token(D.QWEN3_8B, "int4") == R.launches_per_token(D.QWEN3_8B, "int4", attention_launches=1)
 
 
 def test_context_text_says_what_sets_a_baselines_time():
