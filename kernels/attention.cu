@@ -926,6 +926,12 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
     static_assert(DFL_SMEM + 16 <= 48 * 1024, "DFL_STAGES x DFL_TILE: static shared memory is at most 48 KiB");
     __shared__ uint4 dfl_sm[DFL_SMEM / 16];
     __shared__ int dfl_last;
+#if __CUDA_ARCH__ >= 900
+    // lets the next kernel launch now, if it was launched as a programmatic dependent (sm_90; lab 08's
+    // step 12: the o projection's GEMV starts streaming its weights while this runs; it waits for our
+    // output before it reads it). With no such dependent this does nothing.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     const int kvh = blockIdx.x, qh0 = kvh * DEC_GROUP, chunk = blockIdx.y, C = gridDim.y;
     // The chunks of this length, on the device: n = floor(L / min_chunk), 1 to C (the grid; at most
     // DFL_MAX_CHUNKS), each of ceil(L / n) keys; blocks past the last chunk leave at once (a graph

@@ -25,6 +25,9 @@ __device__ __forceinline__ float silu(float g) {
 // fuses this step away, into the down GEMV that reads its output.)
 extern "C" __global__ void decoder_01_silu_mul(const __half* __restrict__ gate, const __half* __restrict__ up,
                                                __half* __restrict__ out, int n, int vec_ok) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // step 12: the down GEMV may launch
+#endif
     const int i0 = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i0 >= n) return;
     if (vec_ok && i0 + 8 <= n) {
@@ -582,11 +585,38 @@ __device__ __forceinline__ uint4 ld_weights(const uint4* p) {      // read once:
 __device__ __forceinline__ void store_out(__half* y, float v) { *y = __float2half_rn(v); }
 __device__ __forceinline__ void store_out(float* y, float v) { *y = v; }
 
-template <int XOP>                                   // x[8] (fp32) of the 16-byte group j; X_NORM also sums h^2
+// Step 12's instructions (sm_90; nothing below it): let the next kernel of the stream launch; wait
+// until the kernel ahead of this one has finished and its writes are visible; loads after the wait.
+__device__ __forceinline__ void grid_let_next_launch() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// A load after the wait: plain ld.global (coherent), as volatile asm so the compiler keeps it after the
+// wait. Not __ldg: ld.global.nc declares the bytes read-only for the kernel's whole life, which they
+// are not here (the kernel ahead writes them while this one starts), and with it the tokens came out
+// wrong in a device run. Not ld.global.cg either: every warp reading x from L2 made the token slower.
+__device__ __forceinline__ uint4 ld_after_wait(const void* p) {
+    uint4 r;
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ __half ld_half_after_wait(const __half* p) {
+    unsigned short r;
+    asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(r) : "l"(p));
+    return __ushort_as_half(r);
+}
+__device__ __forceinline__ void grid_wait_for_previous() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <int XOP, bool PDL = false>                 // x[8] (fp32) of the 16-byte group j; X_NORM also sums h^2
 __device__ __forceinline__ void load_x(const uint4* a8, const uint4* b8, int j, float* x, float& ss) {
     Half8 p, q;
-    p.u = __ldg(a8 + j);
-    if (XOP != X_PLAIN) q.u = __ldg(b8 + j);
+    p.u = PDL ? ld_after_wait(a8 + j) : __ldg(a8 + j);      // step 12: after the wait
+    if (XOP != X_PLAIN) q.u = PDL ? ld_after_wait(b8 + j) : __ldg(b8 + j);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
         const float2 u = __half22float2(p.h2[k]);
@@ -611,11 +641,15 @@ __device__ __forceinline__ float dot8x(uint4 w, const float* x, float s) {
     return s;
 }
 
-template <int R, int U, int XOP, bool RESID, typename OutT>
+template <int R, int U, int XOP, bool RESID, typename OutT, bool PDL = false>
 __device__ __forceinline__ void fused_rows(const __half* __restrict__ W, const __half* __restrict__ a,
                                            const __half* __restrict__ b, OutT* y, int K, int M, float eps) {
     const int row0 = (blockIdx.x * FG_WARPS + (threadIdx.x >> 5)) * R, lane = threadIdx.x & 31, n8 = M >> 3;
+    const uint4* a8 = reinterpret_cast<const uint4*>(a);
+    const uint4* b8 = reinterpret_cast<const uint4*>(b);
+    if (PDL) grid_let_next_launch();
     if (row0 >= K) return;
+    bool waited = !PDL;      // step 12: the weights' first loads go out before the wait, x's after it
     const uint4* wr[R];
     float acc[R], ss = 0.0f, x[8];
 #pragma unroll
@@ -623,8 +657,6 @@ __device__ __forceinline__ void fused_rows(const __half* __restrict__ W, const _
         wr[r] = reinterpret_cast<const uint4*>(W + (size_t)min(row0 + r, K - 1) * M);
         acc[r] = 0.0f;
     }
-    const uint4* a8 = reinterpret_cast<const uint4*>(a);
-    const uint4* b8 = reinterpret_cast<const uint4*>(b);
     int i = lane;
     for (; i + 32 * (U - 1) < n8; i += 32 * U) {
         uint4 w[U][R];
@@ -632,15 +664,17 @@ __device__ __forceinline__ void fused_rows(const __half* __restrict__ W, const _
         for (int u = 0; u < U; ++u)                      // all loads first: U x R x 16 bytes in flight
 #pragma unroll
             for (int r = 0; r < R; ++r) w[u][r] = ld_weights(wr[r] + i + 32 * u);
+        if (!waited) grid_wait_for_previous(), waited = true;
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            load_x<XOP>(a8, b8, i + 32 * u, x, ss);
+            load_x<XOP, PDL>(a8, b8, i + 32 * u, x, ss);
 #pragma unroll
             for (int r = 0; r < R; ++r) acc[r] = dot8x(w[u][r], x, acc[r]);
         }
     }
+    if (!waited) grid_wait_for_previous();
     for (; i < n8; i += 32) {
-        load_x<XOP>(a8, b8, i, x, ss);
+        load_x<XOP, PDL>(a8, b8, i, x, ss);
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] = dot8x(ld_weights(wr[r] + i), x, acc[r]);
     }
@@ -649,41 +683,44 @@ __device__ __forceinline__ void fused_rows(const __half* __restrict__ W, const _
     for (int r = 0; r < R; ++r) {
         const float s = warp_reduce_sum(acc[r]) * scale;
         if (lane == 0 && row0 + r < K) {
-            if (RESID) y[row0 + r] = __float2half_rn(__half2float(y[row0 + r]) + __half2float(__float2half_rn(s)));
+            if constexpr (RESID) {
+                const float h0 = __half2float(PDL ? ld_half_after_wait(y + row0 + r) : y[row0 + r]);
+                y[row0 + r] = __float2half_rn(h0 + __half2float(__float2half_rn(s)));
+            }
             else store_out(y + row0 + r, s);
         }
     }
 }
 #define FUSED_ARGS const __half* __restrict__ W, const __half* __restrict__ a, const __half* __restrict__ b
-#define FUSED_CALL(XOP, RESID, T) \
-    if (two_rows) fused_rows<2, 8, XOP, RESID, T>(W, a, b, y, K, M, eps); \
-    else fused_rows<1, 16, XOP, RESID, T>(W, a, b, y, K, M, eps)
-extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
+#define FUSED_CALL(XOP, RESID, T, PDL) \
+    if (two_rows) fused_rows<2, 8, XOP, RESID, T, PDL>(W, a, b, y, K, M, eps); \
+    else fused_rows<1, 16, XOP, RESID, T, PDL>(W, a, b, y, K, M, eps)
+extern "C" __global__ __launch_bounds__(FG_WARPS * 32) void
 decoder_08_norm_gemv(FUSED_ARGS, __half* __restrict__ y, int K, int M, float eps, int two_rows) {
-    FUSED_CALL(X_NORM, false, __half);
+    FUSED_CALL(X_NORM, false, __half, false);
 }
 
 // === decoder_08_norm_logits ===
 // Why: the final RMSNorm inside the logits GEMV (fp32 logits out, as lab 04's logits step).
-extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
+extern "C" __global__ __launch_bounds__(FG_WARPS * 32) void
 decoder_08_norm_logits(FUSED_ARGS, float* __restrict__ y, int K, int M, float eps, int two_rows) {
-    FUSED_CALL(X_NORM, false, float);
+    FUSED_CALL(X_NORM, false, float, false);
 }
 
 // === decoder_09_gemv_residual ===
 // Why: the residual add in the GEMV's epilogue: h += W x (the attention output projection), so the
 // next RMSNorm has nothing to add and moves into the next GEMV's prologue (step 08).
-extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
+extern "C" __global__ __launch_bounds__(FG_WARPS * 32) void
 decoder_09_gemv_residual(FUSED_ARGS, __half* y, int K, int M, float eps, int two_rows) {
-    FUSED_CALL(X_PLAIN, true, __half);
+    FUSED_CALL(X_PLAIN, true, __half, false);
 }
 
 // === decoder_10_silu_gemv_residual ===
 // Why: SiLU(gate) x up in the down GEMV's prologue (step 01's launch gone), the residual in its
 // epilogue: h += W_down (SiLU(gate) * up).
-extern "C" __global__ void __launch_bounds__(FG_WARPS * 32)
+extern "C" __global__ __launch_bounds__(FG_WARPS * 32) void
 decoder_10_silu_gemv_residual(FUSED_ARGS, __half* y, int K, int M, float eps, int two_rows) {
-    FUSED_CALL(X_SILU, true, __half);
+    FUSED_CALL(X_SILU, true, __half, false);
 }
 
 // === decoder_11_l2_prefetch ===
@@ -719,4 +756,41 @@ extern "C" __global__ void decoder_11_l2_prefetch(const uint4* __restrict__ p, l
         for (int u = 0; u < 8; ++u) fold ^= v[u].x;
     }
     if (fold == 0x9e3779b9u && n16 < 0) asm volatile("trap;");     // never: keeps the fold alive
+}
+
+// === decoder_12_pdl_norm_gemv ===
+// Why: with steps 08 and 09 each GEMV of the token streams its weights near the read floor, but
+// between two kernels the stream stops: a kernel starts only when the one ahead of it has finished
+// and its writes are flushed, so HBM idles while the last blocks drain, while the next grid
+// launches, and all through the small latency-bound kernels (q/k norm + RoPE, decode attention,
+// SiLU x up). Yet a GEMV's weights depend on nothing earlier in the token: only its x does.
+// Programmatic dependent launch (sm_90) splits the dependence in two. Launched with the
+// programmatic-serialization attribute (core/pdl.py; lab 08 does so inside the token's CUDA graph),
+// this kernel may start as soon as every block of the kernel ahead has executed
+// griddepcontrol.launch_dependents. Each warp then issues its first batch of weight loads (step
+// 27's U x R x 16 bytes a lane: all of a 4096-wide row), and only then griddepcontrol.wait, which
+// returns once the kernel ahead has completed and its writes are visible; x, and h for the
+// residual, are read after it, by plain coherent loads. Every kernel of the token that a GEMV
+// follows (these GEMVs, SiLU x up, decode attention) lets the next one launch at its start. The
+// sums and the rounding are steps 08's and 09's. Launched without the attribute (or below sm_90)
+// the two instructions do nothing. The cost: the first batch waits in registers (about 100 a
+// thread, against step 08's 56), so fewer blocks fit an SM.
+extern "C" __global__ __launch_bounds__(FG_WARPS * 32) void
+decoder_12_pdl_norm_gemv(FUSED_ARGS, __half* __restrict__ y, int K, int M, float eps, int two_rows) {
+    FUSED_CALL(X_NORM, false, __half, true);
+}
+
+// === decoder_12_pdl_norm_logits ===
+// Why: step 12 for the logits GEMV (step 08's, after the last down GEMV).
+extern "C" __global__ __launch_bounds__(FG_WARPS * 32) void
+decoder_12_pdl_norm_logits(FUSED_ARGS, float* __restrict__ y, int K, int M, float eps, int two_rows) {
+    FUSED_CALL(X_NORM, false, float, true);
+}
+
+// === decoder_12_pdl_gemv_residual ===
+// Why: step 12 for step 09's GEMVs (the o and down projections, h += W x): h is read and written
+// only after the wait.
+extern "C" __global__ __launch_bounds__(FG_WARPS * 32) void
+decoder_12_pdl_gemv_residual(FUSED_ARGS, __half* y, int K, int M, float eps, int two_rows) {
+    FUSED_CALL(X_PLAIN, true, __half, true);
 }

@@ -163,7 +163,7 @@ kl.check.variants(D.HEAD_NORM)
 build.show("decoder", "07_qk_norm_rope")
 
 # %% [markdown]
-# ### GEMVs that build their own input (steps 08–11)
+# ### GEMVs that build their own input (steps 08–12)
 # Lab 04's step 27 gives every row a warp, and each warp reads the whole input vector. So the
 # producers of that vector can move into the GEMV itself. Step 08 forms RMSNorm(h)·w as it reads
 # h: the warp sums h² on the way and scales its dot product once at the end. Step 09 adds the
@@ -172,12 +172,20 @@ build.show("decoder", "07_qk_norm_rope")
 #
 # Step 10 also moves SiLU(gate)·up into the down GEMV. Every warp then pays for the exponentials
 # of the whole vector. Step 11 reads the o projection's weights into L2 on a second stream while
-# attention runs. The Amdahl table below times each change alone, and `tests/test_gpu_fused_gemv.py`
-# checks all four steps against float64.
+# attention runs.
+#
+# Step 12 changes how the GEMVs are launched, not what they compute. Between two kernels the
+# weight stream stops: a kernel starts only after the one ahead has finished. But a GEMV's
+# weights depend on nothing earlier in the token; only its x does. With programmatic dependent
+# launch (sm_90, `kernellab/core/pdl.py`) the GEMV may start while the kernel ahead still runs.
+# It issues its first weight loads, then waits (`griddepcontrol.wait`) before it reads x. The
+# token step launches this way only inside its CUDA graph. The Amdahl table below times each
+# change alone, and `tests/test_gpu_fused_gemv.py` checks every step against float64.
 
 # %%
 build.show("decoder", "08_norm_gemv")
 build.show("decoder", "11_l2_prefetch")
+build.show("decoder", "12_pdl_norm_gemv")
 
 # %% [markdown]
 # ### The embedding row, from a device-side token id

@@ -145,16 +145,20 @@ def specialised(family: str, name: str, extra: tuple):
     return k
 
 
-def launch(family: str, name: str, grid, block, args, smem: int = 0, extra: tuple = ()) -> None:
+def launch(family: str, name: str, grid, block, args, smem: int = 0, extra: tuple = (), pdl: bool = False) -> None:
     """Launch kernel `name` of a family with kernel_args(args); `extra`: compile options of a
-    specialised build (specialised()). Kept lean: it runs on every call of every launcher, and its
+    specialised build (specialised()); pdl: as a programmatic dependent of the kernel ahead (core/pdl.py;
+    the caller checks pdl.supported()). Kept lean: it runs on every call of every launcher, and its
     host cost adds to each kernel's (bench.host_us)."""
     k = (_KERNELS.get((family, name)) or kernel(family, name)) if not extra else \
         (_SPECIALISED.get((family, name, extra)) or specialised(family, name, extra))
     grid, block, args = _dims(grid), _dims(block), kernel_args(args)
     if _RECORD is not None:
         _RECORD.append((k, grid, block, args, smem))
-    if smem:
+    if pdl:
+        from .pdl import launch as launch_pdl
+        launch_pdl(k, grid, block, args, smem)
+    elif smem:
         k(grid, block, args, shared_mem=smem)
     else:
         k(grid, block, args)

@@ -17,6 +17,7 @@ from .reference import ref_rmsnorm, ref_rope
 from .steps import argmax_into, embed, head_norm, reference_embed, reference_head_norm, reference_silu_mul, silu_mul
 from .fused import (FUSED, SEPARATE, fused_rows_ok, gemv_residual, l2_prefetch, norm_gemv, norm_logits, qk_norm_rope,
                     separate, silu_gemv_residual)
+from ..core.pdl import supported as pdl_supported
 from .weights import layer_shapes, lw, weight_shapes
 
 
@@ -78,12 +79,14 @@ class Fuse(tuple):
 
 
 FUSE_ALL = ("residual", "norm", "silu")
-FUSE_DEFAULT = "08 + 09"
-# the Amdahl table's swaps that take steps 08-10 apart (one change each). The token step runs 08 + 09: step 10's
-# SiLU per warp costs more than the launch it saves (lab 08 shows the measurement).
+FUSE_DEFAULT = "08 + 09 + 12"
+# the Amdahl table's swaps that take steps 08-12 apart (one change each). The token step runs 08 + 09 + 12 (12 only
+# inside its CUDA graph, on sm_90; elsewhere 08 + 09): step 10's SiLU per warp costs more than the launch it saves,
+# and step 11 is a swap (lab 08 shows the measurements).
 FUSE_SWAPS = {n: Fuse(n, p) for n, p in (("separate", ()), ("09 alone", ("residual",)),
                                           ("08 + 09", ("residual", "norm")), ("08 + 09 + 10", FUSE_ALL),
-                                          ("08 + 09 + 11", ("residual", "norm", "prefetch")))}
+                                          ("08 + 09 + 11", ("residual", "norm", "prefetch")),
+                                          ("08 + 09 + 12", ("residual", "norm", "pdl")))}
 
 
 def _unpacked(step):
@@ -180,12 +183,12 @@ class NumpyOps:
             out[...] = ref_rmsnorm(x, w, self.cfg.eps).astype(out.dtype)
         return out
 
-    def norm_gemv(self, W, h, w, out, eps=None):
+    def norm_gemv(self, W, h, w, out, eps=None, pdl=False):
         return self.gemv(W, self.norm(h, w, np.empty(h.shape, np.float16)), out=out)
 
     norm_logits = norm_gemv
 
-    def gemv_residual(self, W, x, h):
+    def gemv_residual(self, W, x, h, pdl=False):
         d = self.gemv(W, x, out=np.empty(h.shape, np.float16))
         with np.errstate(over="ignore", invalid="ignore"):
             h[...] = (np.asarray(h, np.float64) + d).astype(np.float16)
@@ -346,7 +349,7 @@ class Decoder:
         # the decoder's own copy: set_rope_delta rewrites it in place (a captured graph keeps reading it)
         self.cos, self.sin = (None, None) if emulate else (t.copy() for t in A.rope_table(self.capacity, cfg.theta,
                                                                                           cfg.head_dim))
-        self._graph = None
+        self._graph, self._pdl = None, False      # _pdl: step 12's launches, only while graph() captures
         ws = [self.layers[0][k][0] for k in ("qkv", "o", "gu", "down")] + [self.lm] if path == "float16" else []
         self._rows_ok = emulate or all(fused_rows_ok(*w.shape) for w in ws)
         self.host_pos = 0
@@ -418,8 +421,11 @@ class Decoder:
     @property
     def fuse(self) -> tuple:
         """Steps 08-10 this token step runs: the ops' choice on the fp16 path when every weight has rows enough
-        (fused.fused_rows_ok), else none (the separate launches)."""
-        return self.ops.fuse if self.path == "float16" and self._rows_ok else ()
+        (fused.fused_rows_ok), else none (the separate launches); step 12 ('pdl') only where the GPU runs it (sm_90)."""
+        f = self.ops.fuse if self.path == "float16" and self._rows_ok else ()
+        if "pdl" in f and (self.emulate or not pdl_supported()):
+            f = FUSE_SWAPS["08 + 09"]
+        return f
 
     def step(self):
         """Launch one token's step (asynchronous): the token in self.token at position state[0]."""
@@ -457,7 +463,7 @@ class Decoder:
     def _normed(self, W, ln, out, fuse):
         """out = W . (RMSNorm(h) * ln): step 08 (one launch), or lab 02's RMSNorm then lab 04's GEMV."""
         if "norm" in fuse:
-            return self.ops.norm_gemv(W, self.h_a, ln, out, self.cfg.eps)
+            return self.ops.norm_gemv(W, self.h_a, ln, out, self.cfg.eps, self._pdl)
         self.ops.norm(self.h_a.reshape(1, -1), ln, out=self.y.reshape(1, -1))
         return self.ops.gemv(W, self.y, out=out)
 
@@ -491,7 +497,7 @@ class Decoder:
             if side:                                 # step 11: W_o into L2 on a second stream while attention runs
                 self._fork(lambda: ops.l2_prefetch(L["o"][0]))
             self._attention(i, L)
-            ops.gemv_residual(L["o"][0], self.o_flat, h)
+            ops.gemv_residual(L["o"][0], self.o_flat, h, self._pdl)
             if side:
                 self._join()
             self._normed(L["gu"][0], L["ln2"], self.gu, fuse)
@@ -499,9 +505,9 @@ class Decoder:
                 ops.silu_gemv_residual(L["down"][0], self.gate, self.up, h)
             else:
                 ops.silu_mul(self.gate, self.up, out=self.m)
-                ops.gemv_residual(L["down"][0], self.m, h)
+                ops.gemv_residual(L["down"][0], self.m, h, self._pdl)
         if "norm" in fuse:
-            ops.norm_logits(self.lm, h, self.norm, self.logits, self.cfg.eps)
+            ops.norm_logits(self.lm, h, self.norm, self.logits, self.cfg.eps, self._pdl)
         else:
             ops.norm(h.reshape(1, -1), self.norm, out=self.y.reshape(1, -1))
             ops.logits(self.lm, self.y, out=self.logits)
@@ -536,7 +542,11 @@ class Decoder:
         if self.emulate:
             raise ValueError("an emulated decoder has no CUDA graph: use_graph=False")
         if self._graph is None:
-            self._graph = graph(self.step, warmup=False)
+            self._pdl = "pdl" in self.fuse      # step 12's programmatic launches go into the graph; eager steps
+            try:                                # launch through CuPy (core/pdl.py: a ctypes launch costs host time)
+                self._graph = graph(self.step, warmup=False)
+            finally:
+                self._pdl = False
         return self._graph
 
     def prefill(self, tokens, embeds=None, rope=None, deepstack=None):

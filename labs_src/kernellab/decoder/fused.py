@@ -60,6 +60,9 @@ FG_WARPS = 8                   # warps per block of steps 08-10
 DEFINES = define(FAMILY, FG_WARPS=FG_WARPS)    # -D: decoder.cu's #ifndef default agrees (tests/test_constants.py)
 FG_KERNELS = {"norm": "decoder_08_norm_gemv", "logits": "decoder_08_norm_logits",
               "residual": "decoder_09_gemv_residual", "silu": "decoder_10_silu_gemv_residual"}
+# step 12: the same GEMVs, launched as programmatic dependents (their weights stream before the wait for x)
+PDL_KERNELS = {"norm": "decoder_12_pdl_norm_gemv", "logits": "decoder_12_pdl_norm_logits",
+               "residual": "decoder_12_pdl_gemv_residual"}
 
 
 def fused_rows_ok(K: int, M: int) -> bool:
@@ -70,8 +73,9 @@ def fused_rows_ok(K: int, M: int) -> bool:
     return K >= ROWS_MIN_WARPS_PER_SM * info()["sms"] and M % 8 == 0
 
 
-def _fused_gemv(kind, W, a, b, y, eps, names):
-    """One launch of step 08/09/10: y = W . x (or y += W . x) with x built from (a, b) in the kernel's prologue."""
+def _fused_gemv(kind, W, a, b, y, eps, names, pdl=False):
+    """One launch of step 08/09/10: y = W . x (or y += W . x) with x built from (a, b) in the kernel's prologue;
+    pdl: step 12's kernel, launched as a programmatic dependent of the kernel ahead (sm_90: core.pdl.supported())."""
     require(W, "W", dtype="float16", ndim=2, align=16)
     K, M = W.shape
     if M % 8:
@@ -84,25 +88,27 @@ def _fused_gemv(kind, W, a, b, y, eps, names):
     no_alias(y, (W, a, b))
     # lab 04's step 27 rule: two rows per warp on tall matrices; SiLU always (its exp then runs once per 2 rows)
     two = M < 4096 or K >= 16384 or kind == "silu"
-    if K:
-        launch(FAMILY, FG_KERNELS[kind], (-(-K // (FG_WARPS * (1 + two))),), (FG_WARPS * 32,),
-               (W, a, b, y, K, M, float(eps), int(two)))
+    if not K:
+        return y
+    name = PDL_KERNELS[kind] if pdl else FG_KERNELS[kind]
+    launch(FAMILY, name, (-(-K // (FG_WARPS * (1 + two))),), (FG_WARPS * 32,), (W, a, b, y, K, M, float(eps), int(two)),
+           pdl=pdl)
     return y
 
 
-def norm_gemv(W, h, w, out, eps: float = 1e-6):
-    """Step 08: out = W . (RMSNorm(h) * w), fp16: W [K, M], h and w [M], out [K]."""
-    return _fused_gemv("norm", W, h, w, out, eps, ("h", "norm weight"))
+def norm_gemv(W, h, w, out, eps: float = 1e-6, pdl: bool = False):
+    """Step 08: out = W . (RMSNorm(h) * w), fp16: W [K, M], h and w [M], out [K] (pdl: step 12)."""
+    return _fused_gemv("norm", W, h, w, out, eps, ("h", "norm weight"), pdl)
 
 
-def norm_logits(W, h, w, out, eps: float = 1e-6):
+def norm_logits(W, h, w, out, eps: float = 1e-6, pdl: bool = False):
     """Step 08 for the logits: out = W . (RMSNorm(h) * w) in fp32 (lab 04's logits step's output)."""
-    return _fused_gemv("logits", W, h, w, out, eps, ("h", "norm weight"))
+    return _fused_gemv("logits", W, h, w, out, eps, ("h", "norm weight"), pdl)
 
 
-def gemv_residual(W, x, h):
-    """Step 09: h += W . x in place (h [K] fp16, the residual stream; x [M])."""
-    return _fused_gemv("residual", W, x, x, h, 0.0, ("x", "x"))
+def gemv_residual(W, x, h, pdl: bool = False):
+    """Step 09: h += W . x in place (h [K] fp16, the residual stream; x [M]) (pdl: step 12)."""
+    return _fused_gemv("residual", W, x, x, h, 0.0, ("x", "x"), pdl)
 
 
 def silu_gemv_residual(W, gate, up, h):
