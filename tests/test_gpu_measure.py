@@ -55,6 +55,21 @@ def test_graph_replays_and_refuses_allocation():
         bench.graph(lambda: step(a, b))
 
 
+def test_graph_warmup_waits_for_work_already_queued():
+    """bench.graph's warm-up runs fn on its own non-blocking stream, which does not wait for the default stream.
+    It must not start before work queued there ends (lab 09 ran its tower eagerly, then captured it, and the
+    warm-up raced with the eager run over the same buffers). Here fn reads the last element of a 1 GiB copy
+    still in flight: read too early it is 0."""
+    import cupy
+    src = cupy.ones(1 << 28, cupy.float32)
+    dst = cupy.zeros_like(src)
+    out = cupy.zeros(1, cupy.float32)
+    cupy.cuda.Device().synchronize()
+    dst[...] = src                                 # queued on the default stream, not waited for
+    bench.graph(lambda: cupy.copyto(out, dst[-1:]))
+    assert float(out.get()[0]) == 1.0
+
+
 CASES = [(softmax, "05_online_vec4", (1, 4096), "float32"),
          (rmsnorm, "08_onepass", (1, 4096), "float16"),
          (add, "04_fp16_vec8", (4096,), "float16"),

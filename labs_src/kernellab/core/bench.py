@@ -269,6 +269,10 @@ class Graph:
         import cupy
         self.fn, self.stream = fn, cupy.cuda.Stream(non_blocking=True)
         pool = cupy.get_default_memory_pool()
+        # The warm-up runs fn on a non-blocking stream, which does not wait for work already queued on the
+        # default stream: an eager run of the same launches still in flight (lab 09's tower: run once, then
+        # captured) would race with it over the same buffers. So everything queued so far finishes first.
+        cupy.cuda.Device().synchronize()
         with self.stream:
             if warmup:                   # compiles kernels and grows the memory pool outside the capture
                 fn()
