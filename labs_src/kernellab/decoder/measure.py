@@ -10,7 +10,7 @@ from .. import gemv as G
 from ..core.family import Family, Target
 from .bytes_model import bytes_per_token
 from .config import Config, DECODER_NAME, FAMILY, PATHS, QWEN3_8B
-from .engine import Decoder, GpuOps
+from .engine import FUSE_SWAPS, Decoder, GpuOps
 
 
 # ---- live measurements (a GPU), loud skips (none) --------------------------------------------------------------
@@ -171,7 +171,7 @@ def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
     its after step (GpuOps' swap), on the same decoder, at one context. A list of rows (case: the
     context; name: Swap.name); a row two swaps share is timed once."""
     from ..core.pdl import supported
-    swaps = [sw for sw in swaps if supported() or not (sw.op == "fuse" and "12" in sw.after)]   # step 12: sm_90
+    swaps = [sw for sw in swaps if supported() or not (sw.op == "fuse" and "pdl" in FUSE_SWAPS[sw.after])]  # sm_90
     runs = {sw.name(w): {sw.op: getattr(sw, w)} for sw in swaps for w in ("before", "after")}
     return _timed_with(dec, list(runs.items()), context, reps)
 

@@ -351,11 +351,11 @@ def gap_text(d, context: int = 512) -> str:
         parts.append(f"{GAP_WHAT.get(ops, ops)} " + ("within noise of nothing" if within_noise(m) else
                                                       f"**{cost[ops]:.0f} µs** ({cost[ops] / (t - f):.0%})"))
     alone = t - cost[SKIPS[-1]]
-    roof = pick(d, skip_name("float16", SKIPS[-1]), "frac_read", case=case)
+    roof, floor_roof = (pick(d, n, "frac_read", case=case) for n in (skip_name("float16", SKIPS[-1]), floor_name("float16")))
     return (f"Measured by leaving each op out of the replayed token (timing only; the tokens are then wrong), "
             f"the gap of {t - f:.0f} µs splits into " + ", ".join(parts) + f". With all three left out the token is the "
             f"GEMVs alone: {alone:.0f} µs, **{f / alone:.2f}** of the floor and **{roof:.2f}** of the read roof (the "
-            f"floor itself is {alone / f * roof:.2f}), so the GEMVs' own distance from their "
+            f"floor itself is {floor_roof:.2f}), so the GEMVs' own distance from their "
             f"floors is {alone - f:.0f} µs ({(alone - f) / (t - f):.0%} of the gap) and the three ops together "
             f"{cost[SKIPS[-1]]:.0f} µs ({cost[SKIPS[-1]] / (t - f):.0%}). A target above that fraction of the floor "
             "needs those ops overlapped with the weight stream, not made faster alone.")
