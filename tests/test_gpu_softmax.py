@@ -1,5 +1,7 @@
 """GPU only: every softmax variant against the float64 reference on irregular shapes and
 hostile values; bad input raises before launch; the naive step really overflows."""
+import zlib
+
 import numpy as np
 import pytest
 
@@ -29,9 +31,10 @@ def test_variant_matches_reference(name, shape, values):
         pytest.skip("not overflow-safe by design (see test_naive_overflows), or a row longer than step 08 "
                     "takes (see test_safe_v1_takes_rows_up_to_1024)")
     for dt in v.dtypes:
-        (x,) = softmax.make_input(shape, dt, values, seed=hash((shape, values)) % 1000)
+        # a seed fixed by the case (hash() of a str changes with every process: a flaky test)
+        (x,) = softmax.make_input(shape, dt, values, seed=zlib.crc32(repr((shape, values)).encode()) % 1000)
         check.check(_run(name, x), softmax.reference(x), name=f"{name} {shape} {values} {dt}", quiet=True,
-                    **softmax.tolerance(x))
+                    **softmax.tolerance(x, serial=name == "01_naive"))
 
 
 def test_naive_overflows_at_89():
