@@ -8,7 +8,10 @@ claims tables read (results.claims) without a GPU. It also profiles every launch
 `limiters` (a step or a baseline) with core.ncu.LIMITER_METRICS: the counters that say what limits
 it (results.limiters reads them). `--limiters` records only those, keeping the other readings.
 `--repeat=N` (default REPEAT) profiles each launch N times and records the median reading with the
-lowest and highest (`lo`, `hi`): the noise band core.ncu.limiter reads.
+lowest and highest (`lo`, `hi`): the noise band core.ncu.limiter reads. `--only=KEY[,KEY...]`
+(family keys, e.g. attention_decode,vision:gelu_erf) records only those families' limiters, in that
+order, keeping the other readings. `--missing` skips the limiter launches this device already has
+readings of (a family's newly named limiters only).
 Needs a GPU and ncu with access to the performance counters (the H100 host has both)."""
 from __future__ import annotations
 
@@ -54,9 +57,11 @@ def jobs(claims=None) -> dict:
     return out
 
 
-def limiter_jobs() -> list:
-    """[(family, step or baseline, shape, dtype, kernel regex)] over every family's limiters."""
-    return [(f, name, shape, dt, kernel) for f in families() for name, shape, dt, kernel in f.limiter_cases()]
+def limiter_jobs(only=None) -> list:
+    """[(family, step or baseline, shape, dtype, kernel regex)] over every family's limiters, or over
+    the families whose keys `only` lists, in its order."""
+    fams = list(families()) if only is None else [family_named(k) for k in only]
+    return [(f, name, shape, dt, kernel) for f in fams for name, shape, dt, kernel in f.limiter_cases()]
 
 
 def main(argv=None) -> int:
@@ -66,12 +71,20 @@ def main(argv=None) -> int:
     if not is_live():
         print("kernellab.ncu_record needs a CUDA GPU and Nsight Compute: readings are measured, never typed in.")
         return 2
-    todo = [] if "--limiters" in argv else [(family_named(k), step, *shape_of(family_named(k), case), None, metrics)
+    only = next((a.split("=", 1)[1].split(",") for a in argv if a.startswith("--only=")), None)
+    partial = "--limiters" in argv or only is not None
+    todo = [] if partial else [(family_named(k), step, *shape_of(family_named(k), case), None, metrics)
                                             for (k, step, case), metrics in sorted(jobs().items())]
-    todo += [(f, name, shape, dt, kernel, LIMITER_METRICS) for f, name, shape, dt, kernel in limiter_jobs()]
+    todo += [(f, name, shape, dt, kernel, LIMITER_METRICS) for f, name, shape, dt, kernel in limiter_jobs(only)]
+    if "--missing" in argv:                      # only the launches this device has no readings of
+        from .core.device import info
+        old = load_recorded("ncu")
+        mine = old[old["device"] == info()["name"]] if len(old) else old
+        have = set(zip(mine["family"], mine["name"], mine["case"])) if len(mine) else set()
+        todo = [t for t in todo if (t[0].name, t[1], t[0].case_key(t[2], t[3])) not in have]
+        partial = True
     repeat = int(next((a.split("=", 1)[1] for a in argv if a.startswith("--repeat=")), REPEAT))
     rows, failed = [], []
-    partial = "--limiters" in argv
     try:
         for fam, step, shape, dt, kernel, metrics in todo:
             k, case = key(fam), fam.case_key(shape, dt)

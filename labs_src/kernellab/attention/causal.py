@@ -12,7 +12,7 @@ import numpy as np
 from ..core.family import Family, Target
 from ..core.launch import launch, require, variant
 from .reference import FAMILY, LOG2E, THETA, rope_table_host
-from .steps import _need_sm80, layout_reason, rope_table, specialise
+from .steps import TORCH_ATTN_KERNELS, _need_sm80, layout_reason, rope_table, specialise
 
 CAUSAL_ROWS = 64         # query rows per block (4 warps x 16)
 
@@ -165,6 +165,7 @@ PREFILL_CAUSAL = Family(
     record_cases=[((32, n), "float16") for n in CAUSAL_NS], baselines={SDPA_CAUSAL: _sdpa_causal},
     shapes={f"Qwen3-8B prompt, N = {n}": (32, n) for n in CAUSAL_NS},
     default={"float16": "16_causal"}, case_key=causal_case_key,
+    limiters=(("16_causal", (32, 4096), None), (SDPA_CAUSAL, (32, 4096), TORCH_ATTN_KERNELS)),
     tolerance=lambda *a: {"rtol": 1e-2, "atol": 2e-3},
     targets=tuple(Target(f"time(torch SDPA) / time(step 16) at N = {n}", _vs_sdpa(n), 1.0) for n in CAUSAL_NS),
     about="Qwen3-8B causal prefill attention: 32 q heads over 8 KV heads of 128, K and V from the cache")

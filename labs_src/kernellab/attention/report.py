@@ -206,8 +206,9 @@ DECODE = Family(
     record_cases=[((HQ, n), "float16") for n in DEC_LENGTHS], baselines=DEC_BASELINES,
     shapes={f"Qwen3-8B decode, KV length {n}": (HQ, n) for n in DEC_LENGTHS},
     default={"float16": "05_gqa_tile"}, case_key=dec_case_key, tolerance=_tolerance,
-    limiters=tuple((name, (HQ, n), kernel) for n in (1024, 32768)
-                   for name, kernel in (("05_gqa_tile", None), (SDPA_DEC, TORCH_ATTN_KERNELS))),
+    limiters=tuple((name, (HQ, n), kernel) for step, lengths in (("05_gqa_tile", (1024, 32768)),
+                                                                 ("06_gqa_flash", (64, 4096)))
+                   for n in lengths for name, kernel in ((step, None), (SDPA_DEC, TORCH_ATTN_KERNELS))),
     targets=(Target("best step, worst fraction of the read roof at KV length >= 4096", dec_roof_fraction, 0.75,
                     floor=functools.partial(dec_roof_fraction, floor=True)),
              Target("time(torch SDPA) / time(best step), worst over every length", dec_vs_sdpa, 1.0,

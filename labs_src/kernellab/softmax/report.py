@@ -150,10 +150,12 @@ TARGETS = (Target("best step / torch.softmax, worst over 32..262144 columns (fp3
 
 TORCH_SOFTMAX_KERNELS = "SoftMax|softmax"          # torch's softmax kernels (cunn_SoftMaxForward*, softmax_warp_*)
 LIMIT_LONG = (256, 131072)                         # the 64K..256K band's middle: 2^25 elements, as the sweep
+LIMIT_NARROW = (131072, 256)                        # narrow fp16 rows: the same 2^25 elements at width 256
 LIMITERS = (("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_fp16", "float16"),
             ("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_\d", "float32"),
             ("13_cluster_one_exp", LIMIT_LONG, r"^softmax_13_", "float16"),
-            ("torch.softmax", LIMIT_LONG, TORCH_SOFTMAX_KERNELS, "float16"))
+            ("torch.softmax", LIMIT_LONG, TORCH_SOFTMAX_KERNELS, "float16"),
+            ("09_dispatch", LIMIT_NARROW, r"^softmax_", "float16"))
 
 
 def long_limits_text(lim) -> str:

@@ -131,7 +131,9 @@ def _pi_cupy(table, idx, wts):
 
 
 POS_INTERP = _op(
-    op="pos_interp", case_key=_key("pos_interp"), make_input=_pi_input,
+    op="pos_interp", case_key=_key("pos_interp"),
+    limiters=(("15_pos_interp_fma", (128, 128, 48, 1152), r"^vision_15_pos_interp_fma$"),),
+    make_input=_pi_input,
     reference=_cast(_pi_ref),
     # unique bytes: the table rows actually used, the two small tables, the output
     bytes_moved=lambda t, i, w, *_: (len(np.unique(i.get() if hasattr(i, "get") else i)) * t.shape[1] * 2

@@ -136,7 +136,9 @@ def _rope_torch(torch, tq, c, s):
 
 
 SPLIT_ROPE = _op(
-    op="split_rope", case_key=_key("split_rope"), make_input=_sr_input,
+    op="split_rope", case_key=_key("split_rope"),
+    limiters=(("27_split_rope_tile", (128, 128, 16, 72), r"^vision_27_split_rope_tile$"),),
+    make_input=_sr_input,
     reference=_cast(_sr_ref),
     bytes_moved=lambda qkv, c, s, *_: 2 * qkv.nbytes + c.nbytes + s.nbytes,
     variants={"18_split_rope_scalar": sr_scalar, "18_ablate_block128": sr_scalar_128,

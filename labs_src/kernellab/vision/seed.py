@@ -94,7 +94,9 @@ _th_cupy, _th_torch = _tr_cupy, _tr_torch    # the same baselines: the view with
 
 
 TRANSPOSE_TOKEN_HEAD = _op(
-    op="transpose_token_head", case_key=_key("transpose_token_head"), make_input=_th_input,
+    op="transpose_token_head", case_key=_key("transpose_token_head"),
+    limiters=(("33_transpose_token_head_vec8", (16384, 16, 72), r"^vision_33_transpose_token_head_vec8$"),),
+    make_input=_th_input,
     reference=_cast(ref_transpose_token_head), bytes_moved=lambda x, *_: 2 * x.nbytes,
     variants={"32_transpose_token_head_half2": th_half2, "33_transpose_token_head_vec8": th_vec8},
     default={"float16": "33_transpose_token_head_vec8"},

@@ -111,7 +111,9 @@ def _ln_cupy(x, w, b):
 
 
 LAYERNORM = _op(
-    op="layernorm", case_key=_key("layernorm"), make_input=_ln_input,
+    op="layernorm", case_key=_key("layernorm"),
+    limiters=(("03_layernorm_warp_vec8", (16384, 1152), r"^vision_03_layernorm_warp_vec8$"),),
+    make_input=_ln_input,
     reference=_cast(ref_layernorm), bytes_moved=lambda x, w, b, *_: 2 * x.nbytes + w.nbytes + b.nbytes,
     variants={"01_layernorm_scalar_tree": ln_scalar_tree, "02_ablate_scalar_loads": ln_shfl_scalar_loads,
               "02_layernorm_half2_shfl": ln_half2_shfl, "03_layernorm_warp_vec8": ln_warp_vec8},
@@ -209,7 +211,9 @@ def _gelu_erf_torch(torch, tx):
 
 
 GELU_ERF = _op(
-    op="gelu_erf", case_key=_key("gelu_erf"), make_input=_gelu_input,
+    op="gelu_erf", case_key=_key("gelu_erf"),
+    limiters=(("30_gelu_erf_vec8", (4096, 4608), r"^vision_30_gelu_erf_vec8$"),),
+    make_input=_gelu_input,
     reference=_cast(ref_gelu_erf), bytes_moved=lambda x, *_: 2 * x.nbytes,
     variants={"30_gelu_erf_vec8": _gelu_step("30_gelu_erf_vec8", 8)},
     default={"float16": "30_gelu_erf_vec8"},
