@@ -237,7 +237,9 @@ plot.progress(dec, "07_decode_progress", roof="read", case=A.dec_case_key((A.HQ,
 # ### What holds decode back: the counters
 # Nsight Compute reads the hardware counters of one launch (`make ncu`, recorded on a GPU that
 # allows it; the table names that GPU): how busy DRAM, the issue slots and the tensor pipe are, and
-# why warps wait. Step 05 beside torch SDPA's kernel, at a long and a short cache.
+# why warps wait. Step 05 beside torch SDPA's kernel, at a long and a short cache; then step 06, the
+# decode lab 08 calls, where it misses its targets: below SDPA's speed at 64 keys, and short of its
+# floor at 4096.
 
 # %%
 lim_dec = results.limiters(A.DECODE)
@@ -245,6 +247,7 @@ lim_dec
 
 # %%
 results.say(A.decode_limits_text(lim_dec))
+results.say(A.decode06_limits_text(lim_dec))
 
 
 # %% [markdown]
@@ -420,6 +423,13 @@ results.table(cz, ["case", "name", "median_us", "p10_us", "p90_us", "TFLOP/s"])
 
 # %%
 A.each_device(cz, A.causal_text)
+
+# %% [markdown]
+# What holds step 16 back, from the counters of one launch at N = 4096 beside SDPA's causal kernel:
+
+# %%
+lim_cz = results.limiters(A.PREFILL_CAUSAL)
+results.say(A.causal_limits_text(lim_cz))
 
 # %% [markdown]
 # ## Targets

@@ -8,13 +8,15 @@ from .stale import each_device, stale_said
 from .reference import HQ, PF_HEADS, dec_case_key, pf_case_key
 from .ablation import ABLATION_PAIRS, DEC_ABLATION, PF_ABLATION
 from .causal import CAUSAL_NS, SDPA_CAUSAL, causal_case_key, causal_flops
-from .report import (CUBLAS_BLOCK, FLASH_BLOCK, SDPA_BLOCK, BLOCK_NS, host_text, limits_list, noisy_text, pf_vs_cublas,
-                     pf_vs_sdpa, row_step_text, then)
+from ..core.ncu import limiter_of
+from .report import (CUBLAS_BLOCK, FLASH_BLOCK, SDPA_BLOCK, BLOCK_NS, DRAM, ISS, NO_COUNTERS, OCC, TP, _chain, host_text,
+                     limits_list, noisy_text, pf_vs_cublas, PF_TARGET, pf_vs_sdpa, row_step_text, then)
 from .steps import DEC_FLOOR, GRAPH_DEC, SDPA_DEC, SDPA_PF
 
 C4K, C1 = dec_case_key((HQ, 4096), "float16"), dec_case_key((HQ, 1), "float16")     # decode at 4096 keys, 1 key
 C32K = dec_case_key((HQ, 32768), "float16")
 C4K_PF = pf_case_key((PF_HEADS, 4096), "float16")                                    # prefill at N = 4096
+DEC_SAID = ("05_gqa_tile", "06_gqa_flash")     # the decode steps said against SDPA: 05, and 06 (lab 08 calls it)
 
 
 def say_noisy(dec) -> None:
@@ -46,27 +48,31 @@ def of_floor_text(d, name, case) -> str:
 
 
 def say_decode(dec) -> None:
-    """The decode ladder's sentences: step 05 against SDPA, its roof at 32768 keys, the floor at 4096,
-    split-KV against one block per head, the graph at one key, and the host time of each call."""
-    each_device(dec, lambda d: results.summary(d, "05_gqa_tile", SDPA_DEC))
-    each_device(dec, lambda d: results.roof_text(d, "05_gqa_tile", C32K, 0.75, roof="read")
-                        + of_floor_text(d, "05_gqa_tile", C32K) + f" ({results.source(d)}).")
+    """The decode ladder's sentences: steps 05 and 06 (lab 08's) against SDPA, their roof and floor at
+    32768 keys, the floor at 4096, split-KV against one block per head, the graph at one key, and the
+    host time of each call."""
+    for step in DEC_SAID:
+        each_device(dec, lambda d: results.summary(d, step, SDPA_DEC))
+        each_device(dec, lambda d: results.roof_text(d, step, C32K, 0.75, roof="read")
+                    + of_floor_text(d, step, C32K) + f" ({results.source(d)}).")
     each_device(dec, floor_text)
     each_device(dec, lambda d: then(results.compare_text(d, "03_split", "02_head", C4K),
                                             f": more blocks than query heads ({results.source(d)})."))
     each_device(dec, lambda d: then(results.compare_text(d, GRAPH_DEC, "05_gqa_tile", C1),
                                             f" in GPU time at one cached token ({results.source(d)})."))
     each_device(dec, host_text)
-    each_device(dec, lambda d: results.host_text(d, "05_gqa_tile", "SDPA"))
+    for step in DEC_SAID:
+        each_device(dec, lambda d: results.host_text(d, step, "SDPA"))
 
 
 def vs_sdpa_text(d, n) -> str:
-    """The fastest prefill step against torch SDPA at N = n on one device, with its band and the 1.4 target."""
+    """The fastest prefill step against torch SDPA at N = n on one device, with its band and the target (PF_TARGET)."""
     name = results.fastest(d, pf_case_key((PF_HEADS, n), "float16"))
     r = pf_vs_sdpa(n)(d)
     return results.unless_missing(r.value, f"At N = {n} the fastest step, `{name}`, takes **{r.value:.2f}×** the "
-                                           f"time of torch SDPA (band {r.lo:.2f}–{r.hi:.2f}; target ≤ 1.4: "
-                                           f"**{results.target_outcome(r, 1.4, below=True)}**; {results.source(d)}).")
+                                           f"time of torch SDPA (band {r.lo:.2f}–{r.hi:.2f}; target ≤ {PF_TARGET:g}, "
+                                           f"SDPA's speed: **{results.target_outcome(r, PF_TARGET, below=True)}**; "
+                                           f"{results.source(d)}).")
 
 
 def cublas_claim_text(d) -> str:
@@ -165,3 +171,38 @@ def say_limits(lim_dec, lim_pf, abl_dec=None, abl_pf=None, pf=None) -> None:
     results.say(limits_list(lim_dec, lim_pf))
 
 
+
+
+# ---- where the default steps miss: their counters, read by the one rule (core.ncu.limiter) ------------
+
+def decode06_limits_text(lim, short=64, long=4096) -> str:
+    """What holds step 06 (the decode lab 08 calls) back where it misses: below SDPA at `short` keys, and
+    short of its floor at `long` (the shortest length the floor target covers); from results.limiters(DECODE)."""
+    col = lambda name, n: f"{name} @ {HQ}x{n}:float16"            # noqa: E731
+    if lim is None or not {col(x, n) for x in ("06_gqa_flash", SDPA_DEC) for n in (short, long)} <= set(lim.columns):
+        return NO_COUNTERS
+    v = lambda row, name, n: float(lim.loc[row, col(name, n)])     # noqa: E731
+    us = lambda name, n: v("duration (ns)", name, n) / 1e3        # noqa: E731
+    six, lim6 = "06_gqa_flash", lambda n: limiter_of(lim, col("06_gqa_flash", n))  # noqa: E731
+    return (f"Step 06 where it misses. At KV length {short} it launches **{v('grid size', six, short):.0f}** blocks "
+            f"(so at most that many SMs work) at {v(OCC, six, short):.0f}% occupancy, and takes {us(six, short):.1f} µs "
+            f"under the profiler against SDPA's {us(SDPA_DEC, short):.1f} µs ({v('grid size', SDPA_DEC, short):.0f} "
+            f"blocks); read by the one rule: in ours {lim6(short)}; in SDPA's "
+            f"{limiter_of(lim, col(SDPA_DEC, short))}. At {long} keys, the shortest cache the floor target covers, its "
+            f"{v('grid size', six, long):.0f} blocks keep DRAM **{v(DRAM, six, long):.0f}%** busy (SDPA's kernel "
+            f"{v(DRAM, SDPA_DEC, long):.0f}%) at {v(OCC, six, long):.0f}% occupancy "
+            f"({v('registers per thread', six, long):.0f} registers a thread): {lim6(long)}.")
+
+
+def causal_limits_text(lim, n=4096) -> str:
+    """What limits step 16 and SDPA's causal kernel at N = n, from results.limiters(PREFILL_CAUSAL)."""
+    a, t = f"16_causal @ {causal_case_key((32, n), 'float16')}", f"{SDPA_CAUSAL} @ {causal_case_key((32, n), 'float16')}"
+    if lim is None or not {a, t} <= set(lim.columns):
+        return NO_COUNTERS
+    v = lambda row, c: float(lim.loc[row, c])                    # noqa: E731
+    la = limiter_of(lim, a)
+    return (f"At N = {n}, step 16 keeps the tensor pipe **{v(TP, a):.0f}%** busy and SDPA's causal kernel "
+            f"**{v(TP, t):.0f}%**. Step 16 launches {v('grid size', a):.0f} blocks at {v(OCC, a):.0f}% occupancy "
+            f"({v('registers per thread', a):.0f} registers a thread), its issue slots busy {v(ISS, a):.0f}%: "
+            f"{la}{_chain(la)}. SDPA's kernel launches {v('grid size', t):.0f} blocks at {v(OCC, t):.0f}% occupancy: "
+            f"{limiter_of(lim, t)}.")

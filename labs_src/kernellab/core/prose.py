@@ -23,7 +23,7 @@ def table(df, columns=None, roof: str = "copy", full: bool = False):
     d = one_source(df).copy()
     if roof == "copy" and "frac_copy" in d and d["frac_copy"].isna().all() and "frac_read" in d:
         roof = "read"                  # a family judged against the read roof has no copy fraction
-    if len(d) > MAX_ROWS and {"case", "name", "kind", "median_us"} <= set(d):
+    if len(d) > MAX_ROWS and {"case", "name", "kind", "median_us"} <= set(d) and len(best(d)):  # steps to pick from
         print_once(f"{len(d)} rows on {short_device(d['device'].iloc[0]) if 'device' in d else 'this device'}: "
                    f"below, the fastest step of each case; every row: results.table(frame, full=True).")
         return brief(d, roof)

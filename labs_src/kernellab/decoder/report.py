@@ -131,6 +131,19 @@ TOKEN_GEMV_CASES = {"4096x4096": "o 4096×4096", "12288x4096": "12288×4096 (hal
                     "4096x12288": "down 4096×12288", "151936x4096": "the LM head 151936×4096"}
 
 
+def token_bound(df, path: str, gemv_of_floor: float, context: int = 512) -> str:
+    """The bound a path's GEMVs set on its token: the token's floor is its GEMVs' floors, so with every GEMV at
+    most `gemv_of_floor` of its floor the token is at most that fraction of its own; beside the token's measured
+    fraction at `context` ('' where the token or its floor is not on screen)."""
+    d = one_source(df)
+    t, f = (pick(d, n, "median_us", case=ctx_case(context)) for n in (step_name(path, "graph"), floor_name(path)))
+    if t != t or f != f:
+        return ""
+    return (f", so the token can reach at most {gemv_of_floor:.2f} of its own floor with these GEMVs even were "
+            f"everything else free (it reaches **{f / t:.2f}** at context {context}: the rest is its other kernels "
+            f"and launches)")
+
+
 def gemv_limits(df) -> str:
     """What holds each path's GEMVs back, from lab 04's record (gemv.csv) of the device on screen at the token's
     own shapes (TOKEN_GEMV_CASES): the read-only floor's fraction of the read roof, the GEMV's of that floor."""
@@ -155,7 +168,7 @@ def gemv_limits(df) -> str:
         old = "; lab 04's rows of it ran an earlier version" if any(store.note(G.GEMV.name, st)) else ""
         parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
                      f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran{old}) "
-                     f"**{r.min():.2f}–{r.max():.2f}** of that floor")
+                     f"**{r.min():.2f}–{r.max():.2f}** of that floor" + token_bound(df, path, r.max()))
     shapes = ", ".join(TOKEN_GEMV_CASES.values())
     return ("Lab 04 measured what holds each path's GEMVs back, at the token's own shapes it records (" + shapes +
             "; the fused QKV 6144×4096 and gate/up 24576×4096 are not recorded there): " + "; ".join(parts) +
@@ -361,6 +374,28 @@ def gap_text(d, context: int = 512) -> str:
             "needs those ops overlapped with the weight stream, not made faster alone.")
 
 
+def contexts_text(d, cfg: Config = QWEN3_8B, short: int = 1, long: int = 4096, floor_at: int = 512) -> str:
+    """The fp16 token against its floor at each context on one device, and what the longer cache adds: the token's
+    growth from `short` to `long` beside its decode attention's, timed alone in lab 07's record (attention_decode)."""
+    step, ctxs = step_name("float16", "graph"), (short, floor_at, long)
+    f = pick(d, floor_name("float16"), "median_us", case=ctx_case(floor_at))
+    t = {n: pick(d, step, "median_us", case=ctx_case(n)) for n in ctxs}
+    dev, calls = d["device"].iloc[0], token_ops(cfg, "float16").get("decode", 0)
+    att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev) for n in (short, long)}
+    if f != f or any(v != v for v in t.values()):
+        return ""
+    said = ("The floor reads the weights only, so one floor serves every context: the fp16 token is "
+            + ", ".join(f"**{f / t[n]:.2f}** of it at context {n}" for n in ctxs) + ".")
+    if all(v == v for v in att.values()):
+        said += (f" From context {short} to {long} the token grows by {t[long] - t[short]:.0f} µs; its {calls} calls "
+                 f"of `{TOKEN_DECODE}`, timed alone at those lengths in lab 07's record, grow by "
+                 f"{calls * (att[long] - att[short]):.0f} µs, **{calls * (att[long] - att[short]) / (t[long] - t[short]):.0%}** "
+                 f"of it: decode attention's reads of the longer cache are "
+                 f"{'most' if att[long] - att[short] >= (t[long] - t[short]) / calls / 2 else 'part'} of what a long "
+                 f"context adds.")
+    return said[:-1] + f" ({source(d)})."
+
+
 def say_tokens(tps, context: int = 512) -> None:
     """The tokens/s table's sentences: the steps each path ran, graph against eager, the quantised
     paths against fp16, what holds the GEMVs back, and the launches' share of a token."""
@@ -370,6 +405,7 @@ def say_tokens(tps, context: int = 512) -> None:
     each_device(tps, lambda d: paths_text(d, context))
     each_device(tps, gemv_limits, names=steps)
     each_device(tps, launch_share, names=[step_name("float16", "graph"), floor_name("float16")])
+    each_device(tps, contexts_text, names=[step_name("float16", "graph"), floor_name("float16")])
 
 
 def with_fractions(tb):
@@ -394,12 +430,12 @@ def targets_table(tps, tb, baselines):
 
 def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
     """Our fp16 graph step against each torch baseline in `bases` at `context`, and how far the read roof would
-    let a decoder beat transformers (baselines.targets[1].floor), one device; then what bounds such a target."""
+    let a decoder beat transformers (baselines.targets[-1].floor), one device; then what bounds such a target."""
     ours = step_name("float16", "graph")
     tb = with_fractions(tb)
 
     def said(d):
-        cap = baselines.targets[1].floor(d)
+        cap = baselines.targets[-1].floor(d)
         cap = getattr(cap, "value", cap)
         return ("; ".join(results.compare_text(d, ours, base, ctx_case(context)) for base in bases)
                 + ". " + results.unless_missing(cap, f"Even at the read roof (every byte of a token at full "
@@ -408,8 +444,26 @@ def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
                 + f" ({results.source(d)}).")
     each_device(tb, said)
     each_device(tb, lambda d: context_text(d, bases[-1]))
+    each_device(tb, lambda d: growth_text(d, ours, bases[0]))
     results.say("How far a target over transformers can go is set by transformers' own speed on that GPU and host "
                 "(the 'at the floor' column below).")
+
+
+def growth_text(d, ours: str, base: str, short: int = 1, long: int = 4096) -> str:
+    """Why our ratio to `base` moves with the context, on one device: what each token gains in µs from context
+    `short` to `long`, judged equal when the difference is within the four rows' p10-p90 half-bands added up
+    ('' where a row is missing)."""
+    row = lambda name, n, col="median_us": results.pick(d, name, col, case=ctx_case(n))   # noqa: E731
+    a0, a1, b0, b1 = (row(x, n) for x in (ours, base) for n in (short, long))
+    if any(v != v for v in (a0, a1, b0, b1)):
+        return ""
+    noise = sum((row(x, n, "p90_us") - row(x, n, "p10_us")) / 2 for x in (ours, base) for n in (short, long))
+    ga, gb = a1 - a0, b1 - b0
+    how = ("the same within the rows' noise" if abs(ga - gb) <= noise else
+           f"{'less' if ga < gb else 'more'} in ours by {abs(ga - gb):.0f} µs (beyond the rows' noise of {noise:.0f} µs)")
+    return (f"From context {short} to {long} our token grows by **{ga:.0f} µs** and `{base}`'s by **{gb:.0f} µs**: "
+            f"{how}. What the longer cache adds to both moves the ratio from {b0 / a0:.2f}× to {b1 / a1:.2f}×: "
+            f"at long contexts the ratio rests on decode attention, lab 07's against torch SDPA ({source(d)}).")
 
 
 def context_text(d, name: str, short: int = 1, long: int = 4096) -> str:
