@@ -437,7 +437,8 @@ softmax.say_naive_sweep(sw)
 # %% [markdown]
 # ### Every row length at speed: the best step per length, and the targets
 # The fastest step at each row length of the sweep (fp32 and fp16; live, this times both dtypes'
-# last steps, torch and a memcpy), its fraction of the copy roof, and torch's time over its time.
+# last steps, torch and a memcpy), its fraction of the copy roof, torch's time over its time, and its
+# fraction of the floor (the memcpy's time over its time).
 # Steps 09 to 13 exist for the two ends of this table. The `kernel that ran` column names the step whose
 # kernel the fastest launcher ran (`softmax.kernel_run`): steps 11–13 hand the rows they cannot hold to step 10,
 # step 10 hands rows under 16385 to step 09, and
@@ -456,9 +457,10 @@ softmax.best_per_length(swb)
 results.targets(softmax.SOFTMAX.targets, swb)
 
 # %% [markdown]
-# **What holds the long fp16 rows back.** Nsight Compute reads the counters of one launch of step 10
-# on long rows, in fp16 and fp32, of step 13 (fp16: steps 11–13's changes together) and of torch's
-# kernel (`make ncu` records them): DRAM and issue utilisation, occupancy, and what the warps wait on.
+# **What holds the long rows, and the narrow fp16 rows, back.** Nsight Compute reads the counters of
+# one launch of step 10 on long rows, in fp16 and fp32, of step 13 (fp16: steps 11–13's changes
+# together), of torch's kernel, and of step 09 on narrow fp16 rows (`make ncu` records them): DRAM and
+# issue utilisation, occupancy, and what the warps wait on.
 
 # %%
 lim = results.limiters(softmax.SOFTMAX)
@@ -466,6 +468,7 @@ lim
 
 # %%
 kl.say(softmax.long_limits_text(lim))
+kl.say(softmax.narrow_limits_text(lim))
 
 # %% [markdown]
 # ## Passes counted vs passes paid: where a row falls out of L1 and L2

@@ -288,7 +288,8 @@ report.say_round_trips(res, abl, rt)
 # * **Against torch**: step 08 vs `F.rms_norm` at 1 × 4096 (decode) and 512 × 4096 (prefill).
 # * **Decode**: a single row, in units of an empty kernel launch timed the same way.
 # * **Every hidden size** (the issue's, at ≥ 0.90): the worst fraction of the copy roof over hidden
-#   1024…16384 at 8192 rows (the section after this one shows each size).
+#   1024…16384 at 8192 rows (the section after this one shows each size), and the worst fraction of
+#   the memcpy floor there (≥ 0.95): the memcpy's time over the fastest step's, judged with both bands.
 #
 # Far past L2 the copy roof is measured with far more traffic than this case moves, where one
 # launch is noise; here one launch is a visible share (the numbers are computed below). The memcpy floor

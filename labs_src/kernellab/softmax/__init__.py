@@ -21,7 +21,7 @@ from .steps import (  # noqa: F401
     safe_v1, warp_per_row, warp_shuffle)
 from .report import (  # noqa: F401
     HOSTILE_ROWS, L1_BYTES, LIMIT_LONG, LIMITERS, SOFTMAX, TARGETS, TORCH_SOFTMAX_KERNELS,
-    best_per_length, dram_passes, kernel_run, long_limits_text, passes_table, ran_text,
+    best_per_length, dram_passes, kernel_run, long_limits_text, narrow_limits_text, passes_table, ran_text,
     worst_frac, worst_vs_torch)
 from .prose import (  # noqa: F401
     ABLATION_PAIRS, fixed_said, fp16_said, half_said, logits_said, resident_prefetch_said, say_mine,

@@ -71,12 +71,15 @@ def _sweep_best(df, lo, hi, kind="variant", names=None):
     return b[b.index.isin(keys)] if len(b) else b
 
 
+COPY_FLOOR = "memcpy x -> y (floor)"
+
+
 def worst_frac(lo, hi, floor=False):
     """The worst fraction of the copy roof that the best step reaches over the sweep's rows of lo..hi
     columns (fp32 and fp16); floor=True: that of a memcpy of the same bytes (no kernel can do much
     better); NaN when the frame lacks them."""
     def m(df):
-        b = _sweep_best(df, lo, hi, *(("baseline", ["memcpy x -> y (floor)"]) if floor else ()))
+        b = _sweep_best(df, lo, hi, *(("baseline", [COPY_FLOOR]) if floor else ()))
         return float(b["frac_copy"].min()) if len(b) else float("nan")
     return m
 
@@ -86,6 +89,15 @@ def worst_vs_torch(df):
     from ..core.results import NAN, ratio_band
     b = _sweep_best(df, 32, 2 ** 18)
     r = [m for m in (ratio_band(df, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])) if m.ok]
+    return min(r, key=lambda m: m.value) if r else NAN
+
+
+def worst_of_floor(df):
+    """Worst over the sweep (both dtypes) of time(memcpy floor) / time(best step): the best step's fraction of
+    a copy of the same bytes, with its band (results.ratio_band)."""
+    from ..core.results import NAN, ratio_band
+    b = _sweep_best(df, 32, 2 ** 18)
+    r = [m for m in (ratio_band(df, n, COPY_FLOOR, c) for c, n in zip(b.index, b["name"])) if m.ok]
     return min(r, key=lambda m: m.value) if r else NAN
 
 
@@ -120,7 +132,8 @@ def best_per_length(df, full: bool = False):
     """The sweep's fastest step per row length and dtype, the step whose kernel that launcher ran
     (kernel_run: step 10 below 16385 columns is step 09's dispatch, step 09 past a warp's row is
     step 05 or 07, so a win between them is a pick within noise between the same kernel), its
-    fraction of the copy roof, and time(torch.softmax) / its time (> 1: faster than torch): of the
+    fraction of the copy roof, time(torch.softmax) / its time (> 1: faster than torch), and its fraction of
+    the floor, time(memcpy of the same bytes) / its time: of the
     device on screen (the live GPU, else the reference record; every record side by side is
     results.device_table). full=True: one block of rows per recorded device, with a device column."""
     import pandas as pd
@@ -134,6 +147,7 @@ def best_per_length(df, full: bool = False):
         out["kernel that ran"] = [kernel_run(n, c) for c, n in zip(b.index, b["name"])]
         out[["median_us", "frac_copy"]] = b[["median_us", "frac_copy"]].values
         out["torch / best"] = [ratio(part, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])]
+        out["of floor"] = [ratio(part, n, COPY_FLOOR, c) for c, n in zip(b.index, b["name"])]
         if full and "device" in part:
             out["device"] = part["device"].iloc[0]
         parts.append(out)
@@ -144,7 +158,9 @@ TARGETS = (Target("best step / torch.softmax, worst over 32..262144 columns (fp3
            *(Target(f"best step, worst fraction of the copy roof, {what} columns", worst_frac(lo, hi), t, unit="",
                     floor=worst_frac(lo, hi, floor=True))
              for what, lo, hi, t in (("1K..32K", 1024, 32768, 0.90), ("64K..256K", 65536, 2 ** 18, 0.85),
-                                     ("32..256", 32, 256, 0.75))))
+                                     ("32..256", 32, 256, 0.75))),
+           Target("best step, worst fraction of its memcpy floor over 32..262144 columns (fp32, fp16)", worst_of_floor,
+                  0.95))
 
 # ---- what limits the long rows: Nsight Compute readings (results.limiters), and their sentence -------------
 
@@ -174,6 +190,23 @@ def long_limits_text(lim) -> str:
                                          f"; step 13, with steps 11–13's changes: {limiter_of(lim, s13).short}, at {occ(s13)}")
             + f". torch's fp16 kernel keeps DRAM {v('DRAM throughput (% of peak)', t):.0f}% busy, yet moves "
             f"{dram(t) / dram(a):.1f}× our DRAM bytes (busy × time): a row this long does not stay on chip between its passes.")
+
+
+def narrow_limits_text(lim) -> str:
+    """What limits `09_dispatch` on narrow fp16 rows (LIMIT_NARROW) by the one rule, from results.limiters(SOFTMAX):
+    the fp16 widths that stay short of the memcpy floor."""
+    c = f"09_dispatch @ {case_key(LIMIT_NARROW, 'float16')}"
+    if lim is None or c not in lim.columns:
+        return ("*No Nsight Compute readings of narrow rows recorded yet (`make ncu` on a GPU with ncu): no "
+                "counter-based verdict.*")
+    v = lambda row: float(lim.loc[row, c])                                    # noqa: E731
+    lm = limiter_of(lim, c)                                                   # the one rule (core.ncu.limiter)
+    return (f"At {LIMIT_NARROW[0]} × {LIMIT_NARROW[1]} fp16, `09_dispatch` keeps DRAM {v('DRAM throughput (% of peak)'):.0f}% "
+            f"busy, its issue slots {v('issue slots busy (%)'):.0f}% and the XU pipe (exp2) "
+            f"{v('XU pipe (exp2) busy (%)'):.0f}%, at {v('achieved occupancy (%)'):.0f}% occupancy "
+            f"({v('registers per thread'):.0f} registers a thread): {lm}" + (
+                ": a row this short is a few loads, exps and shuffles per warp, each waiting on the one before"
+                if lm.kind == "latency" and lm.what == "fixed latency" else "") + ".")
 
 
 SOFTMAX = Family(
