@@ -436,7 +436,8 @@ aw
 # %%
 import pandas as pd
 
-res = pd.concat([ln, gl, bg, br, qb, pe, pi, sm, sr, tr, sx, th, s16], ignore_index=True)
+ge = bench.compare(vision.GELU_ERF, vision.GELU_ERF.record_cases)     # the merger's exact GELU (lab 06 calls it)
+res = pd.concat([ln, gl, bg, br, qb, pe, pi, sm, sr, tr, sx, th, s16, ge], ignore_index=True)
 aw_claims = vision.as_written_claims(res)      # the claims that time the report's pairs
 aw_claims
 
@@ -479,6 +480,16 @@ results.targets(vision.TARGETS, res)
 
 # %%
 results.each_device(res, vision.raised_said)
+
+# %% [markdown]
+# What holds back the kernels short of their floor: Nsight Compute readings of one launch each
+# (`make ncu`; the first line names the GPU), with each kernel's fraction of the copy roof where this
+# lab times it on that GPU, and the floor's (the same bytes copied) where it moves the copy's bytes.
+# The verdict is the course's one counter rule (`kernellab.core.ncu.limiter`): a unit near its peak
+# is the limiter; where none is, the stall its warps wait on most.
+
+# %%
+vision.say_vision_limits(res)
 
 # %% [markdown]
 # ## Exercise: bias + residual with 8 halves per thread

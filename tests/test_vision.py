@@ -431,3 +431,31 @@ def test_the_seeds_forms_define_only_their_kernels():
     defines = fingerprint._file("vision")[2]
     for step in SEED_FORMS:
         assert defines[f"vision_{step}"] == {f"vision_{step}"}, (step, defines[f"vision_{step}"])
+
+
+def test_the_limiters_of_the_kernels_short_of_their_floor_make_one_bullet_each():
+    """With the recorded Nsight Compute readings, vision_limits_text names each of the five steps with its
+    counters and the one rule's verdict (not the no-readings line); the floor's fraction only beside the steps
+    that move the floor copy's bytes; with none recorded, the no-readings line alone."""
+    import pandas as pd
+    from kernellab.core import bench, results
+    fams = v.report._limit_families()
+    steps = [f.limiters[0][0] for f in fams]
+    assert v.vision_limits_text(None) == v.NO_COUNTERS
+    assert v.vision_limits_text([None] * len(fams)) == v.NO_COUNTERS
+    lims = [results.limiters(f) for f in fams]
+    if all(t is None for t in lims):
+        pytest.skip("no vision limiter readings recorded")
+    res = pd.concat([bench.compare(f, f.record_cases) for f in (*fams, v.SPATIAL_MERGE)], ignore_index=True)
+    s = v.vision_limits_text(lims, res)
+    assert v.NO_COUNTERS not in s and "%" in s and s.count("\n* ") == len(fams) - 1
+    for step, line in zip(steps, s.splitlines()):
+        assert f"`{step}`" in line and "occupancy" in line
+        assert ("its floor" in line) == (step in v.report.SAME_BYTES_AS_FLOOR), line
+    # the floor holds for a step only where its bytes are the floor copy's (LayerNorm adds its weights)
+    d = results.one_source(res[res["device"] == v.report._ncu_device()])
+    floor = results.pick(d, v.report.FLOOR_COPY, "bytes", case=v.SPATIAL_MERGE.case_key((max(v.TOKENS), 1152)))
+    for f in fams:
+        step, shape, dt, _ = f.limiter_cases()[0]
+        b = results.pick(d, step, "bytes", case=f.case_key(shape, dt))
+        assert (abs(b / floor - 1) < 1e-3) == (step in v.report.SAME_BYTES_AS_FLOOR), (step, b, floor)

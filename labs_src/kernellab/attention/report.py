@@ -10,7 +10,7 @@ from ..core.device import ORIN_SMS as _ORIN_SMS
 from ..core.family import Family, Target
 from ..core.results import (NAN, Measured, best, devices, fastest, frac_band, one_source, pick, ratio_band,
                             say, select, short_device, source, target_outcome, targets as targets_table, within_noise)
-from ..core.ncu import limiter_of
+from ..core.ncu import NO_COUNTERS, limiter_of
 from .reference import (D, DEC_CHECK_CASES, DEC_LENGTHS, FAMILY, HKV, HQ, PF_CHECK_CASES, PF_D, PF_HEADS, PF_NS,
                         _tolerance, dec_case_key, make_decode, make_prefill, pf_case_key, reference_decode,
                         reference_prefill)
@@ -287,7 +287,6 @@ PREFILL = Family(
 
 # ---- what limits them: sentences from the recorded Nsight Compute readings (results.limiters) -----------
 
-NO_COUNTERS = "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
 TP, SMEM, OCC, ISS, DRAM = ("tensor pipe busy (%)", "shared memory busy (%)", "achieved occupancy (%)",   # core.ncu's rows
                         "issue slots busy (%)", "DRAM throughput (% of peak)")
 

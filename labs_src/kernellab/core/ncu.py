@@ -97,6 +97,7 @@ def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics
 UNITS = {"DRAM throughput (% of peak)": "DRAM", "tensor pipe busy (%)": "the tensor pipe",
          "shared memory busy (%)": "shared memory", "XU pipe (exp2) busy (%)": "the XU pipe (exp2)",
          "issue slots busy (%)": "the issue slots"}
+NO_COUNTERS = "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
 SATURATED = 80.0        # % of a unit's peak from which it is read as the limiter (Nsight's "high" band)
 # The noise band of one reading where no repeated readings are recorded (`make ncu --repeat N` records
 # each launch N times and keeps the lowest and highest, `lo` and `hi` in ncu.csv): +-NOISE_PTS points of a

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..core.device import facts as facts_of
 from ..core.family import Family, Target
-from ..core.ncu import limiter_of
+from ..core.ncu import NO_COUNTERS, limiter_of
 from .reference import CHECK_CASES, SHAPES, SWEEP, bytes_moved, case_key, make_input, reference, tolerance
 from .steps import (BASELINES, BEST, CLUSTER_FROM, FAMILY, NAME, ROW_BLOCK, VARIANTS, cluster11_geometry,
                     cluster_geometry, rows_per_warp_geometry)
@@ -181,7 +181,7 @@ def long_limits_text(lim) -> str:
     a, b, t, s13 = (col(*k) for k in (("10_cluster", "float16"), ("10_cluster", "float32"), ("torch.softmax", "float16"),
                                        ("13_cluster_one_exp", "float16")))
     if lim is None or not {a, b, t} <= set(lim.columns):
-        return "*No Nsight Compute readings recorded yet (`make ncu` on a GPU with ncu): no counter-based verdict.*"
+        return NO_COUNTERS
     v = lambda row, c: float(lim.loc[row, c])                                 # noqa: E731
     occ = lambda c: f"{v('achieved occupancy (%)', c):.0f}% occupancy ({v('registers per thread', c):.0f} registers a thread)"  # noqa: E731
     dram = lambda c: v("DRAM throughput (% of peak)", c) * v("duration (ns)", c)     # noqa: E731  DRAM busy x time
@@ -197,8 +197,7 @@ def narrow_limits_text(lim) -> str:
     the fp16 widths that stay short of the memcpy floor."""
     c = f"09_dispatch @ {case_key(LIMIT_NARROW, 'float16')}"
     if lim is None or c not in lim.columns:
-        return ("*No Nsight Compute readings of narrow rows recorded yet (`make ncu` on a GPU with ncu): no "
-                "counter-based verdict.*")
+        return NO_COUNTERS
     v = lambda row: float(lim.loc[row, c])                                    # noqa: E731
     lm = limiter_of(lim, c)                                                   # the one rule (core.ncu.limiter)
     return (f"At {LIMIT_NARROW[0]} × {LIMIT_NARROW[1]} fp16, `09_dispatch` keeps DRAM {v('DRAM throughput (% of peak)'):.0f}% "

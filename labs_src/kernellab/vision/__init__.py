@@ -55,7 +55,7 @@ from .report import (
     FMAF_STEPS, fmaf_table, pos_interp_said, say_barriers, say_bias_gelu, say_bias_residual,
     say_fmaf, say_gelu, say_gelu_gap, say_layernorm, say_patch_embed, say_rope_fma, say_softmax, say_spatial_merge,
     say_split_rope, say_transpose, AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,
-    raised_note, raised_said, say_as_written, TARGETS)
+    raised_note, raised_said, say_as_written, TARGETS, NO_COUNTERS, say_vision_limits, vision_limits_text)
 
 FAMILIES = [LAYERNORM, GELU, GELU_ERF, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
             SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE, *ABLATION, SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD]

@@ -11,6 +11,7 @@ from .ablation import ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOS
 from .reference import FAMILY, ref_gelu, ref_gelu_erf
 from .steps import GELU
 from ..core import results
+from ..core.ncu import NO_COUNTERS
 
 
 # label -> (the family whose frame holds them, before, after, [(the change, step with it, step without it)]).
@@ -462,3 +463,78 @@ def say_as_written(tab, claims_tab) -> None:
     else:
         results.say("No row of the claims file times one of the report's pairs on its kernels as written yet: "
                     "the lab's claims table below judges them on the course's steps (its `how` column names them).")
+
+
+# ---- what limits the kernels short of their floor: the recorded Nsight Compute readings of one launch each
+# (results.limiters), read by the one counter rule (core.ncu.limiter_of) -----------------------------------
+
+DRAM, OCC, ISS = "DRAM throughput (% of peak)", "achieved occupancy (%)", "issue slots busy (%)"   # core.ncu's rows
+FLOOR_COPY = "torch copy_ (view)"      # the merge's plain copy of 16384 x 1152 halves: the targets' floor
+# the steps whose launch moves the floor copy's bytes (16384 x 1152 halves in, as many out; LayerNorm adds its
+# 2 x 1152 weights): their floor is that copy's fraction. Split + RoPE and the position grid move other bytes.
+SAME_BYTES_AS_FLOOR = ("03_layernorm_warp_vec8", "30_gelu_erf_vec8", "33_transpose_token_head_vec8")
+
+
+def _limit_families() -> tuple:
+    from .embed import POS_INTERP
+    from .layout import SPLIT_ROPE
+    from .seed import TRANSPOSE_TOKEN_HEAD
+    from .steps import GELU_ERF, LAYERNORM
+    return LAYERNORM, GELU_ERF, SPLIT_ROPE, TRANSPOSE_TOKEN_HEAD, POS_INTERP
+
+
+def _ncu_device():
+    """The GPU the vision limiter readings were recorded on (None when there are none)."""
+    from ..core.device import load_recorded
+    rec = load_recorded("ncu")
+    rec = rec[rec["family"] == FAMILY] if len(rec) else rec
+    return results.one_source(rec)["device"].iloc[0] if len(rec) else None
+
+
+def vision_limits_text(lims, res=None) -> str:
+    """One bullet per kernel short of its floor: its fraction of the copy roof and, where it moves the floor
+    copy's bytes, that copy's (both from `res`, on the readings' GPU only: none where res has no row there),
+    its DRAM, occupancy, registers and issue slots, and the one rule's verdict. lims: results.limiters of
+    each of _limit_families() in order (None where nothing is recorded)."""
+    from ..core.ncu import limiter_of
+    from .embed import SPATIAL_MERGE
+    from .reference import TOKENS
+    lims = list(lims) if lims is not None else [None] * len(_limit_families())
+    if all(t is None for t in lims):
+        return NO_COUNTERS
+    d = res
+    if d is not None and len(d) and "device" in d:
+        dev = _ncu_device()
+        d = results.one_source(d[d["device"] == dev]) if dev is not None else d.iloc[:0]
+    fc = SPATIAL_MERGE.case_key((max(TOKENS), 1152))
+    out = []
+    for fam, lim in zip(_limit_families(), lims):
+        step, shape, dt, _ = fam.limiter_cases()[0]
+        case = fam.case_key(shape, dt)
+        col = f"{step} @ {case}"
+        if lim is None or col not in lim.columns:
+            out.append(f"* `{step}`: " + NO_COUNTERS)
+            continue
+        v = lambda row: float(lim.loc[row, col])                   # noqa: E731
+        f = results.frac_band(d, step, case) if d is not None and len(d) else None
+        fl = results.frac_band(d, FLOOR_COPY, fc) if f is not None and step in SAME_BYTES_AS_FLOOR else None
+        frac = ("" if f is None or not f.ok else f", **{f.value:.2f}** of the copy roof"
+                + (f" (the same bytes copied by `{FLOOR_COPY}`, its floor: {fl.value:.2f}; so "
+                   f"**{f.value / fl.value:.2f}** of the floor)" if fl is not None and fl.ok else ""))
+        out.append(f"* `{step}` at {case.split(':')[1]}{frac}: DRAM {v(DRAM):.0f}% busy, {v(OCC):.0f}% occupancy "
+                   f"({v('registers per thread'):.0f} registers a thread), issue slots {v(ISS):.0f}%: "
+                   f"{limiter_of(lim, col)}.")
+    return "\n".join(out)
+
+
+def say_vision_limits(res=None) -> None:
+    """vision_limits_text of the recorded readings (results.limiters of each family, its provenance said once)
+    and the frame on screen."""
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        lims = [results.limiters(f) for f in _limit_families()]
+    for line in dict.fromkeys(buf.getvalue().splitlines()):
+        print(line)
+    results.say(vision_limits_text(lims, res))
