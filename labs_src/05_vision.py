@@ -482,9 +482,10 @@ results.targets(vision.TARGETS, res)
 results.each_device(res, vision.raised_said)
 
 # %% [markdown]
-# What holds back the kernels short of their floor: Nsight Compute readings of one launch each
-# (`make ncu`; the first line names the GPU), with each kernel's fraction of the copy roof where this
-# lab times it on that GPU, and the floor's (the same bytes copied) where it moves the copy's bytes.
+# What holds five of these kernels back (LayerNorm, GELU erf, split + RoPE, the token-head transpose and
+# the position grid): Nsight Compute readings of one launch each (`make ncu`; the first line names the
+# GPU), with each kernel's fraction of the copy roof where this lab times it on that GPU, and of its
+# floor (a copy of the same bytes, with the noise rule) where it moves the copy's bytes.
 # The verdict is the course's one counter rule (`kernellab.core.ncu.limiter`): a unit near its peak
 # is the limiter; where none is, the stall its warps wait on most.
 

@@ -238,8 +238,8 @@ plot.progress(dec, "07_decode_progress", roof="read", case=A.dec_case_key((A.HQ,
 # Nsight Compute reads the hardware counters of one launch (`make ncu`, recorded on a GPU that
 # allows it; the table names that GPU): how busy DRAM, the issue slots and the tensor pipe are, and
 # why warps wait. Step 05 beside torch SDPA's kernel, at a long and a short cache; then step 06, the
-# decode lab 08 calls, where it misses its targets: below SDPA's speed at 64 keys, and short of its
-# floor at 4096.
+# decode lab 08 calls, beside SDPA's kernel at a short cache (64 keys) and at the shortest cache the
+# floor target covers (4096 keys).
 
 # %%
 lim_dec = results.limiters(A.DECODE)

@@ -302,7 +302,8 @@ D.say_vs_torch(tb, T.BASELINES, T.TORCH_COMPILED, T.TRANSFORMERS)
 # The issue's targets for the token step, judged by the one rule from the results above. The
 # column "at the floor" is the same figure with the **read-only floor** in place of the step: one
 # CUDA graph of lab 00's fastest reader over each of the token's weight arrays, computing nothing
-# (and, against transformers, our step at the read roof). It is the best any decoder could score
+# (and, against the torch decoders, our step at the read roof: their rows come from another run,
+# which times no floor). It is the best any decoder could score
 # on this GPU: a target the floor misses is out of reach here, whatever the kernels, and is given as
 # our step's fraction of the floor beside the roof figure, not as "missed".
 

@@ -9,7 +9,7 @@ from .reference import HQ, PF_HEADS, dec_case_key, pf_case_key
 from .ablation import ABLATION_PAIRS, DEC_ABLATION, PF_ABLATION
 from .causal import CAUSAL_NS, SDPA_CAUSAL, causal_case_key, causal_flops
 from ..core.ncu import limiter_of
-from .report import (CUBLAS_BLOCK, FLASH_BLOCK, SDPA_BLOCK, BLOCK_NS, DRAM, ISS, NO_COUNTERS, OCC, TP, _chain, host_text,
+from .report import (CUBLAS_BLOCK, FLASH_BLOCK, SDPA_BLOCK, BLOCK_NS, DRAM, ISS, NO_COUNTERS, OCC, TP, host_text,
                      limits_list, noisy_text, pf_vs_cublas, PF_TARGET, pf_vs_sdpa, row_step_text, then)
 from .steps import DEC_FLOOR, GRAPH_DEC, SDPA_DEC, SDPA_PF
 
@@ -176,22 +176,22 @@ def say_limits(lim_dec, lim_pf, abl_dec=None, abl_pf=None, pf=None) -> None:
 # ---- where the default steps miss: their counters, read by the one rule (core.ncu.limiter) ------------
 
 def decode06_limits_text(lim, short=64, long=4096) -> str:
-    """What holds step 06 (the decode lab 08 calls) back where it misses: below SDPA at `short` keys, and
-    short of its floor at `long` (the shortest length the floor target covers); from results.limiters(DECODE)."""
+    """The counters of step 06 (the decode lab 08 calls) beside SDPA's kernel at a short cache and at the shortest
+    the floor target covers, each read by the one rule; from results.limiters(DECODE). Counters of one launch
+    under the profiler: its durations are not the timed rows' (SDPA's call may launch more than this kernel)."""
     col = lambda name, n: f"{name} @ {HQ}x{n}:float16"            # noqa: E731
     if lim is None or not {col(x, n) for x in ("06_gqa_flash", SDPA_DEC) for n in (short, long)} <= set(lim.columns):
         return NO_COUNTERS
     v = lambda row, name, n: float(lim.loc[row, col(name, n)])     # noqa: E731
     us = lambda name, n: v("duration (ns)", name, n) / 1e3        # noqa: E731
     six, lim6 = "06_gqa_flash", lambda n: limiter_of(lim, col("06_gqa_flash", n))  # noqa: E731
-    return (f"Step 06 where it misses. At KV length {short} it launches **{v('grid size', six, short):.0f}** blocks "
-            f"(so at most that many SMs work) at {v(OCC, six, short):.0f}% occupancy, and takes {us(six, short):.1f} µs "
-            f"under the profiler against SDPA's {us(SDPA_DEC, short):.1f} µs ({v('grid size', SDPA_DEC, short):.0f} "
-            f"blocks); read by the one rule: in ours {lim6(short)}; in SDPA's "
-            f"{limiter_of(lim, col(SDPA_DEC, short))}. At {long} keys, the shortest cache the floor target covers, its "
-            f"{v('grid size', six, long):.0f} blocks keep DRAM **{v(DRAM, six, long):.0f}%** busy (SDPA's kernel "
-            f"{v(DRAM, SDPA_DEC, long):.0f}%) at {v(OCC, six, long):.0f}% occupancy "
-            f"({v('registers per thread', six, long):.0f} registers a thread): {lim6(long)}.")
+    at = lambda n: (f"`{six}` launches {v('grid size', six, n):.0f} blocks at {v(OCC, six, n):.0f}% occupancy "  # noqa: E731
+                    f"({v('registers per thread', six, n):.0f} registers a thread) and keeps DRAM {v(DRAM, six, n):.0f}% "
+                    f"busy over {us(six, n):.1f} µs; SDPA's attention kernel, {v('grid size', SDPA_DEC, n):.0f} blocks "
+                    f"at {v(OCC, SDPA_DEC, n):.0f}%, DRAM {v(DRAM, SDPA_DEC, n):.0f}% over {us(SDPA_DEC, n):.1f} µs. "
+                    f"Read by the one rule: in ours {lim6(n)}; in SDPA's {limiter_of(lim, col(SDPA_DEC, n))}")
+    return (f"Step 06 under the profiler (one launch each). At KV length {short}: {at(short)}. At {long} keys, the "
+            f"shortest cache the floor target covers: {at(long)}.")
 
 
 def causal_limits_text(lim, n=4096) -> str:
@@ -200,9 +200,9 @@ def causal_limits_text(lim, n=4096) -> str:
     if lim is None or not {a, t} <= set(lim.columns):
         return NO_COUNTERS
     v = lambda row, c: float(lim.loc[row, c])                    # noqa: E731
-    la = limiter_of(lim, a)
     return (f"At N = {n}, step 16 keeps the tensor pipe **{v(TP, a):.0f}%** busy and SDPA's causal kernel "
             f"**{v(TP, t):.0f}%**. Step 16 launches {v('grid size', a):.0f} blocks at {v(OCC, a):.0f}% occupancy "
             f"({v('registers per thread', a):.0f} registers a thread), its issue slots busy {v(ISS, a):.0f}%: "
-            f"{la}{_chain(la)}. SDPA's kernel launches {v('grid size', t):.0f} blocks at {v(OCC, t):.0f}% occupancy: "
-            f"{limiter_of(lim, t)}.")
+            f"{limiter_of(lim, a)}. SDPA's kernel launches {v('grid size', t):.0f} blocks at {v(OCC, t):.0f}% "
+            f"occupancy: {limiter_of(lim, t)}. Which of step 16's differences from it costs the time is not "
+            f"isolated here (no ablation of step 16).")

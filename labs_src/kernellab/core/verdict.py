@@ -252,7 +252,8 @@ def limiters(family):
         print(f"No Nsight Compute readings of {family.name}'s limiters recorded yet: `make ncu` on a GPU with ncu.")
         return None
     rec = one_source(rec)
-    print(f"Nsight Compute, one launch each: {provenance(rec)}")
+    print(f"Nsight Compute, one launch each, at the clocks it locks by default (its durations are not the timed "
+          f"rows'): {provenance(rec)}")
     def table(values):
         t = rec.pivot_table(index="metric", columns=["name", "case"], values=values, sort=False)
         t = t.reindex([m for m in LIMITER_METRICS if m in t.index])

@@ -131,17 +131,14 @@ TOKEN_GEMV_CASES = {"4096x4096": "o 4096×4096", "12288x4096": "12288×4096 (hal
                     "4096x12288": "down 4096×12288", "151936x4096": "the LM head 151936×4096"}
 
 
-def token_bound(df, path: str, gemv_of_floor: float, context: int = 512) -> str:
-    """The bound a path's GEMVs set on its token: the token's floor is its GEMVs' floors, so with every GEMV at
-    most `gemv_of_floor` of its floor the token is at most that fraction of its own; beside the token's measured
-    fraction at `context` ('' where the token or its floor is not on screen)."""
+def token_fraction(df, path: str, context: int = 512) -> str:
+    """A path's token against its own read-only floor at `context`, said beside lab 04's GEMVs against theirs
+    ('' where the token or its floor is not on screen)."""
     d = one_source(df)
     t, f = (pick(d, n, "median_us", case=ctx_case(context)) for n in (step_name(path, "graph"), floor_name(path)))
     if t != t or f != f:
         return ""
-    return (f", so the token can reach at most {gemv_of_floor:.2f} of its own floor with these GEMVs even were "
-            f"everything else free (it reaches **{f / t:.2f}** at context {context}: the rest is its other kernels "
-            f"and launches)")
+    return f"; the token itself reaches **{f / t:.2f}** of its own floor at context {context}"
 
 
 def gemv_limits(df) -> str:
@@ -168,11 +165,13 @@ def gemv_limits(df) -> str:
         old = "; lab 04's rows of it ran an earlier version" if any(store.note(G.GEMV.name, st)) else ""
         parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
                      f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran{old}) "
-                     f"**{r.min():.2f}–{r.max():.2f}** of that floor" + token_bound(df, path, r.max()))
+                     f"**{r.min():.2f}–{r.max():.2f}** of that floor" + token_fraction(df, path))
     shapes = ", ".join(TOKEN_GEMV_CASES.values())
     return ("Lab 04 measured what holds each path's GEMVs back, at the token's own shapes it records (" + shapes +
             "; the fused QKV 6144×4096 and gate/up 24576×4096 are not recorded there): " + "; ".join(parts) +
-            f" (gemv.csv, recorded on {rec['device'].iloc[0]}). Fewer bytes per GEMV also mean the fixed launch and "
+            f" (gemv.csv, recorded on {rec['device'].iloc[0]}). A token's floor reads every weight array, scales and "
+            f"zeros included, in one graph, while lab 04 times each GEMV alone: the two fractions are not of the same "
+            f"launches. Fewer bytes per GEMV also mean the fixed launch and "
             f"ramp cost of each of a token's launches ({launches_per_token(QWEN3_8B, 'float16')} on the fp16 path, "
             f"{launches_per_token(QWEN3_8B, 'int4')} on a quantised one) weighs more.") if parts else MISSING
 
@@ -215,14 +214,14 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     return said
 
 
-def alone_us(stem: str, name: str, case: str, device: str) -> float:
-    """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded, else
-    flushed; NaN when that record has no such row on `device`."""
+def alone_us(stem: str, name: str, case: str, device: str, warm: bool = True) -> float:
+    """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded and `warm`,
+    else flushed; NaN when that record has no such row on `device`."""
     r = load_recorded(stem)
     r = r[(r["device"] == device) & (r["name"] == name) & (r["case"] == case)] if r is not None and len(r) else None
     if r is None or r.empty:
         return float("nan")
-    w = r["warm_us"].iloc[0] if "warm_us" in r else float("nan")
+    w = r["warm_us"].iloc[0] if warm and "warm_us" in r else float("nan")
     return float(w if w == w else r["median_us"].iloc[0])
 
 
@@ -374,25 +373,28 @@ def gap_text(d, context: int = 512) -> str:
             "needs those ops overlapped with the weight stream, not made faster alone.")
 
 
-def contexts_text(d, cfg: Config = QWEN3_8B, short: int = 1, long: int = 4096, floor_at: int = 512) -> str:
-    """The fp16 token against its floor at each context on one device, and what the longer cache adds: the token's
-    growth from `short` to `long` beside its decode attention's, timed alone in lab 07's record (attention_decode)."""
-    step, ctxs = step_name("float16", "graph"), (short, floor_at, long)
+def contexts_text(d, cfg: Config = QWEN3_8B, floor_at: int = 512) -> str:
+    """The fp16 token against its floor at each context on screen (one device), and what the longer cache adds: the
+    token's growth from its shortest to its longest context beside its decode attention's, timed alone with L2
+    flushed (as a long cache meets it in a token) in lab 07's record (attention_decode)."""
+    step = step_name("float16", "graph")
     f = pick(d, floor_name("float16"), "median_us", case=ctx_case(floor_at))
-    t = {n: pick(d, step, "median_us", case=ctx_case(n)) for n in ctxs}
-    dev, calls = d["device"].iloc[0], token_ops(cfg, "float16").get("decode", 0)
-    att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev) for n in (short, long)}
-    if f != f or any(v != v for v in t.values()):
+    rows = select(d, name=step)
+    ctxs = sorted(int(c) for c in rows["context"].dropna()) if rows is not None and "context" in rows else []
+    if f != f or not ctxs:
         return ""
-    said = ("The floor reads the weights only, so one floor serves every context: the fp16 token is "
-            + ", ".join(f"**{f / t[n]:.2f}** of it at context {n}" for n in ctxs) + ".")
-    if all(v == v for v in att.values()):
-        said += (f" From context {short} to {long} the token grows by {t[long] - t[short]:.0f} µs; its {calls} calls "
-                 f"of `{TOKEN_DECODE}`, timed alone at those lengths in lab 07's record, grow by "
-                 f"{calls * (att[long] - att[short]):.0f} µs, **{calls * (att[long] - att[short]) / (t[long] - t[short]):.0%}** "
-                 f"of it: decode attention's reads of the longer cache are "
-                 f"{'most' if att[long] - att[short] >= (t[long] - t[short]) / calls / 2 else 'part'} of what a long "
-                 f"context adds.")
+    t = {n: pick(d, step, "median_us", case=ctx_case(n)) for n in ctxs}
+    said = ("In the tokens/s run the floor reads the weights only, so one floor serves every context: the fp16 token "
+            "is " + ", ".join(f"**{f / t[n]:.2f}** of it at context {n}" for n in ctxs) + ".")
+    short, long = ctxs[0], ctxs[-1]
+    dev, calls = d["device"].iloc[0], token_ops(cfg, "float16").get("decode", 0)
+    att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev, warm=False) for n in (short, long)}
+    if long > short and all(v == v for v in att.values()):
+        grow, agrow = t[long] - t[short], calls * (att[long] - att[short])
+        said += (f" From context {short} to {long} the token grows by {grow:.0f} µs; its {calls} calls of "
+                 f"`{TOKEN_DECODE}`, timed alone (L2 flushed) at those lengths in lab 07's record, grow by "
+                 f"{agrow:.0f} µs, **{agrow / grow:.0%}** of it: decode attention's reads of the longer cache are "
+                 f"{'most' if agrow >= grow / 2 else 'part'} of what a long context adds.")
     return said[:-1] + f" ({source(d)})."
 
 
@@ -461,9 +463,9 @@ def growth_text(d, ours: str, base: str, short: int = 1, long: int = 4096) -> st
     ga, gb = a1 - a0, b1 - b0
     how = ("the same within the rows' noise" if abs(ga - gb) <= noise else
            f"{'less' if ga < gb else 'more'} in ours by {abs(ga - gb):.0f} µs (beyond the rows' noise of {noise:.0f} µs)")
-    return (f"From context {short} to {long} our token grows by **{ga:.0f} µs** and `{base}`'s by **{gb:.0f} µs**: "
-            f"{how}. What the longer cache adds to both moves the ratio from {b0 / a0:.2f}× to {b1 / a1:.2f}×: "
-            f"at long contexts the ratio rests on decode attention, lab 07's against torch SDPA ({source(d)}).")
+    return (f"In the run that times both decoders, from context {short} to {long} our token grows by **{ga:.0f} µs** "
+            f"and `{base}`'s by **{gb:.0f} µs**: {how}. What the longer cache adds to both moves the ratio from "
+            f"{b0 / a0:.2f}× to {b1 / a1:.2f}× ({source(d)}).")
 
 
 def context_text(d, name: str, short: int = 1, long: int = 4096) -> str:
