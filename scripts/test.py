@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE = ["--nbval-lax", "--nbval-cell-timeout=900", "-p", "no:cacheprovider"]   # no cell may hang a run
 CACHE_ENV = "KERNELLAB_COMPILE_CACHE"
 DEFAULT_PATHS = ["tests", "notebooks"]
-MAX_WORKERS = 12        # the live suite on an H100 ran in about 3 minutes with 12 workers
+MAX_WORKERS = 12        # the live suite on an H100 took 8 min with 12 workers (2026-11-26); more contend for one GPU
 
 
 def _cores() -> int:

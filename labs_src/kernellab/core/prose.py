@@ -14,7 +14,8 @@ MAX_ROWS = 40       # a table longer than this shows the fastest step per case i
 def table(df, columns=None, roof: str = "copy", full: bool = False):
     """A results frame for reading, of the device on screen: the lean view (case, step, µs median and
     p10-p90, the fraction of the roof that applies, time(previous row)/time(this row) within a case) or the
-    given columns, rounded; past MAX_ROWS rows, brief(). full=True: every row and column of every device."""
+    given columns, rounded; past MAX_ROWS rows, brief() where the frame has steps, else its first MAX_ROWS rows.
+    full=True: every row and column of every device."""
     if df is None or df.empty:
         print("(no results: nothing measured here and nothing recorded)")
         return df
@@ -23,7 +24,8 @@ def table(df, columns=None, roof: str = "copy", full: bool = False):
     d = one_source(df).copy()
     if roof == "copy" and "frac_copy" in d and d["frac_copy"].isna().all() and "frac_read" in d:
         roof = "read"                  # a family judged against the read roof has no copy fraction
-    if len(d) > MAX_ROWS and {"case", "name", "kind", "median_us"} <= set(d) and len(best(d)):  # steps to pick from
+    steps = {"case", "name", "kind", "median_us"} <= set(d) and len(best(d)) > 0    # steps to pick a fastest from
+    if len(d) > MAX_ROWS and steps:
         print_once(f"{len(d)} rows on {short_device(d['device'].iloc[0]) if 'device' in d else 'this device'}: "
                    f"below, the fastest step of each case; every row: results.table(frame, full=True).")
         return brief(d, roof)
@@ -36,7 +38,7 @@ def table(df, columns=None, roof: str = "copy", full: bool = False):
         columns = ["case", "name", "median_us", "p10_us", "p90_us", f"of {roof} roof", "vs_prev", "note"]
     cols = [c for c in columns if c in d and c not in ("device", "date", "source")]
     out = d[list(dict.fromkeys(cols))].round(3).reset_index(drop=True)
-    if len(out) > MAX_ROWS:
+    if len(out) > MAX_ROWS:               # a screen holds MAX_ROWS rows (notebooks/conftest.py checks it)
         print_once(f"{len(out)} rows: the first {MAX_ROWS} below; every row: results.table(frame, full=True).")
         return out.head(MAX_ROWS)
     return out
