@@ -70,9 +70,11 @@ drift:
 	@$(call WITHPY,test) $$PY -m kernellab.drift $(LABS_TO_CHECK)
 
 ## make ncu: on a GPU with Nsight Compute, record the seeds' counter readings (the claims measured by
-## ncu) into figures/reference/<device>/ncu.csv, which the claims tables read
+## ncu) and the families' limiters into figures/reference/<device>/ncu.csv, which the labs read;
+## NCU_ARGS="--only=attention_decode,softmax --missing" records only those families' limiter launches
+## this GPU has no readings of (kernellab/ncu_record.py lists every option)
 ncu:
-	@$(call WITHPY,test) $$PY -m kernellab.ncu_record
+	@$(call WITHPY,test) $$PY -m kernellab.ncu_record $(NCU_ARGS)
 
 ## make sanitize: on a GPU, every variant of every family under compute-sanitizer (memcheck,
 ## racecheck, initcheck, synccheck), 0 errors required; TOOLS="memcheck" runs one

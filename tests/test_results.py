@@ -131,6 +131,20 @@ def test_every_ncu_claim_maps_to_a_recordable_launch():
         assert fam.case_key(shape, dt) == case and metrics
 
 
+def test_every_limiter_launch_is_recordable_and_only_keeps_its_order():
+    """Every family's limiters name a step or a baseline with a kernel regex (ncu() refuses anything else),
+    and `make ncu NCU_ARGS=--only=A,B` profiles exactly those families' launches, A's first."""
+    from kernellab import ncu_record
+    from kernellab.labs import key
+    every = ncu_record.limiter_jobs()
+    assert len(every) >= 20
+    for fam, name, shape, dt, kernel in every:
+        assert name in fam.variants or (name in fam.baselines and kernel), (key(fam), name)
+        assert fam.case_key(shape, dt)
+    only = ncu_record.limiter_jobs(["softmax", "attention_prefill_causal"])
+    assert [key(f) for f, *_ in only] == ["softmax"] * 5 + ["attention_prefill_causal"] * 2
+
+
 def test_ncu_claims_are_judged_from_the_recorded_readings(monkeypatch):
     """results.claims reads ncu.csv: after/before for a counter, before/after for a duration, a
     single step's reading shown as such, and 'not measured yet' where nothing is recorded."""
