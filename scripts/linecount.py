@@ -54,6 +54,17 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "decoder/claims_check.py": "the seeds' Qwen model facts checked against the configs lab 08 runs (issue 34)",
     K + "core/prose.py::HOST_TARGET,host_text": "host time per call against torch's, with the measured reason (bare launches)",
     K + "core/prose.py::ptxas_brief,claims_brief": "lean screens (issue 35): the ptxas and claims tables folded to a screen",
+    K + "core/pdl.py": "lab 08 step 12: programmatic dependent launch through cuLaunchKernelEx (issue 38)",
+    K + "attention/prose.py::decode06_limits_text,causal_limits_text":
+        "lab 07's counters of decode step 06 and causal step 16 where they miss (issue 38 item 5)",
+    K + "attention/report.py::dec_of_floor": "decode attention judged against its floor (issue 38 item 2)",
+    K + "softmax/report.py::worst_of_floor,narrow_limits_text":
+        "softmax against its floor at every width, and its narrow rows' counters (issue 38 items 4, 5)",
+    K + "rmsnorm.py::worst_hidden_of_floor": "RMSNorm against its floor at every hidden size (issue 38 item 4)",
+    K + "vision/report.py::_limit_families,_ncu_device,vision_limits_text,say_vision_limits":
+        "lab 05's counters of the vision kernels short of their floor (issue 38 items 4, 5)",
+    K + "decoder/report.py::growth_text,contexts_text,token_fraction":
+        "lab 08's token against its floor at every context and torch.compile at 1.3x (issue 38 items 1, 5)",
     K + "labs.py::_common_case,_vs_library,HEADLINE_VS_LIBRARY,HEADLINE_DIGITS,headline_table,table_sha1":
         "the headline like for like (issue 34 item 9): one case on every device, labs 06/07/09 against torch, its table",
 }
