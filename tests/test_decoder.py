@@ -521,6 +521,21 @@ def test_sentences_from_a_results_frame():
                          for n, us in ((T.TORCH_COMPILED, 5400.0), (T.TRANSFORMERS, 90000.0))])
     assert targets(T.BASELINES.targets, pd.concat([df, base]))["outcome"].tolist() == \
         ["not measured", "missed", "not measured", "met"]         # 5400 / 6000 < 1.3; rows at context 512 only
+    # issue 38's sentences: what a longer cache adds to both decoders, judged equal within the rows' noise
+    from kernellab.decoder.report import contexts_text, growth_text
+    grow = pd.DataFrame([{**df.iloc[0].to_dict(), "case": D.ctx_case(n), "context": n, "name": nm, "median_us": us,
+                          "p10_us": us - 5, "p90_us": us + 5}
+                         for nm, n, us in ((D.step_name("float16", "graph"), 1, 5600.0), (T.TORCH_COMPILED, 1, 7300.0),
+                                           (D.step_name("float16", "graph"), 4096, 6040.0),
+                                           (T.TORCH_COMPILED, 4096, 7745.0))])
+    g = growth_text(grow, D.step_name("float16", "graph"), T.TORCH_COMPILED)
+    assert "**440 µs**" in g and "**445 µs**" in g and "the same within the rows' noise" in g, g
+    g = growth_text(grow.assign(median_us=grow["median_us"].where(grow["name"] != T.TORCH_COMPILED, 0) +
+                                [0, 7300.0, 0, 7900.0]), D.step_name("float16", "graph"), T.TORCH_COMPILED)
+    assert "less in ours by 160 µs" in g, g
+    assert growth_text(grow[grow["context"] == 1], D.step_name("float16", "graph"), T.TORCH_COMPILED) == ""
+    c = contexts_text(pd.concat([grow, fl.iloc[:1].assign(case=D.ctx_case(512))], ignore_index=True))
+    assert "**0.89** of it at context 1" in c and "**0.83** of it at context 4096" in c, c     # 5000 / 5600, 5000 / 6040
     # the Amdahl table: time(before) / time(after) of the whole token, and the seed claim it judges
     sw = D.SWAPS[0]
     rows = pd.DataFrame([{**df.iloc[0].to_dict(), "name": sw.name(w), "median_us": us, "p10_us": us * 0.999,

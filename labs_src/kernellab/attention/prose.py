@@ -171,8 +171,6 @@ def say_limits(lim_dec, lim_pf, abl_dec=None, abl_pf=None, pf=None) -> None:
     results.say(limits_list(lim_dec, lim_pf))
 
 
-
-
 # ---- where the default steps miss: their counters, read by the one rule (core.ncu.limiter) ------------
 
 def decode06_limits_text(lim, short=64, long=4096) -> str:

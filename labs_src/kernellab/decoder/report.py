@@ -389,8 +389,8 @@ def contexts_text(d, cfg: Config = QWEN3_8B, floor_at: int = 512) -> str:
     short, long = ctxs[0], ctxs[-1]
     dev, calls = d["device"].iloc[0], token_ops(cfg, "float16").get("decode", 0)
     att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev, warm=False) for n in (short, long)}
-    if long > short and all(v == v for v in att.values()):
-        grow, agrow = t[long] - t[short], calls * (att[long] - att[short])
+    grow, agrow = t[long] - t[short], calls * (att[long] - att[short])
+    if long > short and agrow == agrow and grow > 0:
         said += (f" From context {short} to {long} the token grows by {grow:.0f} µs; its {calls} calls of "
                  f"`{TOKEN_DECODE}`, timed alone (L2 flushed) at those lengths in lab 07's record, grow by "
                  f"{agrow:.0f} µs, **{agrow / grow:.0%}** of it: decode attention's reads of the longer cache are "
