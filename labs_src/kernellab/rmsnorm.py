@@ -414,11 +414,9 @@ def worst_hidden_frac(df, kind="variant", names=None):
 def worst_hidden_of_floor(df):
     """The worst time(memcpy floor) / time(fastest step) over HIDDEN_SWEEP, with its band (results.ratio_band):
     the fastest step's fraction of a copy of the same bytes, where it is furthest from it."""
-    from .core.results import NAN, best, ratio_band
+    from .core.results import best, worst_ratio
     b = best(df)
-    b = b[b.index.isin([case_key(s, p) for s, p in HIDDEN_SWEEP])] if len(b) else b
-    r = [m for m in (ratio_band(df, n, MEMCPY, c) for c, n in zip(b.index, b["name"])) if m.ok]
-    return min(r, key=lambda m: m.value) if r else NAN
+    return worst_ratio(df, b[b.index.isin([case_key(s, p) for s, p in HIDDEN_SWEEP])] if len(b) else b, MEMCPY)
 
 
 def hidden_table(df):

@@ -9,7 +9,8 @@ from ..core.device import ORIN_PEAK_GBPS, facts
 from ..core.device import ORIN_SMS as _ORIN_SMS
 from ..core.family import Family, Target
 from ..core.results import (NAN, Measured, best, devices, fastest, frac_band, one_source, pick, ratio_band,
-                            say, select, short_device, source, target_outcome, targets as targets_table, within_noise)
+                            say, select, short_device, source, target_outcome, targets as targets_table, within_noise,
+                            worst_ratio)
 from ..core.ncu import NO_COUNTERS, limiter_of
 from .reference import (D, DEC_CHECK_CASES, DEC_LENGTHS, FAMILY, HKV, HQ, PF_CHECK_CASES, PF_D, PF_HEADS, PF_NS,
                         _tolerance, dec_case_key, make_decode, make_prefill, pf_case_key, reference_decode,
@@ -66,13 +67,14 @@ def dec_vs_sdpa(df, floor=False):
     """Worst (over lengths) time(SDPA) / time(best variant), with its band (results.ratio_band);
     floor=True: the read-only floor in place of the best variant (the most any kernel could score)."""
     b = best(df, "baseline", names=[DEC_FLOOR]) if floor else best(df)
-    return _worst([ratio_band(df, r["name"], SDPA_DEC, c) for c, r in b.iterrows()])
+    return worst_ratio(df, b, SDPA_DEC)
 
 
 def dec_of_floor(df, min_len=4096):
     """Worst (over lengths >= min_len) time(read-only floor) / time(best variant): the best step's fraction
     of its floor, with its band (results.ratio_band)."""
-    return _worst([ratio_band(df, r["name"], DEC_FLOOR, c) for c, r in best(df).iterrows() if r["cols"] >= min_len])
+    b = best(df)
+    return worst_ratio(df, b[b["cols"] >= min_len] if len(b) else b, DEC_FLOOR)
 
 
 def floor_outcome(m, fl, threshold, below=False) -> str:
@@ -268,7 +270,7 @@ def pf_vs_sdpa(N):
 def pf_vs_cublas(df, min_n=1024):
     """Worst over N >= min_n of time(cuBLAS path) / time(best flash step, 11..15), with its band."""
     b = best(df, names=[n for n in PF_VARIANTS if n != "01_cublas"])
-    return _worst([ratio_band(df, r["name"], "01_cublas", c) for c, r in b.iterrows() if r["cols"] >= min_n])
+    return worst_ratio(df, b[b["cols"] >= min_n] if len(b) else b, "01_cublas")
 
 
 PREFILL = Family(

@@ -10,7 +10,7 @@ from .verdict import (  # noqa: F401
     CLAIM_ARCH, CLAIM_ARCH_FALLBACK, CLAIM_MEASURES, HOLD, NAN, OUTCOMES, Measured, _count, _counted, _lab_measure,
     _ncu_reading, band, checked, claim_measure, claim_rows, claims, claims_file, claims_summary, frac_band,
     limiters, quantity_verdict, ratio, ratio_band, speedup, target_outcome, targets, targets_met, verdict,
-    within_noise)
+    within_noise, worst_ratio)
 from .prose import (  # noqa: F401
     FLOOR_NAMES, HOST_TARGET, LIBRARY_NAMES, MAX_ROWS, MISSING, ablation, brief, compare_text, device_table,
     claims_brief, each_device, host_text, ptxas_brief, roof_text, say, short_device, summary, table, times, unless_missing)

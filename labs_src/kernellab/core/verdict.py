@@ -49,6 +49,13 @@ def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None
     return Measured(s.value / f.value, lo, hi)
 
 
+def worst_ratio(df, top, slow: str) -> Measured:
+    """The worst time(slow) / time(step) over `top` (a best() frame: a step per case), with its band: a target's
+    worst case over a sweep, e.g. the fastest step against its floor or a library (NAN where none is timed)."""
+    r = [m for m in (ratio_band(df, n, slow, c) for c, n in zip(top.index, top["name"])) if m.ok]
+    return min(r, key=lambda m: m.value) if r else NAN
+
+
 def ratio(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> float:
     """ratio_band's value (NaN when either time is absent)."""
     return ratio_band(df, fast, slow, case, slow_case).value

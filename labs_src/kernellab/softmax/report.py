@@ -85,20 +85,16 @@ def worst_frac(lo, hi, floor=False):
 
 
 def worst_vs_torch(df):
-    """Worst over the sweep (both dtypes) of time(torch.softmax) / time(best step)."""
-    from ..core.results import NAN, ratio_band
-    b = _sweep_best(df, 32, 2 ** 18)
-    r = [m for m in (ratio_band(df, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])) if m.ok]
-    return min(r, key=lambda m: m.value) if r else NAN
+    """Worst over the sweep (both dtypes) of time(torch.softmax) / time(best step), with its band."""
+    from ..core.results import worst_ratio
+    return worst_ratio(df, _sweep_best(df, 32, 2 ** 18), "torch.softmax")
 
 
 def worst_of_floor(df):
     """Worst over the sweep (both dtypes) of time(memcpy floor) / time(best step): the best step's fraction of
-    a copy of the same bytes, with its band (results.ratio_band)."""
-    from ..core.results import NAN, ratio_band
-    b = _sweep_best(df, 32, 2 ** 18)
-    r = [m for m in (ratio_band(df, n, COPY_FLOOR, c) for c, n in zip(b.index, b["name"])) if m.ok]
-    return min(r, key=lambda m: m.value) if r else NAN
+    a copy of the same bytes, with its band."""
+    from ..core.results import worst_ratio
+    return worst_ratio(df, _sweep_best(df, 32, 2 ** 18), COPY_FLOOR)
 
 
 def kernel_run(step: str, case: str) -> str:
