@@ -246,9 +246,10 @@ def _ncu_reading(r, claimed, df) -> tuple:
     return m, verdict(m, claimed, r.kind), shown
 
 
-def limiters(family):
+def limiters(family, quiet: bool = False):
     """What limits each launch in family.limiters, from the recorded Nsight Compute readings: one row per
-    core.ncu.LIMITER_METRICS counter, one column per '<name> @ <case>'; None (said) where none are recorded."""
+    core.ncu.LIMITER_METRICS counter, one column per '<name> @ <case>'; None where none are recorded. Its
+    provenance (or their absence) is said unless quiet (a lab reading several families says it once)."""
     from .device import load_recorded
     from .ncu import LIMITER_METRICS
     rec = load_recorded("ncu")
@@ -256,10 +257,12 @@ def limiters(family):
     rec = rec[(rec["family"] == family.name) & rec["metric"].isin(list(LIMITER_METRICS))] if len(rec) else rec
     rec = rec[[k in keys for k in zip(rec["name"], rec["case"])]] if len(rec) else rec
     if rec.empty:
-        print(f"No Nsight Compute readings of {family.name}'s limiters recorded yet: `make ncu` on a GPU with ncu.")
+        if not quiet:
+            print(f"No Nsight Compute readings of {family.name}'s limiters recorded yet: `make ncu` on a GPU with ncu.")
         return None
     rec = one_source(rec)
-    print(f"Nsight Compute, one launch each, at the clocks it locks by default (its durations are not the timed "
+    if not quiet:
+        print(f"Nsight Compute, one launch each, at the clocks it locks by default (its durations are not the timed "
           f"rows'): {provenance(rec)}")
     def table(values):
         t = rec.pivot_table(index="metric", columns=["name", "case"], values=values, sort=False)

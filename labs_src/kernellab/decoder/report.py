@@ -134,11 +134,8 @@ TOKEN_GEMV_CASES = {"4096x4096": "o 4096×4096", "12288x4096": "12288×4096 (hal
 def token_fraction(df, path: str, context: int = 512) -> str:
     """A path's token against its own read-only floor at `context`, said beside lab 04's GEMVs against theirs
     ('' where the token or its floor is not on screen)."""
-    d = one_source(df)
-    t, f = (pick(d, n, "median_us", case=ctx_case(context)) for n in (step_name(path, "graph"), floor_name(path)))
-    if t != t or f != f:
-        return ""
-    return f"; the token itself reaches **{f / t:.2f}** of its own floor at context {context}"
+    r = results.ratio(one_source(df), step_name(path, "graph"), floor_name(path), ctx_case(context))
+    return "" if r != r else f"; the token itself reaches **{r:.2f}** of its own floor at context {context}"
 
 
 def gemv_limits(df) -> str:
@@ -384,8 +381,9 @@ def contexts_text(d, cfg: Config = QWEN3_8B, floor_at: int = 512) -> str:
     if f != f or not ctxs:
         return ""
     t = {n: pick(d, step, "median_us", case=ctx_case(n)) for n in ctxs}
+    of = {n: results.ratio(d, step, floor_name("float16"), ctx_case(n), slow_case=ctx_case(floor_at)) for n in ctxs}
     said = ("In the tokens/s run the floor reads the weights only, so one floor serves every context: the fp16 token "
-            "is " + ", ".join(f"**{f / t[n]:.2f}** of it at context {n}" for n in ctxs) + ".")
+            "is " + ", ".join(f"**{of[n]:.2f}** of it at context {n}" for n in ctxs) + ".")
     short, long = ctxs[0], ctxs[-1]
     dev, calls = d["device"].iloc[0], token_ops(cfg, "float16").get("decode", 0)
     att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev, warm=False) for n in (short, long)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.device import facts as facts_of
-from ..core.family import Family, Target
+from ..core.family import FLOOR_TARGET, Family, Target
 from ..core.ncu import NO_COUNTERS, limiter_of
 from .reference import CHECK_CASES, SHAPES, SWEEP, bytes_moved, case_key, make_input, reference, tolerance
 from .steps import (BASELINES, BEST, CLUSTER_FROM, FAMILY, NAME, ROW_BLOCK, VARIANTS, cluster11_geometry,
@@ -156,7 +156,7 @@ TARGETS = (Target("best step / torch.softmax, worst over 32..262144 columns (fp3
              for what, lo, hi, t in (("1K..32K", 1024, 32768, 0.90), ("64K..256K", 65536, 2 ** 18, 0.85),
                                      ("32..256", 32, 256, 0.75))),
            Target("best step, worst fraction of its memcpy floor over 32..262144 columns (fp32, fp16)", worst_of_floor,
-                  0.95))
+                  FLOOR_TARGET))
 
 # ---- what limits the long rows: Nsight Compute readings (results.limiters), and their sentence -------------
 

@@ -11,6 +11,7 @@ from .ablation import ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOS
 from .reference import FAMILY, ref_gelu, ref_gelu_erf
 from .steps import GELU
 from ..core import results
+from ..core.family import FLOOR_TARGET
 from ..core.ncu import NO_COUNTERS
 
 
@@ -335,7 +336,6 @@ def say_softmax(sx, cx1, cx4) -> None:
 # merge's plain copy, whose fraction is their floor (a target the copy misses is out of reach there) ----------
 
 FLOOR_COPY = "torch copy_ (view)"      # the merge's plain copy of 16384 x 1152 halves: the targets' floor
-FLOOR_TARGET = 0.95                    # issue 38: memory-bound kernels at >= 0.95 of their floor
 
 
 def _targets():
@@ -541,13 +541,6 @@ def vision_limits_text(lims, res=None) -> str:
 
 
 def say_vision_limits(res=None) -> None:
-    """vision_limits_text of the recorded readings (results.limiters of each family, its provenance said once)
+    """vision_limits_text of the recorded readings (results.limiters of each family, their provenance said once)
     and the frame on screen."""
-    import contextlib
-    import io
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        lims = [results.limiters(f) for f in _limit_families()]
-    for line in dict.fromkeys(buf.getvalue().splitlines()):
-        print(line)
-    results.say(vision_limits_text(lims, res))
+    results.say(vision_limits_text([results.limiters(f, quiet=i > 0) for i, f in enumerate(_limit_families())], res))
