@@ -1269,3 +1269,61 @@ extern "C" __global__ void vision_35_split_rope_fma_f16tab(const __half* __restr
         for (int d = threadIdx.x; d < D; d += blockDim.x) v[dst + d] = src[2 * H * D + d];
     }
 }
+
+// === vision_36_layernorm_row_block ===
+// Why: (beyond the seed) step 03 keeps LN_VEC vectors a lane in registers, enough for the tower's
+// 1152-wide rows; a longer row is read from memory three times (hidden 16384: 59 of every 64
+// vectors a lane re-read twice, from L2 or DRAM). Here one block owns a row, sized by the launcher
+// so each thread holds at most LN36_VPT 16-byte vectors (threads = 32 x ceil(C / (256 x LN36_VPT))):
+// every row up to LN36_THREADS x 8 x LN36_VPT halves is read once. The change is that one thing:
+// mean and variance are the same two-pass sums, reduced across the block's warps through 32 floats
+// of shared memory (every warp reduces the partials itself, so two barriers per reduction).
+// The launcher sends rows that step 03 already holds (C <= 32 x 8 x LN_VEC), odd or misaligned rows
+// and rows beyond this kernel's registers to step 03.
+#ifndef LN36_VPT
+#define LN36_VPT 8        // step 36: 16-byte vectors a thread holds
+#endif
+#ifndef LN36_THREADS
+#define LN36_THREADS 512  // step 36: the largest block (rows up to 512 x 8 x 8 = 32768 halves)
+#endif
+__device__ __forceinline__ float ln36_block_sum(float v, float* part) {
+    const int lane = threadIdx.x & 31;
+    v = warp_reduce_sum(v);
+    if (lane == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = warp_reduce_sum(lane < (blockDim.x >> 5) ? part[lane] : 0.0f);
+    __syncthreads();   // part is written again by the next reduction
+    return v;
+}
+
+extern "C" __global__ void __launch_bounds__(LN36_THREADS)
+vision_36_layernorm_row_block(const __half* __restrict__ x, const __half* __restrict__ w,
+                              const __half* __restrict__ b, __half* __restrict__ y, int C, float eps) {
+    __shared__ float part[32];
+    const int nv = C >> 3;
+    const uint4* xv = reinterpret_cast<const uint4*>(x + (size_t)blockIdx.x * C);
+    const uint4* wv = reinterpret_cast<const uint4*>(w);
+    const uint4* bv = reinterpret_cast<const uint4*>(b);
+    uint4* yv = reinterpret_cast<uint4*>(y + (size_t)blockIdx.x * C);
+    Half8 r[LN36_VPT];
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < LN36_VPT; ++k) {
+        const int i = k * blockDim.x + threadIdx.x;
+        if (i < nv) {
+            r[k].u = __ldg(xv + i);
+            sum += h8_sum(r[k]);
+        }
+    }
+    const float mean = ln36_block_sum(sum, part) / C;
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < LN36_VPT; ++k)
+        if (k * blockDim.x + threadIdx.x < nv) sq += h8_sqdev(r[k], mean);
+    const float rstd = rsqrtf(ln36_block_sum(sq, part) / C + eps);
+#pragma unroll
+    for (int k = 0; k < LN36_VPT; ++k) {
+        const int i = k * blockDim.x + threadIdx.x;
+        if (i < nv) yv[i] = h8_norm(r[k], __ldg(wv + i), __ldg(bv + i), mean, rstd);
+    }
+}

@@ -109,7 +109,7 @@ vision.say_barriers()
 check_variants(vision.LAYERNORM)
 
 # %%
-ln = bench.compare(vision.LAYERNORM, vision.LAYERNORM.record_cases)
+ln = bench.compare(vision.LAYERNORM, vision.LN_CASES)
 results.table(ln)
 
 # %%
@@ -118,6 +118,30 @@ vision.say_layernorm(ln, c16, c4)
 
 # %%
 plot.progress(ln, "05_layernorm_progress", case=c16, title="LayerNorm + bias, 16384 x 1152 fp16")
+
+# %% [markdown]
+# ### LayerNorm at every hidden size: step 36
+# The tower's rows are 1152 halves, and step 03's lanes hold up to 32 × 8 × `LN_VEC` = 1280 of them in
+# registers. A learner's model may normalise wider rows (Qwen's hidden sizes run from 1024 to 16384); there
+# step 03 reads the part beyond its registers from memory twice more. Step 36 changes one thing: a row
+# longer than that gets a whole block, sized so each thread holds at most `LN36_VPT` vectors, so the row is
+# read once; the two reductions then cross the block's warps through 32 floats of shared memory. Every
+# other row still takes step 03, so at the tower's 1152 the two are the same launch. The floor is a memcpy
+# of the same bytes, timed in the same run.
+
+# %%
+build.show("vision", "36_layernorm_row_block")
+
+# %%
+hid = bench.compare(vision.LAYERNORM, vision.LN_SWEEP, names=["03_layernorm_warp_vec8", "36_layernorm_row_block"],
+                    baselines=["torch F.layer_norm", bench.MEMCPY])
+vision.ln_sweep.table(hid)
+
+# %%
+vision.ln_sweep.say(hid)
+
+# %%
+plot.bars(hid, "05_layernorm_sweep", title="LayerNorm + bias, 8192 rows fp16: GB/s per hidden size")
 
 # %% [markdown]
 # ## GELU: steps 04 → 05 → 06, and the tanh approximation
@@ -437,7 +461,7 @@ aw
 import pandas as pd
 
 ge = bench.compare(vision.GELU_ERF, vision.GELU_ERF.record_cases)     # the merger's exact GELU (lab 06 calls it)
-res = pd.concat([ln, gl, bg, br, qb, pe, pi, sm, sr, tr, sx, th, s16, ge], ignore_index=True)
+res = pd.concat([ln, hid, gl, bg, br, qb, pe, pi, sm, sr, tr, sx, th, s16, ge], ignore_index=True)
 aw_claims = vision.as_written_claims(res)      # the claims that time the report's pairs
 aw_claims
 
@@ -493,6 +517,12 @@ results.each_device(res, vision.raised_said)
 
 # %%
 vision.say_vision_limits(res)
+
+# %% [markdown]
+# Step 36 on the LayerNorm sweep, read the same way (its fraction of the floor is of the memcpy at that size):
+
+# %%
+vision.ln_sweep.say_limits(res)
 
 # %% [markdown]
 # ## Exercise: bias + residual with 8 halves per thread

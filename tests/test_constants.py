@@ -33,7 +33,7 @@ def test_the_shared_constants_are_passed():
                         "CL_REGS", "CLH_REGS", "CL11_REGS", "SAFE_V1_MAX_BLOCK"},
             "rmsnorm": {"RMS_BLOCK", "RMS_PER_THREAD"}, "add": {"BIAS_ROWS"},
             "gemv": {"SEED_BLOCK", "INT8_GROUP", "WARP_ROWS"},
-            "vision": {"LN_BLOCK", "SR_TILE", "SR2_TILE", "SR2_U", "TR_TILE", "BG_U", "SM_U"},
+            "vision": {"LN_BLOCK", "LN36_VPT", "LN36_THREADS", "SR_TILE", "SR2_TILE", "SR2_U", "TR_TILE", "BG_U", "SM_U"},
             "measure": {"READ_UNROLL", "FMA_CHAINS", "EX2_CHAINS", "ISSUE_REPEAT"}, "decoder": {"FG_WARPS"}}
     for family, names in want.items():
         assert names <= set(build.DEFINES.get(family, {})), (family, names - set(build.DEFINES.get(family, {})))
@@ -54,3 +54,10 @@ def test_a_default_changes_with_a_define(tmp_path):
     a = build.nvrtc_compile(src, "sm_90", "softmax.cu", ("-DROW_BLOCK=256",))[0]
     b = build.nvrtc_compile(src, "sm_90", "softmax.cu", ("-DROW_BLOCK=128",))[0]
     assert a != b
+
+
+def test_step_03s_registers_match_step_36s_threshold():
+    """vision.cu's LN_VEC (step 03's vectors a lane holds, a plain #define of its preamble) is the LN_VEC the
+    step 36 launcher reads to send a row step 03 already holds to step 03."""
+    from kernellab.vision.reference import LN_VEC
+    assert re.search(r"^#define LN_VEC (\d+)", build.source("vision"), re.M).group(1) == str(LN_VEC)

@@ -105,3 +105,24 @@ def test_headline_png_was_drawn_from_that_table():
     text = Image.open(FIGURES / "headline.png").text.get("Description", "")
     assert text == f"table sha1 {labs.table_sha1(have)}", (
         "figures/headline.png was not drawn from figures/headline.csv: run `make headline`")
+
+
+def test_settling_a_record_in_a_fresh_process_keeps_every_fraction():
+    """record.settle (after every `make bench`, also one that recorded a single lab) derives each CSV's fractions
+    against its own family's roof: in a fresh process that has loaded no lab yet, settling a copy of the H100
+    record changes no file but meta.json's."""
+    import filecmp
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+    src = REFERENCE / "nvidia-h100-80gb-hbm3"
+    with tempfile.TemporaryDirectory() as tmp:
+        dst = Path(tmp) / src.name
+        shutil.copytree(src, dst)
+        code = f"import pathlib; from kernellab.record import settle; settle(pathlib.Path({str(dst)!r}))"
+        subprocess.run([sys.executable, "-c", code], check=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "labs_src")})
+        changed = [p.name for p in sorted(src.glob("*.csv")) if not filecmp.cmp(p, dst / p.name, shallow=False)]
+    assert not changed, f"settle rewrote {changed}: a family's roof was not known when its fractions were derived"

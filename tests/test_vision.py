@@ -459,3 +459,28 @@ def test_the_limiters_of_the_kernels_short_of_their_floor_make_one_bullet_each()
         step, shape, dt, _ = f.limiter_cases()[0]
         b = results.pick(d, step, "bytes", case=f.case_key(shape, dt))
         assert (abs(b / floor - 1) < 1e-3) == (step in v.report.SAME_BYTES_AS_FLOOR), (step, b, floor)
+
+
+def test_the_layernorm_sweep_reads_its_worst_floor_fraction_and_step_36_against_03():
+    """ln_sweep.text names the hidden size where the fastest step is furthest from the memcpy of its bytes and
+    judges it by the noise rule (missed at 0.5 of the floor, met at 1.0); the table has a row per size; with no
+    rows, it says the sweep is not recorded. On the recorded frame the same calls run."""
+    import pandas as pd
+    from kernellab.core import bench
+    S = v.ln_sweep
+    rows = []
+    for i, k in enumerate(S.KEYS):
+        slow = 2.0 if i == 2 else 1.0                                # hidden 4096: the step takes twice the memcpy's time
+        for nm, kind, t in (("03_layernorm_warp_vec8", "variant", 25.0), ("36_layernorm_row_block", "variant", 10 * slow),
+                            (bench.MEMCPY, "baseline", 10.0), (S.TORCH, "baseline", 30.0)):
+            rows.append((k, nm, kind, t, t * 0.99, t * 1.01, 0.9 / slow, 0.9 / slow))
+    df = pd.DataFrame(rows, columns=["case", "name", "kind", "median_us", "p10_us", "p90_us", "frac_copy", "frac_read"])
+    df["device"], df["date"], df["source"] = "GPU X", "2026-01-01", "recorded"
+    s = S.text(df)
+    assert f"`{S.KEYS[2]}`: **0.50**" in s and "missed" in s and "faster than `03_layernorm_warp_vec8`" in s, s
+    assert len(S.table(df)) == len(S.KEYS) and S.worst_of_floor(df).value == pytest.approx(0.5)
+    df.loc[df["name"] == "36_layernorm_row_block", "median_us"] = 10.0
+    assert "met" in S.text(df) and "missed" not in S.text(df)
+    assert "not recorded yet" in S.text(df.iloc[:0])
+    rec = bench.compare(v.LAYERNORM, v.LN_SWEEP)
+    assert len(S.table(rec)) == (len(S.KEYS) if len(rec) else 0) and S.text(rec)

@@ -20,8 +20,11 @@ from .labs import LABS, families
 
 
 def settle(folder, base: dict | None = None) -> dict:
-    """One device record in `folder` (core.store.settle, with lab 00's roof quantities)."""
+    """One device record in `folder` (core.store.settle, with lab 00's roof quantities). Every lab's families
+    are loaded first: each recorded CSV's fractions are derived against its own family's roof, also after a
+    run that recorded only some labs (LABS_TO_RECORD)."""
     from .measuring import ROOF_QUANTITIES
+    list(families())
     return store.settle(folder, ROOF_QUANTITIES, base)
 
 

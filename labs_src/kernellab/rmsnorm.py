@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core.build import define, kernel
-from .core.bench import memcpy
+from .core.bench import MEMCPY, memcpy
 from .core.device import torch_baseline
 from .core.family import FLOOR_TARGET, Family, Target
 from .core.launch import launch, variant
@@ -308,8 +308,7 @@ def _torch(torch, t, tw):
     return lambda: torch.nn.functional.rms_norm(t, (t.shape[-1],), weight=tw, eps=EPS)
 
 
-BASELINES = {"cupy composite": _composite, "torch rms_norm": _torch, "memcpy x -> y (floor)": memcpy}
-MEMCPY = "memcpy x -> y (floor)"
+BASELINES = {"cupy composite": _composite, "torch rms_norm": _torch, MEMCPY: memcpy}
 
 
 def memcpy_counts_its_own_bytes(df):
@@ -401,37 +400,28 @@ FUSED = Family(
     record_cases=[(SHAPES[k], dt) for dt in ("float16", "float32")
                   for k in ("decode_1x4096", "batch64_4096", "prefill_512x4096", "prefill_8192x4096")],
 )
-def _hidden_best(df, kind="variant", names=None):
-    """results.best over HIDDEN_SWEEP's cases only (8192 rows, hidden 1024..16384, fp16 and fp32)."""
-    from .core.results import best
-    b = best(df, kind, names)
-    return b[b.index.isin([case_key(s, p) for s, p in HIDDEN_SWEEP])] if len(b) else b
+HIDDEN_KEYS = [case_key(s, p) for s, p in HIDDEN_SWEEP]
 
 
 def worst_hidden_frac(df, kind="variant", names=None):
     """The worst fraction of the copy roof that the fastest step (kind="variant") or a baseline
     (kind="baseline", names=[it]: the memcpy floor) reaches over HIDDEN_SWEEP; NaN when the frame lacks them."""
-    b = _hidden_best(df, kind, names)
-    return float(b["frac_copy"].min()) if len(b) else float("nan")
+    from .core.results import sweep_worst_frac
+    return sweep_worst_frac(df, HIDDEN_KEYS, kind, names)
 
 
 def worst_hidden_of_floor(df):
     """The worst time(memcpy floor) / time(fastest step) over HIDDEN_SWEEP, with its band (results.ratio_band):
     the fastest step's fraction of a copy of the same bytes, where it is furthest from it."""
-    from .core.results import worst_ratio
-    return worst_ratio(df, _hidden_best(df), MEMCPY)
+    from .core.results import sweep_best, worst_ratio
+    return worst_ratio(df, sweep_best(df, HIDDEN_KEYS), MEMCPY)
 
 
 def hidden_table(df):
     """Per hidden size of HIDDEN_SWEEP: the fastest step, its fraction of the copy roof, torch's
     time over its time, and the memcpy floor's time over its time (its fraction of the floor)."""
-    from .core.results import ratio
-    b = _hidden_best(df)
-    out = b.reset_index()[["case", "name", "median_us", "frac_copy"]] if len(b) else b
-    if len(b):
-        out["torch / best"] = [ratio(df, n, "torch rms_norm", c) for c, n in zip(b.index, b["name"])]
-        out["of floor"] = [ratio(df, n, MEMCPY, c) for c, n in zip(b.index, b["name"])]
-    return out.round(3)
+    from .core.results import sweep_table
+    return sweep_table(df, HIDDEN_KEYS, "torch rms_norm", MEMCPY)
 
 
 def launch_us(df) -> float:

@@ -495,6 +495,9 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
     return df
 
 
+MEMCPY = "memcpy x -> y (floor)"      # the name families give the memcpy baseline
+
+
 def memcpy(x, *_):
     """Baseline factory: a device-to-device copy of x's bytes (cudaMemcpyAsync), timed like the kernels:
     the floor of any kernel that reads x once and writes a same-size y once."""

@@ -68,6 +68,19 @@ def best(df, kind: str = "variant", names=None):
     return d.loc[idx.values].set_index("case")
 
 
+def sweep_best(df, keys, kind: str = "variant", names=None):
+    """best() over a sweep's cases (`keys`) only."""
+    b = best(df, kind, names)
+    return b[b.index.isin(list(keys))] if len(b) else b
+
+
+def sweep_worst_frac(df, keys, kind: str = "variant", names=None, roof: str = "copy") -> float:
+    """The worst fraction of a roof that the fastest step (or, kind="baseline", names=[one]: that baseline)
+    reaches over a sweep's cases; NaN when the frame has none of them."""
+    b = sweep_best(df, keys, kind, names)
+    return float(b[f"frac_{roof}"].min()) if len(b) else float("nan")
+
+
 def devices(df) -> list:
     """The frame split by (device, source), in order."""
     if df is None or df.empty or not {"device", "source"} <= set(df):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from .frame import best, cases, devices, one_source, print_once, select, short_device, source
-from .verdict import frac_band, ratio_band, target_outcome, within_noise
+from .frame import best, cases, devices, one_source, print_once, select, short_device, source, sweep_best
+from .verdict import frac_band, ratio, ratio_band, target_outcome, within_noise
 
 MAX_ROWS = 40       # a table longer than this shows the fastest step per case instead (the frame stays one call away)
 
@@ -46,6 +46,17 @@ def table(df, columns=None, roof: str = "copy", full: bool = False):
 
 FLOOR_NAMES = r"floor|read-only kernel|memcpy|plain copy"
 LIBRARY_NAMES = r"torch|cublas|cupy"
+
+
+def sweep_table(df, keys, torch_name: str, floor: str):
+    """Per case of a sweep (`keys`): the fastest step, its time and fraction of the copy roof, torch's time
+    over its time, and the floor's (a memcpy of the same bytes) time over its time: its fraction of the floor."""
+    b = sweep_best(df, keys)
+    out = b.reset_index()[["case", "name", "median_us", "frac_copy"]] if len(b) else b
+    if len(b):
+        out["torch / best"] = [ratio(df, n, torch_name, c) for c, n in zip(b.index, b["name"])]
+        out["of floor"] = [ratio(df, n, floor, c) for c, n in zip(b.index, b["name"])]
+    return out.round(3)
 
 
 def brief(df, roof: str = "copy"):

@@ -4,7 +4,8 @@ claims) and prose.py (tables and sentences), with store.py's live / recorded swi
 from __future__ import annotations
 
 from .frame import (  # noqa: F401
-    RENAMED, _SAID, best, cases, devices, fastest, one_source, pick, print_once, renamed, select, source, timing_rules)
+    RENAMED, _SAID, best, cases, devices, fastest, one_source, pick, print_once, renamed, select, source, sweep_best,
+    sweep_worst_frac, timing_rules)
 from .store import live_or_recorded, mark_stale, recorded  # noqa: F401  (the live / recorded switch)
 from .verdict import (  # noqa: F401
     CLAIM_ARCH, CLAIM_ARCH_FALLBACK, CLAIM_MEASURES, HOLD, NAN, OUTCOMES, Measured, _count, _counted, _lab_measure,
@@ -13,4 +14,5 @@ from .verdict import (  # noqa: F401
     within_noise, worst_ratio)
 from .prose import (  # noqa: F401
     FLOOR_NAMES, HOST_TARGET, LIBRARY_NAMES, MAX_ROWS, MISSING, ablation, brief, compare_text, device_table,
-    claims_brief, each_device, host_text, ptxas_brief, roof_text, say, short_device, summary, table, times, unless_missing)
+    claims_brief, each_device, host_text, ptxas_brief, roof_text, say, short_device, summary, sweep_table, table, times,
+    unless_missing)

@@ -24,6 +24,7 @@ This is the lab's face: every name of the lab is here (vision.LAYERNORM, vision.
   seed.py       the seed's own forms where the course's differ: split + RoPE over fp16 [N, D] tables
                 (SPLIT_ROPE_F16), and transpose_token_head_kernel ([N, H, D] -> [H, N, D], TRANSPOSE_TOKEN_HEAD)
   ablation.py   ABLATION: each bundled step's changes one at a time
+  ln_sweep.py   LayerNorm at every hidden size (1024-16384) against a memcpy of the same bytes
   report.py     the ablation pairs, PTX instruction counts, numbers and tables the lab quotes, and the
                 sentences under its tables (say_*, *_said: one call per notebook cell)
 """
@@ -31,15 +32,15 @@ This is the lab's face: every name of the lab is here (vision.LAYERNORM, vision.
 from __future__ import annotations
 
 from .reference import (
-    BG_U, EPS, F16, FAMILY, HEAD_DIM, HEADS, HIDDEN, LAYERS, LN_BLOCK, MERGE, MLP, NAME, PATCH_DIM, POS_SIDE, SM_U,
-    SR2_TILE, SR2_U, SR_TILE, THETA, TOKENS, TR_TILE, interp_tables, ref_bias_add_residual, ref_bias_gelu, ref_gelu,
-    ref_gelu_erf, ref_layernorm, ref_patch_embed, ref_pos_embed_interpolate, ref_replace_image_tokens, ref_softmax,
+    BG_U, EPS, F16, FAMILY, HEAD_DIM, HEADS, HIDDEN, LAYERS, LN_BLOCK, LN_CASES, LN_SWEEP, MERGE, MLP, NAME, PATCH_DIM,
+    POS_SIDE, SM_U, SR2_TILE, SR2_U, SR_TILE, THETA, TOKENS, TR_TILE, interp_tables, ref_bias_add_residual, ref_bias_gelu,
+    ref_gelu, ref_gelu_erf, ref_layernorm, ref_patch_embed, ref_pos_embed_interpolate, ref_replace_image_tokens, ref_softmax,
     ref_spatial_merge, ref_split_rope_transpose, ref_transpose_head_token, rope_angles, rope_tables, window_positions,
     _xp, ref_transpose_token_head, rope_tables_f16, _head_dim, _split_rope_ref, _sr16_ref)
 from .steps import (
     BIAS_GELU, BIAS_RESIDUAL, FP16, GELU, GELU_ERF, LAB01_SOFTMAX, LAYERNORM, QKV_BIAS, SOFTMAX, bias_add_residual,
-    bias_gelu, gelu, gelu_erf, layernorm, ln_half2_shfl, ln_scalar_tree, ln_shfl_scalar_loads, ln_warp_vec8, softmax,
-    sx_half2)
+    bias_gelu, gelu, gelu_erf, layernorm, ln_half2_shfl, ln_row_block, ln_scalar_tree, ln_shfl_scalar_loads,
+    ln_warp_vec8, softmax, sx_half2)
 from .embed import (
     PATCH_EMBED, POS_INTERP, REPLACE, SPATIAL_MERGE, patch_embed, pe_half2_fma, pe_scalar, pos_embed_interpolate,
     replace_image_tokens, rp_rows, sm_scalar, sm_stream, sm_stream_resident, sm_vec8, spatial_merge)
@@ -55,7 +56,11 @@ from .report import (
     FMAF_STEPS, fmaf_table, pos_interp_said, say_barriers, say_bias_gelu, say_bias_residual,
     say_fmaf, say_gelu, say_gelu_gap, say_layernorm, say_patch_embed, say_rope_fma, say_softmax, say_spatial_merge,
     say_split_rope, say_transpose, AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,
-    raised_note, raised_said, say_as_written, TARGETS, NO_COUNTERS, say_vision_limits, vision_limits_text)
+    raised_note, raised_said, say_as_written, NO_COUNTERS, say_vision_limits, vision_limits_text)
 
+from . import ln_sweep
+from .report import TARGETS as _TARGETS
+
+TARGETS = _TARGETS + ln_sweep.TARGETS
 FAMILIES = [LAYERNORM, GELU, GELU_ERF, BIAS_GELU, BIAS_RESIDUAL, QKV_BIAS, PATCH_EMBED, POS_INTERP, SPATIAL_MERGE,
             SPLIT_ROPE, TRANSPOSE, SOFTMAX, REPLACE, *ABLATION, SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD]

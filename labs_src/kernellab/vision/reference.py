@@ -16,6 +16,9 @@ POS_SIDE = 48                    # learned position table: 48 x 48 = 2304 rows o
 EPS = 1e-6                       # the vision tower's LayerNorm eps
 THETA = 10000.0                  # vision rotary base
 LN_BLOCK = 256                   # LN_BLOCK in vision.cu (steps 01, 02)
+LN_VEC = 5                       # LN_VEC in vision.cu (step 03: 16-byte vectors a lane holds; tests/test_constants.py)
+LN36_VPT = 8                     # LN36_VPT in vision.cu (step 36: 16-byte vectors a thread holds)
+LN36_THREADS = 512               # LN36_THREADS in vision.cu (step 36: the largest block)
 SR_TILE = 8                      # SR_TILE in vision.cu (step 20: tokens per tile)
 SR2_TILE = 16                    # SR2_TILE in vision.cu (step 27: tokens per block)
 SR2_U = 3                        # SR2_U in vision.cu (step 27: items in flight per thread)
@@ -23,6 +26,8 @@ TR_TILE = 16                     # TR_TILE in vision.cu (step 28: tokens per blo
 BG_U = 2                         # BG_U in vision.cu (step 25: vectors per thread)
 SM_U = 4                         # SM_U in vision.cu (step 26: loads in flight per thread)
 TOKENS = (4096, 16384)           # the lab's token counts
+LN_CASES = [((n, HIDDEN), "float16") for n in TOKENS]                           # LayerNorm: the tower's rows
+LN_SWEEP = [((8192, c), "float16") for c in (1024, 2048, 4096, 8192, 16384)]   # LayerNorm at every hidden size
 F16 = np.float16
 
 

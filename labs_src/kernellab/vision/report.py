@@ -366,7 +366,7 @@ def _targets():
          for c in (LAYERNORM.case_key((m, 1152)) for m in (4096, n))]
 
 
-TARGETS = _targets()
+TARGETS = _targets()        # with ln_sweep.TARGETS, the face's TARGETS
 
 
 # ---- the report's kernels as it writes them, beside the course's own (issue 34, item 5) ----------
@@ -507,37 +507,48 @@ def vision_limits_text(lims, res=None) -> str:
     copy's bytes, that copy's (both from `res`, on the readings' GPU only: none where res has no row there),
     its DRAM, occupancy, registers and issue slots, and the one rule's verdict. lims: results.limiters of
     each of _limit_families() in order (None where nothing is recorded)."""
-    from ..core.ncu import limiter_of
     from .embed import SPATIAL_MERGE
     from .reference import TOKENS
     lims = list(lims) if lims is not None else [None] * len(_limit_families())
     if all(t is None for t in lims):
         return NO_COUNTERS
-    d = res
-    if d is not None and len(d) and "device" in d:
-        dev = _ncu_device()
-        d = results.one_source(d[d["device"] == dev]) if dev is not None else d.iloc[:0]
+    d = on_ncu_device(res)
     fc = SPATIAL_MERGE.case_key((max(TOKENS), 1152))
     out = []
     for fam, lim in zip(_limit_families(), lims):
         step, shape, dt, _ = fam.limiter_cases()[0]
         case = fam.case_key(shape, dt)
-        col = f"{step} @ {case}"
-        if lim is None or col not in lim.columns:
-            out.append(f"* `{step}`: " + NO_COUNTERS)
-            continue
-        v = lambda row: float(lim.loc[row, col])                   # noqa: E731
-        f = results.frac_band(d, step, case) if d is not None and len(d) else None
-        fl = results.ratio_band(d, step, FLOOR_COPY, case, slow_case=fc) if f is not None and \
-            step in SAME_BYTES_AS_FLOOR else None           # time(the copy of its bytes) / time(step), with its band
-        frac = ("" if f is None or not f.ok else f", **{f.value:.2f}** of the copy roof"
-                + (f" and **{fl.value:.2f}** of its floor, `{FLOOR_COPY}` of the same bytes (band {fl.lo:.2f}–"
-                   f"{fl.hi:.2f}; target ≥ {FLOOR_TARGET:g}: {results.target_outcome(fl, FLOOR_TARGET)})"
-                   if fl is not None and fl.ok else ""))
-        out.append(f"* `{step}` at {case.split(':')[1]}{frac}: DRAM {v(DRAM):.0f}% busy, {v(OCC):.0f}% occupancy "
-                   f"({v('registers per thread'):.0f} registers a thread), issue slots {v(ISS):.0f}%: "
-                   f"{limiter_of(lim, col)}.")
+        floor = (lambda d, s, c: results.ratio_band(d, s, FLOOR_COPY, c, slow_case=fc)) \
+            if step in SAME_BYTES_AS_FLOOR else None     # time(the copy of its bytes) / time(step), with its band
+        out.append(limit_bullet(lim, step, case, d, floor, f"`{FLOOR_COPY}` of the same bytes"))
     return "\n".join(out)
+
+
+def limit_bullet(lim, step: str, case: str, d, floor=None, floor_is: str = "") -> str:
+    """One bullet of a limiter reading: the step at `case`, its fraction of the copy roof and, with floor
+    (d, step, case) -> Measured, of its floor (`floor_is`) from the frame `d` (none where d has no row), its
+    DRAM, occupancy, registers and issue slots, and the one counter rule's verdict."""
+    from ..core.ncu import limiter_of
+    col = f"{step} @ {case}"
+    if lim is None or col not in lim.columns:
+        return f"* `{step}` at {case.split(':')[1]}: " + NO_COUNTERS
+    v = lambda row: float(lim.loc[row, col])                   # noqa: E731
+    f = results.frac_band(d, step, case) if d is not None and len(d) else None
+    fl = floor(d, step, case) if f is not None and floor is not None else None
+    frac = ("" if f is None or not f.ok else f", **{f.value:.2f}** of the copy roof"
+            + (f" and **{fl.value:.2f}** of its floor, {floor_is} (band {fl.lo:.2f}–{fl.hi:.2f}; target ≥ "
+               f"{FLOOR_TARGET:g}: {results.target_outcome(fl, FLOOR_TARGET)})" if fl is not None and fl.ok else ""))
+    return (f"* `{step}` at {case.split(':')[1]}{frac}: DRAM {v(DRAM):.0f}% busy, {v(OCC):.0f}% occupancy "
+            f"({v('registers per thread'):.0f} registers a thread), issue slots {v(ISS):.0f}%: {limiter_of(lim, col)}.")
+
+
+def on_ncu_device(res):
+    """The rows of `res` from the GPU the vision limiter readings were recorded on (res itself without a
+    device column; no rows when there are no readings)."""
+    if res is None or not len(res) or "device" not in res:
+        return res
+    dev = _ncu_device()
+    return results.one_source(res[res["device"] == dev]) if dev is not None else res.iloc[:0]
 
 
 def say_vision_limits(res=None) -> None:

@@ -9,17 +9,20 @@ import functools
 
 import numpy as np
 
+from ..core.bench import MEMCPY, memcpy
 from ..core.build import define
 from ..core.device import torch as _torch, torch_baseline as _torch_baseline
 from ..core.family import Family
 from ..core.launch import aligned, int32_size as _size_ok, launch, out_like, require, variant
 from .reference import (
-    BG_U, EPS, F16, FAMILY, HEADS, HIDDEN, LN_BLOCK, MERGE, MLP, NAME, SM_U, SR2_TILE, SR2_U, SR_TILE, TOKENS, TR_TILE,
+    BG_U, EPS, F16, FAMILY, HEADS, HIDDEN, LN36_THREADS, LN36_VPT, LN_BLOCK, LN_CASES, LN_SWEEP, LN_VEC, MERGE, MLP, NAME,
+    SM_U, SR2_TILE, SR2_U, SR_TILE, TOKENS, TR_TILE,
     _bias_gelu_input, _bias_res_input, _cast, _gelu_input, _ln_input, _qkv_input, _sx_input, ref_bias_add_residual,
     ref_bias_gelu, ref_gelu, ref_gelu_erf, ref_layernorm, ref_softmax)
 
 # vision.cu is compiled with these constants of reference.py (-D; its #ifndef defaults agree: tests/test_constants.py)
-DEFINES = define(FAMILY, LN_BLOCK=LN_BLOCK, SR_TILE=SR_TILE, SR2_TILE=SR2_TILE, SR2_U=SR2_U, TR_TILE=TR_TILE,
+DEFINES = define(FAMILY, LN_BLOCK=LN_BLOCK, LN36_VPT=LN36_VPT, LN36_THREADS=LN36_THREADS,
+                 SR_TILE=SR_TILE, SR2_TILE=SR2_TILE, SR2_U=SR2_U, TR_TILE=TR_TILE,
                  BG_U=BG_U, SM_U=SM_U)
 
 
@@ -47,7 +50,8 @@ FP16 = ("float16",)
 
 def _op(**kw) -> Family:
     """One of the vision report's ops: a family recorded into vision.csv at its seed shapes, in fp16."""
-    return Family(name=NAME, kernels=FAMILY, record_cases=[(s, "float16") for s in kw["shapes"].values()], **kw)
+    kw.setdefault("record_cases", [(s, "float16") for s in kw["shapes"].values()])
+    return Family(name=NAME, kernels=FAMILY, **kw)
 
 
 def _best(fam):
@@ -92,6 +96,19 @@ ln_shfl_scalar_loads = _ln_step("02_layernorm_half2_shfl", width=0, doc=(
 ln_warp_vec8 = _ln_step("03_layernorm_warp_vec8", width=16, rows=4, threads=128)
 
 
+@variant(dtypes=FP16)
+def ln_row_block(x, weight, bias, out=None):
+    """Step 36: a row longer than step 03's registers hold (C > 32 x 8 x LN_VEC) gets a block sized so
+    each thread holds at most LN36_VPT 16-byte vectors, so the row is read once; every other row
+    (the tower's 1152, odd or misaligned rows, rows beyond the block's registers) takes step 03."""
+    out_, R, C = _ln_check(x, weight, bias, out)
+    if R and 256 * LN_VEC < C <= 8 * LN36_VPT * LN36_THREADS and C % 8 == 0 and aligned(16, x, weight, bias, out_):
+        launch(FAMILY, "vision_36_layernorm_row_block", (R,), (32 * -(-C // (256 * LN36_VPT)),),
+               (x, weight, bias, out_, C, EPS))
+        return out_
+    return ln_warp_vec8(x, weight, bias, out=out_)
+
+
 @_torch_baseline
 def _ln_torch(torch, tx, tw, tb):
     F = torch.nn.functional
@@ -112,16 +129,20 @@ def _ln_cupy(x, w, b):
 
 LAYERNORM = _op(
     op="layernorm", case_key=_key("layernorm"),
-    limiters=(("03_layernorm_warp_vec8", (16384, 1152), r"^vision_03_layernorm_warp_vec8$"),),
+    limiters=(("03_layernorm_warp_vec8", (16384, 1152), r"^vision_03_layernorm_warp_vec8$"),
+              ("36_layernorm_row_block", (8192, 16384), r"^vision_36_layernorm_row_block$"),
+              ("36_layernorm_row_block", (8192, 2048), r"^vision_36_layernorm_row_block$")),
     make_input=_ln_input,
     reference=_cast(ref_layernorm), bytes_moved=lambda x, w, b, *_: 2 * x.nbytes + w.nbytes + b.nbytes,
     variants={"01_layernorm_scalar_tree": ln_scalar_tree, "02_ablate_scalar_loads": ln_shfl_scalar_loads,
-              "02_layernorm_half2_shfl": ln_half2_shfl, "03_layernorm_warp_vec8": ln_warp_vec8},
-    default={"float16": "03_layernorm_warp_vec8"},
-    baselines={"torch F.layer_norm": _ln_torch, "cupy composite (LayerNorm)": _ln_cupy},
+              "02_layernorm_half2_shfl": ln_half2_shfl, "03_layernorm_warp_vec8": ln_warp_vec8,
+              "36_layernorm_row_block": ln_row_block},
+    default={"float16": "36_layernorm_row_block"},
+    baselines={"torch F.layer_norm": _ln_torch, "cupy composite (LayerNorm)": _ln_cupy, MEMCPY: memcpy},
     shapes={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
+    record_cases=LN_CASES + LN_SWEEP,
     check_cases=[(s, v) for s in [(1, 1), (3, 31), (2, 1023), (5, 1152), (64, 1152), (3, 1288), (2, 4097),
-                                  (0, 8)]
+                                  (0, 8), (3, 2056), (2, 16384), (1, 32768), (1, 32776)]
                  for v in ("randn", "large", "hostile")],
 )
 
