@@ -1281,10 +1281,10 @@ extern "C" __global__ void vision_35_split_rope_fma_f16tab(const __half* __restr
 // The launcher sends rows that step 03 already holds (C <= 32 x 8 x LN_VEC), odd or misaligned rows
 // and rows beyond this kernel's registers to step 03.
 #ifndef LN36_VPT
-#define LN36_VPT 8        // step 36: 16-byte vectors a thread holds
+#define LN36_VPT 4        // step 36: 16-byte vectors a thread holds (as RMSNorm's step 08)
 #endif
 #ifndef LN36_THREADS
-#define LN36_THREADS 512  // step 36: the largest block (rows up to 512 x 8 x 8 = 32768 halves)
+#define LN36_THREADS 1024 // step 36: the largest block (rows up to 1024 x 8 x 4 = 32768 halves)
 #endif
 __device__ __forceinline__ float ln36_block_sum(float v, float* part) {
     const int lane = threadIdx.x & 31;

@@ -131,7 +131,8 @@ LAYERNORM = _op(
     op="layernorm", case_key=_key("layernorm"),
     limiters=(("03_layernorm_warp_vec8", (16384, 1152), r"^vision_03_layernorm_warp_vec8$"),
               ("36_layernorm_row_block", (8192, 16384), r"^vision_36_layernorm_row_block$"),
-              ("36_layernorm_row_block", (8192, 2048), r"^vision_36_layernorm_row_block$")),
+              ("36_layernorm_row_block", (8192, 2048), r"^vision_36_layernorm_row_block$"),
+              ("36_layernorm_row_block", (8192, 1024), r"^vision_03_layernorm_warp_vec8$")),   # step 03's launch
     make_input=_ln_input,
     reference=_cast(ref_layernorm), bytes_moved=lambda x, w, b, *_: 2 * x.nbytes + w.nbytes + b.nbytes,
     variants={"01_layernorm_scalar_tree": ln_scalar_tree, "02_ablate_scalar_loads": ln_shfl_scalar_loads,
