@@ -12,6 +12,7 @@
 # | steps | kernel (the report's name) | before → after |
 # |---|---|---|
 # | 01 → 02 → 03 | `layernorm_with_bias_fp16_kernel` | scalar loads + shared-memory tree → `half2` + shuffle + FMA → (beyond) a warp per row, 16-byte loads |
+# | 03 → 36 | LayerNorm at every hidden size (1024–16384) | (beyond) a row longer than a warp's registers hold gets a block, so it is read once |
 # | 04 → 05 → 06 | `gelu_fp16_kernel` | `half2` → 8 halves → (beyond) tanh through one `exp` |
 # | 07 → 08 → 09 → 25 | `bias_gelu_fp16_kernel` | the same, with the fc1 bias → (beyond) 2 vectors in flight per thread |
 # | 10 → 11 | `bias_add_residual_fp16_kernel` | 1 half → 8 halves, null check hoisted (with residual, and the QKV-bias form) |
@@ -22,7 +23,8 @@
 # | 18 → 19 → 20 → 27 | `fused_split_rope_transpose_kernel` | 64 threads, scalar → 128 threads, FMA, float4 V (over fp32 [N, D/2] tables) → (beyond) 16 bytes per thread → (beyond) token tiles, 32-bit indices, 3 items in flight |
 # | 31 → 29 | `transpose_head_token_kernel`, as written | `half2` → 8 halves, both walked in input order, as the report walks them |
 # | 21 → 22 → 28 → 30 | `transpose_head_token_kernel` | `half2` → 8 halves (`half2` fallback), walked in output order → (beyond) token tiles staged in shared memory → (beyond) 8-token tiles |
-# | 32 → 33 | `transpose_token_head_kernel`, as written | its inverse, [N, H·D] → [H, N, D]: `half2` → 8 halves (the report then deleted it as unused) |
+# | 32 → 33 → 37 | `transpose_token_head_kernel`, as written | its inverse, [N, H·D] → [H, N, D]: `half2` → 8 halves (the report then deleted it as unused) → (beyond) step 28's tiles turned around |
+# | 30 → 38 | the exact GELU (erf) of the mergers | (beyond) 8 halves, erff → 2 vectors in flight per thread |
 # | 23 | `vision_softmax_fp16_kernel` | kept by the report; set against lab 01's fp16 step |
 # | 24 | `replace_image_tokens_kernel` | the merger's rows into the text embedding |
 
@@ -517,6 +519,21 @@ results.each_device(res, vision.raised_said)
 
 # %%
 vision.say_vision_limits(res)
+
+# %% [markdown]
+# Two of these readings, the token-head transpose and the exact GELU, wait on memory with one 16-byte
+# load in flight per thread. Each has a step beyond the seed: **37** is step 28's token tiles turned
+# around (reads and writes both contiguous runs; step 28's ablations measure each of its changes in the
+# other direction, so here the lab credits the bundle, not one change), and **38** makes one change,
+# step 25's: `BG_U` vectors in flight per thread on step 30's erf. The bullets above read the lab's
+# default step of each; here each against the step it answers, and its floor:
+
+# %%
+build.show("vision", "37_transpose_token_head_tile")
+build.show("vision", "38_gelu_erf_vec8_x2")
+
+# %%
+vision.say_beyond(res)
 
 # %% [markdown]
 # Step 36 on the LayerNorm sweep, read the same way (its fraction of the floor is of the memcpy at that size):

@@ -61,7 +61,9 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "softmax/report.py::worst_of_floor,narrow_limits_text":
         "softmax against its floor at every width, and its narrow rows' counters (issue 38 items 4, 5)",
     K + "rmsnorm.py::worst_hidden_of_floor": "RMSNorm against its floor at every hidden size (issue 38 item 4)",
-    K + "vision/report.py::_limit_families,_ncu_device,vision_limits_text,say_vision_limits":
+    K + "vision/ln_sweep.py": "LayerNorm at every hidden size against a memcpy of its bytes (issue 38 item 4)",
+    K + "vision/steps.py::ln_row_block": "lab 05 step 36: LayerNorm a block a row for long rows (issue 38 item 4)",
+    K + "vision/report.py::_limit_families,_ncu_device,vision_limits_text,say_vision_limits,limit_bullet,on_ncu_device":
         "lab 05's counters of the vision kernels short of their floor (issue 38 items 4, 5)",
     K + "decoder/report.py::growth_text,contexts_text,token_fraction":
         "lab 08's token against its floor at every context and torch.compile at 1.3x (issue 38 items 1, 5)",
