@@ -1375,9 +1375,10 @@ extern "C" __global__ void vision_37_transpose_token_head_tile(const __half* __r
 // between the load and the store leave its warps waiting on memory (its Nsight Compute reading in
 // the lab). One change, step 25's: each thread issues the loads of BG_U vectors (blockDim.x vectors
 // apart, so a warp's accesses stay contiguous) before it uses the first. The tail and a misaligned
-// base (vec = 0) go element by element.
-extern "C" __global__ void vision_38_gelu_erf_vec8_x2(const __half* __restrict__ x, __half* __restrict__ y, int n,
-                                                      int vec) {
+// base (vec = 0) go element by element. The body takes the GELU as a switch (POLY: step 39's).
+__device__ __forceinline__ float gelu_erfc_poly(float x);
+template <bool POLY>
+__device__ __forceinline__ void gelu_erf_x2(const __half* __restrict__ x, __half* __restrict__ y, int n, int vec) {
     const unsigned bd = blockDim.x, base = blockIdx.x * bd * BG_U + threadIdx.x;   // vector index
     if (vec && (base + (BG_U - 1) * bd) * 8u + 8u <= (unsigned)n) {
         Half8 a[BG_U];
@@ -1389,7 +1390,8 @@ extern "C" __global__ void vision_38_gelu_erf_vec8_x2(const __half* __restrict__
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const float2 v = __half22float2(a[k].h2[j]);
-                o.h2[j] = __floats2half2_rn(gelu_erf(v.x), gelu_erf(v.y));
+                o.h2[j] = POLY ? __floats2half2_rn(gelu_erfc_poly(v.x), gelu_erfc_poly(v.y))
+                               : __floats2half2_rn(gelu_erf(v.x), gelu_erf(v.y));
             }
             *reinterpret_cast<uint4*>(y + (base + k * bd) * 8u) = o.u;
         }
@@ -1398,7 +1400,45 @@ extern "C" __global__ void vision_38_gelu_erf_vec8_x2(const __half* __restrict__
             const unsigned i = (base + k * bd) * 8u;
             if (i >= (unsigned)n) break;
             const unsigned end = min(i + 8u, (unsigned)n);
-            for (unsigned j = i; j < end; ++j) y[j] = __float2half(gelu_erf(vl_h(x[j])));
+            for (unsigned j = i; j < end; ++j) {
+                const float v = vl_h(x[j]);
+                y[j] = __float2half(POLY ? gelu_erfc_poly(v) : gelu_erf(v));
+            }
         }
     }
+}
+
+extern "C" __global__ void vision_38_gelu_erf_vec8_x2(const __half* __restrict__ x, __half* __restrict__ y, int n,
+                                                      int vec) {
+    gelu_erf_x2<false>(x, y, n, vec);
+}
+
+// === vision_39_gelu_erfc_poly ===
+// Why: (beyond the seed) steps 30 and 38 are equally fast: not the loads in flight but erff's
+// instructions hold them (issue slots ~77% busy in the lab's reading; erff takes one of two
+// polynomial paths by |x|, and a warp with both kinds of value runs both). One change from step 38:
+// x Phi(x) from erfc(z), z = |x| / sqrt 2, as t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2) and P a
+// fixed 10-term polynomial (the Chebyshev fit of Numerical Recipes' erfcc: fractional error below
+// 1.2e-7 for every z >= 0), with the fast reciprocal and exp: one path, no branch. For x < 0 it is
+// x erfc(z) / 2 directly, so the far negative tail keeps its relative accuracy where 1 + erf(x / sqrt 2)
+// cancels in fp32.
+__device__ __forceinline__ float gelu_erfc_poly(float x) {
+    const float z = fabsf(x) * 0.70710678118654752f;
+    const float t = __fdividef(1.0f, __fmaf_rn(0.5f, z, 1.0f));
+    float p = 0.17087277f;
+    p = __fmaf_rn(p, t, -0.82215223f);
+    p = __fmaf_rn(p, t, 1.48851587f);
+    p = __fmaf_rn(p, t, -1.13520398f);
+    p = __fmaf_rn(p, t, 0.27886807f);
+    p = __fmaf_rn(p, t, -0.18628806f);
+    p = __fmaf_rn(p, t, 0.09678418f);
+    p = __fmaf_rn(p, t, 0.37409196f);
+    p = __fmaf_rn(p, t, 1.00002368f);
+    const float erfc = t * __expf(__fmaf_rn(t, p, __fmaf_rn(-z, z, -1.26551223f)));
+    return 0.5f * x * (x >= 0.0f ? 2.0f - erfc : erfc);
+}
+
+extern "C" __global__ void vision_39_gelu_erfc_poly(const __half* __restrict__ x, __half* __restrict__ y, int n,
+                                                    int vec) {
+    gelu_erf_x2<true>(x, y, n, vec);
 }
