@@ -234,15 +234,15 @@ def _gelu_erf_torch(torch, tx):
 
 GELU_ERF = _op(
     op="gelu_erf", case_key=_key("gelu_erf"),
-    limiters=(("30_gelu_erf_vec8", (4096, 4608), r"^vision_30_gelu_erf_vec8$"),
-              ("38_gelu_erf_vec8_x2", (4096, 4608), r"^vision_38_gelu_erf_vec8_x2$"),
-              ("39_gelu_erfc_poly", (4096, 4608), r"^vision_39_gelu_erfc_poly$")),
+    limiters=(("39_gelu_erfc_poly", (4096, 4608), r"^vision_39_gelu_erfc_poly$"),
+              ("30_gelu_erf_vec8", (4096, 4608), r"^vision_30_gelu_erf_vec8$"),
+              ("38_gelu_erf_vec8_x2", (4096, 4608), r"^vision_38_gelu_erf_vec8_x2$")),
     make_input=_gelu_input,
     reference=_cast(ref_gelu_erf), bytes_moved=lambda x, *_: 2 * x.nbytes,
     variants={"30_gelu_erf_vec8": _gelu_step("30_gelu_erf_vec8", 8),
               "38_gelu_erf_vec8_x2": _gelu_step("38_gelu_erf_vec8_x2", 8 * BG_U),    # BG_U vectors a thread
               "39_gelu_erfc_poly": _gelu_step("39_gelu_erfc_poly", 8 * BG_U)},
-    default={"float16": "30_gelu_erf_vec8"},       # lab 05 times step 38 against it (say_beyond)
+    default={"float16": "39_gelu_erfc_poly"},      # lab 05 times it against steps 38 and 30 (say_beyond)
     baselines={"torch F.gelu (erf)": _gelu_erf_torch},
     shapes={f"merger_{n // 4}x4608": (n // 4, MERGE * MERGE * HIDDEN) for n in TOKENS},
     check_cases=[(s, v) for s in _ELT_SHAPES for v in ("randn", "large", "hostile")],
