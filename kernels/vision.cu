@@ -1328,53 +1328,10 @@ vision_36_layernorm_row_block(const __half* __restrict__ x, const __half* __rest
     }
 }
 
-// === vision_37_transpose_token_head_tile ===
-// Why: (beyond the seed) step 33 walks the output, so its reads are 144-byte runs H x D halves apart
-// (4.5 32-byte sectors each, 16 bytes in flight per thread): it waits on memory (its Nsight Compute
-// reading in the lab). This is step 28 turned around: a block owns TR_TILE tokens, reads their
-// x[t0 : t0 + TR_TILE, :] as one contiguous run (16-byte loads, TR_U issued before the first is
-// used), stages them in shared memory in output order, and after one barrier writes, per head, the
-// contiguous run o[h, t0 : t0 + TR_TILE, :]: both sides coalesced, 32-bit indices. Step 28's
-// ablations measure each of these changes on the same bytes in the other direction; here the lab
-// times the bundle. Needs D % 8 == 0, 16-byte alignment and H x D <= 1536; else the launcher takes
-// step 33.
-extern "C" __global__ void vision_37_transpose_token_head_tile(const __half* __restrict__ x, __half* __restrict__ o,
-                                                               int H, int N, int D) {
-    extern __shared__ uint4 st[];
-    const int P = D >> 3, HP = H * P;
-    const int t0 = blockIdx.x * TR_TILE;
-    const int nt = min(TR_TILE, N - t0);
-    const int TP = nt * P, total = H * TP;
-    const uint4* src = reinterpret_cast<const uint4*>(x + (size_t)t0 * H * D);
-#pragma unroll 1
-    for (int l0 = threadIdx.x; l0 < total; l0 += TR_U * blockDim.x) {
-        uint4 val[TR_U];
-        int at[TR_U];
-#pragma unroll
-        for (int u = 0; u < TR_U; ++u) {
-            const int l = l0 + u * blockDim.x;              // input order: token t, head h, vector c
-            if (l < total) {
-                const int t = l / HP, r = l - t * HP, h = r / P, c = r - h * P;
-                at[u] = h * TP + t * P + c;                 // its place in the tile's output order
-                val[u] = __ldg(src + l);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < TR_U; ++u)
-            if (l0 + u * blockDim.x < total) st[at[u]] = val[u];
-    }
-    __syncthreads();
-    for (int l = threadIdx.x; l < total; l += blockDim.x) {
-        const int h = l / TP, r = l - h * TP;
-        reinterpret_cast<uint4*>(o + ((size_t)h * N + t0) * D)[r] = st[l];
-    }
-}
-
 // === vision_38_gelu_erf_vec8_x2 ===
-// Why: (beyond the seed) step 30 has one 16-byte load in flight per thread, and erff's instructions
-// between the load and the store leave its warps waiting on memory (its Nsight Compute reading in
-// the lab). One change, step 25's: each thread issues the loads of BG_U vectors (blockDim.x vectors
-// apart, so a warp's accesses stay contiguous) before it uses the first. The tail and a misaligned
+// Why: (beyond the seed) step 30 has one 16-byte load in flight per thread, with erff's instructions
+// between the load and the store. One change, step 25's: each thread issues the loads of BG_U vectors
+// (blockDim.x vectors apart, so a warp's accesses stay contiguous) before it uses the first. The tail and a misaligned
 // base (vec = 0) go element by element. The body takes the GELU as a switch (POLY: step 39's).
 __device__ __forceinline__ float gelu_erfc_poly(float x);
 template <bool POLY>
@@ -1414,9 +1371,8 @@ extern "C" __global__ void vision_38_gelu_erf_vec8_x2(const __half* __restrict__
 }
 
 // === vision_39_gelu_erfc_poly ===
-// Why: (beyond the seed) steps 30 and 38 are equally fast: not the loads in flight but erff's
-// instructions hold them (issue slots ~77% busy in the lab's reading; erff takes one of two
-// polynomial paths by |x|, and a warp with both kinds of value runs both). One change from step 38:
+// Why: (beyond the seed) erff has two polynomial paths, one per range of |x|, and computes both
+// and selects (the PTX is branch-free): about twice the arithmetic of one. One change from step 38:
 // x Phi(x) from erfc(z), z = |x| / sqrt 2, as t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2) and P a
 // fixed 10-term polynomial (the Chebyshev fit of Numerical Recipes' erfcc: fractional error below
 // 1.2e-7 for every z >= 0), with the fast reciprocal and exp: one path, no branch. For x < 0 it is

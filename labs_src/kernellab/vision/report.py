@@ -484,7 +484,7 @@ DRAM, OCC, ISS = "DRAM throughput (% of peak)", "achieved occupancy (%)", "issue
 # the steps whose launch moves the floor copy's bytes (16384 x 1152 halves in, as many out; LayerNorm adds its
 # 2 x 1152 weights): their floor is that copy's fraction. Split + RoPE and the position grid move other bytes.
 SAME_BYTES_AS_FLOOR = ("03_layernorm_warp_vec8", "30_gelu_erf_vec8", "33_transpose_token_head_vec8",
-                       "38_gelu_erf_vec8_x2", "39_gelu_erfc_poly", "37_transpose_token_head_tile")
+                       "38_gelu_erf_vec8_x2", "39_gelu_erfc_poly")
 
 
 def _limit_families() -> tuple:
@@ -553,16 +553,14 @@ def on_ncu_device(res):
 
 
 def say_beyond(res) -> None:
-    """Steps 37, 38 and 39 against the steps they change (33, 30 and 38), by the noise rule, at the cases the
-    limiters read, and each one's fraction of its floor (the copy of the same bytes)."""
+    """Steps 38 and 39 against the steps they change (30 and 38), by the noise rule, at the case the limiters
+    read, and each one's fraction of its floor (the copy of the same bytes)."""
     from .embed import SPATIAL_MERGE
     from .reference import TOKENS
-    from .seed import TRANSPOSE_TOKEN_HEAD
     from .steps import GELU_ERF
     fc = SPATIAL_MERGE.case_key((max(TOKENS), 1152))
     out = []
-    for fam, new, old in ((TRANSPOSE_TOKEN_HEAD, "37_transpose_token_head_tile", "33_transpose_token_head_vec8"),
-                          (GELU_ERF, "38_gelu_erf_vec8_x2", "30_gelu_erf_vec8"),
+    for fam, new, old in ((GELU_ERF, "38_gelu_erf_vec8_x2", "30_gelu_erf_vec8"),
                           (GELU_ERF, "39_gelu_erfc_poly", "38_gelu_erf_vec8_x2")):
         case = fam.case_key(*fam.limiter_cases()[0][1:3])
         fl = results.ratio_band(res, new, FLOOR_COPY, case, slow_case=fc)

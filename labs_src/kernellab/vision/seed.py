@@ -2,15 +2,14 @@
 item 5): the fused split + RoPE + transpose reading the seed's fp16 [N, D] cos/sin tables (SPLIT_ROPE_F16,
 steps 34 -> 35; SPLIT_ROPE's 18 -> 19 read fp32 [N, D/2] tables), and transpose_token_head_kernel, the
 transpose from [N, H, D] back to [H, N, D] that the report optimised and then deleted as unused
-(TRANSPOSE_TOKEN_HEAD, steps 32 -> 33, and beyond the seed 37: step 28's tiles turned around). Each:
-launchers, baselines, Family, public call."""
+(TRANSPOSE_TOKEN_HEAD, steps 32 -> 33). Each: launchers, baselines, Family, public call."""
 from __future__ import annotations
 
-from ..core.launch import aligned, int32_size as _size_ok, launch, out_like, require, variant
+from ..core.launch import int32_size as _size_ok, out_like, require
 from .layout import _qkv_out, _rope_torch, _sr_seed_step, _tr_cupy, _tr_half2, _tr_torch, _tr_wide
-from .reference import (FAMILY, HEAD_DIM, HEADS, TOKENS, TR_TILE, _cast, _sr16_input, _sr16_ref, _th_input,
+from .reference import (HEAD_DIM, HEADS, TOKENS, _cast, _sr16_input, _sr16_ref, _th_input,
                         ref_transpose_token_head)
-from .steps import FP16, _best, _key, _op, _torch_baseline
+from .steps import _best, _key, _op, _torch_baseline
 
 
 # ================================================================================================
@@ -91,33 +90,16 @@ th_vec8 = _tr_wide("33_transpose_token_head_vec8", "Step 33: the seed's after, 8
                    "and the bases allow, else 2, else 1.", check=_th_check, alloc=_th_alloc)
 
 
-@variant(dtypes=FP16, alloc_out=_th_alloc)
-def th_tile(x, out=None):
-    """Step 37: step 28's token tiles turned around: a block reads TR_TILE tokens' rows as one run, stages them
-    in shared memory in output order and writes each head's run. Falls back to step 33 where D % 8 != 0,
-    H x D > 1536 or a base is misaligned."""
-    out_, H, N, D = _th_check(x, out)
-    if x.size:
-        if D % 8 == 0 and H * D <= 1536 and aligned(16, x, out_):
-            launch(FAMILY, "vision_37_transpose_token_head_tile", (-(-N // TR_TILE),), (256,), (x, out_, H, N, D),
-                   smem=TR_TILE * H * D * 2)
-        else:
-            th_vec8(x, out=out_)
-    return out_
-
-
 _th_cupy, _th_torch = _tr_cupy, _tr_torch    # the same baselines: the view with the first two axes swapped
 
 
 TRANSPOSE_TOKEN_HEAD = _op(
     op="transpose_token_head", case_key=_key("transpose_token_head"),
-    limiters=(("33_transpose_token_head_vec8", (16384, 16, 72), r"^vision_33_transpose_token_head_vec8$"),
-              ("37_transpose_token_head_tile", (16384, 16, 72), r"^vision_37_transpose_token_head_tile$")),
+    limiters=(("33_transpose_token_head_vec8", (16384, 16, 72), r"^vision_33_transpose_token_head_vec8$"),),
     make_input=_th_input,
     reference=_cast(ref_transpose_token_head), bytes_moved=lambda x, *_: 2 * x.nbytes,
-    variants={"32_transpose_token_head_half2": th_half2, "33_transpose_token_head_vec8": th_vec8,
-              "37_transpose_token_head_tile": th_tile},
-    default={"float16": "33_transpose_token_head_vec8"},   # lab 05 times step 37 against it (say_beyond)
+    variants={"32_transpose_token_head_half2": th_half2, "33_transpose_token_head_vec8": th_vec8},
+    default={"float16": "33_transpose_token_head_vec8"},
     baselines={"cupy copyto (transposed view)": _th_cupy, "torch copy_ (transpose)": _th_torch},
     shapes={f"vit_{n}x16x72": (n, HEADS, HEAD_DIM) for n in TOKENS},
     check_cases=[(s, v) for s in [(1, 16, 72), (31, 16, 72), (100, 16, 72), (5, 3, 7), (9, 2, 6), (1, 1, 1),
