@@ -63,6 +63,7 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "rmsnorm.py::worst_hidden_of_floor": "RMSNorm against its floor at every hidden size (issue 38 item 4)",
     K + "vision/ln_sweep.py": "LayerNorm at every hidden size against a memcpy of its bytes (issue 38 item 4)",
     K + "vision/steps.py::ln_row_block": "lab 05 step 36: LayerNorm a block a row for long rows (issue 38 item 4)",
+    K + "vision/report.py::say_beyond": "lab 05 steps 38, 39 (the exact GELU) against the steps they change (issue 38)",
     K + "vision/report.py::_limit_families,_ncu_device,vision_limits_text,say_vision_limits,limit_bullet,on_ncu_device":
         "lab 05's counters of the vision kernels short of their floor (issue 38 items 4, 5)",
     K + "decoder/report.py::growth_text,contexts_text,token_fraction":

@@ -126,3 +126,17 @@ def test_settling_a_record_in_a_fresh_process_keeps_every_fraction():
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "labs_src")})
         changed = [p.name for p in sorted(src.glob("*.csv")) if not filecmp.cmp(p, dst / p.name, shallow=False)]
     assert not changed, f"settle rewrote {changed}: a family's roof was not known when its fractions were derived"
+
+
+def test_a_new_default_in_a_used_family_makes_the_rows_that_call_it_stale():
+    """Lab 06's tower calls lab 05's public calls (Family.uses): a new default step there changes the fingerprint
+    of every vit_block row, so the record cannot silently keep rows timed with the old step."""
+    from kernellab import vision as V
+    before = store.expected("vit_block", "any row")
+    old = V.GELU_ERF.default["float16"]
+    V.GELU_ERF.default["float16"] = next(n for n in V.GELU_ERF.variants if n != old)
+    try:
+        assert store.expected("vit_block", "any row") != before
+    finally:
+        V.GELU_ERF.default["float16"] = old
+    assert store.expected("vit_block", "any row") == before

@@ -61,6 +61,7 @@ class Family:
     limiters: tuple = ()
     about: str = ""
     steps: Callable | None = None
+    uses: tuple = ()
 
     def __post_init__(self):
         REGISTRY.setdefault(self.name, []).append(self)

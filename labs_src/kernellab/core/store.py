@@ -228,8 +228,10 @@ def expected(stem: str, name: str) -> tuple[str, str]:
             engine, steps = got
             return fp.composite(engine, steps), fp.step_names(steps)
     for f in fams:
-        if f.record is not None:
-            return fp.of(f.record, f.kernels), ""
+        if f.record is not None:     # with the default steps of the families its record's public calls run
+            used = [f"{u.op or u.name}.{d}={fp.of(u.variants[d], u.kernels)}"
+                    for u in f.uses for d in dict.fromkeys(u.default.values())]
+            return (fp.digest(fp.of(f.record, f.kernels), *used) if used else fp.of(f.record, f.kernels)), ""
     if fams:     # a row of a ladder that is none of its steps: the whole family
         return fp.digest(*(fp.of(v, f.kernels) for f in fams for v in (*f.variants.values(), *f.baselines.values()))), ""
     return "", ""

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .. import vision as V
 from ..core import bench, results
 from ..core.device import ORIN_PEAK_GBPS, is_live
 from ..core.device import torch as _torch
@@ -382,7 +383,8 @@ def record():
 
 # The block is not a ladder: a Family that records itself.
 VIT_BLOCK = Family(name=NAME, kernels="vision", record=record, shapes={f"N={n}": (n, HIDDEN) for n in RECORD_NS},
-                   targets=TARGETS, about="lab 06: Qwen3-VL's vision tower from lab 05's kernels and cuBLAS")
+                   targets=TARGETS, uses=tuple(V.FAMILIES),
+                   about="lab 06: Qwen3-VL's vision tower from lab 05's kernels and cuBLAS")
 
 
 # The sentences under the lab's tables. Each reads the frames on screen through results' functions

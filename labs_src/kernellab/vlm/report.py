@@ -5,6 +5,7 @@ each stage is set against (the tensor roof measured in the same run, or the read
 from the frame on screen; the targets are the family's (STAGES.targets)."""
 from __future__ import annotations
 
+from .. import vision as V
 from ..core import results
 from ..core.family import Family, Target
 from .stages import CASE, HF, LAB08, NAME, NEW, OURS, QWEN3_VL_8B, ROOF, STAGES, measure_stages, name
@@ -26,6 +27,7 @@ TARGETS = (
 )
 
 STAGES_FAMILY = Family(name=NAME, kernels="decoder", roof="read", record=lambda: measure_stages(), targets=TARGETS,
+                       uses=tuple(V.FAMILIES),     # the tower runs lab 05's public calls (their default steps)
                        about="lab 09: Qwen3-VL-8B fp16, one 448x448 image + 32 tokens, then 128 tokens: every stage, "
                              "ours beside transformers on the same weights")
 
