@@ -1371,8 +1371,8 @@ extern "C" __global__ void vision_38_gelu_erf_vec8_x2(const __half* __restrict__
 }
 
 // === vision_39_gelu_erfc_poly ===
-// Why: (beyond the seed) erff has two polynomial paths, one per range of |x|, and computes both
-// and selects (the PTX is branch-free): about twice the arithmetic of one. One change from step 38:
+// Why: (beyond the seed) erff has two polynomial paths, one per range of |x|; inlined, it computes
+// both and selects (selp in step 30's PTX): about twice the arithmetic of one. One change from step 38:
 // x Phi(x) from erfc(z), z = |x| / sqrt 2, as t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2) and P a
 // fixed 10-term polynomial (the Chebyshev fit of Numerical Recipes' erfcc: fractional error below
 // 1.2e-7 for every z >= 0), with the fast reciprocal and exp: one path, no branch. For x < 0 it is
