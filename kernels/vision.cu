@@ -1398,3 +1398,50 @@ extern "C" __global__ void vision_39_gelu_erfc_poly(const __half* __restrict__ x
                                                     int vec) {
     gelu_erf_x2<true>(x, y, n, vec);
 }
+
+// === vision_40_layernorm_stream ===
+// Why: (beyond the seed) step 03 gives each warp one row and ends: its loads are in flight only at
+// the start of the warp's life, and the reductions, the weights' loads and the stores wait on them.
+// Here the launcher starts one full set of resident blocks, and each warp streams rows (row, row +
+// all warps, ...) with the NEXT row's vectors already loading while it reduces and writes this one:
+// two rows' registers, loads always in flight. The arithmetic is step 03's. Rows that step 03 holds
+// in registers (C <= 32 x 8 x LN_VEC, vector-aligned) take this kernel; the launcher sends the rest
+// where step 36 does.
+extern "C" __global__ void vision_40_layernorm_stream(const __half* __restrict__ x, const __half* __restrict__ w,
+                                                      const __half* __restrict__ b, __half* __restrict__ y, int rows,
+                                                      int C, float eps) {
+    const int lane = threadIdx.x & 31, nv = C >> 3;
+    const int stride = gridDim.x * (blockDim.x >> 5);
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const uint4* wv = reinterpret_cast<const uint4*>(w);
+    const uint4* bv = reinterpret_cast<const uint4*>(b);
+    Half8 cur[LN_VEC], nxt[LN_VEC];
+#pragma unroll
+    for (int k = 0; k < LN_VEC; ++k)
+        if (row < rows && k * 32 + lane < nv)
+            cur[k].u = __ldg(reinterpret_cast<const uint4*>(x + (size_t)row * C) + k * 32 + lane);
+    for (; row < rows; row += stride) {
+        const int next = row + stride;
+#pragma unroll
+        for (int k = 0; k < LN_VEC; ++k)          // the next row's loads, in flight during this row's work
+            if (next < rows && k * 32 + lane < nv)
+                nxt[k].u = __ldg(reinterpret_cast<const uint4*>(x + (size_t)next * C) + k * 32 + lane);
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_VEC; ++k)
+            if (k * 32 + lane < nv) sum += h8_sum(cur[k]);
+        const float mean = warp_reduce_sum(sum) / C;
+        float sq = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_VEC; ++k)
+            if (k * 32 + lane < nv) sq += h8_sqdev(cur[k], mean);
+        const float rstd = rsqrtf(warp_reduce_sum(sq) / C + eps);
+        uint4* yv = reinterpret_cast<uint4*>(y + (size_t)row * C);
+#pragma unroll
+        for (int k = 0; k < LN_VEC; ++k) {
+            const int i = k * 32 + lane;
+            if (i < nv) yv[i] = h8_norm(cur[k], __ldg(wv + i), __ldg(bv + i), mean, rstd);
+            cur[k].u = nxt[k].u;
+        }
+    }
+}
