@@ -109,18 +109,6 @@ def ln_row_block(x, weight, bias, out=None):
     return ln_warp_vec8(x, weight, bias, out=out_)
 
 
-@variant(dtypes=FP16)
-def ln_stream(x, weight, bias, out=None):
-    """Step 40: rows step 03 holds in registers (C <= 32 x 8 x LN_VEC, vector-aligned) stream through one full
-    set of resident blocks, a warp's next row loading while it writes this one; every other row as step 36."""
-    out_, R, C = _ln_check(x, weight, bias, out)
-    if R and C <= 256 * LN_VEC and C % 8 == 0 and aligned(16, x, weight, bias, out_):
-        launch(FAMILY, "vision_40_layernorm_stream", (min(_resident("vision_40_layernorm_stream", 128), -(-R // 4)),),
-               (128,), (x, weight, bias, out_, R, C, EPS))
-        return out_
-    return ln_row_block(x, weight, bias, out=out_)
-
-
 @_torch_baseline
 def _ln_torch(torch, tx, tw, tb):
     F = torch.nn.functional
@@ -144,14 +132,12 @@ LAYERNORM = _op(
     limiters=(("03_layernorm_warp_vec8", (16384, 1152), r"^vision_03_layernorm_warp_vec8$"),
               ("36_layernorm_row_block", (8192, 16384), r"^vision_36_layernorm_row_block$"),
               ("36_layernorm_row_block", (8192, 2048), r"^vision_36_layernorm_row_block$"),
-              ("36_layernorm_row_block", (8192, 1024), r"^vision_03_layernorm_warp_vec8$"),    # step 03's launch
-              ("40_layernorm_stream", (8192, 1024), r"^vision_40_layernorm_stream$"),
-              ("40_layernorm_stream", (16384, 1152), r"^vision_40_layernorm_stream$")),
+              ("36_layernorm_row_block", (8192, 1024), r"^vision_03_layernorm_warp_vec8$")),   # step 03's launch
     make_input=_ln_input,
     reference=_cast(ref_layernorm), bytes_moved=lambda x, w, b, *_: 2 * x.nbytes + w.nbytes + b.nbytes,
     variants={"01_layernorm_scalar_tree": ln_scalar_tree, "02_ablate_scalar_loads": ln_shfl_scalar_loads,
               "02_layernorm_half2_shfl": ln_half2_shfl, "03_layernorm_warp_vec8": ln_warp_vec8,
-              "36_layernorm_row_block": ln_row_block, "40_layernorm_stream": ln_stream},
+              "36_layernorm_row_block": ln_row_block},
     default={"float16": "36_layernorm_row_block"},
     baselines={"torch F.layer_norm": _ln_torch, "cupy composite (LayerNorm)": _ln_cupy, MEMCPY: memcpy},
     shapes={f"vit_{n}x1152": (n, HIDDEN) for n in TOKENS},
