@@ -1398,35 +1398,3 @@ extern "C" __global__ void vision_39_gelu_erfc_poly(const __half* __restrict__ x
                                                     int vec) {
     gelu_erf_x2<true>(x, y, n, vec);
 }
-
-// === vision_37_transpose_token_head_x4 ===
-// Why: (beyond the seed) step 33 moves one 16-byte vector per thread: one load in flight, then its
-// store (the lab's reading of step 33 shows warps waiting on memory with DRAM far from busy). One
-// change: each thread takes TH_U of step 33's items (blockDim.x items apart, so a warp's accesses
-// stay as step 33's) and issues all their loads before the first store. Same walk (output order),
-// same item decode. D % 8 == 0 and 16-byte alignment only; the launcher sends the rest to step 33.
-#ifndef TH_U
-#define TH_U 4            // step 37: items in flight per thread
-#endif
-extern "C" __global__ void vision_37_transpose_token_head_x4(const __half* __restrict__ x, __half* __restrict__ o,
-                                                             int H, int N, int D) {
-    const int P = D >> 3;
-    const long long total = (long long)H * N * P;
-    const long long base = (long long)blockIdx.x * blockDim.x * TH_U + threadIdx.x;
-    uint4 v[TH_U];
-    uint4* dst[TH_U];
-#pragma unroll
-    for (int u = 0; u < TH_U; ++u) {
-        const long long item = base + (long long)u * blockDim.x;
-        if (item < total) {
-            const int c = (int)(item % P);
-            const long long ht = item / P;
-            const int t = (int)(ht % N), h = (int)(ht / N);
-            v[u] = __ldg(reinterpret_cast<const uint4*>(x + ((size_t)t * H + h) * D) + c);
-            dst[u] = reinterpret_cast<uint4*>(o + (size_t)ht * D) + c;
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < TH_U; ++u)
-        if (base + (long long)u * blockDim.x < total) *dst[u] = v[u];
-}

@@ -33,7 +33,7 @@ def test_the_shared_constants_are_passed():
                         "CL_REGS", "CLH_REGS", "CL11_REGS", "SAFE_V1_MAX_BLOCK"},
             "rmsnorm": {"RMS_BLOCK", "RMS_PER_THREAD"}, "add": {"BIAS_ROWS"},
             "gemv": {"SEED_BLOCK", "INT8_GROUP", "WARP_ROWS"},
-            "vision": {"LN_BLOCK", "LN36_VPT", "LN36_THREADS", "SR_TILE", "SR2_TILE", "SR2_U", "TR_TILE", "BG_U", "SM_U", "TH_U"},
+            "vision": {"LN_BLOCK", "LN36_VPT", "LN36_THREADS", "SR_TILE", "SR2_TILE", "SR2_U", "TR_TILE", "BG_U", "SM_U"},
             "measure": {"READ_UNROLL", "FMA_CHAINS", "EX2_CHAINS", "ISSUE_REPEAT"}, "decoder": {"FG_WARPS"}}
     for family, names in want.items():
         assert names <= set(build.DEFINES.get(family, {})), (family, names - set(build.DEFINES.get(family, {})))

@@ -48,7 +48,7 @@ from .layout import (
     SPLIT_ROPE, TRANSPOSE, split_rope_transpose, sr_fma, sr_fma_scalar_v, sr_scalar, sr_scalar_128, sr_tile, sr_vec,
     tr_half2, tr_input_half2, tr_input_order, tr_tile, tr_tile8, tr_vec8, transpose_head_token)
 from .seed import (
-    SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD, sr16_fma, sr16_scalar, split_rope_transpose_f16tab, th_half2, th_vec8, th_x4,
+    SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD, sr16_fma, sr16_scalar, split_rope_transpose_f16tab, th_half2, th_vec8,
     transpose_token_head)
 from .ablation import ABLATION, ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE
 from .report import (

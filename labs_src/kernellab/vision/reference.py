@@ -24,7 +24,6 @@ SR2_TILE = 16                    # SR2_TILE in vision.cu (step 27: tokens per bl
 SR2_U = 3                        # SR2_U in vision.cu (step 27: items in flight per thread)
 TR_TILE = 16                     # TR_TILE in vision.cu (step 28: tokens per block)
 BG_U = 2                         # BG_U in vision.cu (step 25: vectors per thread)
-TH_U = 4                         # TH_U in vision.cu (step 37: items in flight per thread)
 SM_U = 4                         # SM_U in vision.cu (step 26: loads in flight per thread)
 TOKENS = (4096, 16384)           # the lab's token counts
 LN_CASES = [((n, HIDDEN), "float16") for n in TOKENS]                           # LayerNorm: the tower's rows

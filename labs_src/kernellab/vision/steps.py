@@ -16,14 +16,14 @@ from ..core.family import Family
 from ..core.launch import aligned, int32_size as _size_ok, launch, out_like, require, variant
 from .reference import (
     BG_U, EPS, F16, FAMILY, HEADS, HIDDEN, LN36_THREADS, LN36_VPT, LN_BLOCK, LN_CASES, LN_SWEEP, LN_VEC, MERGE, MLP, NAME,
-    SM_U, SR2_TILE, SR2_U, SR_TILE, TH_U, TOKENS, TR_TILE,
+    SM_U, SR2_TILE, SR2_U, SR_TILE, TOKENS, TR_TILE,
     _bias_gelu_input, _bias_res_input, _cast, _gelu_input, _ln_input, _qkv_input, _sx_input, ref_bias_add_residual,
     ref_bias_gelu, ref_gelu, ref_gelu_erf, ref_layernorm, ref_softmax)
 
 # vision.cu is compiled with these constants of reference.py (-D; its #ifndef defaults agree: tests/test_constants.py)
 DEFINES = define(FAMILY, LN_BLOCK=LN_BLOCK, LN36_VPT=LN36_VPT, LN36_THREADS=LN36_THREADS,
                  SR_TILE=SR_TILE, SR2_TILE=SR2_TILE, SR2_U=SR2_U, TR_TILE=TR_TILE,
-                 BG_U=BG_U, SM_U=SM_U, TH_U=TH_U)
+                 BG_U=BG_U, SM_U=SM_U)
 
 
 # ---- shared by this lab's steps ------------------------------------------------------------------
