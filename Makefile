@@ -59,7 +59,8 @@ test-browser:
 notebooks clean-notebooks:
 	@$(call WITHPY,test) $$PY scripts/notebooks.py build $(LAB)
 
-## make bench: on a GPU, record figures/reference/<device>/*.csv + meta.json (the recorded results)
+## make bench [LABS_TO_RECORD="vision vit_block" or a family key, "vision:layernorm"]: on a GPU, record
+## figures/reference/<device>/*.csv + meta.json (the recorded results)
 bench:
 	@$(call WITHPY,test) $$PY -m kernellab.record $(LABS_TO_RECORD)
 

@@ -142,3 +142,15 @@ def test_a_new_default_in_a_used_family_makes_the_rows_that_call_it_stale():
         V.GELU_ERF.default["float16"] = old
         store.expected.cache_clear()
     assert store.expected("vit_block", "any row") == before
+
+
+def test_a_one_op_record_keeps_the_other_ops_rows(monkeypatch):
+    """`make bench LABS_TO_RECORD=vision:layernorm` re-times one op of vision.csv: the rows it starts from are every
+    other op's, unchanged."""
+    from kernellab import record, vision
+    monkeypatch.setattr(record, "info", lambda: {"slug": "nvidia-h100-80gb-hbm3"})
+    full = store.read_csv(REFERENCE / "nvidia-h100-80gb-hbm3" / "vision.csv")
+    kept = record._other_ops(vision.LAYERNORM)
+    ln = full["case"].str.startswith("layernorm:")
+    assert ln.any() and len(kept) == (~ln).sum() and not kept["case"].str.startswith("layernorm:").any()
+    pd.testing.assert_frame_equal(kept, full[~ln].reset_index(drop=True))

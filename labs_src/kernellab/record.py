@@ -1,5 +1,7 @@
 """python -m kernellab.record [lab ...]: measure each lab's families on this GPU and write
-figures/reference/<device>/<name>.csv + meta.json, the device record. `make bench` runs this.
+figures/reference/<device>/<name>.csv + meta.json, the device record. `make bench` runs this. A family
+key in place of a lab (vision:layernorm, gemv_batched) records that family alone; in a record several
+families share, the other families' rows stay as they were.
 
 Every row carries the fingerprint of the code it timed (core.store.stamp; composite rows also the
 steps they ran), so a test can tell when the code moved on and the record did not.
@@ -16,7 +18,7 @@ import sys
 from .core import bench, progress, store
 from .core.device import REFERENCE, info, is_live, now
 from .core.store import derive, row_roofs, save_recorded, stated_roofs  # noqa: F401  (record.derive etc. stay importable)
-from .labs import LABS, families
+from .labs import LABS, families, family_named
 
 
 def settle(folder, base: dict | None = None) -> dict:
@@ -49,6 +51,16 @@ def summary(fam, df) -> None:
         print(f"  {case:<22} fastest {row['name']}: {row[f'frac_{fam.roof}']:.2f} of {fam.roof} roof; {vs}")
 
 
+def _other_ops(fam):
+    """The rows of this device's record of `fam.name` that are not `fam`'s op (what a one-op run keeps)."""
+    import pandas as pd
+    path = REFERENCE / info()["slug"] / f"{fam.name}.csv"
+    if not path.exists():
+        return pd.DataFrame()
+    df = store.read_csv(path)
+    return df[df["case"].astype(str).str.split(":").str[0] != fam.op].reset_index(drop=True)
+
+
 def main(labs) -> int:
     import pandas as pd
     if labs[:1] == ["--rederive"]:
@@ -60,7 +72,10 @@ def main(labs) -> int:
     meta_path = REFERENCE / info()["slug"] / "meta.json"
     saved = {}    # families sharing a name (vision's ops) are written into one CSV
     for lab in labs:
-        fams = list(families([lab]))
+        fams = list(families([lab])) if lab in LABS else [family_named(lab)]
+        for fam in fams:                # one op of a shared record (vision:layernorm): the other ops' rows kept
+            if lab not in LABS and fam.op and fam.name not in saved:
+                saved[fam.name] = _other_ops(fam)
         items = sum(1 if f.record is not None else len(f.record_cases) * (len(f.variants) + len(f.baselines))
                     for f in fams)
         with progress.bar(f"make bench: {lab}", items) as bar:

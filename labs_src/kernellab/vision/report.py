@@ -559,10 +559,9 @@ def say_beyond(res) -> None:
     from .reference import TOKENS
     from .steps import GELU_ERF
     fc = SPATIAL_MERGE.case_key((max(TOKENS), 1152))
+    case = GELU_ERF.case_key(*GELU_ERF.limiter_cases()[0][1:3])
     out = []
-    for fam, new, old in ((GELU_ERF, "38_gelu_erf_vec8_x2", "30_gelu_erf_vec8"),
-                          (GELU_ERF, "39_gelu_erfc_poly", "38_gelu_erf_vec8_x2")):
-        case = fam.case_key(*fam.limiter_cases()[0][1:3])
+    for new, old in (("38_gelu_erf_vec8_x2", "30_gelu_erf_vec8"), ("39_gelu_erfc_poly", "38_gelu_erf_vec8_x2")):
         fl = results.ratio_band(res, new, FLOOR_COPY, case, slow_case=fc)
         out.append(results.compare_text(res, new, old, case) + (
             f": **{fl.value:.2f}** of its floor (band {fl.lo:.2f}–{fl.hi:.2f}; target ≥ {FLOOR_TARGET:g}: "

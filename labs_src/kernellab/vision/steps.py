@@ -73,17 +73,26 @@ def _ln_check(x, weight, bias, out):
     return out_, x.shape[0], C
 
 
-def _ln_step(kernel, width=None, rows=1, threads=LN_BLOCK, smem=0, doc=None):
-    """Steps 01-03 and the ablation: a block of `threads` per `rows` rows. width: None (no vec
-    argument), 0 (the kernel's scalar-load path), or the bytes per load where C and alignment allow."""
-    def run(x, weight, bias, out=None):
-        out_, R, C = _ln_check(x, weight, bias, out)
+def _ln_launch(kernel, width=None, rows=1, threads=LN_BLOCK, smem=0):
+    """The launch of steps 01-03 and the ablation on checked arguments: a block of `threads` per `rows` rows.
+    width: None (no vec argument), 0 (the kernel's scalar-load path), or the bytes per load where C and
+    alignment allow."""
+    def go(x, weight, bias, out_, R, C):
         if R and C:
             vec = () if width is None else (int(bool(width) and C % (width // 2) == 0
                                                  and aligned(width, x, weight, bias, out_)),)
             launch(FAMILY, f"vision_{kernel}", (-(-R // rows),), (threads,), (x, weight, bias, out_, R, C, EPS, *vec),
                    smem=smem)
         return out_
+    return go
+
+
+def _ln_step(kernel, doc=None, **kw):
+    """Steps 01-03 and the ablation: the arguments checked (_ln_check), then _ln_launch's launch."""
+    go = _ln_launch(kernel, **kw)
+
+    def run(x, weight, bias, out=None):
+        return go(x, weight, bias, *_ln_check(x, weight, bias, out))
     run.__name__, run.__doc__ = kernel, doc
     return variant(dtypes=FP16)(run)
 
@@ -93,7 +102,9 @@ ln_half2_shfl = _ln_step("02_layernorm_half2_shfl", width=4)
 ln_shfl_scalar_loads = _ln_step("02_layernorm_half2_shfl", width=0, doc=(
     "Ablation: step 02's kernel with its scalar-load path (vec = 0): the shuffle reduction, static shared "
     "memory and fma of step 02, with step 01's 2-byte loads."))
-ln_warp_vec8 = _ln_step("03_layernorm_warp_vec8", width=16, rows=4, threads=128)
+_WARP_VEC8 = dict(width=16, rows=4, threads=128)
+ln_warp_vec8 = _ln_step("03_layernorm_warp_vec8", **_WARP_VEC8)
+_warp_vec8 = _ln_launch("03_layernorm_warp_vec8", **_WARP_VEC8)     # step 36's launch for the rows step 03 holds
 
 
 @variant(dtypes=FP16)
@@ -106,7 +117,7 @@ def ln_row_block(x, weight, bias, out=None):
         launch(FAMILY, "vision_36_layernorm_row_block", (R,), (32 * -(-C // (256 * LN36_VPT)),),
                (x, weight, bias, out_, C, EPS))
         return out_
-    return ln_warp_vec8(x, weight, bias, out=out_)
+    return _warp_vec8(x, weight, bias, out_, R, C)
 
 
 @_torch_baseline
