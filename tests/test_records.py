@@ -71,6 +71,33 @@ def test_one_character_of_a_kernel_changes_its_steps_fingerprint(tmp_path, monke
     assert gemv.GEMV.variants and softmax.SOFTMAX.variants
 
 
+def test_comments_neither_define_nor_use(tmp_path, monkeypatch):
+    """A slice's comments are prose: a word a comment says ("three times (...)") is not a name the slice
+    defines, nor one it uses, so a slice depends on another only through its code."""
+    shutil.copytree(fp.KERNELS, tmp_path / "kernels")
+    cu = tmp_path / "kernels" / "demo.cu"
+    cu.write_text("// === demo_a ===\n// the row is read three times (once per pass) {\n"
+                  "__device__ float helper(float x) { return x; }\n"
+                  "// === demo_b ===\n// calls helper (in a comment only)\nextern \"C\" __global__ void demo_b() {}\n"
+                  "// === demo_c ===\nextern \"C\" __global__ void demo_c(float* y) { y[0] = helper(1.f); }\n")
+    monkeypatch.setattr(fp, "KERNELS", tmp_path / "kernels")
+    for f in (fp._file, fp.markers, fp.kernel):
+        f.cache_clear()
+    try:
+        defines = fp._file("demo")[2]
+        assert defines["demo_a"] == {"helper"}, "only code defines names"
+        b, c = fp.kernel("demo", "demo_b"), fp.kernel("demo", "demo_c")
+        cu.write_text(cu.read_text().replace("return x;", "return 2.f * x;"))
+        for f in (fp._file, fp.markers, fp.kernel):
+            f.cache_clear()
+        assert fp.kernel("demo", "demo_b") == b, "a comment naming helper is not a use of it"
+        assert fp.kernel("demo", "demo_c") != c, "a call of helper in code is"
+    finally:
+        monkeypatch.undo()
+        for f in (fp._file, fp.markers, fp.kernel):
+            f.cache_clear()
+
+
 def test_a_launcher_change_changes_the_fingerprint(monkeypatch):
     """The launcher's code and the constants it names count: a different group size is another step."""
     from kernellab import gemv

@@ -58,7 +58,8 @@ def _file(family: str):
     pre = src[:marks[0].start()] if marks else src
     slices = {m.group(1): src[m.start():marks[i + 1].start() if i + 1 < len(marks) else len(src)]
               for i, m in enumerate(marks)}
-    defines = {n: {w for g in _DEFINES.findall(t) for w in g if w and w not in _KEYWORDS} for n, t in slices.items()}
+    defines = {n: {w for g in _DEFINES.findall(_COMMENT.sub(" ", t)) for w in g if w and w not in _KEYWORDS}
+               for n, t in slices.items()}
     return pre + _headers(src), slices, defines
 
 
@@ -91,7 +92,7 @@ def kernel(family: str, marker: str) -> str:
         if n in want or n not in slices:
             continue
         want.add(n)
-        words = set(_WORD.findall(slices[n]))
+        words = set(_WORD.findall(_COMMENT.sub(" ", slices[n])))
         todo += [m for m, d in defines.items() if m not in want and d & words]
     return digest(STD, _code(pre), *(_code(slices[n]) for n in sorted(want)))
 
