@@ -10,7 +10,6 @@ import importlib.util
 import io
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from kernellab import labs
