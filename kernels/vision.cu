@@ -1296,9 +1296,9 @@ __device__ __forceinline__ float ln36_block_sum(float v, float* part) {
     return v;
 }
 
-extern "C" __global__ void __launch_bounds__(LN36_THREADS)
-vision_36_layernorm_row_block(const __half* __restrict__ x, const __half* __restrict__ w,
-                              const __half* __restrict__ b, __half* __restrict__ y, int C, float eps) {
+extern "C" __global__ __launch_bounds__(LN36_THREADS) void vision_36_layernorm_row_block(
+    const __half* __restrict__ x, const __half* __restrict__ w, const __half* __restrict__ b, __half* __restrict__ y,
+    int C, float eps) {
     __shared__ float part[32];
     const int nv = C >> 3;
     const uint4* xv = reinterpret_cast<const uint4*>(x + (size_t)blockIdx.x * C);
