@@ -171,6 +171,24 @@ def test_a_new_default_in_a_used_family_makes_the_rows_that_call_it_stale():
     assert store.expected("vit_block", "any row") == before
 
 
+def test_a_step_that_calls_another_familys_default_goes_stale_when_that_default_changes():
+    """Lab 05's `lab01_best_fp16` step runs lab 01's default fp16 softmax: a new default there is a new
+    step here (core.fingerprint follows a family a launcher names to its default steps)."""
+    from kernellab import softmax as S
+    from kernellab import vision as V
+    assert V.LAB01_SOFTMAX in V.SOFTMAX.variants
+    before = store.expected("vision", V.LAB01_SOFTMAX)[0]
+    old = S.SOFTMAX.default["float16"]
+    S.SOFTMAX.default["float16"] = "06_fp16_vec8" if old != "06_fp16_vec8" else "07_fp16_pipelined"
+    try:
+        store.expected.cache_clear()
+        assert store.expected("vision", V.LAB01_SOFTMAX)[0] != before
+    finally:
+        S.SOFTMAX.default["float16"] = old
+        store.expected.cache_clear()
+    assert store.expected("vision", V.LAB01_SOFTMAX)[0] == before
+
+
 def test_a_one_op_record_keeps_the_other_ops_rows(monkeypatch):
     """`make bench LABS_TO_RECORD=vision:layernorm` re-times one op of vision.csv: the rows it starts from are every
     other op's, unchanged."""

@@ -11,7 +11,9 @@ A step's fingerprint covers:
     the launcher's code, below);
   * its launcher's code: the function's source, the factory that made it (a closure's enclosing
     function) and the values it closed over, and, to a small depth, the lab-module functions,
-    classes and constants it names (so a change of a tile rule or a group size counts).
+    classes and constants it names or imports in its body (so a change of a tile rule or a group
+    size counts), and the default steps of every family it names (a public call of another lab:
+    a new default there is a new step here).
 Functions of core/ (launch, bench) are the harness, not the step: they are not hashed.
 A composite row (Family.steps) hashes its engine's code and each of its steps' fingerprints."""
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib.util
 import inspect
 import io
 import re
@@ -183,14 +186,43 @@ class _Walk:
                 self.parts.append(f"{n}={g!r}")
             elif depth < DEPTH and (inspect.isfunction(g) or inspect.isclass(g)) and _ours(getattr(g, "__module__", "")):
                 self.add(g, depth + 1)
+            else:
+                self.family(g, depth)
+        mods += _imported(obj)
         for m in mods:                       # V.layernorm, A.decode: a lab module's attribute named here
             fam = getattr(m, "FAMILY", None)
             for n in sorted(names):
                 g = getattr(m, n, None)
+                self.family(g, depth)
                 if g is not None and not isinstance(g, (types.ModuleType, dict, list)) and callable(g) and depth < DEPTH:
                     if isinstance(fam, str):
                         self.families.add(fam)
                     self.add(g, depth + 1)
+
+    def family(self, fam, depth: int) -> None:
+        """A family a launcher names runs its default steps (a public call, `_best(LAYERNORM)`): their
+        code counts, so a new default makes the caller's rows stale."""
+        from .family import Family
+        if isinstance(fam, Family) and id(fam) not in self.seen and depth < DEPTH:
+            self.seen.add(id(fam))
+            for d in dict.fromkeys(fam.default.values()):
+                self.parts.append(f"{fam.op or fam.name}.default={d}")
+                self.add(fam.variants[d], depth + 1)
+
+
+def _imported(fn) -> list:
+    """The lab modules a function imports in its body (`from .. import softmax as sm`)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return []
+    pkg = fn.__module__.rsplit(".", 1)[0] if fn.__module__ else ""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), pkg) if node.level else node.module
+            out += [sys.modules.get(f"{base}.{a.name}") or sys.modules.get(base) for a in node.names]
+    return [m for m in out if isinstance(m, types.ModuleType) and _ours(m.__name__)]
 
 
 def _source(obj) -> str:
