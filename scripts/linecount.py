@@ -23,7 +23,7 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "attention/causal.py": "lab 07's causal grouped prefill attention (step 16) for the prefill",
     K + "decoder/sample.py": "GPU sampling: temperature, top-k, top-p kernels, their reference and family",
     K + "decoder/text.py": "tokenizer, chat format, streaming generate (issue 36 item 3)",
-    K + "decoder/fused.py": "the fused q/k head norm + RoPE + KV append step, decoder_07 (issue 38)",
+    K + "decoder/fused.py": "the fused q/k head norm + RoPE + KV append step and the fused GEMV steps 08-12 (issue 38)",
     K + "attention/ablation.py": "lab 07's one-change-per-step ablations of decode 04 -> 05, prefill 12 -> 13",
     K + "decoder/fit.py": "lab 08 fits the learner's GPU: sizes 0.6B-14B, bytes per path, check_fits (issue 36 item 4)",
     K + "vision/seed.py": "the seed's layout kernels in the seed's forms: steps 32-35 (issue 34 item 5)",
@@ -37,7 +37,7 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
         "the stale-row side of the device record (fingerprints compared, stale_kept reasons)",
     K + "gemv/report.py::AS_WRITTEN,AS_WRITTEN_PTX,as_written_cases,as_written_names,as_written_ptx,as_written,"
         "check_as_written,as_written_claims": "lab 04 shows the report's GEMV kernels as written (issue 34 item 5)",
-    K + "vision/report.py::_WALK,AS_WRITTEN,REPORT_PATCHES,_as_written_families,check_as_written,as_written,"
+    K + "vision/report.py::_WALK,AS_WRITTEN,_as_written_families,check_as_written,as_written,"
         "as_written_claims,say_as_written,raised_note,raised_said":
         "lab 05 shows the report's kernels as written (issue 34 item 5)",
     K + "gemv/prose.py::say_as_written": "lab 04's sentence on the report's GEMV kernels as written (issue 34 item 5)",
@@ -70,6 +70,78 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
         "lab 08's token against its floor at every context and torch.compile at 1.3x (issue 38 items 1, 5)",
     K + "labs.py::_common_case,_vs_library,HEADLINE_VS_LIBRARY,HEADLINE_DIGITS,headline_table,table_sha1":
         "the headline like for like (issue 34 item 9): one case on every device, labs 06/07/09 against torch, its table",
+    K + "attention/steps.py::FLASH_KERNEL,FLASH_MIN_CHUNK,FLASH_PER_SM,FLASH_MAX_CHUNKS,flash_chunks,_wave_06,"
+        "_done_counters,flash,_gqa_flash":
+        "lab 07 decode step 06: flash decoding in one launch, its chunk rule, counters and tunings (faaa513)",
+    K + "attention/prose.py::DEC_SAID": "decode step 06 said against SDPA beside step 05 (issue 38, bcc90bc)",
+    K + "attention/steps.py::MAX_GROUP,HEAD_DIMS,layout_reason,specialise":
+        "decode attention and RoPE for any head layout: GQA 1-8, head dim 64/128 (issue 36 item 1, a433ab9, 69bbc50)",
+    K + "attention/reference.py::dec_layout,DEC_LAYOUTS":
+        "the decode references and check cases for other head layouts (issue 36 item 1, a433ab9)",
+    K + "attention/stale.py": "stale-row notes: sentences and side-by-side tables say a row ran an earlier version "
+        "of its step (issue 34 third truth pass, e7030db, 3135bc5, d61875e)",
+    K + "attention/prose.py::causal_text": "causal step 16 against SDPA (is_causal) by the noise rule (2b61604)",
+    K + "attention/prose.py::credit_text": "each change of decode 04->05 / prefill 12->13 credited from its ablation "
+        "(issue 34 item 1, 2b61604)",
+    K + "attention/report.py::floor_outcome,targets_vs_floor":
+        "targets judged against the measured floor too: 'out of reach here', fraction of the floor (issue 34, 2b61604)",
+    K + "attention/report.py::fp32_peak_gflops,row_step_text":
+        "step 11's TFLOP/s against lab 00's recorded fp32 FMA peak (2b61604)",
+    K + "attention/prose.py::attention_share_text":
+        "whether the ViT block's lead over torch comes from flash attention or its other kernels (2b61604)",
+    K + "core/launch.py::_SPECIALISED,specialised":
+        "kernels compiled with extra -D options, per head layout (issue 36 item 1, 69bbc50)",
+    K + "core/check.py::_UNWRITTEN,_on_cpu":
+        "compile-only grading runs the learner's kernel on the CPU: the grading side of core/emulate.py "
+        "(issue 35 item 5, 2a0493a)",
+    K + "core/verdict.py::NOT_COMPARABLE,_conditions":
+        "claims like for like: the conditions column, 'not comparable here' (issue 34 items 4, 6, 8; 889224c)",
+    K + "core/family.py::FLOOR_TARGET": "the 0.95-of-floor target of every memory-bound kernel (issue 38 item 4, "
+        "a887524/ba9a979)",
+    K + "core/family.py::REGISTRY": "families by record name, read by fingerprint/store for stale rows (cdd465a)",
+    K + "core/plot.py::tokens": "lab 08's picture: tokens/s per path against its floor and torch, and the Amdahl "
+        "gains (d60c377)",
+    K + "decoder/config.py::TINY_QWEN2,QWEN25_7B": "lab 08 runs Qwen2.5 (issue 36 item 1, 7030f1e)",
+    K + "decoder/engine.py::TOKEN_DECODE": "the token's decode is lab 07's new step 06 (d05b94a)",
+    K + "decoder/engine.py::Fuse,FUSE_ALL,FUSE_DEFAULT,FUSE_SWAPS":
+        "the fused GEMV steps 08-12 as the token step's choice and its Amdahl swaps (issue 38, 9ed4a36, 6a97bb1)",
+    K + "decoder/engine.py::SKIPPED,skipped": "an op left out of the token step: where the gap to the floor "
+        "goes (9ed4a36)",
+    K + "decoder/measure.py::SKIPS,skip_name,skip_rows,gap":
+        "the 'without <op>' rows: the token's gap to its floor measured by leaving ops out (9ed4a36)",
+    K + "decoder/report.py::GAP_WHAT,gap_text": "lab 08's sentence on those rows (d05b94a)",
+    K + "decoder/measure.py::_of_floor": "each path's token against its own read-only floor, a target "
+        "(issue 38, d5b2700)",
+    K + "decoder/engine.py::_fits": "Decoder checks the fit before allocating (issue 36 item 4, 4abb103)",
+    K + "decoder/measure.py::token_steps": "Family.steps of the token records: what a decoder.csv row runs, for "
+        "its fingerprint (cdd465a)",
+    K + "decoder/report.py::ran,ran_text": "lab 08 names the steps the record ran (its steps column, e8a979f)",
+    K + "decoder/report.py::fused_gemvs": "names lab 08's fused GEMV steps a record ran (3135bc5)",
+    K + "decoder/report.py::context_text": "each torch baseline's time per token from context 1 to 4096 beside its "
+        "host share (issue 34 item 7, db4889f)",
+    K + "decoder/report.py::plot_tokens": "lab 08's picture from the frames on screen (d60c377)",
+    K + "torch_decoder.py::SIZES_NAME,size_name,size_rows,_peer_rows,measure_sizes,sizes_table,_one_device,SIZES":
+        "decoder_sizes: every Qwen3 size and Qwen2.5-7B per path against its floor and transformers "
+        "(issue 36 item 6; 607c255, 3773aae)",
+    K + "torch_decoder.py::PREFILL_NAME,OURS_PREFILL,TRANSFORMERS_PREFILL,PROMPTS,prefill_rows,measure_prefill,"
+        "say_ttft,_ttft_vs,PREFILL": "time to first token on the record: our prefill against transformers' "
+        "(d949f98, 0479652)",
+    K + "torch_models.py::_hf_class": "transformers' Qwen2ForCausalLM for Qwen2.5 checks (issue 36 item 1, 7030f1e)",
+    K + "vision/reference.py::LN_VEC,LN36_VPT,LN36_THREADS,LN_SWEEP":
+        "lab 05 step 36 and the LayerNorm sweep at hidden 1024..16384 (issue 38 item 4, 2bcc665)",
+    K + "vision/steps.py::_warp_vec8": "step 36's step-03 launch for the rows step 03 holds (2bcc665/80ce6e6)",
+    K + "vision/layout.py::tr_input_half2": "step 31: the seed's transpose before as written (issue 34 item 5, "
+        "ca8b6bc)",
+    K + "vision/report.py::_TABLES,_INVERSE,_shape": "helpers of lab 05's report's-kernels-as-written "
+        "(issue 34 item 5, 5b92153)",
+    K + "vision/report.py::SAME_BYTES_AS_FLOOR": "the vision limit bullets' kernels judged against the copy of "
+        "their bytes (issue 38 items 4, 5; 5c1f507)",
+    K + "gemv/report.py::REPORT_OWN": "the report's own steps for lab 04's as-written claims (issue 34 item 5, b67ba0c)",
+    K + "gemv/prose.py::default_said": "truth review: at how many shapes the int4/W8A16 defaults beat the step "
+        "before beyond noise (b67ba0c)",
+    K + "softmax/report.py::LIMIT_NARROW": "the narrow fp16 rows whose counters narrow_limits_text reads "
+        "(issue 38 item 5, 9834cde)",
+    K + "record.py::_other_ops": "make bench LABS_TO_RECORD=vision:layernorm records one op of a shared record (80ce6e6)",
 }
 
 
