@@ -92,7 +92,6 @@ build.show("measure", "03_fma")
 
 # %%
 fund = measuring.fundamentals()
-v = lambda q: measuring.value(fund, q)   # noqa: E731  one number of the table, by its quantity (first device)
 each = results.each_device               # a sentence per recorded device: each(fund, lambda part: ...)
 fund
 
@@ -153,8 +152,7 @@ fund[fund["quantity"].str.contains("empty kernel|host: one")][["quantity", "valu
 # Lab 06 uses the same helper for a whole ViT block.
 
 # %%
-chain = fund[fund["quantity"].str.contains("small launches")][["quantity", "value", "unit"]]
-chain
+fund[fund["quantity"].str.contains("small launches")][["quantity", "value", "unit"]]
 
 # %%
 each(fund, report.chain_said)

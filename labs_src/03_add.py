@@ -171,9 +171,7 @@ results.each_device(res, report.width_said)
 # the measured fraction of the copy roof at 64M elements, where every byte comes from DRAM.
 
 # %%
-from kernellab.core.device import facts as device_facts   # SMs, L2 and arch of the device the frame was measured on
-
-_arch = device_facts(big).get("arch", "sm_90")
+_arch = kl.device.facts(big).get("arch", "sm_90")        # the arch of the device the frame was measured on
 _arch = _arch if _arch in build.ARCHS else "sm_90"      # ptxas occupancy is computed for the teaching archs
 _rows = []
 for step in add.LOADS:

@@ -316,8 +316,6 @@ gemv.ladder(lg, ["11_fp16_f32out_half2", "39_fp16_f32out_v2", "12_fp16_f32out_il
 build.show("gemv", "22_fp16_fast")
 
 # %%
-from kernellab.core.device import ORIN_SMS
-
 sms_here = kl.device.facts(f16).get("sms") or ORIN_SMS["agx"]   # the device of the results on screen
 pd.DataFrame([{"shape": f"{k}x{m}", "SMs": sms_here, "step 10 warps per SM": round(k / sms_here, 1),
                "step 22 threads per row G": gemv.fast_threads(k, m, 8, 1, 4, sms=sms_here),
@@ -686,8 +684,7 @@ gemv.say_seed_times(lim)
 
 
 # %%
-orin = gemv.orin_model({k: v for k, v in gemv.GEMV.shapes.items()})
-orin.round(1)
+gemv.orin_model().round(1)
 
 # %% [markdown]
 # ## Other GPUs: every record side by side
