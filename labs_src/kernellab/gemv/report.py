@@ -124,11 +124,8 @@ def ladder(df, names, cases=None):
         return pd.DataFrame()
     print(f"Speed-ups, time(before) / time(after): {source(df)}")
     cases = cases or list(dict.fromkeys(df["case"]))
-    out = {}
-    for a, b in zip(names, names[1:]):
-        out[f"{b} vs {a}"] = [ratio(df, b, a, c) for c in cases]
-    out[f"{names[-1]} vs {names[0]}"] = [ratio(df, names[-1], names[0], c) for c in cases]
-    return pd.DataFrame(out, index=cases).round(2)
+    pairs = [*zip(names, names[1:]), (names[0], names[-1])]
+    return pd.DataFrame({f"{b} vs {a}": [ratio(df, b, a, c) for c in cases] for a, b in pairs}, index=cases).round(2)
 
 
 def first_win(df, challenger: str, incumbent: str, cases) -> tuple:
