@@ -117,12 +117,10 @@ def ran_text(step: str, case: str) -> str:
 
 def best_per_length(df, full: bool = False):
     """The sweep's fastest step per row length and dtype, the step whose kernel that launcher ran
-    (kernel_run: step 10 below 16385 columns is step 09's dispatch, step 09 past a warp's row is
-    step 05 or 07, so a win between them is a pick within noise between the same kernel), its
-    fraction of the copy roof, time(torch.softmax) / its time (> 1: faster than torch), and its fraction of
-    the floor, time(memcpy of the same bytes) / its time: of the
-    device on screen (the live GPU, else the reference record; every record side by side is
-    results.device_table). full=True: one block of rows per recorded device, with a device column."""
+    (kernel_run), its fraction of the copy roof, time(torch.softmax) / its time (> 1: faster than
+    torch), and its fraction of the floor, time(memcpy of the same bytes) / its time: of the device on
+    screen (the live GPU, else the reference record; every record side by side is results.device_table).
+    full=True: one block of rows per recorded device, with a device column."""
     parts = []
     for part in (devices(df) if full else devices(df)[:1]):
         b = sweep_best(part, _keys(32, 2 ** 18))
