@@ -25,7 +25,7 @@
 # %%
 import kernellab as kl
 from kernellab.core import bench, build, launch, plot, results
-from kernellab import measuring, measuring_report as report
+from kernellab import measuring, measuring_report as report, rmsnorm
 kl.banner()
 
 # %% [markdown]
@@ -176,7 +176,6 @@ each(fund, report.chain_said)
 # Here for one decode row of RMSNorm (lab 02), beside torch:
 
 # %%
-from kernellab import rmsnorm
 one = bench.compare(rmsnorm, [((1, 4096), "float16")], names=[rmsnorm.RMSNORM.default["float16"]],
                     baselines=[b for b in rmsnorm.RMSNORM.baselines if b.startswith("torch")])
 results.table(one, ["case", "name", "median_us", "warm_us", "host_us", "bare_host_us", "device", "source"])
