@@ -10,7 +10,7 @@ from ..core.build import occupancy
 from ..core.device import facts as facts_of
 from ..core.family import FLOOR_TARGET, Family, Target
 from ..core.ncu import NO_COUNTERS, limiter_of
-from ..core.results import checked, claim_measure, devices, one_source, ratio, sweep_best, sweep_worst_frac, worst_ratio
+from ..core.results import checked, claim_measure, devices, one_source, sweep_best, sweep_table, sweep_worst_frac, worst_ratio
 from .reference import CHECK_CASES, SHAPES, SWEEP, bytes_moved, case_key, make_input, reference, tolerance
 from .steps import (BASELINES, BEST, CLUSTER_FROM, FAMILY, NAME, ROW_BLOCK, VARIANTS, cluster11_geometry,
                     cluster_geometry, rows_per_warp_geometry)
@@ -123,14 +123,10 @@ def best_per_length(df, full: bool = False):
     full=True: one block of rows per recorded device, with a device column."""
     parts = []
     for part in (devices(df) if full else devices(df)[:1]):
-        b = sweep_best(part, _keys(32, 2 ** 18))
-        if not len(b):
+        out = sweep_table(part, _keys(32, 2 ** 18), "torch.softmax", COPY_FLOOR)
+        if not len(out):
             continue
-        out = b.reset_index()[["case", "name"]]
-        out["kernel that ran"] = [kernel_run(n, c) for c, n in zip(b.index, b["name"])]
-        out[["median_us", "frac_copy"]] = b[["median_us", "frac_copy"]].values
-        out["torch / best"] = [ratio(part, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])]
-        out["of floor"] = [ratio(part, n, COPY_FLOOR, c) for c, n in zip(b.index, b["name"])]
+        out.insert(2, "kernel that ran", [kernel_run(n, c) for c, n in zip(out["case"], out["name"])])
         if full and "device" in part:
             out["device"] = part["device"].iloc[0]
         parts.append(out)
