@@ -217,8 +217,7 @@ results.table(bres)
 # aligned 16-byte row starts, so step 07 falls back to coalesced scalars there.
 
 # %%
-sweep = results.select(bres, kind="variant")
-sweep = sweep[sweep.case.isin([add.BIAS.case_key(s, "float16") for s in add.BIAS_SWEEP])]
+sweep = results.select(bres, kind="variant", case=[add.BIAS.case_key(s, "float16") for s in add.BIAS_SWEEP])
 plot.sweep(sweep, "03_bias_modulo_sweep", title="broadcast bias add, fp16, 2^25 elements: GB/s vs cols")
 pd.concat([results.speedup(sweep, "06_ablate_plain", "05_bias_mod").rename("modulo removed (05/ablate)"),
            results.speedup(sweep, "06_bias_2d", "06_ablate_plain").rename("__restrict__ + __ldg (ablate/06)"),
