@@ -25,7 +25,7 @@
 # %%
 import kernellab as kl
 from kernellab.core import bench, build, launch, plot, results
-from kernellab import measuring, measuring_report as report
+from kernellab import measuring, measuring_report as report, rmsnorm
 kl.banner()
 
 # %% [markdown]
@@ -92,7 +92,6 @@ build.show("measure", "03_fma")
 
 # %%
 fund = measuring.fundamentals()
-v = lambda q: measuring.value(fund, q)   # noqa: E731  one number of the table, by its quantity (first device)
 each = results.each_device               # a sentence per recorded device: each(fund, lambda part: ...)
 fund
 
@@ -153,8 +152,7 @@ fund[fund["quantity"].str.contains("empty kernel|host: one")][["quantity", "valu
 # Lab 06 uses the same helper for a whole ViT block.
 
 # %%
-chain = fund[fund["quantity"].str.contains("small launches")][["quantity", "value", "unit"]]
-chain
+fund[fund["quantity"].str.contains("small launches")][["quantity", "value", "unit"]]
 
 # %%
 each(fund, report.chain_said)
@@ -178,7 +176,6 @@ each(fund, report.chain_said)
 # Here for one decode row of RMSNorm (lab 02), beside torch:
 
 # %%
-from kernellab import rmsnorm
 one = bench.compare(rmsnorm, [((1, 4096), "float16")], names=[rmsnorm.RMSNORM.default["float16"]],
                     baselines=[b for b in rmsnorm.RMSNORM.baselines if b.startswith("torch")])
 results.table(one, ["case", "name", "median_us", "warm_us", "host_us", "bare_host_us", "device", "source"])

@@ -532,7 +532,7 @@ results.ablation(abl, softmax.ABLATION_PAIRS, softmax.ABLATION_STEPS)
 # under the table read it.
 
 # %%
-sq, lg = softmax.case_key(TARGETS[0], "float32"), softmax.case_key(TARGETS[1], "float32")
+sq = softmax.case_key(TARGETS[0], "float32")
 claims = results.claims("01_softmax", [abl, short, res, sw], softmax.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims

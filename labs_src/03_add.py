@@ -171,9 +171,7 @@ results.each_device(res, report.width_said)
 # the measured fraction of the copy roof at 64M elements, where every byte comes from DRAM.
 
 # %%
-from kernellab.core.device import facts as device_facts   # SMs, L2 and arch of the device the frame was measured on
-
-_arch = device_facts(big).get("arch", "sm_90")
+_arch = kl.device.facts(big).get("arch", "sm_90")        # the arch of the device the frame was measured on
 _arch = _arch if _arch in build.ARCHS else "sm_90"      # ptxas occupancy is computed for the teaching archs
 _rows = []
 for step in add.LOADS:
@@ -219,8 +217,7 @@ results.table(bres)
 # aligned 16-byte row starts, so step 07 falls back to coalesced scalars there.
 
 # %%
-sweep = results.select(bres, kind="variant")
-sweep = sweep[sweep.case.isin([add.BIAS.case_key(s, "float16") for s in add.BIAS_SWEEP])]
+sweep = results.select(bres, kind="variant", case=[add.BIAS.case_key(s, "float16") for s in add.BIAS_SWEEP])
 plot.sweep(sweep, "03_bias_modulo_sweep", title="broadcast bias add, fp16, 2^25 elements: GB/s vs cols")
 pd.concat([results.speedup(sweep, "06_ablate_plain", "05_bias_mod").rename("modulo removed (05/ablate)"),
            results.speedup(sweep, "06_bias_2d", "06_ablate_plain").rename("__restrict__ + __ldg (ablate/06)"),

@@ -126,13 +126,11 @@ pd.DataFrame({step: {k: len(build.ptx("gemv", step, grep=v)) for k, v in PATTERN
               for step in ("30_f32_sdata_float4", "01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg")}).T
 
 # %%
-gemv.check_variants(names=["30_f32_sdata_float4", "01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg",
-                           "24_f32_fast"])
+F32_STEPS = ["30_f32_sdata_float4", "01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg", "24_f32_fast"]
+gemv.check_variants(names=F32_STEPS)
 
 # %%
-f32 = bench.compare(gemv, gemv.CASES["float32"],
-                    names=["30_f32_sdata_float4", "01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg",
-                           "24_f32_fast"])
+f32 = bench.compare(gemv, gemv.CASES["float32"], names=F32_STEPS)
 results.table(f32)
 
 # %%
@@ -263,13 +261,12 @@ build.show("gemv", "09_fp16_half2")
 build.show("gemv", "10_fp16_v2")
 
 # %%
-gemv.check_variants(names=["32_fp16_v2_plain", "33_fp16_v2_ldg", "09_fp16_half2", "10_fp16_v2", "22_fp16_fast",
-                           "22_fp16_fast_stream", "27_fp16_rows"])
+F16_STEPS = ["32_fp16_v2_plain", "33_fp16_v2_ldg", "09_fp16_half2", "10_fp16_v2", "22_fp16_fast", "22_fp16_fast_stream",
+             "27_fp16_rows"]
+gemv.check_variants(names=F16_STEPS)
 
 # %%
-f16 = bench.compare(gemv, gemv.CASES["float16"],
-                    names=["32_fp16_v2_plain", "33_fp16_v2_ldg", "09_fp16_half2", "10_fp16_v2", "22_fp16_fast",
-                           "22_fp16_fast_stream", "27_fp16_rows"])
+f16 = bench.compare(gemv, gemv.CASES["float16"], names=F16_STEPS)
 results.table(results.select(f16, name=["09_fp16_half2", "10_fp16_v2", "cuBLAS (cupy.matmul)", "torch.mv (cuBLAS)"]))
 
 # %%
@@ -316,8 +313,6 @@ gemv.ladder(lg, ["11_fp16_f32out_half2", "39_fp16_f32out_v2", "12_fp16_f32out_il
 build.show("gemv", "22_fp16_fast")
 
 # %%
-from kernellab.core.device import ORIN_SMS
-
 sms_here = kl.device.facts(f16).get("sms") or ORIN_SMS["agx"]   # the device of the results on screen
 pd.DataFrame([{"shape": f"{k}x{m}", "SMs": sms_here, "step 10 warps per SM": round(k / sms_here, 1),
                "step 22 threads per row G": gemv.fast_threads(k, m, 8, 1, 4, sms=sms_here),
@@ -686,8 +681,7 @@ gemv.say_seed_times(lim)
 
 
 # %%
-orin = gemv.orin_model({k: v for k, v in gemv.GEMV.shapes.items()})
-orin.round(1)
+gemv.orin_model().round(1)
 
 # %% [markdown]
 # ## Other GPUs: every record side by side

@@ -73,6 +73,5 @@ def say_bias(sweep) -> None:
     mod = results.speedup(sweep, "06_ablate_plain", "05_bias_mod")
     vec = results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
     if len(mod) and len(vec):
-        results.each_device(sweep, bias_said)
-        results.say("On a GPU with a different balance of integer throughput to bandwidth (an Orin), "
-                    "the ratios can differ: read them there before crediting either change.")
+        results.each_device(sweep, bias_said, then="On a GPU with a different balance of integer throughput to "
+                            "bandwidth (an Orin), the ratios can differ: read them there before crediting either change.")

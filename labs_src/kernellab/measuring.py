@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pandas as pd
 
 from . import add
 from .core import build
@@ -299,13 +300,9 @@ def inflight(fund):
     """The bytes-in-flight sweep of fundamentals() next to Little's law's prediction:
     predicted GB/s = min(read roof, bytes in flight on all SMs / DRAM latency); one block of
     rows per device of `fund` (each from that device's own roof, latency and SMs)."""
-    import pandas as pd
     if fund is None or fund.empty:
         return pd.DataFrame()
-    if {"device", "source"} <= set(fund):
-        parts = [_inflight(p) for p in devices(fund)]
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    return _inflight(fund)
+    return pd.concat([_inflight(p) for p in devices(fund)], ignore_index=True)
 
 
 def first_within(sweep, fraction: float = 0.9):
@@ -316,16 +313,14 @@ def first_within(sweep, fraction: float = 0.9):
 
 
 def _inflight(fund):
-    import pandas as pd
     thr, roof = value(fund, "threads per SM in the sweep"), value(fund, "read roof")
     rows = []
     for b in INFLIGHT_BYTES:
         gbps = value(fund, f"read with {b} B in flight per thread")
         if np.isnan(gbps):
             continue
-        per_sm = b * thr
         pred = little(fund, b, thr)
-        rows.append({"B in flight per thread": b, "KiB in flight per SM": per_sm / 2**10, "GB/s": gbps,
+        rows.append({"B in flight per thread": b, "KiB in flight per SM": b * thr / 2**10, "GB/s": gbps,
                      "fraction of read roof": gbps / roof, "Little's law predicts GB/s": pred,
                      "measured / predicted": gbps / pred})
     df = pd.DataFrame(rows)

@@ -43,14 +43,12 @@ def say_bytes_per_call() -> None:
 def round_trips_said(r, a, rt) -> str:
     """One device's timings (r) and ablations (a) beside the round-trip table rt: step 05 against 06 at one
     row, µs per extra round trip against lab 00's DRAM latency, and each of step 06's changes alone."""
-    def f16(b, c=4096):
-        return rmsnorm.case_key((b, c), "float16")
-
     def _n(step, path="float16"):
         return int(rt[(rt.step == step) & (rt.path == path)]["round trips (first pass)"].iloc[0])
 
     def _t(step, path="float16"):
         return results.pick(r, step, "median_us", case=rmsnorm.case_key((1, 4096), path))
+    one16 = rmsnorm.case_key((1, 4096), "float16")
     t05, t06 = _t("05_fp16_half2_cub"), _t("06_fp16_uint4")
     if not (t05 == t05 and t06 == t06):
         return "Not recorded yet: on a GPU the times go beside the round trips."
@@ -65,9 +63,9 @@ def round_trips_said(r, a, rt) -> str:
             "Neither kernel is near any bandwidth limit, and both pay one launch; in the model the difference "
             "is how many bytes each thread keeps in flight. But steps 05 and 06 differ in five things, and the "
             "model covers two of them (the width and the unrolled loop): the ablations, timed alone, say how "
-            "much each buys at this row. " + results.compare_text(a, "06_fp16_uint4", "06_ablate_half2", f16(1))
-            + " (the width alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_runtime_stride", f16(1))
-            + " (the loop alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_cub", f16(1))
+            "much each buys at this row. " + results.compare_text(a, "06_fp16_uint4", "06_ablate_half2", one16)
+            + " (the width alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_runtime_stride", one16)
+            + " (the loop alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_cub", one16)
             + f" (the reduction alone). In fp32, steps 01 and 02 differ in loads in flight (1 vs 4 per thread) "
             f"and three other changes: {_t('01_f32_cub', 'float32'):.1f} against {_t('02_f32_shfl', 'float32'):.1f} "
             "µs; the ablation section splits them too.")

@@ -135,15 +135,14 @@ def int4_tiles_said(part) -> str:
 def default_said(part, w8) -> str:
     """Whether the int4 and W8A16 defaults (gemv.BEST) beat the step they follow beyond the noise, and at how
     many shapes: a default that is within noise somewhere is a choice there, not a measured best."""
-    from ..core.results import ratio_band, within_noise
     said = []
     for d, path, before in ((part, "int4", "28_int4_mma"), (w8, "w8a16", "29_int8_w8a16")):
         step = BEST[path]
-        got = [m for m in (ratio_band(d, step, before, c) for c in results.cases(d, step)) if m.ok]
+        got = [m for m in (results.ratio_band(d, step, before, c) for c in results.cases(d, step)) if m.ok]
         if not got:
             said.append(f"`{step}` ({path}): not in this record yet")
             continue
-        won = sum(m.value > 1 and not within_noise(m) for m in got)
+        won = sum(m.value > 1 and not results.within_noise(m) for m in got)
         said.append(f"`{step}` ({path}) is faster than `{before}` beyond the noise at **{won} of {len(got)}** shapes")
     return ("`gemv.BEST` makes these the defaults that lab 08's token step runs: " + "; ".join(said)
             + f" ({results.source(part)}). Where a default is within noise of the step before it, it is a choice "

@@ -3,21 +3,27 @@ the results on screen, the small readers behind the lab's sentences, and GEMV, t
 targets are part of."""
 from __future__ import annotations
 
+import re
 
 import numpy as np
+import pandas as pd
 
-from ..core.device import info, is_live
+from ..core.bench import time_fn, waves as _waves
+from ..core.build import ptx
+from ..core.check import variants
+from ..core.device import ORIN_PEAK_GBPS, info, is_live
 from ..core.family import FLOOR_TARGET, Family, Target
-from ..core.results import devices, fastest, pick, ratio, ratio_band, select, source, within_noise
+from ..core.results import (band, claims, devices, fastest, one_source, pick, ratio, ratio_band, select, source,
+                            targets as judge, within_noise)
+from .prefill import BATCHED, CONVERT
 from .reference import (CASES, CHECK_CASES, FAMILY, GROUP, INT32_MAX, NAME, RECORD_CASES, SHAPES,
                         TARGET_SHAPES, VOCAB, bytes_moved, case_key, make_input, reference, tolerance)
-from .steps import BASELINES, BEST, COMPUTE_ONLY, FAST, FLOOR, VARIANTS
+from .steps import BASELINES, BEST, COMPUTE_ONLY, FAST, FLOOR, LOGITS, VARIANTS
 
 
 def int32_offsets(shapes=None):
     """Where row * M (the element offset of the last row) leaves int32, per shape and weight dtype:
     the element offset, and the byte offset for fp16 and fp32 weights."""
-    import pandas as pd
     shapes = shapes or {**SHAPES, "vocab_152064x14336 (wider model)": (152064, 14336)}
     rows = []
     for nm, (K, M) in shapes.items():
@@ -30,13 +36,11 @@ def int32_offsets(shapes=None):
 
 def check_variants(family=None, names=None, cases=None) -> None:
     """check.variants (the family's M-scaled tolerance applies there); the main GEMV family by default."""
-    from ..core.check import variants
     variants(family or GEMV, names, cases)
 
 
 def waves(K, rows_per_block, threads, sms, blocks_per_sm) -> dict:
     """How a GEMV grid fills the GPU (bench.waves), and the warps each SM gets on average."""
-    from ..core.bench import waves as _waves
     blocks = -(-K // rows_per_block)
     return {**_waves(blocks, sms, blocks_per_sm), "warps per SM (avg)": round(blocks * threads / 32 / sms, 1)}
 
@@ -44,8 +48,6 @@ def waves(K, rows_per_block, threads, sms, blocks_per_sm) -> dict:
 def orin_model(shapes=None, gbps=None, frac=0.85):
     """Jetson Orin on paper (a MODEL, not a measurement): time = unique bytes / (frac x roof) for
     the fp16 and int8/int4 paths, and the rows each of its 16 SMs gets."""
-    import pandas as pd
-    from ..core.device import ORIN_PEAK_GBPS
     gbps = gbps or ORIN_PEAK_GBPS
     shapes = shapes or {k: v for k, v in SHAPES.items()}
     rows = []
@@ -109,7 +111,6 @@ def _targets():
 
 def targets(df):
     """The lab's targets (GEMV.targets) judged by the one rule, with the figure at the floor."""
-    from ..core.results import targets as judge
     return judge(GEMV.targets, df)
 
 
@@ -119,23 +120,17 @@ def ladder(df, names, cases=None):
     """The ladder table: each step's speed-up over the step before it (and the last over the
     first), per case. A column isolates one change only where the pair makes one; the bundled
     pairs (ABLATION_PAIRS) are taken apart by the ablation family."""
-    import pandas as pd
-    from ..core.results import source
     if df is None or df.empty:
         return pd.DataFrame()
     print(f"Speed-ups, time(before) / time(after): {source(df)}")
     cases = cases or list(dict.fromkeys(df["case"]))
-    out = {}
-    for a, b in zip(names, names[1:]):
-        out[f"{b} vs {a}"] = [ratio(df, b, a, c) for c in cases]
-    out[f"{names[-1]} vs {names[0]}"] = [ratio(df, names[-1], names[0], c) for c in cases]
-    return pd.DataFrame(out, index=cases).round(2)
+    pairs = [*zip(names, names[1:]), (names[0], names[-1])]
+    return pd.DataFrame({f"{b} vs {a}": [ratio(df, b, a, c) for c in cases] for a, b in pairs}, index=cases).round(2)
 
 
 def first_win(df, challenger: str, incumbent: str, cases) -> tuple:
     """The first case (in order) where `challenger` is faster than `incumbent` beyond the noise
     (the one rule: their p10-p90 bands do not overlap), with the ratio, or (None, nan)."""
-    from ..core.results import within_noise
     for c in cases:
         m = ratio_band(df, challenger, incumbent, c)
         if m.ok and m.value > 1 and not within_noise(m):
@@ -147,8 +142,6 @@ def loop_instructions(step: str, arch: str = "sm_90") -> dict:
     """For a step of the fast template: PTX instructions in its main (largest) loop and the weight
     bytes one thread loads per trip, i.e. the instructions per byte that dequantisation costs
     (PTX, before ptxas, without moves: a guide, not a SASS count)."""
-    import re
-    from ..core.build import ptx
     lines = ptx(FAMILY, step, arch)
     marks = [i for i, l in enumerate(lines) if re.match(r"\$L__BB\d+_\d+:", l)] + [len(lines)]
     body = max((lines[a:b] for a, b in zip(marks, marks[1:])), key=len)
@@ -164,13 +157,11 @@ def warm_vs_flushed(name, cases, family=None):
     """Live only: one variant's GPU time with L2 flushed (DRAM) and warm (no flush: whatever of W and
     x fits stays in L2), per case. An engine decoding a large model streams every weight from DRAM
     (the flushed figure); x, a few KB written by the previous kernel, is in L2 either way."""
-    import pandas as pd
     fam = family or GEMV                  # the fp16 family (defined below in this module)
     if not is_live():
         print(f"SKIPPED (compile-only): on a GPU this times {name} flushed and warm at {[s for s, _ in cases]}.")
         return pd.DataFrame()
     import cupy
-    from ..core.bench import time_fn
     rows = []
     for shape, dt in cases:
         args = [cupy.asarray(a) for a in fam.make_input(shape, dt)]
@@ -203,7 +194,6 @@ def _fastest16(f16, k, m) -> float:
 def int4_table(f16, i8, i4):
     """Per int4 shape: the int8 default, int4 steps 26, 28, 35, 36 and the int4 floor, each as time(our fastest
     fp16 GEMV) / its time (> 1: faster), and each tiled step's fraction of its floor."""
-    import pandas as pd
     b8, rows = BEST["int8"], []
     for part in devices(i4)[:1]:         # the device on screen; every record side by side: results.device_table
         on = _on(part)
@@ -220,7 +210,6 @@ def int4_table(f16, i8, i4):
 def w8a16_table(f16, i8, w8):
     """Per W8A16 shape: steps 29 and 37 against our fastest fp16 GEMV, the default against the fp32-x int8 step,
     the int8 floor against fp16, and each step's fraction of its floor."""
-    import pandas as pd
     b8, b29, rows = BEST["int8"], BEST["w8a16"], []
     for part in devices(w8)[:1]:
         on = _on(part)
@@ -239,7 +228,6 @@ def limits_table(i8, i4, w8):
     """Per shape of the int8, int4 and W8A16 defaults: the kernel, its floor (the bytes alone) and its compute-only
     build (the instructions alone), which of the two takes longer by the noise rule, and the kernel against the
     larger (with a `device` column)."""
-    import pandas as pd
     rows = []
     for part in devices(w8)[:1]:
         on = _on(part)
@@ -305,8 +293,6 @@ def as_written_cases(family_name) -> list:
 def as_written_names(family_name) -> list:
     """The steps of AS_WRITTEN's rows of one family, each as written then the course's, and the report's other
     kernels in that family (REPORT_OWN), so the frame holds each of the report's pairs."""
-    from .prefill import BATCHED, CONVERT
-    from .steps import LOGITS
     fam = {f.name: f for f in (GEMV, LOGITS, BATCHED, CONVERT)}[family_name]
     rows = [n for _, _, w, c, _, f, _, _ in AS_WRITTEN if f == family_name for n in (w, c)]
     return list(dict.fromkeys(rows + [n for n in REPORT_OWN if n in fam.variants]))
@@ -315,8 +301,6 @@ def as_written_names(family_name) -> list:
 def as_written_ptx(arch: str = "sm_87"):
     """Each row's change in the PTX (the report's GPU by default): the instruction it touches, counted in
     the step as written and in the course's (a count, no GPU needed)."""
-    import pandas as pd
-    from ..core.build import ptx
     rows = []
     for _, _, w, c, change, *_ in AS_WRITTEN:
         pat = next(v for k, v in AS_WRITTEN_PTX.items() if change.startswith(k))
@@ -330,8 +314,6 @@ def as_written(frames):
     """The report's kernels as written against the course's, at the report's own shapes, from the frames on
     screen (the device that speaks first: the live GPU, or the reference record): each one's time and the
     course's, time(as written) / time(course's) and the noise rule's word (p10-p90 bands apart or not)."""
-    import pandas as pd
-    from ..core.results import band, one_source, ratio_band, within_noise
     d = one_source(pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True))
     rows = []
     for kern, lines, w, c, change, fam, dt, shape in AS_WRITTEN:
@@ -351,9 +333,6 @@ def as_written(frames):
 def check_as_written() -> None:
     """Each AS_WRITTEN step and the course's beside it, checked against the float64 reference on its
     family's awkward cases (check.variants: compile-only, it says what it could not run)."""
-    from ..core.check import variants
-    from .prefill import BATCHED, CONVERT
-    from .steps import LOGITS
     for fam in (GEMV, LOGITS, BATCHED, CONVERT):
         variants(fam, as_written_names(fam.name))
 
@@ -362,9 +341,6 @@ def as_written_claims(frames):
     """The lab's claims rows (results.claims: docs/claims.csv judged by the one rule, from the same frames)
     that time the report's before against its after, both as the report writes them, one of them a step of
     AS_WRITTEN: the report's pairs judged on its own kernels."""
-    from ..core.results import claims
-    from .prefill import BATCHED, CONVERT
-    from .steps import LOGITS
     tab = claims("04_gemv", list(frames), [GEMV, LOGITS, BATCHED, CONVERT])
     steps = {w for _, _, w, *_ in AS_WRITTEN} | set(REPORT_OWN)
     pair = [h.split(" at ")[0].split(" vs ") for h in tab["how"]] if len(tab) else []

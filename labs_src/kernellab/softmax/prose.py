@@ -64,8 +64,7 @@ def fp16_said(part) -> str:
         if top is None:
             continue
         fc = results.frac_band(part, top, case)
-        mc = (results.pick(part, top, "median_us", case=case)
-              / results.pick(part, "memcpy x -> y (floor)", "median_us", case=case))
+        mc = results.ratio(part, "memcpy x -> y (floor)", top, case)      # time(top) / time(memcpy)
         same = [n for n in results.select(part, case=case, kind="variant")["name"]      # launchers of the same kernel
                 if n != top and "ablate" not in n and kernel_run(n, case) == kernel_run(top, case)]
         sentences.append(f"at {case} the fastest launcher, {ran_text(top, case)}, reaches **{_fmt(fc.value)}** "

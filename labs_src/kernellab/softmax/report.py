@@ -4,10 +4,13 @@ correctness claims checked in NumPy."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
+from ..core.build import occupancy
 from ..core.device import facts as facts_of
 from ..core.family import FLOOR_TARGET, Family, Target
 from ..core.ncu import NO_COUNTERS, limiter_of
+from ..core.results import checked, claim_measure, devices, one_source, sweep_best, sweep_table, sweep_worst_frac, worst_ratio
 from .reference import CHECK_CASES, SHAPES, SWEEP, bytes_moved, case_key, make_input, reference, tolerance
 from .steps import (BASELINES, BEST, CLUSTER_FROM, FAMILY, NAME, ROW_BLOCK, VARIANTS, cluster11_geometry,
                     cluster_geometry, rows_per_warp_geometry)
@@ -39,9 +42,6 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
     """For each row length measured in `df` (fp32): the model's DRAM passes for `step` beside
     the measured fraction of the copy roof, and the passes that fraction implies (2 / fraction).
     Empty when the frame has no rows of `step` or the device is unknown."""
-    import pandas as pd
-    from ..core.build import occupancy
-    from ..core.results import one_source
     d = one_source(df[(df["name"] == step) & (df["dtype"] == "float32")]) if len(df) else df   # one device
     facts = facts_of(d)
     if d is None or d.empty or not facts:
@@ -62,13 +62,9 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
 
 # ---- every shape at speed: the best step per row length, from 32 to 262144 columns (the sweep) -------------
 
-def _sweep_best(df, lo, hi, kind="variant", names=None):
-    """Per sweep case with lo <= columns <= hi (fp32 and fp16): the fastest step's row (or the
-    fastest of the baselines `names`)."""
-    from ..core.results import best
-    keys = [case_key(s, dt) for s in SWEEP for dt in ("float32", "float16") if lo <= s[1] <= hi]
-    b = best(df, kind, names)
-    return b[b.index.isin(keys)] if len(b) else b
+def _keys(lo, hi):
+    """The sweep's cases with lo <= columns <= hi, fp32 and fp16."""
+    return [case_key(s, dt) for s in SWEEP for dt in ("float32", "float16") if lo <= s[1] <= hi]
 
 
 COPY_FLOOR = "memcpy x -> y (floor)"
@@ -78,23 +74,18 @@ def worst_frac(lo, hi, floor=False):
     """The worst fraction of the copy roof that the best step reaches over the sweep's rows of lo..hi
     columns (fp32 and fp16); floor=True: that of a memcpy of the same bytes (no kernel can do much
     better); NaN when the frame lacks them."""
-    def m(df):
-        b = _sweep_best(df, lo, hi, *(("baseline", [COPY_FLOOR]) if floor else ()))
-        return float(b["frac_copy"].min()) if len(b) else float("nan")
-    return m
+    return lambda df: sweep_worst_frac(df, _keys(lo, hi), *(("baseline", [COPY_FLOOR]) if floor else ()))
 
 
 def worst_vs_torch(df):
     """Worst over the sweep (both dtypes) of time(torch.softmax) / time(best step), with its band."""
-    from ..core.results import worst_ratio
-    return worst_ratio(df, _sweep_best(df, 32, 2 ** 18), "torch.softmax")
+    return worst_ratio(df, sweep_best(df, _keys(32, 2 ** 18)), "torch.softmax")
 
 
 def worst_of_floor(df):
     """Worst over the sweep (both dtypes) of time(memcpy floor) / time(best step): the best step's fraction of
     a copy of the same bytes, with its band."""
-    from ..core.results import worst_ratio
-    return worst_ratio(df, _sweep_best(df, 32, 2 ** 18), COPY_FLOOR)
+    return worst_ratio(df, sweep_best(df, _keys(32, 2 ** 18)), COPY_FLOOR)
 
 
 def kernel_run(step: str, case: str) -> str:
@@ -126,24 +117,16 @@ def ran_text(step: str, case: str) -> str:
 
 def best_per_length(df, full: bool = False):
     """The sweep's fastest step per row length and dtype, the step whose kernel that launcher ran
-    (kernel_run: step 10 below 16385 columns is step 09's dispatch, step 09 past a warp's row is
-    step 05 or 07, so a win between them is a pick within noise between the same kernel), its
-    fraction of the copy roof, time(torch.softmax) / its time (> 1: faster than torch), and its fraction of
-    the floor, time(memcpy of the same bytes) / its time: of the
-    device on screen (the live GPU, else the reference record; every record side by side is
-    results.device_table). full=True: one block of rows per recorded device, with a device column."""
-    import pandas as pd
-    from ..core.results import devices, ratio
+    (kernel_run), its fraction of the copy roof, time(torch.softmax) / its time (> 1: faster than
+    torch), and its fraction of the floor, time(memcpy of the same bytes) / its time: of the device on
+    screen (the live GPU, else the reference record; every record side by side is results.device_table).
+    full=True: one block of rows per recorded device, with a device column."""
     parts = []
     for part in (devices(df) if full else devices(df)[:1]):
-        b = _sweep_best(part, 32, 2 ** 18)
-        if not len(b):
+        out = sweep_table(part, _keys(32, 2 ** 18), "torch.softmax", COPY_FLOOR)
+        if not len(out):
             continue
-        out = b.reset_index()[["case", "name"]]
-        out["kernel that ran"] = [kernel_run(n, c) for c, n in zip(b.index, b["name"])]
-        out[["median_us", "frac_copy"]] = b[["median_us", "frac_copy"]].values
-        out["torch / best"] = [ratio(part, n, "torch.softmax", c) for c, n in zip(b.index, b["name"])]
-        out["of floor"] = [ratio(part, n, COPY_FLOOR, c) for c, n in zip(b.index, b["name"])]
+        out.insert(2, "kernel that ran", [kernel_run(n, c) for c, n in zip(out["case"], out["name"])])
         if full and "device" in part:
             out["device"] = part["device"].iloc[0]
         parts.append(out)
@@ -235,27 +218,28 @@ HOSTILE_ROWS = np.array([[89.0, 0.0, 1.0, 2.0], [1000.0, 999.0, -5.0, 0.0], [88.
                          [-1000.0, -1001.0, -2000.0, -1e30], [3e38, 3e38, 0.0, -3e38]], np.float32)
 
 
+@claim_measure("softmax-002")
 def _exp89(part):
     """001:26: e^89 exceeds the float32 maximum, so x >= 89 gives inf and the naive softmax NaN."""
     with np.errstate(over="ignore"):
         e89 = np.exp(np.float32(89.0))
     nan_rows = int(np.isnan(_naive_f32(HOSTILE_ROWS[:3])).any(axis=-1).sum())
-    from ..core.results import checked
     return checked(bool(np.isinf(e89)) and nan_rows == 3,
                    f"expf(89) = {e89} in float32; naive softmax: NaN in {nan_rows} of 3 rows with x >= 89 (NumPy)")
 
 
+@claim_measure("softmax-003")
 def _safe_fixes(part):
     """001:31: subtracting the row max removes the overflow; what underflows to 0 is harmless (the row
     still sums to 1 and its largest entry is exact)."""
     y = _safe_f32(HOSTILE_ROWS)
     ok = bool(np.isfinite(y).all() and np.allclose(y.sum(-1), 1, atol=1e-6) and (y >= 0).all())
     zeros = int((y == 0).sum())
-    from ..core.results import checked
     return checked(ok, f"safe softmax of {len(y)} hostile rows: all finite, each sums to 1; "
                        f"{zeros} entries underflow to 0 (NumPy float32)")
 
 
+@claim_measure("softmax-028")
 def _combine_never_overflows(part, n: int = 200_000, seed: int = 0):
     """001:365: combine_stats computes expf(a.m - out.m) with out.m = max(a.m, b.m), so the argument
     is <= 0 and the result <= 1: (m, d) pairs merged over hostile maxima never overflow. Two -inf
@@ -269,16 +253,5 @@ def _combine_never_overflows(part, n: int = 200_000, seed: int = 0):
         m = np.maximum(am, bm)
         d = ad * np.exp(am - m) + bd * np.exp(bm - m)
         both_inf = np.exp(np.float32(-np.inf) - np.float32(-np.inf))
-    from ..core.results import checked
     return checked(bool(np.isfinite(d).all() and (d <= ad + bd + 1e-3 * (ad + bd)).all()),
                    f"{n} merges of hostile (m, d) pairs: no inf (NumPy float32); two -inf maxima give {both_inf}")
-
-
-def _register_claims():
-    from ..core.results import claim_measure
-    claim_measure("softmax-002")(_exp89)
-    claim_measure("softmax-003")(_safe_fixes)
-    claim_measure("softmax-028")(_combine_never_overflows)
-
-
-_register_claims()
