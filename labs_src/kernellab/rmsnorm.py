@@ -26,7 +26,6 @@ DEFINES = define(FAMILY, RMS_BLOCK=SEED_BLOCK, RMS_PER_THREAD=PER_THREAD)   # -D
 PATHS = {"float32": ("float32", "float32"), "f32_fp16w": ("float32", "float16"),
          "float16": ("float16", "float16")}
 
-HIDDEN = {"qwen3_8b": 4096, "qwen2.5_7b": 3584, "width_1152": 1152}   # 1152: Qwen3-VL ViT width (its norm is LayerNorm, lab 05)
 SHAPES = {
     "decode_1x4096": (1, 4096),
     "batch4_4096": (4, 4096), "batch16_4096": (16, 4096), "batch64_4096": (64, 4096),
