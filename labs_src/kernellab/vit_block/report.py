@@ -10,11 +10,9 @@ import numpy as np
 from .. import vision as V
 from ..vision.report import REPORT_PATCHES  # noqa: F401  (the face's, and lab 09's: the reports' image)
 from ..core import bench, results
-from ..core.device import ORIN_PEAK_GBPS, is_live
-from ..core.device import torch as _torch
+from ..core.device import ORIN_PEAK_GBPS, is_live, torch as _torch
 from ..core.family import Family, Target
-from ..core.results import NAN, Measured, devices, live_or_recorded, one_source, select
-from ..core.results import ratio as _ratio, ratio_band
+from ..core.results import NAN, Measured, devices, live_or_recorded, one_source, ratio as _ratio, ratio_band, select
 from .engine import Block, Merger, Tower, graph, run, torch_block
 from .reference import FAMILY  # noqa: F401  (core.fingerprint reads the kernels' family here)
 from .reference import (HEAD_DIM, HEADS, HIDDEN, LAYERS, MERGE_IN, MERGE_OUT, MERGER_PLAN, MLP, NAME,
