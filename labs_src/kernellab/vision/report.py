@@ -104,11 +104,8 @@ CALLS_PER_FORWARD = {   # the report's table 3.4 (one ViT forward: 27 layers, 1 
 def with_tflops(df):
     """Patch-embedding results with a TFLOP/s column (2 N K O flops per call)."""
     df = df.copy()
-    if len(df):
-        keys = df["case"].str.split(":").str[1].str.split("x")
-        df["TFLOP/s"] = [2 * int(k[0]) * int(k[1]) * int(k[2]) / t / 1e6 for k, t in zip(keys, df["median_us"])]
-    else:
-        df["TFLOP/s"] = []
+    sizes = [c.split(":")[1].split("x") for c in df.get("case", [])]          # patch_embed:NxKxO:float16
+    df["TFLOP/s"] = [2 * int(n) * int(k) * int(o) / t / 1e6 for (n, k, o), t in zip(sizes, df.get("median_us", []))]
     return df
 
 
