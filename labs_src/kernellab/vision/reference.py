@@ -170,8 +170,7 @@ def ref_pos_embed_interpolate(pos_table, grid_h, grid_w):
     grid_h x grid_w patches (align-corners, Qwen3-VL's fast_pos_embed_interpolate), rows in
     merge-window token order: [grid_h * grid_w, C]."""
     side = int(round(np.sqrt(pos_table.shape[0])))
-    idx, wts = interp_tables(grid_h, grid_w, side)
-    return np.einsum("nk,nkc->nc", wts, _f64(pos_table)[idx])
+    return _pi_ref(pos_table, *interp_tables(grid_h, grid_w, side))
 
 
 def ref_spatial_merge(x, grid_h, grid_w):
