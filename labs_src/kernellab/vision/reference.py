@@ -308,8 +308,7 @@ def _bias_res_input(shape, dtype="float16", values="randn", seed=0):
 
 
 def _qkv_input(shape, dtype="float16", values="randn", seed=0):
-    x, b, _ = _bias_res_input(shape, dtype, values, seed)
-    return x, b
+    return _bias_res_input(shape, dtype, values, seed)[:2]
 
 
 def _pe_input(shape, dtype="float16", values="randn", seed=0):
