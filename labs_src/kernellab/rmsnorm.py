@@ -8,16 +8,14 @@ x is (hidden,) for one decode row (grid 1) or (rows, hidden) for prefill (grid =
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from .core.build import define, kernel
-from .core.bench import MEMCPY, memcpy
-from .core.device import torch_baseline
+from .core.bench import MEMCPY, memcpy, roof_values
+from .core.device import info, torch_baseline
 from .core.family import FLOOR_TARGET, Family, Target
-from .core.launch import launch, variant
-from .core.launch import aligned, out_like, require
-from .core.device import info
+from .core.launch import aligned, launch, out_like, require, variant
+from .core.results import frac_band, pick, ratio_band, sweep_best, sweep_table, sweep_worst_frac, worst_ratio
 
 NAME = "rmsnorm"
 FAMILY = "rmsnorm"
@@ -28,7 +26,6 @@ DEFINES = define(FAMILY, RMS_BLOCK=SEED_BLOCK, RMS_PER_THREAD=PER_THREAD)   # -D
 PATHS = {"float32": ("float32", "float32"), "f32_fp16w": ("float32", "float16"),
          "float16": ("float16", "float16")}
 
-HIDDEN = {"qwen3_8b": 4096, "qwen2.5_7b": 3584, "width_1152": 1152}   # 1152: Qwen3-VL ViT width (its norm is LayerNorm, lab 05)
 SHAPES = {
     "decode_1x4096": (1, 4096),
     "batch4_4096": (4, 4096), "batch16_4096": (16, 4096), "batch64_4096": (64, 4096),
@@ -406,32 +403,27 @@ HIDDEN_KEYS = [case_key(s, p) for s, p in HIDDEN_SWEEP]
 def worst_hidden_frac(df, kind="variant", names=None):
     """The worst fraction of the copy roof that the fastest step (kind="variant") or a baseline
     (kind="baseline", names=[it]: the memcpy floor) reaches over HIDDEN_SWEEP; NaN when the frame lacks them."""
-    from .core.results import sweep_worst_frac
     return sweep_worst_frac(df, HIDDEN_KEYS, kind, names)
 
 
 def worst_hidden_of_floor(df):
     """The worst time(memcpy floor) / time(fastest step) over HIDDEN_SWEEP, with its band (results.ratio_band):
     the fastest step's fraction of a copy of the same bytes, where it is furthest from it."""
-    from .core.results import sweep_best, worst_ratio
     return worst_ratio(df, sweep_best(df, HIDDEN_KEYS), MEMCPY)
 
 
 def hidden_table(df):
     """Per hidden size of HIDDEN_SWEEP: the fastest step, its fraction of the copy roof, torch's
     time over its time, and the memcpy floor's time over its time (its fraction of the floor)."""
-    from .core.results import sweep_table
     return sweep_table(df, HIDDEN_KEYS, "torch rms_norm", MEMCPY)
 
 
 def launch_us(df) -> float:
     """The empty-launch cost of the device df's rows come from (live, or its record)."""
-    from .core.bench import roof_values
     return roof_values(df).get("launch_us", float("nan"))
 
 
 def _targets():
-    from .core.results import frac_band, pick, ratio_band
     c1, c512, c8k = (case_key((r, 4096), "float16") for r in (1, 512, 8192))
     vs_torch = lambda c: lambda df: ratio_band(df, "08_onepass", "torch rms_norm", c)     # noqa: E731
     return (Target("fastest step, worst fraction of the copy roof at 8192 rows, hidden 1024..16384", worst_hidden_frac,

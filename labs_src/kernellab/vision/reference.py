@@ -170,8 +170,7 @@ def ref_pos_embed_interpolate(pos_table, grid_h, grid_w):
     grid_h x grid_w patches (align-corners, Qwen3-VL's fast_pos_embed_interpolate), rows in
     merge-window token order: [grid_h * grid_w, C]."""
     side = int(round(np.sqrt(pos_table.shape[0])))
-    idx, wts = interp_tables(grid_h, grid_w, side)
-    return np.einsum("nk,nkc->nc", wts, _f64(pos_table)[idx])
+    return _pi_ref(pos_table, *interp_tables(grid_h, grid_w, side))
 
 
 def ref_spatial_merge(x, grid_h, grid_w):
@@ -184,11 +183,12 @@ def ref_spatial_merge(x, grid_h, grid_w):
 
 
 def _rotate(x, cos, sin):
-    """Rotate-half on the last axis with per-token cos/sin [N, D/2] (x: [N, H, D])."""
+    """Rotate-half on the last axis (x: [N, H, D]) with per-token tables [N, D/2] (one angle per pair) or [N, D]
+    (the seed's: out[d] = x[d] cos[d] - x[d + D/2] sin[d], out[d + D/2] = x[d + D/2] cos[d + D/2] + x[d] sin[d + D/2])."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
-    c, s = cos[:, None, :], sin[:, None, :]
-    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+    c, s = cos[:, None, :], sin[:, None, :]          # [..., :half] and [..., -half:]: all of a [N, D/2] table
+    return np.concatenate([x1 * c[..., :half] - x2 * s[..., :half], x2 * c[..., -half:] + x1 * s[..., -half:]], axis=-1)
 
 
 def _split_rope_ref(qkv, cos, sin, heads):
@@ -308,8 +308,7 @@ def _bias_res_input(shape, dtype="float16", values="randn", seed=0):
 
 
 def _qkv_input(shape, dtype="float16", values="randn", seed=0):
-    x, b, _ = _bias_res_input(shape, dtype, values, seed)
-    return x, b
+    return _bias_res_input(shape, dtype, values, seed)[:2]
 
 
 def _pe_input(shape, dtype="float16", values="randn", seed=0):
@@ -371,24 +370,10 @@ def rope_tables_f16(grid_h, grid_w, head_dim=HEAD_DIM):
     return np.cos(a).astype(F16), np.sin(a).astype(F16)
 
 
-def _rotate_full(x, cos, sin):
-    """Rotate-half with per-token tables [N, D] (x: [N, H, D]): out[d] = x[d] cos[d] - x[d + D/2] sin[d],
-    out[d + D/2] = x[d + D/2] cos[d + D/2] + x[d] sin[d + D/2], each table value as given."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    c, s = cos[:, None, :], sin[:, None, :]
-    return np.concatenate([x1 * c[..., :half] - x2 * s[..., :half], x2 * c[..., half:] + x1 * s[..., half:]], axis=-1)
-
-
 def _sr16_ref(qkv, cos, sin):
     """The float64 split + RoPE + transpose of steps 34 / 35: qkv [N, 3 H D], fp16 tables cos, sin
     [N, D] used as they are (their fp16 rounding is part of the input) -> (q, k, v) [H, N, D]."""
-    N, D = cos.shape
-    H = qkv.shape[1] // (3 * D)
-    parts = _f64(qkv).reshape(N, 3, H, D)
-    with np.errstate(invalid="ignore", over="ignore"):
-        q, k = (_rotate_full(parts[:, j], _f64(cos), _f64(sin)) for j in (0, 1))
-    return tuple(np.ascontiguousarray(a.transpose(1, 0, 2)) for a in (q, k, parts[:, 2]))
+    return _split_rope_ref(qkv, _f64(cos), _f64(sin), qkv.shape[1] // (3 * cos.shape[1]))
 
 
 def _sr16_input(shape, dtype="float16", values="randn", seed=0):

@@ -8,10 +8,13 @@ import re
 import numpy as np
 
 from .ablation import ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE
-from .reference import FAMILY, ref_gelu, ref_gelu_erf
-from .steps import GELU
-from ..core import results
-from ..core.family import FLOOR_TARGET
+from .embed import POS_INTERP, SPATIAL_MERGE
+from .layout import SPLIT_ROPE, TRANSPOSE
+from .reference import FAMILY, HEAD_DIM, HEADS, TOKENS, ref_gelu, ref_gelu_erf
+from .seed import SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD
+from .steps import BIAS_GELU, BIAS_RESIDUAL, GELU, GELU_ERF, LAB01_SOFTMAX, LAYERNORM, QKV_BIAS
+from ..core import build, check, device, ncu, results
+from ..core.family import FLOOR_TARGET, Target
 from ..core.ncu import NO_COUNTERS
 
 
@@ -62,7 +65,6 @@ _F32_OP = re.compile(r"^(fma|mul|add|sub|neg|div|rcp|ex2|tanh|abs|min|max)(\.\w+
 def f32_ops(step, arch="sm_90", extra=()) -> dict:
     """{opcode: count} of the f32 arithmetic instructions in a step's PTX (fma, mul, add, sub, neg,
     ...; rounding and .ftz suffixes dropped), as built (extra: more NVRTC options, e.g. a -D)."""
-    from ..core import build
     out: dict = {}
     for ln in build.ptx(FAMILY, step, arch, extra=tuple(extra)):
         if m := _F32_OP.match(ln):
@@ -102,22 +104,18 @@ CALLS_PER_FORWARD = {   # the report's table 3.4 (one ViT forward: 27 layers, 1 
 def with_tflops(df):
     """Patch-embedding results with a TFLOP/s column (2 N K O flops per call)."""
     df = df.copy()
-    if len(df):
-        keys = df["case"].str.split(":").str[1].str.split("x")
-        df["TFLOP/s"] = [2 * int(k[0]) * int(k[1]) * int(k[2]) / t / 1e6 for k, t in zip(keys, df["median_us"])]
-    else:
-        df["TFLOP/s"] = []
+    sizes = [c.split(":")[1].split("x") for c in df.get("case", [])]          # patch_embed:NxKxO:float16
+    df["TFLOP/s"] = [2 * int(n) * int(k) * int(o) / t / 1e6 for (n, k, o), t in zip(sizes, df.get("median_us", []))]
     return df
 
 
 def raised_note(part, name: str, case: str, roof: str = "copy") -> str:
     """Where the record of `part`'s device raised its `roof` to this very row (meta.json's roofs_raised_by),
     the sentence that says its fraction is 1.00 by construction; else ''."""
-    from ..core.device import recorded_meta
     if part is None or not len(part) or "device" not in part or (part["source"] == "live").any():
         return ""
     dev = part["device"].iloc[0]
-    raised = [m.get("roofs_raised_by", {}).get(f"{roof}_gbps", "") for m in recorded_meta().values()
+    raised = [m.get("roofs_raised_by", {}).get(f"{roof}_gbps", "") for m in device.recorded_meta().values()
               if m.get("device") == dev]
     return (f" (this record's {roof} roof was raised to this very row, so its 1.00 holds by construction: the "
             "row beat every roof kernel lab 00 ran, and says nothing of headroom)"
@@ -127,11 +125,10 @@ def raised_note(part, name: str, case: str, roof: str = "copy") -> str:
 def raised_said(part) -> str:
     """Which row, if any, the record on screen raised its copy roof to, and what that means for this lab's
     fractions (results.each_device)."""
-    from ..core.device import recorded_meta
     if part is None or not len(part) or (part["source"] == "live").any():
         return "The copy roof here is this GPU's, measured live by lab 00's kernels in this process."
     dev = part["device"].iloc[0]
-    by = next((m.get("roofs_raised_by", {}).get("copy_gbps") for m in recorded_meta().values()
+    by = next((m.get("roofs_raised_by", {}).get("copy_gbps") for m in device.recorded_meta().values()
                if m.get("device") == dev), None)
     if not by:
         return f"The copy roof of this record is lab 00's own ({results.source(part)})."
@@ -152,7 +149,6 @@ def _roof(df, name: str, case: str, target: float | None = None) -> str:
 # the notebook's own (shown beside the call); `say_*` prints.
 def say_barriers() -> None:
     """Block barriers (`bar.sync`) per row in the PTX of LayerNorm steps 01, 02 and 03."""
-    from ..core import build
     b = {s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in
          ("01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}
     results.say(f"Block barriers per row in the compiled code: step 01 **{b['01_layernorm_scalar_tree']}**, "
@@ -212,7 +208,6 @@ def say_gelu(gl, cg, fmaf) -> None:
 
 def say_bias_gelu(bg, abl_bg, n) -> None:
     """bias + GELU 07 → 08, 09 → 25 and its second vector alone (abl_bg), the fastest at n × 4304."""
-    from .steps import BIAS_GELU
     cb = BIAS_GELU.case_key((n, 4304))
     results.each_device(bg, lambda g, a: (
         results.summary(g, "08_bias_gelu_vec8", "07_bias_gelu_half2", prov=False).rstrip(".")
@@ -306,7 +301,6 @@ def say_split_rope(sr, csr) -> None:
 
 def say_transpose(tr, ct, ct4) -> None:
     """Transpose back: the report's 31 → 29, the course's 21 → 22 → 28 → 30, the default and fastest."""
-    from .layout import TRANSPOSE
     best = TRANSPOSE.default["float16"]
     results.each_device(tr, lambda g: (
         "The report's pair as it writes it (input order): "
@@ -325,7 +319,6 @@ def say_transpose(tr, ct, ct4) -> None:
 
 def say_softmax(sx, cx1, cx4) -> None:
     """The vision softmax (step 23) against lab 01's best fp16 step at N = 1024 (cx1) and 4096 (cx4), and torch."""
-    from .steps import LAB01_SOFTMAX
     results.say("N = 1024: " + results.compare_text(sx, LAB01_SOFTMAX, "23_softmax_half2_shfl", cx1)
                 + "; N = 4096: " + results.compare_text(sx, LAB01_SOFTMAX, "23_softmax_half2_shfl", cx4)
                 + ". Against torch at N = 4096: " + results.compare_text(sx, "23_softmax_half2_shfl", "torch.softmax", cx4)
@@ -336,25 +329,18 @@ def say_softmax(sx, cx1, cx4) -> None:
 # merge's plain copy, whose fraction is their floor (a target the copy misses is out of reach there) ----------
 
 FLOOR_COPY = "torch copy_ (view)"      # the merge's plain copy of 16384 x 1152 halves: the targets' floor
+FLOOR_CASE = SPATIAL_MERGE.case_key((max(TOKENS), 1152))      # its case: the floor of the same bytes
 
 
 def _targets():
-    from ..core.family import Target
-    from .embed import SPATIAL_MERGE
-    from .layout import SPLIT_ROPE, TRANSPOSE
-    from .reference import TOKENS
-    from .steps import BIAS_GELU, BIAS_RESIDUAL, LAYERNORM, QKV_BIAS
     n = max(TOKENS)
     frac = lambda c: lambda df: results.frac_band(df, results.fastest(df, c), c)                      # noqa: E731
-    floor = lambda df: results.frac_band(df, "torch copy_ (view)", SPATIAL_MERGE.case_key((n, 1152)))  # noqa: E731
+    floor = lambda df: results.frac_band(df, FLOOR_COPY, FLOOR_CASE)                                   # noqa: E731
     goals = [(LAYERNORM, (n, 1152), 0.9, floor), (GELU, (n, 4304), 0.9, None), (BIAS_GELU, (n, 4304), 0.9, None),
              (BIAS_RESIDUAL, (n, 1152), 0.9, None), (QKV_BIAS, (n, 3456), 0.9, None),
              (SPATIAL_MERGE, (n, 1152), 0.9, floor), (TRANSPOSE, (16, n, 72), 0.9, floor),
              (SPLIT_ROPE, (128, 128, 16, 72), 0.8, None)]
-    from .seed import TRANSPOSE_TOKEN_HEAD
-    from .steps import GELU_ERF
-    fc = SPATIAL_MERGE.case_key((n, 1152))          # the copy of n x 1152 halves: the floor of the same bytes
-    of_floor = lambda c: lambda df: results.ratio_band(df, results.fastest(df, c), FLOOR_COPY, c, slow_case=fc)  # noqa: E731
+    of_floor = lambda c: lambda df: results.ratio_band(df, results.fastest(df, c), FLOOR_COPY, c, slow_case=FLOOR_CASE)  # noqa: E731
     same_bytes = [(LAYERNORM, (n, 1152)), (SPATIAL_MERGE, (n, 1152)), (TRANSPOSE, (16, n, 72)),
                   (TRANSPOSE_TOKEN_HEAD, (n, 16, 72)), (GELU_ERF, (n * 1152 // 4608, 4608))]
     return [Target(f"{f.op}: the fastest step at {f.case_key(s).split(':')[1]}, fraction of the copy roof",
@@ -394,14 +380,11 @@ REPORT_PATCHES = 500_000 // (16 * 16)     # the report's image: --max-pixel 5000
 
 
 def _as_written_families() -> dict:
-    from .layout import SPLIT_ROPE, TRANSPOSE
-    from .seed import SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD
     return {f.op: f for f in (TRANSPOSE, TRANSPOSE_TOKEN_HEAD, SPLIT_ROPE, SPLIT_ROPE_F16)}
 
 
 def _shape(op, n):
     """The lab's shape of an op at n tokens (the split's a square grid of patches)."""
-    from .reference import HEAD_DIM, HEADS
     side = int(round(n ** 0.5))
     return {"transpose": (HEADS, n, HEAD_DIM), "transpose_token_head": (n, HEADS, HEAD_DIM),
             "split_rope": (side, side, HEADS, HEAD_DIM), "split_rope_f16tab": (side, side, HEADS, HEAD_DIM)}[op]
@@ -410,10 +393,9 @@ def _shape(op, n):
 def check_as_written() -> None:
     """Each AS_WRITTEN step and the course's beside it, checked against the float64 reference on its family's
     awkward cases (check.variants: compile-only, it says what it could not run)."""
-    from ..core.check import variants
     fams = _as_written_families()
     for op in dict.fromkeys(o for row in AS_WRITTEN for o in (row[3], row[5])):
-        variants(fams[op], list(dict.fromkeys(s for row in AS_WRITTEN for s, o in ((row[2], row[3]), (row[4], row[5]))
+        check.variants(fams[op], list(dict.fromkeys(s for row in AS_WRITTEN for s, o in ((row[2], row[3]), (row[4], row[5]))
                                               if o == op)))
 
 
@@ -422,7 +404,6 @@ def as_written(frames):
     to the report's image, at most REPORT_PATCHES patches), from the frames on screen (the device that speaks
     first): each one's time and the course's, time(as written) / time(course's) and the noise rule's word."""
     import pandas as pd
-    from .reference import TOKENS
     d = results.one_source(pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True))
     fams = _as_written_families()
     rows = []
@@ -452,7 +433,6 @@ def as_written_claims(res):
 def say_as_written(tab, claims_tab) -> None:
     """as_written's table read out by the noise rule; why the report's own figures cannot be set beside these
     times; and the report's pairs on its own kernels (as_written_claims) by verdict."""
-    from ..core.device import is_live
     if tab.empty or tab["noise rule"].eq("not recorded here yet").all():
         results.say("Not measured here and not recorded yet: a GPU (or `make bench`) times the report's kernels.")
         return
@@ -462,7 +442,7 @@ def say_as_written(tab, claims_tab) -> None:
         said.append(f"{word} at {len(at)} of {len(tab)}" + ("" if word in ("within noise", "not recorded here yet") else
                     f" ({', '.join(f'`{w}` → `{c}` at {n} tokens' for w, c, n in pairs)})"))
     results.say("The report's kernels as written against the course's: " + "; ".join(said) + ". "
-                + ("" if is_live() else "The checks above ran the NumPy reference only (no GPU here); "
+                + ("" if device.is_live() else "The checks above ran the NumPy reference only (no GPU here); "
                    "`tests/test_vision.py` runs the kernels as written on the CPU (core.emulate) against it. ")
                 + "The report gives no time for these kernels (its \"4×\" is the bytes per thread, 4 → 16, not a "
                 f"measurement), so there is no Orin figure to set beside them; its image had at most {REPORT_PATCHES:,} "
@@ -488,17 +468,12 @@ SAME_BYTES_AS_FLOOR = ("03_layernorm_warp_vec8", "30_gelu_erf_vec8", "33_transpo
 
 
 def _limit_families() -> tuple:
-    from .embed import POS_INTERP
-    from .layout import SPLIT_ROPE
-    from .seed import TRANSPOSE_TOKEN_HEAD
-    from .steps import GELU_ERF, LAYERNORM
     return LAYERNORM, GELU_ERF, SPLIT_ROPE, TRANSPOSE_TOKEN_HEAD, POS_INTERP
 
 
 def _ncu_device():
     """The GPU the vision limiter readings were recorded on (None when there are none)."""
-    from ..core.device import load_recorded
-    rec = load_recorded("ncu")
+    rec = device.load_recorded("ncu")
     rec = rec[rec["family"] == FAMILY] if len(rec) else rec
     return results.one_source(rec)["device"].iloc[0] if len(rec) else None
 
@@ -508,18 +483,15 @@ def vision_limits_text(lims, res=None) -> str:
     copy's bytes, that copy's (both from `res`, on the readings' GPU only: none where res has no row there),
     its DRAM, occupancy, registers and issue slots, and the one rule's verdict. lims: results.limiters of
     each of _limit_families() in order (None where nothing is recorded)."""
-    from .embed import SPATIAL_MERGE
-    from .reference import TOKENS
     lims = list(lims) if lims is not None else [None] * len(_limit_families())
     if all(t is None for t in lims):
         return NO_COUNTERS
     d = on_ncu_device(res)
-    fc = SPATIAL_MERGE.case_key((max(TOKENS), 1152))
     out = []
     for fam, lim in zip(_limit_families(), lims):
         step, shape, dt, _ = fam.limiter_cases()[0]
         case = fam.case_key(shape, dt)
-        floor = (lambda d, s, c: results.ratio_band(d, s, FLOOR_COPY, c, slow_case=fc)) \
+        floor = (lambda d, s, c: results.ratio_band(d, s, FLOOR_COPY, c, slow_case=FLOOR_CASE)) \
             if step in SAME_BYTES_AS_FLOOR else None     # time(the copy of its bytes) / time(step), with its band
         out.append(limit_bullet(lim, step, case, d, floor, f"`{FLOOR_COPY}` of the same bytes"))
     return "\n".join(out)
@@ -529,7 +501,6 @@ def limit_bullet(lim, step: str, case: str, d, floor=None, floor_is: str = "") -
     """One bullet of a limiter reading: the step at `case`, its fraction of the copy roof and, with floor
     (d, step, case) -> Measured, of its floor (`floor_is`) from the frame `d` (none where d has no row), its
     DRAM, occupancy, registers and issue slots, and the one counter rule's verdict."""
-    from ..core.ncu import limiter_of
     col = f"{step} @ {case}"
     if lim is None or col not in lim.columns:
         return f"* `{step}` at {case.split(':')[1]}: " + NO_COUNTERS
@@ -540,7 +511,7 @@ def limit_bullet(lim, step: str, case: str, d, floor=None, floor_is: str = "") -
             + (f" and **{fl.value:.2f}** of its floor, {floor_is} (band {fl.lo:.2f}–{fl.hi:.2f}; target ≥ "
                f"{FLOOR_TARGET:g}: {results.target_outcome(fl, FLOOR_TARGET)})" if fl is not None and fl.ok else ""))
     return (f"* `{step}` at {case.split(':')[1]}{frac}: DRAM {v(DRAM):.0f}% busy, {v(OCC):.0f}% occupancy "
-            f"({v('registers per thread'):.0f} registers a thread), issue slots {v(ISS):.0f}%: {limiter_of(lim, col)}.")
+            f"({v('registers per thread'):.0f} registers a thread), issue slots {v(ISS):.0f}%: {ncu.limiter_of(lim, col)}.")
 
 
 def on_ncu_device(res):
@@ -555,14 +526,10 @@ def on_ncu_device(res):
 def say_beyond(res) -> None:
     """Steps 38 and 39 against the steps they change (30 and 38), by the noise rule, at the case the limiters
     read, and each one's fraction of its floor (the copy of the same bytes)."""
-    from .embed import SPATIAL_MERGE
-    from .reference import TOKENS
-    from .steps import GELU_ERF
-    fc = SPATIAL_MERGE.case_key((max(TOKENS), 1152))
     case = GELU_ERF.case_key(*GELU_ERF.limiter_cases()[0][1:3])
     out = []
     for new, old in (("38_gelu_erf_vec8_x2", "30_gelu_erf_vec8"), ("39_gelu_erfc_poly", "38_gelu_erf_vec8_x2")):
-        fl = results.ratio_band(res, new, FLOOR_COPY, case, slow_case=fc)
+        fl = results.ratio_band(res, new, FLOOR_COPY, case, slow_case=FLOOR_CASE)
         out.append(results.compare_text(res, new, old, case) + (
             f": **{fl.value:.2f}** of its floor (band {fl.lo:.2f}–{fl.hi:.2f}; target ≥ {FLOOR_TARGET:g}: "
             f"{results.target_outcome(fl, FLOOR_TARGET)})" if fl.ok else ""))

@@ -10,16 +10,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import vision as V
+from ..vision.reference import EPS, HEAD_DIM, HEADS, HIDDEN, LAYERS, MLP, PATCH_DIM, POS_SIDE as POS_GRID  # noqa: F401
 
 NAME = "vit_block"
 FAMILY = "vision"
-HIDDEN, HEADS, HEAD_DIM, MLP, LAYERS = 1152, 16, 72, 4304, 27
 QKV = 3 * HIDDEN
-PATCH_DIM = 1536                 # 3 channels x 2 frames x 16 x 16
 MERGE_IN, MERGE_OUT = 4 * HIDDEN, 4096
-POS_GRID = 48                    # the learned 48 x 48 position table (2304 positions)
 DEEPSTACK = (8, 16, 24)          # blocks whose outputs also feed a DeepStack merger
-EPS = 1e-6
 SCALE = 1.0 / math.sqrt(HEAD_DIM)
 U_FP16 = 2.0 ** -11              # fp16 unit roundoff (round to nearest)
 

@@ -8,12 +8,11 @@ import math
 import numpy as np
 
 from .. import vision as V
+from ..vision.report import REPORT_PATCHES  # noqa: F401  (the face's, and lab 09's: the reports' image)
 from ..core import bench, results
-from ..core.device import ORIN_PEAK_GBPS, is_live
-from ..core.device import torch as _torch
+from ..core.device import ORIN_PEAK_GBPS, is_live, torch as _torch
 from ..core.family import Family, Target
-from ..core.results import NAN, Measured, devices, live_or_recorded, one_source, select
-from ..core.results import ratio as _ratio, ratio_band
+from ..core.results import NAN, Measured, devices, live_or_recorded, one_source, ratio as _ratio, ratio_band, select
 from .engine import Block, Merger, Tower, graph, run, torch_block
 from .reference import FAMILY  # noqa: F401  (core.fingerprint reads the kernels' family here)
 from .reference import (HEAD_DIM, HEADS, HIDDEN, LAYERS, MERGE_IN, MERGE_OUT, MERGER_PLAN, MLP, NAME,
@@ -259,8 +258,7 @@ def tokens_per_s(gt):
 
 
 def _band(g, **eq):             # (median, p10, p90, host µs) of the one row of g matching eq, or None
-    for k, v in eq.items():
-        g = g[g[k] == v]
+    g = select(g, **eq)
     return tuple(float(g[c].iloc[0]) for c in ("median_us", "p10_us", "p90_us", "host_us")) if len(g) else None
 
 
@@ -351,9 +349,6 @@ def graph_table(gr, bd=None):
     return pd.DataFrame(rows)
 
 
-REPORT_PATCHES = 500_000 // (16 * 16)     # the reports' image: --max-pixel 500000, 16 x 16 patches
-
-
 def _graph_speedup(df, what="block", n=256):
     gt = graph_table(df[df["section"] == "graph"], df[df["section"] == "breakdown"]) if len(df) else df
     sel = gt[(gt["what"] == what) & (gt["N"] == n)] if len(gt) else gt
@@ -392,7 +387,6 @@ VIT_BLOCK = Family(name=NAME, kernels="vision", record=record, shapes={f"N={n}":
 def say_drawings(as_report, as_model, tanh_erf) -> None:
     """How far the main merger's output moves between the report's drawing and the model's, against
     the merger's fp16 bound and the tanh/erf GELU gap (tanh_erf: vision.gelu_tanh_vs_erf())."""
-    from .reference import error_bound, rel_err
     d = rel_err(as_report, as_model)
     results.say(f"The main merger's output moves by **{d:.1e}** (normwise, relative) between the drawings, "
                 f"{d / error_bound(len(MERGER_PLAN)):.2f}× the fp16 storage bound of the merger alone: the tanh and "
@@ -405,14 +399,11 @@ def speed_table(bt, ns=(256, 1024, 4096)):
     """Per N: our block against the torch eager block, with and without SDPA, and our attention against SDPA
     (ratios above 1: ours is faster), from the block times bt."""
     import pandas as pd
-    rows = []
-    for n in ns:
-        rows.append({"N": n,
-                     "ours vs torch eager": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block", n),
-                     "ours vs torch + SDPA": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block (SDPA)", n),
-                     "our attention vs SDPA": ratio(bt, "attention: cuBLAS + softmax kernel",
-                                                    "torch F.scaled_dot_product_attention", n)})
-    return pd.DataFrame(rows).round(2)
+    return pd.DataFrame([{"N": n,
+                          "ours vs torch eager": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block", n),
+                          "ours vs torch + SDPA": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block (SDPA)", n),
+                          "our attention vs SDPA": ratio(bt, "attention: cuBLAS + softmax kernel",
+                                                         "torch F.scaled_dot_product_attention", n)} for n in ns]).round(2)
 
 
 def differ_sentence(p, b) -> str:
