@@ -27,7 +27,7 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "attention/ablation.py": "lab 07's one-change-per-step ablations of decode 04 -> 05, prefill 12 -> 13",
     K + "decoder/fit.py": "lab 08 fits the learner's GPU: sizes 0.6B-14B, bytes per path, check_fits (issue 36 item 4)",
     K + "vision/seed.py": "the seed's layout kernels in the seed's forms: steps 32-35 (issue 34 item 5)",
-    K + "vision/reference.py::rope_tables_f16,_rotate_full,_sr16_ref,_sr16_input,ref_transpose_token_head,_th_input":
+    K + "vision/reference.py::rope_tables_f16,_sr16_ref,_sr16_input,ref_transpose_token_head,_th_input":
         "the float64 references and inputs of those seed-form kernels (issue 34 item 5)",
     K + "core/emulate.py": "compile-only grading runs the learner's kernel on the CPU (issue 35 item 5)",
     K + "core/fingerprint.py": "records know what they timed: fingerprints of kernel slices and launchers",
