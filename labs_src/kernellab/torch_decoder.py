@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core.family import Family, Target
-from .core.results import print_once
+from .core.results import one_source, pick, print_once, ratio_band
 from .decoder import QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, step_name, token_steps
 from .torch_models import (  # noqa: F401
     WIDE, TorchQwen3, gpu_check, transformers_check, transformers_model, transformers_on_gpu, transformers_step,
@@ -84,8 +84,6 @@ VS_COMPILED = 1.3       # issue 38: the token step at least 1.3x the torch.compi
 def _vs(name, context=512, floor=False):
     """time(baseline) / time(our step) at `context`; floor=True: with our step at the read roof
     (its time x its fraction of the roof): the most any decoder could score against this baseline."""
-    from .core.results import pick, ratio_band
-
     def m(df):
         if not floor:
             return ratio_band(df, OURS, name, ctx_case(context))
@@ -179,10 +177,7 @@ def say_ttft(pt) -> None:
 
 
 def _ttft_vs(n):
-    def m(df):
-        from .core.results import ratio_band
-        return ratio_band(df, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}")
-    return m
+    return lambda df: ratio_band(df, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}")
 
 
 PREFILL = Family(
@@ -190,7 +185,6 @@ PREFILL = Family(
     targets=tuple(Target(f"time to first token, transformers (sdpa) / ours, prompt {n}", _ttft_vs(n), 1.0)
                   for n in PROMPTS),
     about="Qwen3-8B fp16 time to the first token: prompts of 16, 512 and 4096 tokens")
-
 
 
 # ---- every size: tokens/s per model and path (make bench: decoder_sizes.csv) ---------------------------------------
@@ -265,29 +259,21 @@ def sizes_table(sz):
     """One row per (model, path) of the device on screen: tokens/s of our graph step, its fraction of the
     read roof, its floor's tokens/s (the most any decoder could do here), and transformers' tokens/s."""
     import pandas as pd
+    d = one_source(sz) if sz is not None and len(sz) else None
     rows = []
-    for d in _one_device(sz):
-        for model in dict.fromkeys(d["model"]):
-            m = d[d["model"] == model]
-            tf_ = m[m["name"] == size_name(model, TRANSFORMERS)]["tokens/s"]
-            for path in dict.fromkeys(m["path"].dropna()):
-                ours = m[m["name"] == size_name(model, f"{path} (graph)")]
-                floor = m[m["name"].str.endswith(f"{path} read-only floor (graph)")]
-                if len(ours):
-                    rows.append({"model": model, "path": path, "tokens/s": float(ours["tokens/s"].iloc[0]),
-                                 "frac_read": float(ours["frac_read"].iloc[0]),
-                                 "floor tokens/s": float(floor["tokens/s"].iloc[0]) if len(floor) else float("nan"),
-                                 "transformers tokens/s (fp16)": float(tf_.iloc[0]) if len(tf_) else float("nan"),
-                                 "device": d["device"].iloc[0], "source": d["source"].iloc[0]})
+    for model in (dict.fromkeys(d["model"]) if d is not None and len(d) else ()):
+        m = d[d["model"] == model]
+        tf_ = m[m["name"] == size_name(model, TRANSFORMERS)]["tokens/s"]
+        for path in dict.fromkeys(m["path"].dropna()):
+            ours = m[m["name"] == size_name(model, f"{path} (graph)")]
+            floor = m[m["name"].str.endswith(f"{path} read-only floor (graph)")]
+            if len(ours):
+                rows.append({"model": model, "path": path, "tokens/s": float(ours["tokens/s"].iloc[0]),
+                             "frac_read": float(ours["frac_read"].iloc[0]),
+                             "floor tokens/s": float(floor["tokens/s"].iloc[0]) if len(floor) else float("nan"),
+                             "transformers tokens/s (fp16)": float(tf_.iloc[0]) if len(tf_) else float("nan"),
+                             "device": d["device"].iloc[0], "source": d["source"].iloc[0]})
     return pd.DataFrame(rows)
-
-
-def _one_device(df):
-    """The frame of the device on screen (results.one_source: the live GPU, or the reference record), as a
-    one-item list; none if empty."""
-    from .core.results import one_source
-    part = one_source(df) if df is not None and len(df) else None
-    return [part] if part is not None and len(part) else []
 
 
 SIZES = Family(name=SIZES_NAME, kernels="decoder", roof="read", record=lambda: measure_sizes(),
