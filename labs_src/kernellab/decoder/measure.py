@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from .. import gemv as G
 from ..core.family import Family, Target
+from ..core.results import Measured, live_or_recorded, pick, ratio_band
 from .bytes_model import bytes_per_token
 from .config import Config, DECODER_NAME, FAMILY, PATHS, QWEN3_8B
 from .engine import FUSE_SWAPS, Decoder, GpuOps
@@ -157,7 +158,6 @@ def gap(df, path: str = "float16", context: int = SWAP_CONTEXT):
     """Where the token's gap to its read-only floor goes, from the frame on screen: per left-out op, the token's
     time without it, what it costs (µs a token) and its share of the gap (step - floor). A DataFrame."""
     import pandas as pd
-    from ..core.results import pick
     case = ctx_case(context)
     step, floor = (pick(df, n, "median_us", case=case) for n in (step_name(path, "graph"), floor_name(path)))
     rows = [{"left out": ops, "token µs": t, "cost µs": step - t, "share of the gap": (step - t) / (step - floor)}
@@ -194,7 +194,6 @@ def amdahl(df, swaps=SWAPS, context: int = SWAP_CONTEXT):
     the after step, and the end-to-end gain time(before) / time(after) with its band. Returns
     (table, {claim id: Measured}) for results.claims."""
     import pandas as pd
-    from ..core.results import pick, ratio_band
     rows, measured = [], {}
     for sw in swaps:
         b, a = (pick(df, sw.name(w), "median_us", case=ctx_case(context)) for w in ("before", "after"))
@@ -213,7 +212,6 @@ RECORD_PATHS, RECORD_CONTEXTS = PATHS, (1, 512, 4096)
 
 def measure_tokens_per_s(**kw):
     """tokens/s live (tokens_per_s), or recorded rows from decoder.csv, or a loud skip: the one switch."""
-    from ..core.results import live_or_recorded
     return live_or_recorded(DECODER_NAME, "tokens/s of the Qwen3-8B token step, eager and CUDA-graphed, "
                             "with the fraction of the read roof the bytes model implies",
                             lambda: tokens_per_s(**kw))
@@ -229,7 +227,6 @@ def _record():
 def _frac(path, context, mode="graph", floor=False):
     """A target's measure: the step's fraction of the read roof at one context, with its band
     (floor=True: the read-only floor's, the most the step's could be)."""
-    from ..core.results import Measured, pick
     def m(df):
         name, case = floor_name(path) if floor else step_name(path, mode), ctx_case(context)
         f, t, lo, hi = (pick(df, name, c, case=case) for c in ("frac_read", "median_us", "p10_us", "p90_us"))
@@ -239,14 +236,12 @@ def _frac(path, context, mode="graph", floor=False):
 
 def _speedup(path, context, mode="graph", floor=False):
     """time(fp16 step) / time(path's step); floor=True: the same of the two read-only floors."""
-    from ..core.results import ratio_band
     name = floor_name if floor else (lambda p: step_name(p, mode))
     return lambda df: ratio_band(df, name(path), name("float16"), ctx_case(context))
 
 
 def _of_floor(path, context):
     """time(read-only floor) / time(step) on one path, with its band: how close the step is to its floor."""
-    from ..core.results import ratio_band
     return lambda df: ratio_band(df, step_name(path, "graph"), floor_name(path), ctx_case(context))
 
 
@@ -270,7 +265,6 @@ def token_steps(name: str):
 
 
 def _host(df):
-    from ..core.results import pick
     return pick(df, step_name("float16", "graph"), "host_us", case=ctx_case(512))
 
 
