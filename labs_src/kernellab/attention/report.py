@@ -461,16 +461,15 @@ def orin_decode_model(dec=None, lengths=DEC_LENGTHS, gbps=ORIN_GBPS, bound=0.5):
 def fp32_peak_gflops(device: str) -> float:
     """Lab 00's recorded fp32 FMA peak (GFLOP/s) of one device, NaN when not recorded."""
     from ..core.store import load_recorded
-    m = load_recorded("measuring")
-    r = m[(m["quantity"] == "fp32 FMA peak") & (m["device"] == device)] if m is not None and len(m) else ()
+    r = select(load_recorded("measuring"), quantity="fp32 FMA peak", device=device)
     return float(r["value"].iloc[0]) if len(r) else float("nan")
 
 
 def row_step_text(pf, n=4096) -> str:
     """Step 11 (CUDA cores) at N = n on pf's first device: its TFLOP/s against lab 00's fp32 FMA peak."""
-    d = one_source(pf) if pf is not None and len(pf) else None
-    t = pick(d, "11_row", "median_us", case=pf_case_key((PF_HEADS, n), "float16")) if d is not None and len(d) else None
-    if t is None or t != t:
+    d = one_source(pf)
+    t = pick(d, "11_row", "median_us", case=pf_case_key((PF_HEADS, n), "float16"))
+    if t != t:
         return f"**11**: not measured at N = {n} here and not recorded yet."
     tf, peak = prefill_flops(n) / t / 1e6, fp32_peak_gflops(d["device"].iloc[0]) / 1e3
     said = f"**11**: at N = {n} it runs **{tf:.1f} TFLOP/s**"

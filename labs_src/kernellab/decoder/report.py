@@ -214,12 +214,9 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
 def alone_us(stem: str, name: str, case: str, device: str, warm: bool = True) -> float:
     """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded and `warm`,
     else flushed; NaN when that record has no such row on `device`."""
-    r = load_recorded(stem)
-    r = r[(r["device"] == device) & (r["name"] == name) & (r["case"] == case)] if r is not None and len(r) else None
-    if r is None or r.empty:
-        return float("nan")
-    w = r["warm_us"].iloc[0] if warm and "warm_us" in r else float("nan")
-    return float(w if w == w else r["median_us"].iloc[0])
+    r = select(load_recorded(stem), device=device, case=case)
+    w = pick(r, name, "warm_us") if warm else float("nan")
+    return w if w == w else pick(r, name, "median_us")
 
 
 def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
@@ -261,11 +258,9 @@ def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
 def tokens_text(df, context: int = 512) -> str:
     """One sentence on the fp16 graph-replayed vs eager token time at `context`, from the frame on
     screen (live or recorded), or the line saying nothing is measured or recorded yet."""
-    if df is None or not len(df):
-        return MISSING
-    d = df[(df["path"] == "float16") & (df["context"] == context)]
-    g, e = d[d["mode"] == "graph"], d[d["mode"] == "eager"]
-    if g.empty or e.empty:
+    d = select(df, path="float16", context=context)
+    g, e = select(d, mode="graph"), select(d, mode="eager")
+    if g is None or g.empty or e.empty:
         return MISSING
     g, e = g.iloc[0], e.iloc[0]
     lo, hi = e["p10_us"] / g["p90_us"], e["p90_us"] / g["p10_us"]
