@@ -117,9 +117,8 @@ def reference_generate(cfg: Config, W: dict, prompt, n_new: int, fp16_storage=Fa
     if not prompt:
         raise ValueError("the prompt needs at least one token")
     cache = Cache(cfg, len(prompt) + n_new)
-    logits, new = [], []
-    for t in prompt:
-        logits.append(reference_step(cfg, W, t, cache, fp16_storage))
+    logits = [reference_step(cfg, W, t, cache, fp16_storage) for t in prompt]
+    new = []
     while len(new) < n_new:
         new.append(int(np.argmax(logits[-1])))
         if len(new) < n_new:

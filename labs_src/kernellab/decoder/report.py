@@ -231,13 +231,11 @@ def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
              "embed": ("embedding", "decoder_ops", "03_embed", "embed:4096x4096:float16"),
              "argmax": ("argmax", "decoder_ops", "04_argmax", "argmax:151936:float32")}
     parts = {what: n[op] * alone_us(stem, name, case, dev) for op, (what, stem, name, case) in alone.items() if n.get(op)}
-    if not n.get("qk_rope"):
-        unrecorded = "RoPE + append is"
-    elif qk_fused():      # the token runs q/k norm + RoPE + append as one launch, which no record times alone
+    unrecorded = "RoPE + append is"
+    if n.get("qk_rope") and qk_fused():     # the token runs q/k norm + RoPE + append as one launch, which no record times alone
         unrecorded = f"the q/k norm + RoPE + append (`{FUSED}`, one launch) is"
-    else:
+    elif n.get("qk_rope"):
         parts["q/k norms"] = n["qk_rope"] * alone_us("decoder_ops", "02_head_norm", "head_norm:32x8x128:float16", dev)
-        unrecorded = "RoPE + append is"
     known = {k: v for k, v in parts.items() if v == v}
     measured = gap_text(d, context)
     if measured:
