@@ -1,7 +1,5 @@
-"""Lab 08's measurements (a GPU; loud skips, none): tokens/s rows of the token step per path and
-context, eager and graph-replayed, its read-only floor, the Amdahl table's swaps, the token-step
-Family (DECODER: its record, its targets and the steps a recorded row ran), and a per-launch
-breakdown."""
+"""Lab 08's measurements (a GPU; loud skips, none): the token step's rows per path and context, its read-only
+floor, the Amdahl table's swaps and skips, the Family DECODER, and a per-launch breakdown."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -73,13 +71,9 @@ def floor_rows(dec, context: int = 512, reps: int = 20) -> list:
 
 def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), layers: int | None = None,
                  reps: int = 20, swaps=()):
-    """Live: the token step's time at each path and context, eager and graph-replayed: GPU time
-    between CUDA events around one call started on an idle GPU (so an eager step's launch gaps
-    count, as they do in a decode loop), its p10/p90, the host time of one call (perf_counter, no
-    sync: what the CPU pays per token), tokens/s, and the bytes model's bytes (record derives the
-    fraction of the read roof from them). layers: fewer layers than cfg on a GPU with too little
-    memory (the row says how many; the bytes are that many layers'). swaps: the Amdahl table's
-    swaps (SWAPS), timed on the same decoders (`swap_rows`). A list of rows."""
+    """Live: step_rows at each path and context (an eager step's launch gaps count, as they do in a decode loop),
+    each path's floor_rows, and on the same decoders the Amdahl table's `swaps` (swap_rows) and skip_rows. layers:
+    fewer layers than cfg on a GPU with too little memory (the rows say how many; the bytes are that many layers')."""
     import cupy
     rows = []
     run_cfg = replace(cfg, layers=layers) if layers else cfg

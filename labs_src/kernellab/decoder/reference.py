@@ -52,8 +52,7 @@ def ref_silu(g):
 
 
 class Cache:
-    """The float64 reference's KV cache: k, v [layers, kv_heads, capacity, head_dim] and the
-    position of the next token."""
+    """The float64 reference's KV cache: k, v [layers, kv_heads, capacity, head_dim] and the next token's position."""
 
     def __init__(self, cfg: Config, capacity: int):
         self.k = np.zeros((cfg.layers, cfg.kv_heads, capacity, cfg.head_dim))

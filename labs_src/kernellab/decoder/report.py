@@ -286,8 +286,7 @@ def say_bytes(cfg: Config = QWEN3_8B, context: int = 512, long: int = 4096) -> N
 
 
 def seed_span(seeds) -> tuple:
-    """The seeds' tokens/s (seed_figures), before and after: (fp16 lowest, fp16 highest, fp16's best
-    'after' figure, AWQ lowest, AWQ highest)."""
+    """The seeds' tokens/s (seed_figures): (fp16 lowest, fp16 highest, fp16's best 'after', AWQ lowest, AWQ highest)."""
     fp16 = seeds[seeds["model"].str.contains("fp16")]
     awq = seeds[seeds["model"].str.contains("AWQ")][["tokens/s before", "tokens/s after"]]
     both = fp16[["tokens/s before", "tokens/s after"]]
