@@ -111,11 +111,9 @@ PROMPTS = (16, 512, 4096)
 
 
 def prefill_rows(cfg: Config = QWEN3_8B, prompts=PROMPTS, reps: int = 10) -> list:
-    """Live, in one run on one set of fp16 weights: the time to the first token of a prompt of n tokens,
-    our Decoder.prefill (the logits of the last token and its argmax) and transformers' forward with
-    a fresh cache and logits_to_keep=1 (what its generate does first), SDPA attention; bench.wall
-    (CUDA events from an idle GPU, and the host's µs to issue it). Prefill FLOPs: 2 x parameters x n
-    plus the causal attention's."""
+    """Live, in one run on one set of fp16 weights: the time to the first token of a prompt of n tokens (bench.wall),
+    our Decoder.prefill (the logits of the last token and its argmax) and transformers' forward with a fresh cache
+    and logits_to_keep=1 (what its generate does first), SDPA attention."""
     import cupy
     from .attention import causal_flops
     from .core.bench import wall

@@ -259,7 +259,7 @@ def pf_vs_sdpa(N):
     def measure(df):
         c = pf_case_key((PF_HEADS, N), "float16")
         name = fastest(df, c)
-        return ratio_band(df, SDPA_PF, name, c) if name else _worst([])
+        return ratio_band(df, SDPA_PF, name, c) if name else NAN
     return measure
 
 

@@ -33,9 +33,8 @@ def _row(cfg, name, path, n, mode, t, reps, read):
 
 
 def step_rows(dec, contexts, reps: int = 20, modes=("eager", "graph"), name: str | None = None) -> list:
-    """Live: the decoder's token step at each context, eager and/or graph-replayed (bench.wall:
-    CUDA events around one call started on an idle GPU, and the host's µs to issue it); the rows
-    are named step_name(path, mode), or `name`."""
+    """Live: the decoder's token step at each context, eager and/or graph-replayed (bench.wall: CUDA events around
+    one call started on an idle GPU, and the host's µs to issue it)."""
     from ..core.bench import roof_values, wall
     read, rows = roof_values().get("read_gbps", float("nan")), []
     for n in contexts:
@@ -55,11 +54,9 @@ def floor_name(path: str) -> str:
 
 
 def floor_rows(dec, context: int = 512, reps: int = 20) -> list:
-    """Live: the floor of a token on this path and GPU: one CUDA graph of lab 00's fastest reader
-    (bench.read_floor) over each of the token's weight arrays in the step's order (every layer's
-    GEMV weights, scales and zeros, then the LM head), nothing computed. No token step that must
-    read those weights once can be faster here; the row's bytes are the step's (bytes_per_token),
-    so its frac_read is the most the step's could be."""
+    """Live: the floor of a token on this path and GPU: one CUDA graph of lab 00's fastest reader over each of the
+    token's weight arrays in the step's order, nothing computed. No token step that must read those weights once
+    can be faster here; the row's bytes are the step's, so its frac_read is the most the step's could be."""
     from ..core.bench import graph, read_floor, roof_values, wall
     arrays = [a for L in dec.layers for key in ("qkv", "o", "gu", "down") for a in G.read_by(L[key])] + [dec.lm]
     calls = [c for c in (read_floor(a) for a in arrays) if c is not None]
@@ -161,9 +158,8 @@ def gap(df, path: str = "float16", context: int = SWAP_CONTEXT):
 
 
 def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
-    """Live: for each swap, the graph-replayed token step with the op run by its before step and by
-    its after step (GpuOps' swap), on the same decoder, at one context. A list of rows (case: the
-    context; name: Swap.name); a row two swaps share is timed once."""
+    """Live: for each swap, the graph-replayed token step with the op run by its before step and by its after
+    step (GpuOps' swap), on the same decoder, at one context; a row two swaps share is timed once."""
     from ..core.pdl import supported
     swaps = [sw for sw in swaps if supported() or not (sw.op == "fuse" and "pdl" in FUSE_SWAPS[sw.after])]  # sm_90
     runs = {sw.name(w): {sw.op: getattr(sw, w)} for sw in swaps for w in ("before", "after")}
@@ -184,9 +180,8 @@ def _timed_with(dec, runs, context: int, reps: int) -> list:
 
 
 def amdahl(df, swaps=SWAPS, context: int = SWAP_CONTEXT):
-    """The Amdahl table from the frame on screen: per swap, the token's time with the before and
-    the after step, and the end-to-end gain time(before) / time(after) with its band. Returns
-    (table, {claim id: Measured}) for results.claims."""
+    """The Amdahl table from the frame on screen: per swap, the token's time with the before and the after step,
+    and the end-to-end gain with its band. Returns (table, {claim id: Measured}) for results.claims."""
     import pandas as pd
     rows, measured = [], {}
     for sw in swaps:
@@ -282,9 +277,8 @@ DECODER = Family(
 
 
 def breakdown(cfg: Config = QWEN3_8B, path: str = "float16", context: int = 512, layers: int = 2):
-    """Live: where one token's GPU time goes, per launch, from one eager step with a CUDA event
-    around each launch (launch gaps included in the whole-step time, not in the per-op times). A
-    list of rows; fewer layers than cfg (`layers`), the per-layer ops are the same in every layer."""
+    """Live: one eager step's launches, each timed alone between CUDA events (launch gaps not included), on
+    `layers` layers of cfg (the per-layer ops are the same in every layer). A list of rows."""
     import cupy
     from ..core.launch import record_launches
     dec = Decoder(replace(cfg, layers=layers), None, path, capacity=context + 8)
