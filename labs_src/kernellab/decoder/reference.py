@@ -11,8 +11,6 @@ from .config import Config, U_FP16
 from .weights import layer_shapes, lm_head, lw
 
 
-# ---- the float64 reference ------------------------------------------------------------------------------
-
 def _r16(a):
     """Round to fp16 and back: what storing a tensor in fp16 does to it."""
     with np.errstate(over="ignore"):
