@@ -49,9 +49,8 @@ class _Counting:
 
 @functools.lru_cache(maxsize=None)
 def token_ops(cfg: Config = QWEN3_8B, path: str = "float16") -> dict:
-    """{op: calls} one token step of `cfg` on `path` makes: Decoder.step run once through NumpyOps on a tiny model
-    with cfg's layer kind (q/k norm, q/k/v bias) at 1 and 2 layers, scaled to cfg's layers (the calls a layer
-    adds, times its layers, plus the rest). Computed from today's code, so it follows the step as it changes."""
+    """{op: calls} one token step of `cfg` on `path` makes, counted on a tiny model of cfg's layer kind at 1 and 2
+    layers and scaled to cfg's layers: computed from today's code, so it follows the step as it changes."""
     from .engine import Decoder
     from .weights import random_weights
     got = []
