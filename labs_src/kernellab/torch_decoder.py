@@ -261,15 +261,13 @@ def sizes_table(sz):
     rows = []
     for model in (dict.fromkeys(d["model"]) if d is not None and len(d) else ()):
         m = d[d["model"] == model]
-        tf_ = m[m["name"] == size_name(model, TRANSFORMERS)]["tokens/s"]
         for path in dict.fromkeys(m["path"].dropna()):
-            ours = m[m["name"] == size_name(model, f"{path} (graph)")]
-            floor = m[m["name"].str.endswith(f"{path} read-only floor (graph)")]
-            if len(ours):
-                rows.append({"model": model, "path": path, "tokens/s": float(ours["tokens/s"].iloc[0]),
-                             "frac_read": float(ours["frac_read"].iloc[0]),
-                             "floor tokens/s": float(floor["tokens/s"].iloc[0]) if len(floor) else float("nan"),
-                             "transformers tokens/s (fp16)": float(tf_.iloc[0]) if len(tf_) else float("nan"),
+            ours = size_name(model, f"{path} (graph)")
+            if ours in set(m["name"]):
+                rows.append({"model": model, "path": path, "tokens/s": pick(m, ours, "tokens/s"),
+                             "frac_read": pick(m, ours, "frac_read"),
+                             "floor tokens/s": pick(m, size_name(model, f"{path} read-only floor (graph)"), "tokens/s"),
+                             "transformers tokens/s (fp16)": pick(m, size_name(model, TRANSFORMERS), "tokens/s"),
                              "device": d["device"].iloc[0], "source": d["source"].iloc[0]})
     return pd.DataFrame(rows)
 
