@@ -64,16 +64,12 @@ def token_ops(cfg: Config = QWEN3_8B, path: str = "float16") -> dict:
     return {op: one[op] + (cfg.layers - 1) * (two[op] - one[op]) for op in two}
 
 
-ONE_LAUNCH_DECODE = ("06_gqa_flash",)     # lab 07's decode steps that merge in the same launch (no merge launch)
-
-
 def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_launches: int | None = None) -> int:
     """Kernel launches one eager token step makes: one per op call of token_ops, but for the ops in `per`; decode
     attention takes 1 launch with a one-launch step (today's token step runs one), else 2 (split-KV + merge)."""
-    if attention_launches is None:
+    if attention_launches is None:          # lab 07's step 06 merges in the same launch (no merge launch)
         from ..attention import DEC_VARIANTS
-        one = any(GpuOps(path).decode is DEC_VARIANTS.get(n) for n in ONE_LAUNCH_DECODE)
-        attention_launches = 1 if one else 2
+        attention_launches = 1 if GpuOps(path).decode is DEC_VARIANTS.get("06_gqa_flash") else 2
     per = {"argmax": 2, "decode": attention_launches, "qk_rope": 1 if qk_fused(path) else 2}
     return sum(n * per.get(op, 1) for op, n in token_ops(cfg, path).items())
 
