@@ -329,10 +329,6 @@ def paths_text(d, context: int = 512) -> str:
                      for p in ("int4", "w8a16")) + f" ({results.source(d)})."
 
 
-GAP_WHAT = {"decode": "decode attention", "qk_rope": "the q/k norm + RoPE + append",
-            "silu_mul": "SiLU × up"}
-
-
 def gap_text(d, context: int = 512) -> str:
     """Where the fp16 token's gap to its read-only floor goes, measured: the graph-replayed token with each non-GEMV
     op left out (measure.skip_rows, timing only), its cost by the noise rule; '' where those rows are not recorded."""
@@ -341,11 +337,12 @@ def gap_text(d, context: int = 512) -> str:
     cost = {ops: t - pick(d, skip_name("float16", ops), "median_us", case=case) for ops in SKIPS}
     if any(v != v for v in cost.values()) or not f == f or t <= f:
         return ""
+    what = {"decode": "decode attention", "qk_rope": "the q/k norm + RoPE + append", "silu_mul": "SiLU × up"}
     parts = []
     for ops in SKIPS[:-1]:
         m = ratio_band(d, skip_name("float16", ops), step, case)
-        parts.append(f"{GAP_WHAT.get(ops, ops)} " + ("within noise of nothing" if within_noise(m) else
-                                                      f"**{cost[ops]:.0f} µs** ({cost[ops] / (t - f):.0%})"))
+        parts.append(f"{what.get(ops, ops)} " + ("within noise of nothing" if within_noise(m) else
+                                                 f"**{cost[ops]:.0f} µs** ({cost[ops] / (t - f):.0%})"))
     alone = t - cost[SKIPS[-1]]
     roof, floor_roof = (pick(d, n, "frac_read", case=case) for n in (skip_name("float16", SKIPS[-1]), floor_name("float16")))
     return (f"Measured by leaving each op out of the replayed token (timing only; the tokens are then wrong), "
