@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from .. import gemv as G
 from ..core.family import Family, Target
-from ..core.results import Measured, live_or_recorded, pick, ratio_band
+from ..core.results import frac_band, live_or_recorded, pick, ratio_band
 from .bytes_model import bytes_per_token
 from .config import Config, DECODER_NAME, FAMILY, PATHS, QWEN3_8B
 from .engine import FUSE_SWAPS, Decoder, GpuOps
@@ -216,11 +216,7 @@ def _record():
 def _frac(path, context, mode="graph", floor=False):
     """A target's measure: the step's fraction of the read roof at one context, with its band
     (floor=True: the read-only floor's, the most the step's could be)."""
-    def m(df):
-        name, case = floor_name(path) if floor else step_name(path, mode), ctx_case(context)
-        f, t, lo, hi = (pick(df, name, c, case=case) for c in ("frac_read", "median_us", "p10_us", "p90_us"))
-        return Measured(f, f * t / hi, f * t / lo) if f == f else Measured(f, f, f)
-    return m
+    return lambda df: frac_band(df, floor_name(path) if floor else step_name(path, mode), ctx_case(context), roof="read")
 
 
 def _speedup(path, context, mode="graph", floor=False):
