@@ -65,9 +65,8 @@ def token_ops(cfg: Config = QWEN3_8B, path: str = "float16") -> dict:
 
 
 def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_launches: int | None = None) -> int:
-    """Kernel launches one eager token step makes: one per op call of token_ops, but for the ops in `per`; decode
-    attention takes 1 launch with a one-launch step (today's token step runs one), else 2 (split-KV + merge)."""
-    if attention_launches is None:          # lab 07's step 06 merges in the same launch (no merge launch)
+    """Kernel launches one eager token step makes: one per op call of token_ops, but for the ops in `per`."""
+    if attention_launches is None:      # decode: 1 launch with step 06 (it merges in the same launch), else 2 (+ merge)
         from ..attention import DEC_VARIANTS
         attention_launches = 1 if GpuOps(path).decode is DEC_VARIANTS.get("06_gqa_flash") else 2
     per = {"argmax": 2, "decode": attention_launches, "qk_rope": 1 if qk_fused(path) else 2}
