@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .core import results
 from .core.family import Family, Target
 from .core.results import one_source, pick, print_once, ratio_band
 from .decoder import QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, step_name, token_steps
@@ -163,8 +164,6 @@ def measure_prefill(**kw):
 def say_ttft(pt) -> None:
     """One line per device on screen: our time to the first token against transformers' at each prompt
     length, and the tensor-core rate our prefill reached at the longest."""
-    from .core import results
-
     def said(d):
         parts = [results.compare_text(d, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}") for n in PROMPTS]
         rate = results.pick(d, OURS_PREFILL, "tflops", case=f"prompt {PROMPTS[-1]}")
