@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .core import results
 from .core.family import Family, Target
-from .core.results import print_once
+from .core.results import one_source, pick, print_once, ratio_band
 from .decoder import QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, step_name, token_steps
 from .torch_models import (  # noqa: F401
     WIDE, TorchQwen3, gpu_check, transformers_check, transformers_model, transformers_on_gpu, transformers_step,
@@ -84,8 +85,6 @@ VS_COMPILED = 1.3       # issue 38: the token step at least 1.3x the torch.compi
 def _vs(name, context=512, floor=False):
     """time(baseline) / time(our step) at `context`; floor=True: with our step at the read roof
     (its time x its fraction of the roof): the most any decoder could score against this baseline."""
-    from .core.results import pick, ratio_band
-
     def m(df):
         if not floor:
             return ratio_band(df, OURS, name, ctx_case(context))
@@ -113,11 +112,9 @@ PROMPTS = (16, 512, 4096)
 
 
 def prefill_rows(cfg: Config = QWEN3_8B, prompts=PROMPTS, reps: int = 10) -> list:
-    """Live, in one run on one set of fp16 weights: the time to the first token of a prompt of n tokens,
-    our Decoder.prefill (the logits of the last token and its argmax) and transformers' forward with
-    a fresh cache and logits_to_keep=1 (what its generate does first), SDPA attention; bench.wall
-    (CUDA events from an idle GPU, and the host's µs to issue it). Prefill FLOPs: 2 x parameters x n
-    plus the causal attention's."""
+    """Live, in one run on one set of fp16 weights: the time to the first token of a prompt of n tokens (bench.wall),
+    our Decoder.prefill (the logits of the last token and its argmax) and transformers' forward with a fresh cache
+    and logits_to_keep=1 (what its generate does first), SDPA attention."""
     import cupy
     from .attention import causal_flops
     from .core.bench import wall
@@ -167,8 +164,6 @@ def measure_prefill(**kw):
 def say_ttft(pt) -> None:
     """One line per device on screen: our time to the first token against transformers' at each prompt
     length, and the tensor-core rate our prefill reached at the longest."""
-    from .core import results
-
     def said(d):
         parts = [results.compare_text(d, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}") for n in PROMPTS]
         rate = results.pick(d, OURS_PREFILL, "tflops", case=f"prompt {PROMPTS[-1]}")
@@ -179,10 +174,7 @@ def say_ttft(pt) -> None:
 
 
 def _ttft_vs(n):
-    def m(df):
-        from .core.results import ratio_band
-        return ratio_band(df, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}")
-    return m
+    return lambda df: ratio_band(df, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}")
 
 
 PREFILL = Family(
@@ -190,7 +182,6 @@ PREFILL = Family(
     targets=tuple(Target(f"time to first token, transformers (sdpa) / ours, prompt {n}", _ttft_vs(n), 1.0)
                   for n in PROMPTS),
     about="Qwen3-8B fp16 time to the first token: prompts of 16, 512 and 4096 tokens")
-
 
 
 # ---- every size: tokens/s per model and path (make bench: decoder_sizes.csv) ---------------------------------------
@@ -265,29 +256,19 @@ def sizes_table(sz):
     """One row per (model, path) of the device on screen: tokens/s of our graph step, its fraction of the
     read roof, its floor's tokens/s (the most any decoder could do here), and transformers' tokens/s."""
     import pandas as pd
+    d = one_source(sz) if sz is not None and len(sz) else None
     rows = []
-    for d in _one_device(sz):
-        for model in dict.fromkeys(d["model"]):
-            m = d[d["model"] == model]
-            tf_ = m[m["name"] == size_name(model, TRANSFORMERS)]["tokens/s"]
-            for path in dict.fromkeys(m["path"].dropna()):
-                ours = m[m["name"] == size_name(model, f"{path} (graph)")]
-                floor = m[m["name"].str.endswith(f"{path} read-only floor (graph)")]
-                if len(ours):
-                    rows.append({"model": model, "path": path, "tokens/s": float(ours["tokens/s"].iloc[0]),
-                                 "frac_read": float(ours["frac_read"].iloc[0]),
-                                 "floor tokens/s": float(floor["tokens/s"].iloc[0]) if len(floor) else float("nan"),
-                                 "transformers tokens/s (fp16)": float(tf_.iloc[0]) if len(tf_) else float("nan"),
-                                 "device": d["device"].iloc[0], "source": d["source"].iloc[0]})
+    for model in (dict.fromkeys(d["model"]) if d is not None and len(d) else ()):
+        m = d[d["model"] == model]
+        for path in dict.fromkeys(m["path"].dropna()):
+            ours = size_name(model, f"{path} (graph)")
+            if ours in set(m["name"]):
+                rows.append({"model": model, "path": path, "tokens/s": pick(m, ours, "tokens/s"),
+                             "frac_read": pick(m, ours, "frac_read"),
+                             "floor tokens/s": pick(m, size_name(model, f"{path} read-only floor (graph)"), "tokens/s"),
+                             "transformers tokens/s (fp16)": pick(m, size_name(model, TRANSFORMERS), "tokens/s"),
+                             "device": d["device"].iloc[0], "source": d["source"].iloc[0]})
     return pd.DataFrame(rows)
-
-
-def _one_device(df):
-    """The frame of the device on screen (results.one_source: the live GPU, or the reference record), as a
-    one-item list; none if empty."""
-    from .core.results import one_source
-    part = one_source(df) if df is not None and len(df) else None
-    return [part] if part is not None and len(part) else []
 
 
 SIZES = Family(name=SIZES_NAME, kernels="decoder", roof="read", record=lambda: measure_sizes(),

@@ -48,9 +48,8 @@ def of_floor_text(d, name, case) -> str:
 
 
 def say_decode(dec) -> None:
-    """The decode ladder's sentences: steps 05 and 06 (lab 08's) against SDPA, their roof and floor at
-    32768 keys, the floor at 4096, split-KV against one block per head, the graph at one key, and the
-    host time of each call."""
+    """The decode ladder's sentences: steps 05 and 06 (lab 08's) against SDPA, at 32768 keys and by their host
+    time, the floor at 4096, split-KV against one block per head, and the graph at one key."""
     for step in DEC_SAID:
         each_device(dec, lambda d: results.summary(d, step, SDPA_DEC))
         each_device(dec, lambda d: results.roof_text(d, step, C32K, 0.75, roof="read")

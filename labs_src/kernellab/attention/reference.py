@@ -146,9 +146,8 @@ def pf_case_key(shape, dtype) -> str:
 
 
 def make_prefill(shape=(PF_HEADS, 1024), dtype="float16", values="randn", seed=0):
-    """Host q, k, v [heads, N, 72] fp16. shape = (heads, N). values as make_decode's (large: q
-    and k times 12; constant: every key equal; nan: a NaN in q of head 0 row 0, in k of the last
-    head at N // 2, in v of head 0 at the last key, dim 5)."""
+    """Host q, k, v [heads, N, 72] fp16. shape = (heads, N). values as make_decode's (nan: a NaN in q of head 0
+    row 0, in k of the last head at N // 2, in v of head 0 at the last key, dim 5)."""
     H, N = shape
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((H, N, PF_D)) for _ in range(3))

@@ -1,6 +1,5 @@
-"""Lab 07's results: the bytes models, the readers of the recorded (or live) frames, the targets,
-the computed sentences, lab 06's block both ways, an Orin on paper, and the three families
-(DECODE, PREFILL, BLOCK), whose targets and records are read here. Steps: steps.py."""
+"""Lab 07's results: bytes models, readers, targets and sentences, lab 06's block both ways, an Orin on paper,
+and the families DECODE, PREFILL and BLOCK. Steps: steps.py."""
 from __future__ import annotations
 
 import functools
@@ -42,8 +41,7 @@ def prefill_flops(N, heads=PF_HEADS, d=PF_D) -> float:
 
 
 def scores_bytes(N, heads=PF_HEADS) -> int:
-    """What the cuBLAS path moves for the scores: S written and read (softmax), P written and read
-    (P.V), fp16: 4 x heads x N^2 x 2 bytes."""
+    """What the cuBLAS path moves for the scores, fp16: S written and read (softmax), P written and read (P.V)."""
     return 4 * heads * N * N * 2
 
 
@@ -56,9 +54,8 @@ def _worst(measures):
 
 
 def dec_roof_fraction(df, min_len=4096, floor=False):
-    """Worst (over lengths >= min_len) fraction of the read roof of the best variant (floor=True:
-    of the read-only floor, the best any kernel reading the cache scores on the GPU that measured
-    it), with its band (results.frac_band): a Measured, so the targets table applies the noise rule."""
+    """Worst (over lengths >= min_len) fraction of the read roof of the best variant (floor=True: of the read-only
+    floor), with its band: a Measured, so the targets table applies the noise rule."""
     b = best(df, "baseline", names=[DEC_FLOOR]) if floor else best(df)
     return _worst([frac_band(df, r["name"], c, roof="read") for c, r in b.iterrows() if r["cols"] >= min_len])
 
@@ -78,9 +75,8 @@ def dec_of_floor(df, min_len=4096):
 
 
 def floor_outcome(m, fl, threshold, below=False) -> str:
-    """A speed target's outcome against the roof and the measured floor: target_outcome's met / within
-    noise / missed, except that a miss the floor misses too is 'out of reach here', given with the
-    floor's figure and the step's fraction of the floor (never a plain 'missed')."""
+    """target_outcome, except that a miss the measured floor misses too is 'out of reach here', with the floor's
+    figure and the step's fraction of the floor (never a plain 'missed')."""
     out = target_outcome(m, threshold, below)
     if out != "missed" or fl is None or not fl.ok or target_outcome(fl, threshold, below) != "missed":
         return out
@@ -263,7 +259,7 @@ def pf_vs_sdpa(N):
     def measure(df):
         c = pf_case_key((PF_HEADS, N), "float16")
         name = fastest(df, c)
-        return ratio_band(df, SDPA_PF, name, c) if name else _worst([])
+        return ratio_band(df, SDPA_PF, name, c) if name else NAN
     return measure
 
 
@@ -377,9 +373,8 @@ SDPA_BLOCK = "torch eager block (SDPA)"
 
 
 def block_rows(ns=BLOCK_NS, seed=0) -> list:
-    """Lab 06's ViT block timed both ways, its cuBLAS + softmax attention and prefill's default
-    flash step in its place (vit_block.Block(attention=...)), beside torch's eager block with
-    SDPA, on the same weights and input: GPU time, L2 flushed."""
+    """Lab 06's ViT block with its cuBLAS + softmax attention and with prefill's default flash step, beside
+    torch's eager block with SDPA, on the same weights and input: GPU time, L2 flushed."""
     from .. import vit_block as vb
     from ..core import bench
     rows = []
@@ -461,16 +456,15 @@ def orin_decode_model(dec=None, lengths=DEC_LENGTHS, gbps=ORIN_GBPS, bound=0.5):
 def fp32_peak_gflops(device: str) -> float:
     """Lab 00's recorded fp32 FMA peak (GFLOP/s) of one device, NaN when not recorded."""
     from ..core.store import load_recorded
-    m = load_recorded("measuring")
-    r = m[(m["quantity"] == "fp32 FMA peak") & (m["device"] == device)] if m is not None and len(m) else ()
+    r = select(load_recorded("measuring"), quantity="fp32 FMA peak", device=device)
     return float(r["value"].iloc[0]) if len(r) else float("nan")
 
 
 def row_step_text(pf, n=4096) -> str:
     """Step 11 (CUDA cores) at N = n on pf's first device: its TFLOP/s against lab 00's fp32 FMA peak."""
-    d = one_source(pf) if pf is not None and len(pf) else None
-    t = pick(d, "11_row", "median_us", case=pf_case_key((PF_HEADS, n), "float16")) if d is not None and len(d) else None
-    if t is None or t != t:
+    d = one_source(pf)
+    t = pick(d, "11_row", "median_us", case=pf_case_key((PF_HEADS, n), "float16"))
+    if t != t:
         return f"**11**: not measured at N = {n} here and not recorded yet."
     tf, peak = prefill_flops(n) / t / 1e6, fp32_peak_gflops(d["device"].iloc[0]) / 1e3
     said = f"**11**: at N = {n} it runs **{tf:.1f} TFLOP/s**"

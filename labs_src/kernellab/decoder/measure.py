@@ -1,13 +1,12 @@
-"""Lab 08's measurements (a GPU; loud skips, none): tokens/s rows of the token step per path and
-context, eager and graph-replayed, its read-only floor, the Amdahl table's swaps, the token-step
-Family (DECODER: its record, its targets and the steps a recorded row ran), and a per-launch
-breakdown."""
+"""Lab 08's measurements (a GPU; loud skips, none): the token step's rows per path and context, its read-only
+floor, the Amdahl table's swaps and skips, the Family DECODER, and a per-launch breakdown."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from .. import gemv as G
 from ..core.family import Family, Target
+from ..core.results import frac_band, live_or_recorded, pick, ratio_band
 from .bytes_model import bytes_per_token
 from .config import Config, DECODER_NAME, FAMILY, PATHS, QWEN3_8B
 from .engine import FUSE_SWAPS, Decoder, GpuOps
@@ -34,9 +33,8 @@ def _row(cfg, name, path, n, mode, t, reps, read):
 
 
 def step_rows(dec, contexts, reps: int = 20, modes=("eager", "graph"), name: str | None = None) -> list:
-    """Live: the decoder's token step at each context, eager and/or graph-replayed (bench.wall:
-    CUDA events around one call started on an idle GPU, and the host's µs to issue it); the rows
-    are named step_name(path, mode), or `name`."""
+    """Live: the decoder's token step at each context, eager and/or graph-replayed (bench.wall: CUDA events around
+    one call started on an idle GPU, and the host's µs to issue it)."""
     from ..core.bench import roof_values, wall
     read, rows = roof_values().get("read_gbps", float("nan")), []
     for n in contexts:
@@ -56,11 +54,9 @@ def floor_name(path: str) -> str:
 
 
 def floor_rows(dec, context: int = 512, reps: int = 20) -> list:
-    """Live: the floor of a token on this path and GPU: one CUDA graph of lab 00's fastest reader
-    (bench.read_floor) over each of the token's weight arrays in the step's order (every layer's
-    GEMV weights, scales and zeros, then the LM head), nothing computed. No token step that must
-    read those weights once can be faster here; the row's bytes are the step's (bytes_per_token),
-    so its frac_read is the most the step's could be."""
+    """Live: the floor of a token on this path and GPU: one CUDA graph of lab 00's fastest reader over each of the
+    token's weight arrays in the step's order, nothing computed. No token step that must read those weights once
+    can be faster here; the row's bytes are the step's, so its frac_read is the most the step's could be."""
     from ..core.bench import graph, read_floor, roof_values, wall
     arrays = [a for L in dec.layers for key in ("qkv", "o", "gu", "down") for a in G.read_by(L[key])] + [dec.lm]
     calls = [c for c in (read_floor(a) for a in arrays) if c is not None]
@@ -72,13 +68,9 @@ def floor_rows(dec, context: int = 512, reps: int = 20) -> list:
 
 def tokens_per_s(cfg: Config = QWEN3_8B, paths=("float16",), contexts=(1, 512), layers: int | None = None,
                  reps: int = 20, swaps=()):
-    """Live: the token step's time at each path and context, eager and graph-replayed: GPU time
-    between CUDA events around one call started on an idle GPU (so an eager step's launch gaps
-    count, as they do in a decode loop), its p10/p90, the host time of one call (perf_counter, no
-    sync: what the CPU pays per token), tokens/s, and the bytes model's bytes (record derives the
-    fraction of the read roof from them). layers: fewer layers than cfg on a GPU with too little
-    memory (the row says how many; the bytes are that many layers'). swaps: the Amdahl table's
-    swaps (SWAPS), timed on the same decoders (`swap_rows`). A list of rows."""
+    """Live: step_rows at each path and context (an eager step's launch gaps count, as they do in a decode loop),
+    each path's floor_rows, and on the same decoders the Amdahl table's `swaps` (swap_rows) and skip_rows. layers:
+    fewer layers than cfg on a GPU with too little memory (the rows say how many; the bytes are that many layers')."""
     import cupy
     rows = []
     run_cfg = replace(cfg, layers=layers) if layers else cfg
@@ -157,7 +149,6 @@ def gap(df, path: str = "float16", context: int = SWAP_CONTEXT):
     """Where the token's gap to its read-only floor goes, from the frame on screen: per left-out op, the token's
     time without it, what it costs (µs a token) and its share of the gap (step - floor). A DataFrame."""
     import pandas as pd
-    from ..core.results import pick
     case = ctx_case(context)
     step, floor = (pick(df, n, "median_us", case=case) for n in (step_name(path, "graph"), floor_name(path)))
     rows = [{"left out": ops, "token µs": t, "cost µs": step - t, "share of the gap": (step - t) / (step - floor)}
@@ -167,9 +158,8 @@ def gap(df, path: str = "float16", context: int = SWAP_CONTEXT):
 
 
 def swap_rows(dec, swaps, context: int = SWAP_CONTEXT, reps: int = 20) -> list:
-    """Live: for each swap, the graph-replayed token step with the op run by its before step and by
-    its after step (GpuOps' swap), on the same decoder, at one context. A list of rows (case: the
-    context; name: Swap.name); a row two swaps share is timed once."""
+    """Live: for each swap, the graph-replayed token step with the op run by its before step and by its after
+    step (GpuOps' swap), on the same decoder, at one context; a row two swaps share is timed once."""
     from ..core.pdl import supported
     swaps = [sw for sw in swaps if supported() or not (sw.op == "fuse" and "pdl" in FUSE_SWAPS[sw.after])]  # sm_90
     runs = {sw.name(w): {sw.op: getattr(sw, w)} for sw in swaps for w in ("before", "after")}
@@ -190,11 +180,9 @@ def _timed_with(dec, runs, context: int, reps: int) -> list:
 
 
 def amdahl(df, swaps=SWAPS, context: int = SWAP_CONTEXT):
-    """The Amdahl table from the frame on screen: per swap, the token's time with the before and
-    the after step, and the end-to-end gain time(before) / time(after) with its band. Returns
-    (table, {claim id: Measured}) for results.claims."""
+    """The Amdahl table from the frame on screen: per swap, the token's time with the before and the after step,
+    and the end-to-end gain with its band. Returns (table, {claim id: Measured}) for results.claims."""
     import pandas as pd
-    from ..core.results import pick, ratio_band
     rows, measured = [], {}
     for sw in swaps:
         b, a = (pick(df, sw.name(w), "median_us", case=ctx_case(context)) for w in ("before", "after"))
@@ -213,7 +201,6 @@ RECORD_PATHS, RECORD_CONTEXTS = PATHS, (1, 512, 4096)
 
 def measure_tokens_per_s(**kw):
     """tokens/s live (tokens_per_s), or recorded rows from decoder.csv, or a loud skip: the one switch."""
-    from ..core.results import live_or_recorded
     return live_or_recorded(DECODER_NAME, "tokens/s of the Qwen3-8B token step, eager and CUDA-graphed, "
                             "with the fraction of the read roof the bytes model implies",
                             lambda: tokens_per_s(**kw))
@@ -229,24 +216,17 @@ def _record():
 def _frac(path, context, mode="graph", floor=False):
     """A target's measure: the step's fraction of the read roof at one context, with its band
     (floor=True: the read-only floor's, the most the step's could be)."""
-    from ..core.results import Measured, pick
-    def m(df):
-        name, case = floor_name(path) if floor else step_name(path, mode), ctx_case(context)
-        f, t, lo, hi = (pick(df, name, c, case=case) for c in ("frac_read", "median_us", "p10_us", "p90_us"))
-        return Measured(f, f * t / hi, f * t / lo) if f == f else Measured(f, f, f)
-    return m
+    return lambda df: frac_band(df, floor_name(path) if floor else step_name(path, mode), ctx_case(context), roof="read")
 
 
 def _speedup(path, context, mode="graph", floor=False):
     """time(fp16 step) / time(path's step); floor=True: the same of the two read-only floors."""
-    from ..core.results import ratio_band
     name = floor_name if floor else (lambda p: step_name(p, mode))
     return lambda df: ratio_band(df, name(path), name("float16"), ctx_case(context))
 
 
 def _of_floor(path, context):
     """time(read-only floor) / time(step) on one path, with its band: how close the step is to its floor."""
-    from ..core.results import ratio_band
     return lambda df: ratio_band(df, step_name(path, "graph"), floor_name(path), ctx_case(context))
 
 
@@ -269,11 +249,6 @@ def token_steps(name: str):
     return None
 
 
-def _host(df):
-    from ..core.results import pick
-    return pick(df, step_name("float16", "graph"), "host_us", case=ctx_case(512))
-
-
 DECODER = Family(
     name=DECODER_NAME, kernels=FAMILY, record=_record, roof="read", steps=token_steps,
     shapes={"Qwen3-8B, batch 1": (QWEN3_8B.hidden, QWEN3_8B.layers)},
@@ -283,7 +258,9 @@ DECODER = Family(
                     floor=_speedup("int4", 512, floor=True)),
              Target("W8A16 vs fp16 tokens/s (graph), context 512", _speedup("w8a16", 512), 1.5,
                     floor=_speedup("w8a16", 512, floor=True)),
-             Target("host µs per token (graph replay), context 512", _host, 50.0, below=True, unit="µs"),
+             Target("host µs per token (graph replay), context 512",
+                    lambda df: pick(df, step_name("float16", "graph"), "host_us", case=ctx_case(512)), 50.0, below=True,
+                    unit="µs"),
              # issue 38 (the frontier): the fp16 step at 0.90 of the read roof at every context, each path at 0.85
              # (fp16: 0.94) of its own read-only floor (the floor is recorded at context 512)
              *(Target(f"fp16 token step (graph), fraction of the read roof at context {n} (issue 38)",
@@ -296,9 +273,8 @@ DECODER = Family(
 
 
 def breakdown(cfg: Config = QWEN3_8B, path: str = "float16", context: int = 512, layers: int = 2):
-    """Live: where one token's GPU time goes, per launch, from one eager step with a CUDA event
-    around each launch (launch gaps included in the whole-step time, not in the per-op times). A
-    list of rows; fewer layers than cfg (`layers`), the per-layer ops are the same in every layer."""
+    """Live: one eager step's launches, each timed alone between CUDA events (launch gaps not included), on
+    `layers` layers of cfg (the per-layer ops are the same in every layer). A list of rows."""
     import cupy
     from ..core.launch import record_launches
     dec = Decoder(replace(cfg, layers=layers), None, path, capacity=context + 8)

@@ -11,8 +11,6 @@ from .config import Config, U_FP16
 from .weights import layer_shapes, lm_head, lw
 
 
-# ---- the float64 reference ------------------------------------------------------------------------------
-
 def _r16(a):
     """Round to fp16 and back: what storing a tensor in fp16 does to it."""
     with np.errstate(over="ignore"):
@@ -52,8 +50,7 @@ def ref_silu(g):
 
 
 class Cache:
-    """The float64 reference's KV cache: k, v [layers, kv_heads, capacity, head_dim] and the
-    position of the next token."""
+    """The float64 reference's KV cache: k, v [layers, kv_heads, capacity, head_dim] and the next token's position."""
 
     def __init__(self, cfg: Config, capacity: int):
         self.k = np.zeros((cfg.layers, cfg.kv_heads, capacity, cfg.head_dim))
@@ -117,9 +114,8 @@ def reference_generate(cfg: Config, W: dict, prompt, n_new: int, fp16_storage=Fa
     if not prompt:
         raise ValueError("the prompt needs at least one token")
     cache = Cache(cfg, len(prompt) + n_new)
-    logits, new = [], []
-    for t in prompt:
-        logits.append(reference_step(cfg, W, t, cache, fp16_storage))
+    logits = [reference_step(cfg, W, t, cache, fp16_storage) for t in prompt]
+    new = []
     while len(new) < n_new:
         new.append(int(np.argmax(logits[-1])))
         if len(new) < n_new:

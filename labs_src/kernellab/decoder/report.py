@@ -49,9 +49,8 @@ class _Counting:
 
 @functools.lru_cache(maxsize=None)
 def token_ops(cfg: Config = QWEN3_8B, path: str = "float16") -> dict:
-    """{op: calls} one token step of `cfg` on `path` makes: Decoder.step run once through NumpyOps on a tiny model
-    with cfg's layer kind (q/k norm, q/k/v bias) at 1 and 2 layers, scaled to cfg's layers (the calls a layer
-    adds, times its layers, plus the rest). Computed from today's code, so it follows the step as it changes."""
+    """{op: calls} one token step of `cfg` on `path` makes, counted on a tiny model of cfg's layer kind at 1 and 2
+    layers and scaled to cfg's layers: computed from today's code, so it follows the step as it changes."""
     from .engine import Decoder
     from .weights import random_weights
     got = []
@@ -65,16 +64,11 @@ def token_ops(cfg: Config = QWEN3_8B, path: str = "float16") -> dict:
     return {op: one[op] + (cfg.layers - 1) * (two[op] - one[op]) for op in two}
 
 
-ONE_LAUNCH_DECODE = ("06_gqa_flash",)     # lab 07's decode steps that merge in the same launch (no merge launch)
-
-
 def launches_per_token(cfg: Config = QWEN3_8B, path: str = "float16", attention_launches: int | None = None) -> int:
-    """Kernel launches one eager token step makes: one per op call of token_ops, but for the ops in `per`; decode
-    attention takes 1 launch with a one-launch step (today's token step runs one), else 2 (split-KV + merge)."""
-    if attention_launches is None:
+    """Kernel launches one eager token step makes: one per op call of token_ops, but for the ops in `per`."""
+    if attention_launches is None:      # decode: 1 launch with step 06 (it merges in the same launch), else 2 (+ merge)
         from ..attention import DEC_VARIANTS
-        one = any(GpuOps(path).decode is DEC_VARIANTS.get(n) for n in ONE_LAUNCH_DECODE)
-        attention_launches = 1 if one else 2
+        attention_launches = 1 if GpuOps(path).decode is DEC_VARIANTS.get("06_gqa_flash") else 2
     per = {"argmax": 2, "decode": attention_launches, "qk_rope": 1 if qk_fused(path) else 2}
     return sum(n * per.get(op, 1) for op, n in token_ops(cfg, path).items())
 
@@ -214,12 +208,9 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
 def alone_us(stem: str, name: str, case: str, device: str, warm: bool = True) -> float:
     """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded and `warm`,
     else flushed; NaN when that record has no such row on `device`."""
-    r = load_recorded(stem)
-    r = r[(r["device"] == device) & (r["name"] == name) & (r["case"] == case)] if r is not None and len(r) else None
-    if r is None or r.empty:
-        return float("nan")
-    w = r["warm_us"].iloc[0] if warm and "warm_us" in r else float("nan")
-    return float(w if w == w else r["median_us"].iloc[0])
+    r = select(load_recorded(stem), device=device, case=case)
+    w = pick(r, name, "warm_us") if warm else float("nan")
+    return w if w == w else pick(r, name, "median_us")
 
 
 def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
@@ -234,13 +225,11 @@ def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
              "embed": ("embedding", "decoder_ops", "03_embed", "embed:4096x4096:float16"),
              "argmax": ("argmax", "decoder_ops", "04_argmax", "argmax:151936:float32")}
     parts = {what: n[op] * alone_us(stem, name, case, dev) for op, (what, stem, name, case) in alone.items() if n.get(op)}
-    if not n.get("qk_rope"):
-        unrecorded = "RoPE + append is"
-    elif qk_fused():      # the token runs q/k norm + RoPE + append as one launch, which no record times alone
+    unrecorded = "RoPE + append is"
+    if n.get("qk_rope") and qk_fused():     # the token runs q/k norm + RoPE + append as one launch, which no record times alone
         unrecorded = f"the q/k norm + RoPE + append (`{FUSED}`, one launch) is"
-    else:
+    elif n.get("qk_rope"):
         parts["q/k norms"] = n["qk_rope"] * alone_us("decoder_ops", "02_head_norm", "head_norm:32x8x128:float16", dev)
-        unrecorded = "RoPE + append is"
     known = {k: v for k, v in parts.items() if v == v}
     measured = gap_text(d, context)
     if measured:
@@ -261,11 +250,9 @@ def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
 def tokens_text(df, context: int = 512) -> str:
     """One sentence on the fp16 graph-replayed vs eager token time at `context`, from the frame on
     screen (live or recorded), or the line saying nothing is measured or recorded yet."""
-    if df is None or not len(df):
-        return MISSING
-    d = df[(df["path"] == "float16") & (df["context"] == context)]
-    g, e = d[d["mode"] == "graph"], d[d["mode"] == "eager"]
-    if g.empty or e.empty:
+    d = select(df, path="float16", context=context)
+    g, e = select(d, mode="graph"), select(d, mode="eager")
+    if g is None or g.empty or e.empty:
         return MISSING
     g, e = g.iloc[0], e.iloc[0]
     lo, hi = e["p10_us"] / g["p90_us"], e["p90_us"] / g["p10_us"]
@@ -293,8 +280,7 @@ def say_bytes(cfg: Config = QWEN3_8B, context: int = 512, long: int = 4096) -> N
 
 
 def seed_span(seeds) -> tuple:
-    """The seeds' tokens/s (seed_figures), before and after: (fp16 lowest, fp16 highest, fp16's best
-    'after' figure, AWQ lowest, AWQ highest)."""
+    """The seeds' tokens/s (seed_figures): (fp16 lowest, fp16 highest, fp16's best 'after', AWQ lowest, AWQ highest)."""
     fp16 = seeds[seeds["model"].str.contains("fp16")]
     awq = seeds[seeds["model"].str.contains("AWQ")][["tokens/s before", "tokens/s after"]]
     both = fp16[["tokens/s before", "tokens/s after"]]
@@ -342,10 +328,6 @@ def paths_text(d, context: int = 512) -> str:
                      for p in ("int4", "w8a16")) + f" ({results.source(d)})."
 
 
-GAP_WHAT = {"decode": "decode attention", "qk_rope": "the q/k norm + RoPE + append",
-            "silu_mul": "SiLU × up"}
-
-
 def gap_text(d, context: int = 512) -> str:
     """Where the fp16 token's gap to its read-only floor goes, measured: the graph-replayed token with each non-GEMV
     op left out (measure.skip_rows, timing only), its cost by the noise rule; '' where those rows are not recorded."""
@@ -354,11 +336,12 @@ def gap_text(d, context: int = 512) -> str:
     cost = {ops: t - pick(d, skip_name("float16", ops), "median_us", case=case) for ops in SKIPS}
     if any(v != v for v in cost.values()) or not f == f or t <= f:
         return ""
+    what = {"decode": "decode attention", "qk_rope": "the q/k norm + RoPE + append", "silu_mul": "SiLU × up"}
     parts = []
     for ops in SKIPS[:-1]:
         m = ratio_band(d, skip_name("float16", ops), step, case)
-        parts.append(f"{GAP_WHAT.get(ops, ops)} " + ("within noise of nothing" if within_noise(m) else
-                                                      f"**{cost[ops]:.0f} µs** ({cost[ops] / (t - f):.0%})"))
+        parts.append(f"{what.get(ops, ops)} " + ("within noise of nothing" if within_noise(m) else
+                                                 f"**{cost[ops]:.0f} µs** ({cost[ops] / (t - f):.0%})"))
     alone = t - cost[SKIPS[-1]]
     roof, floor_roof = (pick(d, n, "frac_read", case=case) for n in (skip_name("float16", SKIPS[-1]), floor_name("float16")))
     return (f"Measured by leaving each op out of the replayed token (timing only; the tokens are then wrong), "

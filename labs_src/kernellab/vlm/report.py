@@ -1,8 +1,4 @@
-"""Lab 09's stage table and its sentences, from vlm_stages.csv (live or recorded), and the Orin on paper.
-
-The stage table: one row per stage, ours and transformers' ms side by side, their ratio (noise-aware), and what
-each stage is set against (the tensor roof measured in the same run, or the read roof). Every number is read
-from the frame on screen; the targets are the family's (STAGES.targets)."""
+"""Lab 09's stage table and its sentences, from vlm_stages.csv (live or recorded), its targets, and the Orin on paper."""
 from __future__ import annotations
 
 from .. import vision as V
@@ -15,15 +11,12 @@ def _ratio(slow: str, fast: str):
     return lambda df: results.ratio_band(df, fast, slow, CASE)
 
 
-def _frac(stage: str, col: str):
-    return lambda df: results.pick(df, name(OURS, stage), col, case=CASE)
-
-
 TARGETS = (
     Target("to the first token (448x448 image + 32 tokens), transformers / ours", _ratio(name(HF, "to first token"),
                                                                                           name(OURS, "to first token")), 1.0),
     Target("decode tokens/s, ours / lab 08's token step at the same context", _ratio(LAB08, name(OURS, "decode")), 1.0),
-    Target("decode, fraction of the read roof's tokens/s", _frac("decode", "frac_read"), None),
+    Target("decode, fraction of the read roof's tokens/s",
+           lambda df: results.pick(df, name(OURS, "decode"), "frac_read", case=CASE), None),
 )
 
 STAGES_FAMILY = Family(name=NAME, kernels="decoder", roof="read", record=lambda: measure_stages(), targets=TARGETS,
