@@ -179,7 +179,7 @@ def test_a_step_that_calls_another_familys_default_goes_stale_when_that_default_
     assert V.LAB01_SOFTMAX in V.SOFTMAX.variants
     before = store.expected("vision", V.LAB01_SOFTMAX)[0]
     old = S.SOFTMAX.default["float16"]
-    S.SOFTMAX.default["float16"] = "06_fp16_vec8" if old != "06_fp16_vec8" else "07_fp16_pipelined"
+    S.SOFTMAX.default["float16"] = next(n for n in S.SOFTMAX.variants if n != old)
     try:
         store.expected.cache_clear()
         assert store.expected("vision", V.LAB01_SOFTMAX)[0] != before
@@ -187,6 +187,22 @@ def test_a_step_that_calls_another_familys_default_goes_stale_when_that_default_
         S.SOFTMAX.default["float16"] = old
         store.expected.cache_clear()
     assert store.expected("vision", V.LAB01_SOFTMAX)[0] == before
+
+
+def test_a_torch_baseline_depends_on_none_of_our_steps_and_a_dangling_default_does_not_crash():
+    """`torch.softmax` names an attribute, not lab 05's `softmax`: a new default there leaves the torch row
+    alone. A default that names no step (a learner's kernel unregistered) changes the hash, without a crash."""
+    from kernellab import vision as V
+    torch_softmax = V.SOFTMAX.baselines["torch.softmax"]
+    before, old = fp.of(torch_softmax, "vision"), V.SOFTMAX.default["float16"]
+    caller = fp.of(V.softmax, "vision")
+    try:
+        V.SOFTMAX.default["float16"] = "gone"
+        assert fp.of(torch_softmax, "vision") == before
+        assert fp.of(V.softmax, "vision") != caller
+    finally:
+        V.SOFTMAX.default["float16"] = old
+    assert fp.of(V.softmax, "vision") == caller
 
 
 def test_a_one_op_record_keeps_the_other_ops_rows(monkeypatch):

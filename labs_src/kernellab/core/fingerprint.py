@@ -19,6 +19,7 @@ A composite row (Family.steps) hashes its engine's code and each of its steps' f
 from __future__ import annotations
 
 import ast
+import dis
 import functools
 import hashlib
 import importlib.util
@@ -38,9 +39,11 @@ DEPTH = 4                                  # how far a launcher's named helpers 
 _SIMPLE = (str, int, float, bool, type(None), bytes)
 _KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined", "__launch_bounds__",
              "static_assert", "decltype", "alignas", "alignof"}
-_DEFINES = re.compile(r"#define\s+(\w+)|\b(?:struct|class|union|enum)\s+(\w+)|"
-                      r"(?:constexpr|__constant__)\s+[\w:<>, *&]*?\b(\w+)\s*[=\[(;{]|"
-                      r"\b(\w+)\s*(?:<[^;{}()]*>)?\s*\([^;{}]*\)\s*(?:const\s*)?\{")
+_MACRO = re.compile(r"#define\s+(\w+)")
+_PREPROCESSOR = re.compile(r"(?m)^[ \t]*#(?:.*\\\n)*.*$")      # a directive, with its continued lines
+_DEFINES = [re.compile(p) for p in (       # read apart from the directives, so a macro's body defines nothing
+    r"\b(?:struct|class|union|enum)\s+(\w+)", r"(?:constexpr|__constant__)\s+[\w:<>, *&]*?\b(\w+)\s*[=\[(;{]",
+    r"\b(\w+)\s*(?:<[^;{}()]*>)?\s*\([^;{}]*\)\s*(?:const\s*)?\{")]
 _INCLUDE = re.compile(r'#include\s+"([^"]+)"')
 _WORD = re.compile(r"\b\w+\b")
 _RELATIVE = re.compile(r"(?m)^(\s*)from \.{2,}")   # `from ..core` in a lab package reads as `from .core`: a move
@@ -61,9 +64,14 @@ def _file(family: str):
     pre = src[:marks[0].start()] if marks else src
     slices = {m.group(1): src[m.start():marks[i + 1].start() if i + 1 < len(marks) else len(src)]
               for i, m in enumerate(marks)}
-    defines = {n: {w for g in _DEFINES.findall(_COMMENT.sub(" ", t)) for w in g if w and w not in _KEYWORDS}
-               for n, t in slices.items()}
+    defines = {n: _defined(_COMMENT.sub(" ", t)) for n, t in slices.items()}
     return pre + _headers(src), slices, defines
+
+
+def _defined(code: str) -> set:
+    """The names a slice's code defines: its macros, and its types, constants and functions."""
+    body = _PREPROCESSOR.sub(" ", code)
+    return (set(_MACRO.findall(code)) | {w for d in _DEFINES for w in d.findall(body)}) - _KEYWORDS
 
 
 def _headers(text: str, seen=None) -> str:
@@ -169,12 +177,13 @@ class _Walk:
                 self.strings |= {x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, str)}
             elif callable(v) and depth < DEPTH:
                 self.add(v, depth + 1)
-        names, mods = set(), []
+        names, loaded, mods = set(), set(), []
         for c in _codes(obj.__code__):
             names |= set(c.co_names)
+            loaded |= {i.argval for i in dis.get_instructions(c) if i.opname == "LOAD_GLOBAL"}
             self.strings |= {s for s in c.co_consts if isinstance(s, str) and len(s) < 80}
-        for n in sorted(names):
-            if n not in obj.__globals__:          # an attribute's name, a builtin, a local
+        for n in sorted(loaded):              # a global it reads (not an attribute of the same name: torch.softmax)
+            if n not in obj.__globals__:          # a builtin
                 continue
             g = obj.__globals__[n]
             if isinstance(g, types.ModuleType):
@@ -192,9 +201,11 @@ class _Walk:
         for m in mods:                       # V.layernorm, A.decode: a lab module's attribute named here
             fam = getattr(m, "FAMILY", None)
             for n in sorted(names):
-                g = getattr(m, n, None)
+                g = m.__dict__.get(n)        # (not getattr: compat's module __getattr__ warns of old names)
                 self.family(g, depth)
-                if g is not None and not isinstance(g, (types.ModuleType, dict, list)) and callable(g) and depth < DEPTH:
+                ours = isinstance(g, (functools.partial, _variant())) or inspect.ismethod(g) or \
+                    ((inspect.isfunction(g) or inspect.isclass(g)) and _ours(g.__module__))
+                if ours and depth < DEPTH:
                     if isinstance(fam, str):
                         self.families.add(fam)
                     self.add(g, depth + 1)
@@ -206,21 +217,34 @@ class _Walk:
         if isinstance(fam, Family) and id(fam) not in self.seen and depth < DEPTH:
             self.seen.add(id(fam))
             for d in dict.fromkeys(fam.default.values()):
-                self.parts.append(f"{fam.op or fam.name}.default={d}")
-                self.add(fam.variants[d], depth + 1)
+                v = fam.variants.get(d)
+                self.parts.append(f"{fam.op or fam.name}.default={d}" + ("" if v is not None else " (missing)"))
+                if v is not None:
+                    self.add(v, depth + 1)
+
+
+def _variant():
+    from .launch import Variant
+    return Variant
 
 
 def _imported(fn) -> list:
-    """The lab modules a function imports in its body (`from .. import softmax as sm`)."""
+    """The lab modules a function imports in its body (`from .. import softmax as sm`, `import kernellab.x as y`)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return []
-    pkg = fn.__module__.rsplit(".", 1)[0] if fn.__module__ else ""
+    pkg = fn.__globals__.get("__package__") or ""
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), pkg) if node.level else node.module
+        if isinstance(node, ast.Import):
+            out += [sys.modules.get(a.name) for a in node.names if a.asname]
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), pkg) if node.level \
+                    else node.module
+            except (ImportError, ValueError):
+                continue
             out += [sys.modules.get(f"{base}.{a.name}") or sys.modules.get(base) for a in node.names]
     return [m for m in out if isinstance(m, types.ModuleType) and _ours(m.__name__)]
 
