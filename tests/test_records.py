@@ -215,3 +215,15 @@ def test_a_one_op_record_keeps_the_other_ops_rows(monkeypatch):
     ln = full["case"].str.startswith("layernorm:")
     assert ln.any() and len(kept) == (~ln).sum() and not kept["case"].str.startswith("layernorm:").any()
     pd.testing.assert_frame_equal(kept, full[~ln].reset_index(drop=True))
+
+
+def test_restamp_rewrites_every_record_byte_for_byte_but_its_fingerprints():
+    """scripts/restamp.py writes a record file only through csv's reader and writer: every recorded CSV
+    must come back byte for byte from that round trip (else restamp would change more than fingerprints)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("restamp", REFERENCE.parents[1] / "scripts" / "restamp.py")
+    restamp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(restamp)
+    for p in sorted(REFERENCE.glob("*/*.csv")):
+        assert restamp.rows_of(p.read_bytes().decode()) is not None, f"{p} does not round-trip through csv"
+    assert restamp.rows_of('a,b\n1,"x\r\ny"\n') is not None and restamp.rows_of("a,b\r\n1,2\r\n") is None
