@@ -4,20 +4,9 @@ once, naming the new spelling and `make reset LAB=NN` (docs/design.md, "Old name
 these; tests/test_workflow.py runs the saved copies."""
 from __future__ import annotations
 
-import warnings
-
 from . import add, add_report, attention, decoder, gemv, measuring, measuring_report, rmsnorm_report, softmax, vision, vit_block
-from .core import bench, build, check, device, family, launch, ncu, results
-
-_SAID: set = set()
-
-
-def _say_once(old: str, new: str):
-    if old not in _SAID:
-        _SAID.add(old)
-        warnings.warn(f"{old} is now {new}; it still works here. `make reset LAB=NN` gives today's notebook "
-                      "(your copy moves to old/).", FutureWarning, stacklevel=3)
-
+from .core import bench, build, check, device, family, frame, launch, ncu, results
+from .core.frame import old_name
 
 def _install(mod, names: dict):
     """mod.__getattr__ (PEP 562): an old name -> (new spelling, today's object), warned once."""
@@ -26,7 +15,7 @@ def _install(mod, names: dict):
     def __getattr__(name):
         if name in names:
             new, value = names[name]
-            _say_once(f"{prefix}.{name}", new)
+            old_name(f"{prefix}.{name}", new)
             return value
         raise AttributeError(f"module {mod.__name__!r} has no attribute {name!r}")
     mod.__getattr__ = __getattr__
@@ -49,7 +38,10 @@ _install(build, _moved(launch, "launch", ("Variant", "variant", "launch", "kerne
 _install(check, _moved(launch, "launch", ("require", "no_alias", "aligned", "out_like")))
 _install(device, {"say": ("results.say", results.say)})
 _install(decoder, {"quantised_limits": ("decoder.gemv_limits", decoder.gemv_limits)})
-_install(attention, {"check_variants": ("check.variants(family, names, cases)",
+_install(attention, {"best_variant": ("results.fastest(df, case) (and results.pick for its time)",
+                                     lambda df, case: (frame.fastest(df, case), results.pick(df, frame.fastest(df, case),
+                                                                                             "median_us", case=case))),
+                     "check_variants": ("check.variants(family, names, cases)",
                                         lambda fam, names=None, cases=None: check.variants(fam, names, cases))})
 _install(gemv, {**{n: (f"results.{n}", getattr(results, n)) for n in ("ratio", "compare_text", "roof_text")},
                 "CLAIMS": ("docs/claims.csv (results.claims)", None), "BATCHED_CLAIMS": ("docs/claims.csv", None),
@@ -93,7 +85,7 @@ _FIELDS = {"NAME": "name", "FAMILY": "kernels", "VARIANTS": "variants", "BASELIN
 
 def _family_field(old, new):
     def get(self):
-        _say_once(f"<family>.{old}", f"<family>.{new}")
+        old_name(f"<family>.{old}", f"<family>.{new}")
         return getattr(self, new)
     return property(get)
 

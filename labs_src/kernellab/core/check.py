@@ -7,6 +7,7 @@ import numpy as np
 
 from .device import is_live
 from .family import of
+from .frame import step_name
 
 # (rtol, atol) per output dtype. CuPy's NVRTC path flushes fp32 subnormals to zero
 # (-ftz=true), so atol sits above the fp32 subnormal range.
@@ -128,7 +129,7 @@ def variants(family, names=None, cases=None, dtype=None) -> None:
     cases = fam.check_cases if cases is None else cases
     live = is_live()
     todo = {}
-    for nm in (list(fam.variants) if names is None else list(names)):
+    for nm in (list(fam.variants) if names is None else [step_name(fam, n) for n in names]):
         fn = fam.variants[nm]
         if live and not fn.runs_here():
             print(f"{fam.name} {nm:<24}: SKIPPED: needs sm_{fn.min_arch} or newer; this GPU cannot run it "

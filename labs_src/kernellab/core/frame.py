@@ -138,6 +138,26 @@ RENAMED = {
 }
 
 
+_WARNED: set = set()
+
+
+def old_name(old: str, new: str) -> None:
+    """Warn once that a saved notebook used an old spelling (compat.py's names, RENAMED's steps)."""
+    import warnings
+    if old not in _WARNED:
+        _WARNED.add(old)
+        warnings.warn(f"{old} is now {new}; it still works here. `make reset LAB=NN` gives today's notebook "
+                      "(your copy moves to old/).", FutureWarning, stacklevel=3)
+
+
+def step_name(family, name: str) -> str:
+    """Today's name of a step a saved notebook names (RENAMED), warned once; else the name as given."""
+    if name not in family.variants and RENAMED.get(name) in family.variants:
+        old_name(repr(name), repr(RENAMED[name]))
+        return RENAMED[name]
+    return name
+
+
 def renamed(df):
     """A frame's `name` column under today's names (RENAMED)."""
     if df is not None and "name" in df and df["name"].isin(list(RENAMED)).any():
