@@ -271,7 +271,6 @@ def stacked_shares(df, columns: dict, labels, notes, xlabel: str, title: str, na
     if df is None or df.empty:
         print(f"(no data for plot {name})")
         return None
-    import numpy as np
     fig, ax = _figure(WIDTH, 0.45 * len(df) + 1.6)
     y = np.arange(len(df))[::-1]
     left = np.zeros(len(df))

@@ -87,7 +87,6 @@ def ptxas_brief(info, full: bool = False):
     """build.ptxas_info's frame, one row per kernel: a column per arch only where the archs differ,
     kernels that differ only by a template size (`_2`, `_4`, `_8`) in one row as a range, all-zero columns
     said once instead of shown. full=True: the frame."""
-    import re
     import pandas as pd
     if full or info is None or info.empty:
         return info
@@ -129,7 +128,6 @@ def claims_brief(table, full: bool = False):
     """A claims table (results.claims) in at most MAX_ROWS rows: every claim judged or measured here a
     row each; those with a stated reason one row per reason, with their ids; still too long, the most common
     verdict folded the same way. full=True: the table itself."""
-    import re
     import pandas as pd
     from .verdict import OUTCOMES
     if full or table is None or table.empty or "verdict" not in table or len(table) <= MAX_ROWS:
@@ -281,7 +279,6 @@ def compare_text(df, fast: str, slow: str, case: str) -> str:
 def say(md: str) -> None:
     """Show a computed sentence (Markdown in a notebook, text elsewhere): every sentence that quotes a
     number or a verdict goes through here. A provenance after a finished clause joins it."""
-    import re
     md = re.sub(r"\.\s+\(((?:recorded|live) on [^()]*)\)\.?", r" (\1).", md)
     try:
         from IPython import get_ipython
