@@ -195,11 +195,7 @@ def host_text(df, step: str, against: str = "torch") -> str:
 def summary(df, step: str, against: str, prov: bool = True) -> str:
     """One sentence: `step` against `against` over every case both have, the range of
     time(against)/time(step), and where it loses or is within noise."""
-    got = []
-    for c in cases(df, step):
-        m = ratio_band(df, step, against, c)
-        if m.ok:
-            got.append((c, m))
+    got = [(c, m) for c in cases(df, step) if (m := ratio_band(df, step, against, c)).ok]
     if not got:
         dev = df["device"].iloc[0] if df is not None and len(df) and "device" in df else None
         live = "source" in df and (df["source"] == "live").any() if df is not None else False
