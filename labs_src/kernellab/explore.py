@@ -16,6 +16,7 @@ import numpy as np
 
 from .core import bench
 from .core.device import is_live, load_recorded, provenance
+from .core.frame import ipython
 from .core.results import say, source
 
 # source, device and date are said once, in the line above the table (provenance)
@@ -64,16 +65,13 @@ def _widgets():
     """ipywidgets where the sliders can work: the module imports and a Jupyter kernel runs; else None
     (a headless run, KERNELLAB_NO_WIDGETS=1 as in nbval, gets the static table: a waiting widget can stall)."""
     import os
-    if os.environ.get("KERNELLAB_NO_WIDGETS"):
+    if os.environ.get("KERNELLAB_NO_WIDGETS") or getattr(ipython(), "kernel", None) is None:
         return None
     try:
-        from IPython import get_ipython
-        if getattr(get_ipython(), "kernel", None) is None:
-            return None
         import ipywidgets as w
-        return w
     except ImportError:
         return None
+    return w
 
 
 def _static(render, defaults: dict) -> None:

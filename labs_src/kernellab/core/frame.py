@@ -101,13 +101,18 @@ def timing_rules(df, lab: str) -> int:
 _SAID: list = [None, set()]      # the cell being run (IPython's execution count), the lines it printed
 
 
-def print_once(line: str) -> None:
-    """Print a provenance or skip line once per notebook cell (outside IPython, always)."""
+def ipython():
+    """The IPython shell this runs in, or None (outside IPython, or IPython not installed)."""
     try:
         from IPython import get_ipython
-        ip = get_ipython()
     except ImportError:
-        ip = None
+        return None
+    return get_ipython()
+
+
+def print_once(line: str) -> None:
+    """Print a provenance or skip line once per notebook cell (outside IPython, always)."""
+    ip = ipython()
     if ip is not None:
         if _SAID[0] != ip.execution_count:           # a new cell
             _SAID[:] = [ip.execution_count, set()]

@@ -15,6 +15,7 @@ import numpy as np
 
 from .bench import roof_values
 from .device import FIGURES, provenance
+from .frame import ipython
 
 DPI = 100
 WIDTH = 7.0          # inches of axes + labels; a legend outside adds <= 2.5 in: <= ~1000 px
@@ -26,12 +27,7 @@ _BASELINE_STYLES = [("--", "x"), (":", "+"), ("-.", "*"), ((0, (5, 1, 1, 1)), "1
 
 def _in_notebook() -> bool:
     """True inside a Jupyter kernel (JupyterLab, nbval), where figures are displayed."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+    return type(ipython()).__name__ == "ZMQInteractiveShell"
 
 
 def _figure(w=WIDTH, h=4.0, **kw):

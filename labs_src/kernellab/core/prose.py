@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .frame import best, cases, devices, one_source, print_once, select, short_device, source, sweep_best
+from .frame import best, cases, devices, ipython, one_source, print_once, select, short_device, source, sweep_best
 from .verdict import frac_band, ratio, ratio_band, target_outcome, within_noise
 
 MAX_ROWS = 40       # a table longer than this shows the fastest step per case instead (the frame stays one call away)
@@ -276,14 +276,10 @@ def say(md: str) -> None:
     """Show a computed sentence (Markdown in a notebook, text elsewhere): every sentence that quotes a
     number or a verdict goes through here. A provenance after a finished clause joins it."""
     md = re.sub(r"\.\s+\(((?:recorded|live) on [^()]*)\)\.?", r" (\1).", md)
-    try:
-        from IPython import get_ipython
+    if ipython() is not None:
         from IPython.display import Markdown, display
-        if get_ipython() is not None:
-            display(Markdown(md))
-            return
-    except ImportError:
-        pass
+        display(Markdown(md))
+        return
     print(md)
 
 
