@@ -1,6 +1,6 @@
 """Reading results frames, live or recorded: select rows, the one (device, source) a sentence speaks
-of, one number, the fastest step per case, the frame split by device, and the one switch between a live
-measurement and the recorded rows (stale rows marked), saying once per cell where they come from.
+of, one number, the fastest step per case, the frame split by device, a line said once per cell, and
+today's names of recorded rows (the live / recorded switch itself, stale rows marked, is core/store.py's).
 
 A results frame has one row per (case, name): median_us, p10_us, p90_us (GPU time, L2 flushed),
 bytes, gbps, frac_copy, frac_read, warm_us, host_us, and device, date, source ('live' or
@@ -124,9 +124,8 @@ def print_once(line: str) -> None:
 
 # ---- names a recorded row may carry ---------------------------------------------------------------
 
-# Rows recorded under a name since renamed (the ablation keys now all read NN_ablate_what): old -> new.
-# The one map; store.read_csv (every read of a recorded CSV) applies it through renamed(), so the files stay
-# as recorded. (The live / recorded switch, recorded() and live_or_recorded(), lives in core/store.py.)
+# Rows recorded under a name since renamed (the ablation keys now all read NN_ablate_what): old -> new. The one
+# map; store.read_csv (every read of a recorded CSV) applies it through renamed(), so the files stay as recorded.
 RENAMED = {
     "ablate_07_no_prefetch": "07_ablate_no_prefetch",      # softmax
     "04_two_exp": "04_ablate_two_exp",                      # softmax_ablation
