@@ -40,10 +40,9 @@ def point(family, shape, dtype, names=None, baselines=True):
     if rec.empty:
         return rec, f"no recorded {family.name} results (make bench records them on a GPU)"
     rec = rec[rec["dtype"] == dtype]
-    if not rec.empty:               # one device: a sentence speaks of one record (the first, as the tables')
-        rec = rec[(rec["device"] == rec["device"].iloc[0])]
     if rec.empty:
         return rec, f"nothing recorded for {dtype}"
+    rec = rec[rec["device"] == rec["device"].iloc[0]]     # one device: a sentence speaks of the tables' first record
     dist = (np.log2(rec["rows"].clip(lower=1)) - np.log2(max(shape[0], 1))) ** 2 + \
            (np.log2(rec["cols"].clip(lower=1)) - np.log2(max(shape[-1], 1))) ** 2
     case = rec.loc[dist.idxmin(), "case"]
