@@ -65,9 +65,8 @@ def brief(df, roof: str = "copy"):
     with time(library) / time(step)."""
     import pandas as pd
     d = one_source(df)
-    top = best(d)
     rows = []
-    for case, r in top.iterrows():
+    for case, r in best(d).iterrows():
         at = d[d["case"] == case]
         row = {"case": case, "fastest step": r["name"], "µs": r["median_us"]}
         if f"frac_{roof}" in at:
@@ -305,11 +304,9 @@ def device_table(df, roof: str = "copy", names=None, value: str = "median_us"):
         print("(nothing to compare: one device or no results)")
         return pd.DataFrame()
     if names is None:
-        top = best(parts[0])
-        keys = [(case, r["name"]) for case, r in top.iterrows()]
+        keys = [(case, r["name"]) for case, r in best(parts[0]).iterrows()]
     else:
-        first = parts[0]
-        keys = [(c, n) for n in names for c in dict.fromkeys(first.loc[first["name"] == n, "case"])]
+        keys = [(c, n) for n in names for c in dict.fromkeys(parts[0].loc[parts[0]["name"] == n, "case"])]
     unit = {"median_us": "µs"}.get(value, value)
     rows = []
     for case, name in keys:
