@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
+
 from .frame import best, cases, devices, ipython, one_source, print_once, select, short_device, source, sweep_best
 from .verdict import frac_band, ratio, ratio_band, target_outcome, within_noise
 
@@ -63,7 +65,6 @@ def brief(df, roof: str = "copy"):
     """One row per case: the fastest step, its µs and fraction of the roof, its fraction of the floor (a
     read-only kernel or copy of the same bytes) where the frame has one, and the fastest library baseline
     with time(library) / time(step)."""
-    import pandas as pd
     d = one_source(df)
     rows = []
     for case, r in best(d).iterrows():
@@ -86,7 +87,6 @@ def ptxas_brief(info, full: bool = False):
     """build.ptxas_info's frame, one row per kernel: a column per arch only where the archs differ,
     kernels that differ only by a template size (`_2`, `_4`, `_8`) in one row as a range, all-zero columns
     said once instead of shown. full=True: the frame."""
-    import pandas as pd
     if full or info is None or info.empty:
         return info
     d = info.copy()
@@ -127,7 +127,6 @@ def claims_brief(table, full: bool = False):
     """A claims table (results.claims) in at most MAX_ROWS rows: every claim judged or measured here a
     row each; those with a stated reason one row per reason, with their ids; still too long, the most common
     verdict folded the same way. full=True: the table itself."""
-    import pandas as pd
     from .verdict import OUTCOMES
     if full or table is None or table.empty or "verdict" not in table or len(table) <= MAX_ROWS:
         return table
@@ -298,7 +297,6 @@ def device_table(df, roof: str = "copy", names=None, value: str = "median_us"):
     """Every record (and the live GPU) side by side, one row per case: the fastest step on the device
     on screen with, per device, its µs, its fraction of the roof and the fastest library's µs. names: these
     steps or baselines instead, each with `value` (e.g. "tokens/s")."""
-    import pandas as pd
     parts = [p for p in devices(df) if p is not None and len(p)]
     if not parts or "kind" not in parts[0]:
         print("(nothing to compare: one device or no results)")
