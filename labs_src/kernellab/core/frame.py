@@ -8,7 +8,7 @@ bytes, gbps, frac_copy, frac_read, warm_us, host_us, and device, date, source ('
 never branch on the mode: they call the functions here, which read whatever frame they are given."""
 from __future__ import annotations
 
-from .device import provenance
+from .device import TIMING_RULES, provenance, recorded_meta
 
 
 def select(df, **eq):
@@ -91,7 +91,6 @@ def devices(df) -> list:
 def timing_rules(df, lab: str) -> int:
     """The bench rules (device.TIMING_RULES) a frame was timed under: live, today's; a record, those
     written beside it (1: older than the field)."""
-    from .device import TIMING_RULES, recorded_meta
     if df is None or df.empty or "source" not in df or df["source"].iloc[0] == "live":
         return TIMING_RULES
     meta = next((m for m in recorded_meta().values() if m.get("device") == df["device"].iloc[0]), {})

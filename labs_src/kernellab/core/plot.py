@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .bench import roof_values
-from .device import FIGURES, provenance
+from .device import FIGURES, info, now, provenance
 from .frame import ipython
 
 DPI = 100
@@ -233,7 +233,6 @@ def error_vs_fp64(sizes, errors: dict, name: str, title: str = "", provenance: s
         print(f"(no error measurements for plot {name})")
         return None
     if not provenance:
-        from .device import info, now
         provenance = f"live on {info()['name']}, {now()}"
     fig, ax = _figure(WIDTH, 3.8)
     styles = itertools.cycle(_VARIANT_STYLES)

@@ -8,7 +8,7 @@ import re
 import pandas as pd
 
 from .frame import best, cases, devices, ipython, one_source, print_once, select, short_device, source, sweep_best
-from .verdict import frac_band, ratio, ratio_band, target_outcome, within_noise
+from .verdict import OUTCOMES, frac_band, ratio, ratio_band, target_outcome, within_noise
 
 MAX_ROWS = 40       # a table longer than this shows the fastest step per case instead (the frame stays one call away)
 
@@ -127,7 +127,6 @@ def claims_brief(table, full: bool = False):
     """A claims table (results.claims) in at most MAX_ROWS rows: every claim judged or measured here a
     row each; those with a stated reason one row per reason, with their ids; still too long, the most common
     verdict folded the same way. full=True: the table itself."""
-    from .verdict import OUTCOMES
     if full or table is None or table.empty or "verdict" not in table or len(table) <= MAX_ROWS:
         return table
     ids = table["id"].astype(str) if "id" in table else table.index.astype(str)

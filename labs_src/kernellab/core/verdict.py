@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .device import provenance
+from .device import ROOT, provenance
 from .frame import devices, one_source, pick, print_once, short_device, source
 
 HOLD = 1.5              # the factor, in log terms, within which a measured gain matches a claimed one
@@ -149,7 +149,6 @@ def targets_met(tg) -> str:
 
 def claims_file():
     """docs/claims.csv: every claim of the seed reports, one row each (empty frame if absent)."""
-    from .device import ROOT
     path = ROOT / "docs" / "claims.csv"
     if not path.exists():
         return pd.DataFrame()
