@@ -51,11 +51,8 @@ def load_recorded(lab: str):
     for slug_, meta in recorded_meta().items():
         path = REFERENCE / slug_ / f"{lab}.csv"
         if path.exists():
-            df = read_csv(path)
-            df["device"] = meta["device"]
-            df["date"] = meta.get("labs", {}).get(lab, {}).get("date", "?")
-            df["source"] = "recorded"
-            frames.append(df)
+            date = meta.get("labs", {}).get(lab, {}).get("date", "?")
+            frames.append(read_csv(path).assign(device=meta["device"], date=date, source="recorded"))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
