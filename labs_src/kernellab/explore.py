@@ -84,10 +84,9 @@ def _static(render, defaults: dict) -> None:
     print(f"(no sliders: {why}; the table above is for the default values)")
 
 
-def _interactive(controls: dict, render) -> None:
+def _interactive(w, controls: dict, render) -> None:
     """Lay the controls out above one Output and re-render into it on every change: the table
     appears once, under the controls. Returns None so the cell shows nothing more."""
-    w = _widgets()
     from IPython.display import display
     out = w.Output()
 
@@ -152,7 +151,7 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
     def follow(change):
         c_step.options = _softmax_steps(change["new"])
     c_width.observe(follow, names="value")
-    return _interactive({"cols": c_cols, "width": c_width, "step": c_step}, render)
+    return _interactive(w, {"cols": c_cols, "width": c_width, "step": c_step}, render)
 
 
 # ---- RMSNorm ---------------------------------------------------------------------------------
@@ -182,4 +181,4 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
     c_rows = w.SelectionSlider(options=opts, value=min(opts, key=lambda r: abs(np.log2(r / max(rows, 1)))),
                                description="rows")
     c_path = w.ToggleButtons(options=["float32", "f32_fp16w", "float16"], value=path, description="data path")
-    return _interactive({"rows": c_rows, "path": c_path}, render)
+    return _interactive(w, {"rows": c_rows, "path": c_path}, render)
