@@ -16,6 +16,7 @@ import numpy as np
 
 from .core import bench
 from .core.device import is_live, load_recorded, provenance
+from .core.frame import ipython
 from .core.results import say, source
 
 # source, device and date are said once, in the line above the table (provenance)
@@ -39,10 +40,9 @@ def point(family, shape, dtype, names=None, baselines=True):
     if rec.empty:
         return rec, f"no recorded {family.name} results (make bench records them on a GPU)"
     rec = rec[rec["dtype"] == dtype]
-    if not rec.empty:               # one device: a sentence speaks of one record (the first, as the tables')
-        rec = rec[(rec["device"] == rec["device"].iloc[0])]
     if rec.empty:
         return rec, f"nothing recorded for {dtype}"
+    rec = rec[rec["device"] == rec["device"].iloc[0]]     # one device: a sentence speaks of the tables' first record
     dist = (np.log2(rec["rows"].clip(lower=1)) - np.log2(max(shape[0], 1))) ** 2 + \
            (np.log2(rec["cols"].clip(lower=1)) - np.log2(max(shape[-1], 1))) ** 2
     case = rec.loc[dist.idxmin(), "case"]
@@ -64,16 +64,13 @@ def _widgets():
     """ipywidgets where the sliders can work: the module imports and a Jupyter kernel runs; else None
     (a headless run, KERNELLAB_NO_WIDGETS=1 as in nbval, gets the static table: a waiting widget can stall)."""
     import os
-    if os.environ.get("KERNELLAB_NO_WIDGETS"):
+    if os.environ.get("KERNELLAB_NO_WIDGETS") or getattr(ipython(), "kernel", None) is None:
         return None
     try:
-        from IPython import get_ipython
-        if getattr(get_ipython(), "kernel", None) is None:
-            return None
         import ipywidgets as w
-        return w
     except ImportError:
         return None
+    return w
 
 
 def _static(render, defaults: dict) -> None:
@@ -87,10 +84,9 @@ def _static(render, defaults: dict) -> None:
     print(f"(no sliders: {why}; the table above is for the default values)")
 
 
-def _interactive(controls: dict, render) -> None:
+def _interactive(w, controls: dict, render) -> None:
     """Lay the controls out above one Output and re-render into it on every change: the table
     appears once, under the controls. Returns None so the cell shows nothing more."""
-    w = _widgets()
     from IPython.display import display
     out = w.Output()
 
@@ -155,7 +151,7 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
     def follow(change):
         c_step.options = _softmax_steps(change["new"])
     c_width.observe(follow, names="value")
-    return _interactive({"cols": c_cols, "width": c_width, "step": c_step}, render)
+    return _interactive(w, {"cols": c_cols, "width": c_width, "step": c_step}, render)
 
 
 # ---- RMSNorm ---------------------------------------------------------------------------------
@@ -185,4 +181,4 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
     c_rows = w.SelectionSlider(options=opts, value=min(opts, key=lambda r: abs(np.log2(r / max(rows, 1)))),
                                description="rows")
     c_path = w.ToggleButtons(options=["float32", "f32_fp16w", "float16"], value=path, description="data path")
-    return _interactive({"rows": c_rows, "path": c_path}, render)
+    return _interactive(w, {"rows": c_rows, "path": c_path}, render)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from .core.device import is_live, save_recorded
+from .core.device import info, is_live, load_recorded, save_recorded
 from .core.ncu import LIMITER_METRICS, ncu
 from .core.results import claims_file
 from .labs import families, family_named, key
@@ -66,7 +66,6 @@ def limiter_jobs(only=None) -> list:
 
 def main(argv=None) -> int:
     import pandas as pd
-    from .core.device import load_recorded
     argv = sys.argv[1:] if argv is None else argv
     if not is_live():
         print("kernellab.ncu_record needs a CUDA GPU and Nsight Compute: readings are measured, never typed in.")
@@ -77,7 +76,6 @@ def main(argv=None) -> int:
                                             for (k, step, case), metrics in sorted(jobs().items())]
     todo += [(f, name, shape, dt, kernel, LIMITER_METRICS) for f, name, shape, dt, kernel in limiter_jobs(only)]
     if "--missing" in argv:                      # only the launches this device has no readings of
-        from .core.device import info
         old = load_recorded("ncu")
         mine = old[old["device"] == info()["name"]] if len(old) else old
         have = set(zip(mine["family"], mine["name"], mine["case"])) if len(mine) else set()
@@ -112,7 +110,6 @@ def main(argv=None) -> int:
     if rows:
         new = pd.DataFrame(rows)
         if partial:                              # keep this device's other readings
-            from .core.device import info
             old = load_recorded("ncu")
             old = old[old["device"] == info()["name"]] if len(old) else old
             if len(old):

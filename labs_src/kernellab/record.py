@@ -43,8 +43,7 @@ def summary(fam, df) -> None:
     """Per case: the fastest step (from the data), its fraction of the copy roof, its ratio to
     each baseline."""
     from .core.results import best
-    top = best(df)
-    for case, row in top.iterrows():
+    for case, row in best(df).iterrows():
         at = df[df["case"] == case]
         vs = ", ".join(f"{t / row['median_us']:.2f}x vs {b}" for b, t in
                        zip(at[at["kind"] == "baseline"]["name"], at[at["kind"] == "baseline"]["median_us"]))

@@ -7,6 +7,7 @@ side); the child (`--child`) only launches kernels, the sanitizer watches every 
 """  # noqa: E501
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -30,21 +31,14 @@ def executable() -> str | None:
     return None
 
 
-def _size(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def cases(family) -> list:
     """Up to PER_FAMILY distinct small shapes of the family's CHECK_CASES (irregular sizes,
     tails, sizes below a block), each with its most hostile value set the family lists."""
     by_shape: dict = {}
     for shape, values in family.check_cases:
-        if 0 < _size(shape) <= MAX_ELEMS:
+        if 0 < math.prod(shape) <= MAX_ELEMS:
             by_shape.setdefault(tuple(shape), []).append(values)
-    shapes = sorted(by_shape, key=_size)
+    shapes = sorted(by_shape, key=math.prod)
     if len(shapes) > PER_FAMILY:    # the smallest, the largest, and two between
         idx = sorted({0, len(shapes) - 1, len(shapes) // 3, 2 * len(shapes) // 3})
         shapes = [shapes[i] for i in idx]
@@ -168,7 +162,7 @@ def sweep_child(name: str) -> int:
         if not v.runs_here():
             continue
         for dt in v.dtypes:
-            shape, _ = max(cases(fam), key=lambda c: _size(c[0]))
+            shape, _ = max(cases(fam), key=lambda c: math.prod(c[0]))
             host = fam.make_input(shape, dt, "randn", seed=3)
             want = fam.reference(*host)
             tol = fam.tolerance(*host) if fam.tolerance else {}

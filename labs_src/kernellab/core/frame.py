@@ -1,6 +1,6 @@
 """Reading results frames, live or recorded: select rows, the one (device, source) a sentence speaks
-of, one number, the fastest step per case, the frame split by device, and the one switch between a live
-measurement and the recorded rows (stale rows marked), saying once per cell where they come from.
+of, one number, the fastest step per case, the frame split by device, a line said once per cell, and
+today's names of recorded rows (the live / recorded switch itself, stale rows marked, is core/store.py's).
 
 A results frame has one row per (case, name): median_us, p10_us, p90_us (GPU time, L2 flushed),
 bytes, gbps, frac_copy, frac_read, warm_us, host_us, and device, date, source ('live' or
@@ -8,7 +8,7 @@ bytes, gbps, frac_copy, frac_read, warm_us, host_us, and device, date, source ('
 never branch on the mode: they call the functions here, which read whatever frame they are given."""
 from __future__ import annotations
 
-from .device import provenance
+from .device import TIMING_RULES, provenance, recorded_meta
 
 
 def select(df, **eq):
@@ -91,7 +91,6 @@ def devices(df) -> list:
 def timing_rules(df, lab: str) -> int:
     """The bench rules (device.TIMING_RULES) a frame was timed under: live, today's; a record, those
     written beside it (1: older than the field)."""
-    from .device import TIMING_RULES, recorded_meta
     if df is None or df.empty or "source" not in df or df["source"].iloc[0] == "live":
         return TIMING_RULES
     meta = next((m for m in recorded_meta().values() if m.get("device") == df["device"].iloc[0]), {})
@@ -101,13 +100,18 @@ def timing_rules(df, lab: str) -> int:
 _SAID: list = [None, set()]      # the cell being run (IPython's execution count), the lines it printed
 
 
-def print_once(line: str) -> None:
-    """Print a provenance or skip line once per notebook cell (outside IPython, always)."""
+def ipython():
+    """The IPython shell this runs in, or None (outside IPython, or IPython not installed)."""
     try:
         from IPython import get_ipython
-        ip = get_ipython()
     except ImportError:
-        ip = None
+        return None
+    return get_ipython()
+
+
+def print_once(line: str) -> None:
+    """Print a provenance or skip line once per notebook cell (outside IPython, always)."""
+    ip = ipython()
     if ip is not None:
         if _SAID[0] != ip.execution_count:           # a new cell
             _SAID[:] = [ip.execution_count, set()]
@@ -119,9 +123,8 @@ def print_once(line: str) -> None:
 
 # ---- names a recorded row may carry ---------------------------------------------------------------
 
-# Rows recorded under a name since renamed (the ablation keys now all read NN_ablate_what): old -> new.
-# The one map; store.read_csv (every read of a recorded CSV) applies it through renamed(), so the files stay
-# as recorded. (The live / recorded switch, recorded() and live_or_recorded(), lives in core/store.py.)
+# Rows recorded under a name since renamed (the ablation keys now all read NN_ablate_what): old -> new. The one
+# map; store.read_csv (every read of a recorded CSV) applies it through renamed(), so the files stay as recorded.
 RENAMED = {
     "ablate_07_no_prefetch": "07_ablate_no_prefetch",      # softmax
     "04_two_exp": "04_ablate_two_exp",                      # softmax_ablation

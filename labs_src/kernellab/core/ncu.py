@@ -122,15 +122,14 @@ class Limiter:
     def short(self) -> str:
         """The verdict without the stall: which unit sets the pace, or that latency does."""
         if self.kind == "unit":
-            return str(self)
+            return f"{self.what} is near saturation ({self.value:.0f}% busy): it sets the pace"
         return f"no unit is near saturation (the busiest, {self.busiest}, at {self.busy:.0f}%): it is held by latency"
 
     def __str__(self):
         if self.kind == "unit":
-            return f"{self.what} is near saturation ({self.value:.0f}% busy): it sets the pace"
+            return self.short
         also = "".join(f", within the noise of *{t}*" for t in self.tied)
-        return (f"no unit is near saturation (the busiest, {self.busiest}, at {self.busy:.0f}%): it is held by "
-                f"latency, its warps waiting most on *{self.what}* ({self.value:.2f} cycles per issued "
+        return (f"{self.short}, its warps waiting most on *{self.what}* ({self.value:.2f} cycles per issued "
                 f"instruction{also})")
 
 

@@ -14,7 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .bench import roof_values
-from .device import FIGURES, provenance
+from .device import FIGURES, info, now, provenance
+from .frame import ipython
 
 DPI = 100
 WIDTH = 7.0          # inches of axes + labels; a legend outside adds <= 2.5 in: <= ~1000 px
@@ -26,18 +27,12 @@ _BASELINE_STYLES = [("--", "x"), (":", "+"), ("-.", "*"), ((0, (5, 1, 1, 1)), "1
 
 def _in_notebook() -> bool:
     """True inside a Jupyter kernel (JupyterLab, nbval), where figures are displayed."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+    return type(ipython()).__name__ == "ZMQInteractiveShell"
 
 
-def _figure(w=WIDTH, h=4.0):
+def _figure(w=WIDTH, h=4.0, **kw):
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(w, h), dpi=DPI)
-    return fig, ax
+        return plt.subplots(figsize=(w, h), dpi=DPI, **kw)
 
 
 def _legend_outside(ax, below=False, **kw):
@@ -153,8 +148,7 @@ def bars(df, name: str, title: str = "", value: str = "gbps"):
     vals = {c: [df[(df["case"] == c) & (df["name"] == nm)][value].median() for nm in names] for c in cases}
     tops = [max((v for v in vals[c] if v == v), default=float("nan")) for c in cases]
     groups = [[c] for c in cases] if len(cases) > 1 and span(tops) > SPAN else [cases]
-    with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(1, len(groups), figsize=(WIDTH, 4.2), dpi=DPI, squeeze=False)
+    fig, axes = _figure(WIDTH, 4.2, ncols=len(groups), squeeze=False)
     colors = plt.get_cmap("tab20").colors
     w = 0.8 / len(names)
     ylabel = {"gbps": "GB/s (unique bytes)", "median_us": "median time (µs)"}.get(value, value)
@@ -239,7 +233,6 @@ def error_vs_fp64(sizes, errors: dict, name: str, title: str = "", provenance: s
         print(f"(no error measurements for plot {name})")
         return None
     if not provenance:
-        from .device import info, now
         provenance = f"live on {info()['name']}, {now()}"
     fig, ax = _figure(WIDTH, 3.8)
     styles = itertools.cycle(_VARIANT_STYLES)
@@ -271,7 +264,6 @@ def stacked_shares(df, columns: dict, labels, notes, xlabel: str, title: str, na
     if df is None or df.empty:
         print(f"(no data for plot {name})")
         return None
-    import numpy as np
     fig, ax = _figure(WIDTH, 0.45 * len(df) + 1.6)
     y = np.arange(len(df))[::-1]
     left = np.zeros(len(df))
@@ -297,9 +289,7 @@ def tokens(rows, floors, baselines, gains, name: str, title: str = "", prov: str
     if not rows:
         print(f"(no data for plot {name})")
         return None
-    with plt.rc_context(STYLE):
-        fig, (a, b) = plt.subplots(1, 2, figsize=(WIDTH * 1.25, 4.2), dpi=DPI,
-                                   gridspec_kw={"width_ratios": [1.1, 1]})
+    fig, (a, b) = _figure(WIDTH * 1.25, 4.2, ncols=2, gridspec_kw={"width_ratios": [1.1, 1]})
     paths = list(rows)
     x = np.arange(len(paths))
     a.bar(x - 0.2, [rows[p] for p in paths], 0.4, color="#3a78b5", label="our token step (graph)")

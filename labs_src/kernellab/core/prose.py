@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 
-from .frame import best, cases, devices, one_source, print_once, select, short_device, source, sweep_best
-from .verdict import frac_band, ratio, ratio_band, target_outcome, within_noise
+import pandas as pd
+
+from .frame import best, cases, devices, ipython, one_source, print_once, select, short_device, source, sweep_best
+from .verdict import OUTCOMES, frac_band, ratio, ratio_band, target_outcome, within_noise
 
 MAX_ROWS = 40       # a table longer than this shows the fastest step per case instead (the frame stays one call away)
 
@@ -63,11 +65,9 @@ def brief(df, roof: str = "copy"):
     """One row per case: the fastest step, its µs and fraction of the roof, its fraction of the floor (a
     read-only kernel or copy of the same bytes) where the frame has one, and the fastest library baseline
     with time(library) / time(step)."""
-    import pandas as pd
     d = one_source(df)
-    top = best(d)
     rows = []
-    for case, r in top.iterrows():
+    for case, r in best(d).iterrows():
         at = d[d["case"] == case]
         row = {"case": case, "fastest step": r["name"], "µs": r["median_us"]}
         if f"frac_{roof}" in at:
@@ -87,8 +87,6 @@ def ptxas_brief(info, full: bool = False):
     """build.ptxas_info's frame, one row per kernel: a column per arch only where the archs differ,
     kernels that differ only by a template size (`_2`, `_4`, `_8`) in one row as a range, all-zero columns
     said once instead of shown. full=True: the frame."""
-    import re
-    import pandas as pd
     if full or info is None or info.empty:
         return info
     d = info.copy()
@@ -129,9 +127,6 @@ def claims_brief(table, full: bool = False):
     """A claims table (results.claims) in at most MAX_ROWS rows: every claim judged or measured here a
     row each; those with a stated reason one row per reason, with their ids; still too long, the most common
     verdict folded the same way. full=True: the table itself."""
-    import re
-    import pandas as pd
-    from .verdict import OUTCOMES
     if full or table is None or table.empty or "verdict" not in table or len(table) <= MAX_ROWS:
         return table
     ids = table["id"].astype(str) if "id" in table else table.index.astype(str)
@@ -197,11 +192,7 @@ def host_text(df, step: str, against: str = "torch") -> str:
 def summary(df, step: str, against: str, prov: bool = True) -> str:
     """One sentence: `step` against `against` over every case both have, the range of
     time(against)/time(step), and where it loses or is within noise."""
-    got = []
-    for c in cases(df, step):
-        m = ratio_band(df, step, against, c)
-        if m.ok:
-            got.append((c, m))
+    got = [(c, m) for c in cases(df, step) if (m := ratio_band(df, step, against, c)).ok]
     if not got:
         dev = df["device"].iloc[0] if df is not None and len(df) and "device" in df else None
         live = "source" in df and (df["source"] == "live").any() if df is not None else False
@@ -281,16 +272,11 @@ def compare_text(df, fast: str, slow: str, case: str) -> str:
 def say(md: str) -> None:
     """Show a computed sentence (Markdown in a notebook, text elsewhere): every sentence that quotes a
     number or a verdict goes through here. A provenance after a finished clause joins it."""
-    import re
     md = re.sub(r"\.\s+\(((?:recorded|live) on [^()]*)\)\.?", r" (\1).", md)
-    try:
-        from IPython import get_ipython
+    if ipython() is not None:
         from IPython.display import Markdown, display
-        if get_ipython() is not None:
-            display(Markdown(md))
-            return
-    except ImportError:
-        pass
+        display(Markdown(md))
+        return
     print(md)
 
 
@@ -310,17 +296,14 @@ def device_table(df, roof: str = "copy", names=None, value: str = "median_us"):
     """Every record (and the live GPU) side by side, one row per case: the fastest step on the device
     on screen with, per device, its µs, its fraction of the roof and the fastest library's µs. names: these
     steps or baselines instead, each with `value` (e.g. "tokens/s")."""
-    import pandas as pd
     parts = [p for p in devices(df) if p is not None and len(p)]
     if not parts or "kind" not in parts[0]:
         print("(nothing to compare: one device or no results)")
         return pd.DataFrame()
     if names is None:
-        top = best(parts[0])
-        keys = [(case, r["name"]) for case, r in top.iterrows()]
+        keys = [(case, r["name"]) for case, r in best(parts[0]).iterrows()]
     else:
-        first = parts[0]
-        keys = [(c, n) for n in names for c in dict.fromkeys(first.loc[first["name"] == n, "case"])]
+        keys = [(c, n) for n in names for c in dict.fromkeys(parts[0].loc[parts[0]["name"] == n, "case"])]
     unit = {"median_us": "µs"}.get(value, value)
     rows = []
     for case, name in keys:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import json
 
+import pandas as pd
+
 from . import fingerprint as fp
 from .device import (REFERENCE, TIMING_RULES, info, is_live, jetson_clocks, need_gpu, now, provenance,  # noqa: F401
                      recorded_meta, slug, versions)
@@ -40,22 +42,17 @@ def save_recorded(lab: str, df, extra_meta: dict | None = None):
 
 def read_csv(path):
     """One recorded CSV, its rows under today's names (frame.RENAMED; the file is never rewritten by hand)."""
-    import pandas as pd
     return renamed(pd.read_csv(path))
 
 
 def load_recorded(lab: str):
     """Every recorded row of one record, across devices, tagged source='recorded'."""
-    import pandas as pd
     frames = []
     for slug_, meta in recorded_meta().items():
         path = REFERENCE / slug_ / f"{lab}.csv"
         if path.exists():
-            df = read_csv(path)
-            df["device"] = meta["device"]
-            df["date"] = meta.get("labs", {}).get(lab, {}).get("date", "?")
-            df["source"] = "recorded"
-            frames.append(df)
+            date = meta.get("labs", {}).get(lab, {}).get("date", "?")
+            frames.append(read_csv(path).assign(device=meta["device"], date=date, source="recorded"))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -66,7 +63,6 @@ def derive(df, roofs: dict, roof="copy"):
     "both", or one per row, row_roofs) of every row with bytes and a time; the other fraction NaN. The one
     writer of these columns, live (bench) and recorded (settle)."""
     if "bytes" in df and "median_us" in df:
-        import pandas as pd
         roof = pd.Series(roof, index=df.index) if isinstance(roof, str) else roof
         gbps = df["bytes"] / df["median_us"] / 1e3
         df["gbps"] = gbps
@@ -78,7 +74,6 @@ def derive(df, roofs: dict, roof="copy"):
 
 def derive_row(row: dict, roofs: dict, roof: str = "both") -> dict:
     """derive() for one row (a dict with bytes and median_us)."""
-    import pandas as pd
     return derive(pd.DataFrame([row]), roofs, roof).iloc[0].to_dict()
 
 
@@ -106,7 +101,6 @@ def recorded_roofs(df=None) -> dict:
 def stated_roofs(folder, roofs: dict, quantities: dict) -> tuple[dict, str | None]:
     """The roofs a recorded table states by quantity (lab 00's ROOF_QUANTITIES) over `roofs`, and the
     name of that table."""
-    import pandas as pd
     for path in sorted(folder.glob("*.csv")):
         m = pd.read_csv(path)
         if "quantity" in m and set(quantities.values()) & set(m["quantity"]):
@@ -119,7 +113,6 @@ def settle(folder, quantities: dict, base: dict | None = None) -> dict:
     """One device record: the roofs lab 00's table states, each raised to the fastest row judged against it
     where a kernel beat the micro-benchmarks (a roof is a ceiling), written into meta.json and that table
     (which name the row that set it); then every recorded fraction derived."""
-    import pandas as pd
     meta_path = folder / "meta.json"
     meta = json.loads(meta_path.read_text())
     roofs, table = stated_roofs(folder, {**(base or {}), **(meta.get("roofs") or {})}, quantities)   # base: this run's
@@ -167,7 +160,6 @@ def settle(folder, quantities: dict, base: dict | None = None) -> dict:
 def recorded(lab: str, what: str, **eq):
     """Compile-only: the recorded rows of `lab` (matching eq) with one line saying so, or an empty
     frame and a line saying what a GPU would measure."""
-    import pandas as pd
     rec = select(load_recorded(lab), **eq) if eq else load_recorded(lab)
     if rec is None or rec.empty:
         print_once(f"SKIPPED (compile-only): nothing recorded for {lab} yet (`make bench` on a GPU records it); "
@@ -194,7 +186,6 @@ def mark_stale(lab: str, rec):
 def live_or_recorded(lab: str, what: str, measure, **eq):
     """The one switch: live, measure() -> rows (or a frame) tagged with this device and date;
     compile-only, recorded(lab, what, **eq)."""
-    import pandas as pd
     if not is_live():
         return recorded(lab, what, **eq)
     got = measure()
@@ -270,7 +261,6 @@ def kept_reason(slug: str) -> str:
 
 def stale_rows(slug: str | None = None) -> list:
     """[(device slug, record, row name, case)] of every stale recorded row (of loaded families)."""
-    import pandas as pd
     out = []
     for folder in sorted(REFERENCE.glob(slug or "*")):
         for csv in sorted(folder.glob("*.csv")):

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .device import provenance
+import pandas as pd
+
+from .device import ROOT, provenance
 from .frame import devices, one_source, pick, print_once, short_device, source
 
 HOLD = 1.5              # the factor, in log terms, within which a measured gain matches a claimed one
@@ -108,7 +110,6 @@ def target_outcome(m: Measured, threshold: float | None, below: bool = False) ->
 def targets(targets, df):
     """The targets table of the device on screen (what, measured, threshold, outcome), every other
     record in two columns of its own (`measured on <GPU>`, `outcome on <GPU>`); provenance printed once."""
-    import pandas as pd
     rows = []
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
     parts, floors = devices(df), any(t.floor is not None for t in targets)
@@ -148,8 +149,6 @@ def targets_met(tg) -> str:
 
 def claims_file():
     """docs/claims.csv: every claim of the seed reports, one row each (empty frame if absent)."""
-    import pandas as pd
-    from .device import ROOT
     path = ROOT / "docs" / "claims.csv"
     if not path.exists():
         return pd.DataFrame()
@@ -314,7 +313,6 @@ def claims(lab: str, df, families=(), measured=None):
     one rule: a ratio from the frames (df: one frame or a list of runs; the first run with both times), a
     ptx/ptxas count from the compiled `families`, an ncu reading, a lab's own measure, or `measured` ({id:
     Measured or float}) for an end-to-end row; else the row's reason. A column per other recorded device."""
-    import pandas as pd
     runs = [f for f in (df if isinstance(df, (list, tuple)) else [df]) if f is not None and len(f)]
     df = pd.concat(runs, ignore_index=True) if runs else None
     devs = list(dict.fromkeys(one_source(f)["device"].iloc[0] for f in runs)) if runs and "device" in df else []
@@ -422,7 +420,6 @@ def claims_summary(table) -> str:
 
 def speedup(df, num: str, den: str, by="case"):
     """time(den) / time(num) per case and device: > 1 means `num` is faster."""
-    import pandas as pd
     if df is None or df.empty:
         return pd.Series(dtype=float, name=f"{num} vs {den}")
     t = df.pivot_table(index=[by, "device", "source"], columns="name", values="median_us")
@@ -434,7 +431,6 @@ def speedup(df, num: str, den: str, by="case"):
 def claim_rows(df, rows):
     """A claims table from rows a lab gives, [(claim, seed_says, fast, slow, case)], judged by the one
     rule ('1.6x' in seed_says is the claimed ratio)."""
-    import pandas as pd
     import re
     out = []
     for claim, seed, fast, slow, case in rows:
