@@ -38,9 +38,13 @@ _install(build, _moved(launch, "launch", ("Variant", "variant", "launch", "kerne
 _install(check, _moved(launch, "launch", ("require", "no_alias", "aligned", "out_like")))
 _install(device, {"say": ("results.say", results.say)})
 _install(decoder, {"quantised_limits": ("decoder.gemv_limits", decoder.gemv_limits)})
-_install(attention, {"best_variant": ("results.fastest(df, case) (and results.pick for its time)",
-                                     lambda df, case: (frame.fastest(df, case), results.pick(df, frame.fastest(df, case),
-                                                                                             "median_us", case=case))),
+def _best_variant(df, case):
+    """(name, median_us) of the fastest step at one case, as attention.best_variant gave it."""
+    name = frame.fastest(df, case)
+    return name, results.pick(df, name, "median_us", case=case)
+
+
+_install(attention, {"best_variant": ("results.fastest(df, case) (and results.pick for its time)", _best_variant),
                      "check_variants": ("check.variants(family, names, cases)",
                                         lambda fam, names=None, cases=None: check.variants(fam, names, cases))})
 _install(gemv, {**{n: (f"results.{n}", getattr(results, n)) for n in ("ratio", "compare_text", "roof_text")},

@@ -32,6 +32,7 @@ import tokenize
 import types
 
 from .build import _MARK, KERNELS, STD
+from .launch import Variant
 
 _PKG = __name__.rsplit(".", 2)[0]          # 'kernellab'
 _CORE = _PKG + ".core"
@@ -141,7 +142,6 @@ class _Walk:
         self.parts, self.strings, self.families, self.seen = [], set(), set(), set()
 
     def add(self, obj, depth: int = 0) -> None:
-        from .launch import Variant
         if isinstance(obj, Variant):
             self.strings.add(obj.__name__)
             obj = obj.fn
@@ -203,7 +203,7 @@ class _Walk:
             for n in sorted(names):
                 g = m.__dict__.get(n)        # (not getattr: compat's module __getattr__ warns of old names)
                 self.family(g, depth)
-                ours = isinstance(g, (functools.partial, _variant())) or inspect.ismethod(g) or \
+                ours = isinstance(g, (functools.partial, Variant)) or inspect.ismethod(g) or \
                     ((inspect.isfunction(g) or inspect.isclass(g)) and _ours(g.__module__))
                 if ours and depth < DEPTH:
                     if isinstance(fam, str):
@@ -221,11 +221,6 @@ class _Walk:
                 self.parts.append(f"{fam.op or fam.name}.default={d}" + ("" if v is not None else " (missing)"))
                 if v is not None:
                     self.add(v, depth + 1)
-
-
-def _variant():
-    from .launch import Variant
-    return Variant
 
 
 def _imported(fn) -> list:

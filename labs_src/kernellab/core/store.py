@@ -220,7 +220,7 @@ def expected(stem: str, name: str) -> tuple[str, str]:
             return fp.composite(engine, steps), fp.step_names(steps)
     for f in fams:
         if f.record is not None:     # with the default steps of the families its record's public calls run
-            used = [f"{u.op or u.name}.{d}={fp.of(u.variants[d], u.kernels)}"
+            used = [f"{u.op or u.name}.{d}=" + (fp.of(u.variants[d], u.kernels) if d in u.variants else "missing")
                     for u in f.uses for d in dict.fromkeys(u.default.values())]
             return (fp.digest(fp.of(f.record, f.kernels), *used) if used else fp.of(f.record, f.kernels)), ""
     if fams:     # a row of a ladder that is none of its steps: the whole family
