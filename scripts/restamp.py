@@ -57,6 +57,8 @@ def timing_commits(rel: str, header, rows) -> dict:
     revs = git("log", "--format=%H", "--", f"figures/reference/{rel}").split()
     for rev in revs:
         got = rows_of(git("show", f"{rev}^:figures/reference/{rel}") or "x")
+        if got and set(got[0]) & {*KEYS, *TIMED} != set(header) & {*KEYS, *TIMED}:
+            break        # the columns changed there: older rows cannot be matched, so theirs stay unknown
         older = {key_of(got[0], r): timed_of(got[0], r) for r in got[1]} if got else {}
         for k in want:
             if k not in out and older.get(k) != newer.get(k):
@@ -156,7 +158,8 @@ def main() -> None:
     for rel, (h, rows, cand) in todo.items():
         commits[rel] = timing_commits(rel, h, rows)
         for r, stem, name, raw in cand:      # (the name the row had then, too: a step renamed since)
-            by_rev.setdefault(commits[rel].get(key_of(h, r), "HEAD"), {}).setdefault(stem, set()).update({name, raw})
+            if key_of(h, r) in commits[rel]:
+                by_rev.setdefault(commits[rel][key_of(h, r)], {}).setdefault(stem, set()).update({name, raw})
     then = {}
     for rev, names in sorted(by_rev.items()):
         then[rev] = at_commit(rev, names)
@@ -164,14 +167,14 @@ def main() -> None:
     for rel, (h, rows, cand) in todo.items():
         fi = h.index("fingerprint")
         for r, stem, name, raw in cand:
-            rev = commits[rel].get(key_of(h, r), "HEAD")
-            if after[(stem, name)] in (then[rev].get((stem, name)), then[rev].get((stem, raw))):
+            rev = commits[rel].get(key_of(h, r))
+            if rev and after[(stem, name)] in (then[rev].get((stem, name)), then[rev].get((stem, raw))):
                 r[fi], n = after[(stem, name)], n + 1
             else:
                 kept += 1
-                case = r[h.index("case")] if "case" in h else ""
-                print(f"  {'differs' if a.verify else 'kept stale'}: {rel} {name} @ {case} (timed at {rev[:10]}: "
-                      f"{then[rev].get((stem, name), '?')} there, {after[(stem, name)]} today)")
+                case, at = r[h.index("case")] if "case" in h else "", (rev or "an unknown commit")[:10]
+                print(f"  {'differs' if a.verify else 'kept stale'}: {rel} {name} @ {case} (timed at {at}: "
+                      f"{then.get(rev, {}).get((stem, name), '?')} there, {after[(stem, name)]} today)")
         if not a.verify:
             buf = io.StringIO(newline="")
             csv.writer(buf, lineterminator="\n").writerows([h, *rows])
