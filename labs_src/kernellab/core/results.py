@@ -14,5 +14,5 @@ from .verdict import (  # noqa: F401
     within_noise, worst_ratio)
 from .prose import (  # noqa: F401
     FLOOR_NAMES, HOST_TARGET, LIBRARY_NAMES, MAX_ROWS, MISSING, ablation, brief, compare_text, device_table,
-    claims_brief, each_device, host_text, ptxas_brief, roof_text, say, short_device, summary, sweep_table, table, times,
+    claims_brief, each_device, host_text, pairs, ptxas_brief, roof_text, say, short_device, summary, sweep_table, table, times,
     unless_missing)
