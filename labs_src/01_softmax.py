@@ -425,7 +425,9 @@ results.each_device(f16, softmax.fixed_said)
 # Short rows are many small blocks; long rows are few large ones. Watch where each step
 # falls off: the block-per-row kernels waste threads on short rows, step 05 leaves registers
 # for streaming beyond 32,768, and steps 02–04 change slope where a row no longer fits in the
-# caches (next section).
+# caches (next section). At a fixed total the naive kernel's one serial thread per row does the
+# same total work whatever the length, so its time follows how well the rows fill the GPU, not the
+# length itself: it is slow everywhere, and slowest where few rows share the GPU.
 
 # %%
 sw = bench.compare(softmax, [(s, "float32") for s in softmax.SWEEP])
@@ -478,7 +480,8 @@ kl.say(softmax.narrow_limits_text(lim))
 # L1; if the rows of all SMs fit in L2, they hit L2; otherwise every pass crosses DRAM. The
 # DRAM passes then bound the kernel at 2 / passes of the copy roof (the copy itself is
 # 1 read + 1 write). Beside the model, the measured fraction of the copy roof, and the number
-# of passes that time would pay for at the roof (2 / fraction).
+# of passes that time would pay for at the roof (2 / fraction). Read it down the `re-reads from` column: passes
+# set the time only where they cross DRAM. Under it, step 04 (one pass fewer) against step 03 over the sweep.
 
 # %%
 pt = softmax.passes_table(sw)
@@ -486,7 +489,7 @@ pt = pt[pt["row KiB"] >= 4] if len(pt) else pt
 pt.round(2)
 
 # %%
-softmax.say_passes(pt, sw)
+results.each_device(sw, lambda part: results.summary(part, "04_online", "03_warp_shuffle"))
 
 # %% [markdown]
 # Step 04 saves one read per element over step 03; that pass is worth something only where step 03's
@@ -528,8 +531,10 @@ results.ablation(abl, softmax.ABLATION_PAIRS, softmax.ABLATION_STEPS)
 # %% [markdown]
 # ## Seed claim vs measured
 # The tutorial argues qualitatively; here are its claims as measured ratios (time of the
-# slower step over time of the faster, at 4096 × 4096 fp32 unless stated). The sentences
-# under the table read it.
+# slower step over time of the faster, at 4096 × 4096 fp32 unless stated). Under it, the seed's
+# claims on online softmax and bank conflicts at its shapes, judged by the noise rule, and the bank
+# conflicts over the sweep. The pass online softmax saves is worth something only where step 03's
+# re-read would have crossed DRAM (the passes table above).
 
 # %%
 sq = softmax.case_key(TARGETS[0], "float32")
@@ -538,7 +543,8 @@ kl.say(results.claims_summary(claims))
 claims
 
 # %%
-results.each_device(res, softmax.seed_claims_said, sw)
+results.pairs(res, softmax.SEED_PAIRS, "the seed's claims at its shapes")
+results.each_device(sw, lambda part: results.summary(part, "02_safe_smem", "02_safe_interleaved"))
 
 # %% [markdown]
 # ## Accuracy: error against float64

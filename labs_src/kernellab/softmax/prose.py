@@ -3,8 +3,6 @@ results' functions (every number and verdict computed, none typed in); a noteboo
 `*_said(part, ...)` returns one device's Markdown (for results.each_device); `say_*(frame)` prints."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..core import device, results
 from .reference import SHAPES, case_key
 from .steps import BEST
@@ -24,6 +22,10 @@ ABLATION_PAIRS = [
             ("05_ablate_no_ex2", "`ex2.approx`"), ("05_ablate_block_256", "the block sized to the row"))]),
     ("04: the one-exp update", None, "04_ablate_two_exp", "04_online", [
         ("one exp per element", "04_online", "04_ablate_two_exp")])]
+# The seed's claims on online softmax and bank conflicts at its shapes (results.pairs rows).
+SEED_PAIRS = [("online (m, d): one statistics pass fewer", "04_online", "03_warp_shuffle", SQUARE_F32),
+              ("online (m, d): one statistics pass fewer", "04_online", "03_warp_shuffle", LONG_F32),
+              ("sequential addressing: no bank conflicts", "02_safe_smem", "02_safe_interleaved", SQUARE_F32)]
 
 
 def _fmt(v, spec=".2f", unit=""):
@@ -56,24 +58,17 @@ def half_said(part) -> str:
 
 
 def fp16_said(part) -> str:
-    """The fastest fp16 launcher at 4096 x 4096 and 32768 x 1024: its fraction of the copy roof against
-    the 0.80 target, its time over a memcpy of the same bytes, and the launchers of the same kernel."""
-    sentences = []
+    """The fp16 target, 0.80 of the copy roof, at 4096 x 4096 and 32768 x 1024, judged on the fastest launcher (its
+    fraction and floor are in the table above), and that launcher against another that runs the same kernel."""
+    said = []
     for case in (FP16_SQUARE, "32768x1024:float16"):
-        top = results.fastest(part, case)
-        if top is None:
+        if (top := results.fastest(part, case)) is None:
             continue
-        fc = results.frac_band(part, top, case)
-        mc = results.ratio(part, "memcpy x -> y (floor)", top, case)      # time(top) / time(memcpy)
         same = [n for n in results.select(part, case=case, kind="variant")["name"]      # launchers of the same kernel
                 if n != top and "ablate" not in n and kernel_run(n, case) == kernel_run(top, case)]
-        sentences.append(f"at {case} the fastest launcher, {ran_text(top, case)}, reaches **{_fmt(fc.value)}** "
-                         f"of the copy roof (the 0.80 target: **{results.target_outcome(fc, 0.8)}**), "
-                         f"taking {_fmt(mc)}× the time of a memcpy of the same bytes"
-                         + (f"; {', '.join(f'`{n}`' for n in same)} launch the same kernel: "
-                            f"{results.compare_text(part, top, same[0], case)}" if same else ""))
-    text = "; ".join(sentences)
-    return text[:1].upper() + text[1:] + f" ({results.source(part)})."
+        said.append(f"at {case}, {ran_text(top, case)}: **{results.target_outcome(results.frac_band(part, top, case), 0.8)}**"
+                    + (f"; {results.compare_text(part, top, same[0], case)}" if same else ""))
+    return "The fp16 target (0.80 of the copy roof): " + "; ".join(said) + f" ({results.source(part)})."
 
 
 def fixed_said(part) -> str:
@@ -95,43 +90,14 @@ def fixed_said(part) -> str:
 
 
 def say_naive_sweep(sw) -> None:
-    """The naive kernel over the sweep: its range of times, where it is fastest and slowest, and why."""
-    nv = results.one_source(results.select(sw, name="01_naive")).sort_values("cols")
-    if not len(nv):
-        return
-    t_ms = dict(zip(nv["cols"], nv["median_us"] / 1e3))
-    lo, hi, med = min(t_ms.values()), max(t_ms.values()), float(np.median(list(t_ms.values())))
-    longest = max(t_ms)
-    results.say(f"The naive kernel takes {lo:.2f}–{hi:.2f} ms across row lengths at the same total "
-                f"(median {med:.2f} ms; rows of {min(t_ms)}: {t_ms[min(t_ms)]:.2f} ms, rows of {longest}: "
-                f"{t_ms[longest]:.2f} ms; {results.source(nv)}). "
-                + f"Fastest at rows of {min(t_ms, key=t_ms.get)}, slowest at rows of {max(t_ms, key=t_ms.get)}: at a "
-                "fixed total its one serial thread per row does the same total work whatever the length, so the time "
-                "follows how well the rows fill the GPU, not the length itself. "
-                + "It is slow everywhere; where it is slowest, few rows share the GPU (one serial thread per row).")
-
-
-def _first(df, col, val):
-    d = df[df[col] == val] if len(df) else df
-    return d["shape"].iloc[0] if len(d) else None
-
-
-def say_passes(pt, sw) -> None:
-    """The passes table read (step 03's passes counted against paid, where re-reads leave L1 and L2),
-    then step 04 against step 03 over the sweep."""
-    if not len(pt):
-        return
-    at = pt[pt["shape"] == "8192x4096"]
-    a = at.iloc[0] if len(at) else pt.iloc[0]
-    leaves_l1 = _first(pt, 're-reads from', 'L2') or _first(pt, 're-reads from', 'DRAM') or 'no measured length'
-    results.say(
-        f"At {a['shape']} step 03 counts {a['passes counted']} passes, but its time pays for only "
-        f"**{a['passes implied (2 / fraction)']:.2f}**: the model puts its re-reads in **{a['re-reads from']}** "
-        f"({a['KiB per SM']:.0f} KiB of rows per SM). Re-reads leave L1 from {leaves_l1} "
-        f"and leave L2 from {_first(pt, 're-reads from', 'DRAM') or 'no measured length'} on; there the time implies "
-        f"{pt[pt['re-reads from'] == 'DRAM']['passes implied (2 / fraction)'].min():.1f} passes or more "
-        f"({results.source(sw)}). Passes set the time only when they cross DRAM.")
-    results.each_device(sw, lambda part: results.summary(part, "04_online", "03_warp_shuffle"))
+    """The naive kernel over the sweep: its range and median of times, and where it is fastest and slowest."""
+    nv = results.one_source(results.select(sw, name="01_naive"))
+    if len(nv):
+        t = nv.set_index("cols")["median_us"].sort_index() / 1e3
+        lo, hi = t.index[0], t.index[-1]
+        results.say(f"The naive kernel takes {t.min():.2f}–{t.max():.2f} ms across row lengths at the same total "
+                    f"(median {t.median():.2f} ms; rows of {lo}: {t[lo]:.2f} ms, rows of {hi}: {t[hi]:.2f} ms), "
+                    f"fastest at rows of {t.idxmin()}, slowest at rows of {t.idxmax()} ({results.source(nv)}).")
 
 
 def logits_said(part) -> str:
@@ -144,21 +110,8 @@ def logits_said(part) -> str:
             f"({results.source(part)}).") if facts else "No device facts for this record."
 
 
-def seed_claims_said(part, swp) -> str:
-    """The seed's claims on one device: online softmax at its shapes, bank conflicts at 4096² and over the sweep."""
-    return (f"Online softmax at the seed's shapes: {results.compare_text(part, '04_online', '03_warp_shuffle', SQUARE_F32)}, "
-            f"and {results.compare_text(part, '04_online', '03_warp_shuffle', LONG_F32)}; the pass it saves is worth "
-            f"something only where step 03's re-read would have crossed DRAM (the passes table above). Bank conflicts: "
-            f"{results.compare_text(part, '02_safe_smem', '02_safe_interleaved', SQUARE_F32)}; over the sweep, "
-            + results.summary(swp, "02_safe_smem", "02_safe_interleaved", prov=False)
-            + f" ({results.source(part)}).")
-
-
 def say_mine(mine, name: str = "99_mine", step: str = "03_warp_per_row") -> None:
-    """Your variant against a step of the ladder, case by case; or that it has no timing without a GPU."""
-    r = results.speedup(mine, name, step)
-    results.say(f"No timing of `{name}` here: a kernel of yours has no recorded results, so it is timed "
-                "only live, on a GPU." if r.empty else
-                "; ".join(f"at {case}, `{name}` is **{v:.2f}×** step {step} "
-                          f"({'faster' if v > 1 else 'slower'})" for (case, _, _), v in r.items())
-                + f" ({results.source(mine)}).")
+    """Your variant against a step of the ladder, by the noise rule; or that it has no timing without a GPU."""
+    timed = mine is not None and len(mine) and name in set(mine["name"])
+    results.say(results.summary(mine, name, step) if timed else f"No timing of `{name}` here: a kernel of yours has no "
+                "recorded results, so it is timed only live, on a GPU.")
