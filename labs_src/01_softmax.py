@@ -689,30 +689,10 @@ extern "C" __global__ void softmax_warp_rows(const float* x, float* y, int R, in
 kl.check.grade_exercise(EXERCISE, "softmax_warp_rows", **GRADE)
 
 # %% tags=["solution"]
-SOLUTION = r"""
-__device__ float warp_reduce_max(float v) {
-    for (int offset = 16; offset > 0; offset >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    return v;
-}
-__device__ float warp_sum_all(float v) {      // given: shuffle down to lane 0, then broadcast
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    return __shfl_sync(0xffffffffu, v, 0);
-}
-extern "C" __global__ void softmax_warp_rows(const float* x, float* y, int R, int C) {
-    const int row = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
-    if (row >= R) return;                     // whole warps leave together
-    const float* xr = x + (size_t)row * C;
-    float* yr = y + (size_t)row * C;
-    float m = -__int_as_float(0x7f800000);    // -inf
-    for (int i = lane; i < C; i += 32) m = fmaxf(m, xr[i]);
-    m = warp_reduce_max(m);
-    float d = 0.0f;
-    for (int i = lane; i < C; i += 32) d += expf(xr[i] - m);
-    d = warp_sum_all(d);
-    for (int i = lane; i < C; i += 32) yr[i] = expf(xr[i] - m) / d;
-}
-"""
+SOLUTION = EXERCISE.replace(
+    "    TODO;   // five butterfly rounds with __shfl_xor_sync (offsets 16, 8, 4, 2, 1), keeping the max\n",
+    "    for (int offset = 16; offset > 0; offset >>= 1)\n"
+    "        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));\n")
 kl.check.grade_exercise(SOLUTION, "softmax_warp_rows", strict=True, **GRADE)
 
 # %% [markdown]
