@@ -16,8 +16,7 @@ from .reference import CHECK_CASES, SHAPES, SWEEP_TOTAL, bytes_moved, case_key, 
 
 NAME = "softmax"
 FAMILY = "softmax"
-# The constants softmax.cu is compiled with (passed as -D; the .cu's #ifndef defaults are the same values,
-# tests/test_constants.py):
+# The -D constants softmax.cu is compiled with (its #ifndef defaults are the same: tests/test_constants.py):
 ROW_BLOCK = 256        # the block size of steps 02-04
 VEC_PER_THREAD = 8     # float4 per thread that step 05 keeps in registers
 H8_PER_THREAD = 4      # 8-half loads per thread that steps 06/07 keep
@@ -83,8 +82,7 @@ def online(x, out=None):
 
 
 def _threads(name, C, per_thread_elems):
-    """Enough threads for the row to fit in registers (rounded to warps), from 32 up to what
-    the compiled kernel can launch with (its registers decide: 64 x 1024 fills an SM)."""
+    """Enough threads for the row to fit in registers (whole warps), at most what the compiled kernel launches with."""
     from ..core.build import kernel
     cap = min(1024, kernel(FAMILY, name).max_threads_per_block)
     need = -(-C // per_thread_elems)
@@ -92,15 +90,13 @@ def _threads(name, C, per_thread_elems):
 
 
 def _geometry(name, C, width, per_thread):
-    """(threads per row, rows per block) of a register-cached kernel: a warp per row (8 rows per
-    block) for short rows, else one block per row with enough threads to hold the row."""
+    """(threads per row, rows per block): a warp per row (8 a block) for short rows, else a block per row."""
     t = _threads(name, C, width * per_thread)
     return t, (8 if t == 32 else 1)
 
 
 def _row_groups(name, x, out, dtype, width, per_thread, vec_ok=None, threads=None):
-    """Launch a register-cached kernel with _geometry's block (or `threads` per row, one row per
-    block). vec_ok=0 forces the scalar loads (the ablation's "no 16-byte loads" row)."""
+    """Launch a register-cached kernel with _geometry's block (or `threads`, a row a block); vec_ok=0: scalar loads."""
     out_, R, C = _prep(x, out, dtype)
     if R and C:
         t, rows = (threads, 1) if threads else _geometry(name, C, width, per_thread)
@@ -121,8 +117,7 @@ def fp16_vec8(x, out=None):
 
 @functools.lru_cache(maxsize=None)
 def resident_blocks(name, threads) -> int:
-    """How many blocks of `threads` threads of kernel `name` fit on the whole GPU at once
-    (the occupancy API x SMs): the grid of a kernel that walks rows with a stride."""
+    """The blocks of `threads` threads of kernel `name` the whole GPU holds at once (occupancy API x SMs)."""
     import cupy
     from ..core.build import kernel
     from ..core.device import info
@@ -132,8 +127,7 @@ def resident_blocks(name, threads) -> int:
 
 
 def _resident(name, x, out):
-    """Step 07's launch (and its ablation's): as many blocks as fit at once, each walking rows. Rows
-    it does not cover (not 16-byte aligned, or too long for the registers) go to step 06's kernel."""
+    """Step 07's launch (and its ablation's): resident blocks walking rows; unaligned or too long rows: step 06."""
     out_, R, C = _prep(x, out, "float16")
     if R and C:
         t, rows = _geometry(name, C, 8, H8_PER_THREAD)
@@ -160,9 +154,8 @@ RPW_BLOCK = 128
 
 
 def rows_per_warp_geometry(C: int, dtype: str) -> tuple | None:
-    """Step 09's dispatch for a row of C elements: (lanes per row, 16-byte loads per lane), or
-    None where the row does not fit 32 lanes' registers (then steps 05 / 07 take it). A row gets
-    as many lanes as it has 16-byte vectors, rounded up to a power of two, at most 32."""
+    """Step 09's (lanes per row, 16-byte loads per lane) for a row of C elements: a lane per 16-byte vector,
+    rounded up to a power of two, at most 32; None past 32 lanes' registers (then steps 05 / 07 take it)."""
     width = 8 if dtype == "float16" else 4
     vecs = -(-C // width)
     lpr = min(32, 1 << max(0, vecs - 1).bit_length())
@@ -173,8 +166,7 @@ def rows_per_warp_geometry(C: int, dtype: str) -> tuple | None:
 
 
 def dispatch_table(lengths=(32, 64, 128, 256, 512, 1024, 2048)):
-    """Step 09's dispatch per row length and dtype: the rows-per-warp geometry, or the step that
-    takes rows too long for it."""
+    """Step 09's dispatch per row length and dtype: its geometry, or the step that takes the row."""
     import pandas as pd
 
     def cell(c, dt):
@@ -191,8 +183,7 @@ def dispatch_table(lengths=(32, 64, 128, 256, 512, 1024, 2048)):
 
 @variant(dtypes=("float32", "float16"))
 def dispatch(x, out=None):
-    """Step 09: rows of at most 1024 elements to the rows-per-warp kernel (rows_per_warp_geometry),
-    longer rows to step 05 (fp32) or step 07 (fp16)."""
+    """Step 09: rows that rows_per_warp_geometry fits to its kernel, longer rows to step 05 (fp32) or 07 (fp16)."""
     half = x.dtype == np.float16
     out_, R, C = _prep(x, out, "float16" if half else "float32")
     g = rows_per_warp_geometry(C, "float16" if half else "float32") if R and C else None
@@ -207,17 +198,14 @@ def dispatch(x, out=None):
 
 CLUSTER_FROM = 16385    # step 10 sends rows of at least this many elements to a cluster (sm_90)
 CLUSTER_ELEMS = {"float32": 4 * CL_REGS, "float16": 8 * CLH_REGS}   # elements a thread of step 10 holds
-
-
 CLUSTER_THREADS = {"float32": (512, 1024), "float16": (256, 512)}   # preferred, then the most the kernel takes
 
 
 def cluster_geometry(C: int, dtype: str = "float32", caps=CLUSTER_THREADS) -> tuple | None:
-    """Step 10's cluster for a row of C elements: (blocks per row, threads per block, elements per
-    block), the smallest cluster (2, 4 or 8) whose blocks hold their chunk in registers with at most
-    the preferred threads (smaller blocks: more of them an SM, so one block's reduction overlaps
-    another's loads; chosen from the recorded sweep, softmax.csv: 512 for fp32, 256 for fp16), else with the most the kernel
-    takes; None past 8 such blocks."""
+    """Step 10's (blocks per row, threads per block, elements per block) for a row of C elements: the smallest
+    cluster (2, 4, 8) whose blocks hold their chunk in registers with at most the preferred threads (smaller blocks
+    overlap one's reduction with another's loads; softmax.csv chose 512 for fp32, 256 for fp16), else the most the
+    kernel takes; None past 8 blocks."""
     for cap in caps[dtype]:
         for cs in (2, 4, 8):
             chunk = -(-(-(-C // cs)) // 8) * 8                   # a multiple of 8: 16-byte aligned chunks  # noqa: B002
@@ -242,13 +230,11 @@ def cluster(x, out=None):
     return out_
 
 
-
 CLUSTER11_THREADS = {"float32": (512,), "float16": (256, 512)}   # preferred, then the most it takes (512)
 
 
 def cluster11_geometry(C: int, dtype: str = "float32") -> tuple | None:
-    """Steps 11-13's cluster for a row of C elements: step 10's chunk a thread (CL11_REGS = CL_REGS),
-    blocks of at most 512 threads (their kernels' __launch_bounds__)."""
+    """Steps 11-13's cluster: step 10's chunk a thread, at most 512 threads a block (their __launch_bounds__)."""
     return cluster_geometry(C, dtype, CLUSTER11_THREADS)
 
 
@@ -260,10 +246,8 @@ def resident_clusters(name, threads, cs) -> int:
 
 
 def _cluster_rows(f32, f16, x, out):
-    """Step 11's launch (and its ablation's), of kernel `f32` or `f16` (its marker; the kernel of
-    cluster size CS is <marker>_<CS>): as many clusters as the GPU holds at once
-    (build.resident_clusters), each walking rows; rows under CLUSTER_FROM, rows too long for 8 blocks
-    and rows that are not 16-byte aligned go to step 10."""
+    """Steps 11-13's launch, of kernel `f32` or `f16` (+ _<cluster size>): the clusters the GPU holds at once, each
+    walking rows; rows under CLUSTER_FROM, too long for 8 blocks or not 16-byte aligned go to step 10."""
     dt = "float16" if x.dtype == np.float16 else "float32"
     out_, R, C = _prep(x, out, dt)
     g = cluster11_geometry(C, dt) if R and C >= CLUSTER_FROM else None
@@ -278,8 +262,7 @@ def _cluster_rows(f32, f16, x, out):
 
 @variant(dtypes=("float32", "float16"), min_arch=90)
 def cluster_resident(x, out=None):
-    """Step 11: step 10 with only the clusters the GPU holds at once, each walking rows (and, in
-    fp16, the max taken in fp16)."""
+    """Step 11: step 10 on the resident clusters, each walking rows (in fp16, the max taken in fp16)."""
     return _cluster_rows("softmax_11_cluster_resident", "softmax_11_cluster_resident_fp16", x, out)
 
 
@@ -318,9 +301,7 @@ CLUSTER_STEPS = {"11_ablate_fp32_max": "step 11 (fp16) with step 10's fp32 max: 
 
 
 class _RowFitsBlock(Variant):
-    """A step that holds a row in one block, one element per thread: it takes rows of at most
-    SAFE_V1_MAX_BLOCK elements (its launcher raises ValueError above that), so the checks leave
-    longer cases out."""
+    """A step of one element per thread: rows past SAFE_V1_MAX_BLOCK raise, so the checks leave them out."""
 
     def accepts(self, case) -> bool:
         shape = case[0]
@@ -328,8 +309,7 @@ class _RowFitsBlock(Variant):
 
 
 def _safe_v1(x, out=None):
-    """Step 08, the tutorial's safe_v1: one block per row, one element per thread, block = C rounded
-    up to a power of two (at least 32). Rows longer than SAFE_V1_MAX_BLOCK: ValueError, no launch."""
+    """Step 08, the tutorial's safe_v1: a block per row of C threads (a power of two, at least 32)."""
     out_, R, C = _prep(x, out)
     if C > SAFE_V1_MAX_BLOCK:
         raise ValueError(f"08_safe_v1 keeps one element per thread: C <= block size <= {SAFE_V1_MAX_BLOCK}, "
@@ -363,10 +343,7 @@ VARIANTS = {
 BEST = {"float32": "05_online_vec4", "float16": "07_fp16_pipelined"}
 
 
-# ---- ablation: what each change of steps 04 and 05 is worth on its own --------------------------
-# Step 05 changed four things at once; each row below is step 05 with ONE of them undone (or
-# step 04 with its first, two-exp update), same inputs, same run. time(row) / time(step 05) is
-# what that one change is worth, given the other three.
+# ---- ablation: step 05 with ONE of its four changes undone (or step 04 with its first, two-exp update) ----------
 
 @variant()
 def online_two_exp(x, out=None):
@@ -433,9 +410,7 @@ BASELINES = {"cupyx.softmax": _cupyx, "cupy composite": _composite, "torch.softm
              "memcpy x -> y (floor)": memcpy}
 
 
-# ---- rows of at most 1024: the tutorial's safe_v1 (step 08) beside the steps that take any C --------
-# Step 08 cannot run the main family's cases (rows up to 151936), so it is timed in a family of its
-# own, on the sweep's short rows, beside the steps it is compared with (recorded into softmax_short.csv).
+# ---- rows of at most 1024, where step 08 (the tutorial's safe_v1) runs, beside the steps that take any C ----------
 SHORT_SHAPES = [(SWEEP_TOTAL // c, c) for c in (32, 64, 128, 256, 512, 1024)]
 SHORT = Family(
     name="softmax_short", kernels=FAMILY, case_key=case_key, make_input=make_input,
