@@ -462,7 +462,8 @@ results.targets(softmax.SOFTMAX.targets, swb)
 # **What holds the long rows, and the narrow fp16 rows, back.** Nsight Compute reads the counters of
 # one launch of step 10 on long rows, in fp16 and fp32, of step 13 (fp16: steps 11–13's changes
 # together), of torch's kernel, and of step 09 on narrow fp16 rows (`make ncu` records them): DRAM and
-# issue utilisation, occupancy, and what the warps wait on.
+# issue utilisation, occupancy, registers, and what the warps wait on. The lines under the table
+# read each launch's limiter by the one rule (`core.ncu.limiter`).
 
 # %%
 lim = results.limiters(softmax.SOFTMAX)

@@ -15,20 +15,16 @@ from .reference import CHECK_CASES, SHAPES, SWEEP, bytes_moved, case_key, make_i
 from .steps import (BASELINES, BEST, CLUSTER_FROM, FAMILY, NAME, ROW_BLOCK, VARIANTS, cluster11_geometry,
                     cluster_geometry, rows_per_warp_geometry)
 
-# ---- where do re-reads come from? A model of DRAM passes -----------------------------------------
-# Steps 02-03 read each row 3 times and write it once; step 04 reads it twice. A re-read costs DRAM
-# bandwidth only if the row has left the caches by then. With one block per row, an SM holds
-# `blocks_per_sm` rows at once: they stay in its L1 if they fit; the rows of all SMs stay in L2 if
-# they fit there. L1 here is the SM's unified L1/shared-memory array (the most L1 can be).
+# ---- where do re-reads come from? A model of DRAM passes (the lab's markdown explains it) -----------------
+# L1 here is the SM's unified L1/shared-memory array (the most L1 can be).
 L1_BYTES = {"sm_70": 128 << 10, "sm_75": 96 << 10, "sm_80": 192 << 10, "sm_86": 128 << 10,
             "sm_87": 192 << 10, "sm_89": 128 << 10, "sm_90": 256 << 10, "sm_100": 256 << 10,
             "sm_120": 128 << 10}
 
 
 def dram_passes(cols, itemsize, blocks_per_sm, sms, l1_bytes, l2_bytes, reads=3, writes=1) -> dict:
-    """The model: where the re-reads of a row are served from, and how many passes over the data
-    must cross DRAM (the first read and every write always do). bound = 2 / DRAM passes is the
-    largest fraction of the copy roof (1 read + 1 write = 2 passes) such a kernel can reach."""
+    """Where the re-reads of a row are served from, the passes that cross DRAM (the first read and every write
+    always do), and the bound 2 / DRAM passes: the most of the copy roof (1 read + 1 write) such a kernel reaches."""
     row = cols * itemsize
     per_sm, gpu = row * blocks_per_sm, row * blocks_per_sm * sms
     where = "L1" if per_sm < l1_bytes else "L2" if gpu < l2_bytes else "DRAM"   # L1 also holds smem
@@ -39,9 +35,8 @@ def dram_passes(cols, itemsize, blocks_per_sm, sms, l1_bytes, l2_bytes, reads=3,
 
 
 def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
-    """For each row length measured in `df` (fp32): the model's DRAM passes for `step` beside
-    the measured fraction of the copy roof, and the passes that fraction implies (2 / fraction).
-    Empty when the frame has no rows of `step` or the device is unknown."""
+    """Per fp32 row length of `df`: the model's DRAM passes for `step` beside its measured fraction of the copy roof
+    and the passes that fraction implies (2 / fraction); empty without rows of `step` or the device's facts."""
     d = one_source(df[(df["name"] == step) & (df["dtype"] == "float32")]) if len(df) else df   # one device
     facts = facts_of(d)
     if d is None or d.empty or not facts:
@@ -62,18 +57,17 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
 
 # ---- every shape at speed: the best step per row length, from 32 to 262144 columns (the sweep) -------------
 
+COPY_FLOOR = "memcpy x -> y (floor)"
+
+
 def _keys(lo, hi):
     """The sweep's cases with lo <= columns <= hi, fp32 and fp16."""
     return [case_key(s, dt) for s in SWEEP for dt in ("float32", "float16") if lo <= s[1] <= hi]
 
 
-COPY_FLOOR = "memcpy x -> y (floor)"
-
-
 def worst_frac(lo, hi, floor=False):
-    """The worst fraction of the copy roof that the best step reaches over the sweep's rows of lo..hi
-    columns (fp32 and fp16); floor=True: that of a memcpy of the same bytes (no kernel can do much
-    better); NaN when the frame lacks them."""
+    """The best step's worst fraction of the copy roof over the sweep's rows of lo..hi columns (fp32 and fp16);
+    floor=True: a memcpy's of the same bytes (no kernel does much better); NaN when the frame lacks them."""
     return lambda df: sweep_worst_frac(df, _keys(lo, hi), *(("baseline", [COPY_FLOOR]) if floor else ()))
 
 
@@ -89,11 +83,9 @@ def worst_of_floor(df):
 
 
 def kernel_run(step: str, case: str) -> str:
-    """The step whose kernel the launcher of `step` actually runs at `case` ('RxC:dtype'): steps 11-13
-    hand rows they cannot hold (under CLUSTER_FROM, or fp32 past 8 blocks of 512 threads) to step 10, step 10
-    hands rows shorter than CLUSTER_FROM (or too long for its cluster) to step 09's dispatch, and
-    step 09 hands rows too long for a warp to step 05 (fp32) or step 07 (fp16). Two launchers that
-    map to the same step time the same kernel: a "fastest" between them is a pick within noise."""
+    """The step whose kernel the launcher of `step` runs at `case` ('RxC:dtype'), following the hand-offs of steps
+    11-13, 10 and 09. Two launchers that map to the same step time the same kernel: a "fastest" between them is a
+    pick within noise."""
     shape, dt = case.split(":")
     C = int(shape.split("x")[-1])
     if step in ("11_cluster_resident", "11_ablate_fp32_max", "12_cluster_prefetch", "13_cluster_one_exp"):
@@ -116,11 +108,8 @@ def ran_text(step: str, case: str) -> str:
 
 
 def best_per_length(df, full: bool = False):
-    """The sweep's fastest step per row length and dtype, the step whose kernel that launcher ran
-    (kernel_run), its fraction of the copy roof, time(torch.softmax) / its time (> 1: faster than
-    torch), and its fraction of the floor, time(memcpy of the same bytes) / its time: of the device on
-    screen (the live GPU, else the reference record; every record side by side is results.device_table).
-    full=True: one block of rows per recorded device, with a device column."""
+    """results.sweep_table of the device on screen, with the step whose kernel the fastest launcher ran
+    (kernel_run); full=True: one block of rows per recorded device, with a device column."""
     parts = []
     for part in (devices(df) if full else devices(df)[:1]):
         out = sweep_table(part, _keys(32, 2 ** 18), "torch.softmax", COPY_FLOOR)
@@ -190,16 +179,13 @@ def narrow_limits_text(lim) -> str:
 SOFTMAX = Family(
     name=NAME, kernels=FAMILY, variants=VARIANTS, targets=TARGETS, reference=reference, make_input=make_input,
     bytes_moved=bytes_moved, check_cases=CHECK_CASES, baselines=BASELINES, shapes=SHAPES, default=BEST,
-    tolerance=tolerance,
-    case_key=case_key, record_cases=[(s, dt) for dt in ("float32", "float16")
+    tolerance=tolerance, case_key=case_key, record_cases=[(s, dt) for dt in ("float32", "float16")
                                      for s in dict.fromkeys(SWEEP + list(SHAPES.values()))],
     limiters=LIMITERS, about="lab 01: softmax, naive -> safe -> warp shuffle -> online -> vectorised -> fp16")
 
 
-# ---- the seed's correctness claims, checked (docs/claims.csv rows with how `lab:...`) ---------------
-# IEEE float32 arithmetic in NumPy: the same expf overflow and the same roundings a GPU has (CuPy's
-# -ftz=true flushes subnormals, which only moves underflow, never overflow). The kernels' own checks
-# (lab 01's hostile rows) run live on a GPU; these judge the arithmetic the claims are about.
+# ---- the seed's correctness claims (docs/claims.csv `lab:...` rows) in NumPy float32: a GPU's expf overflow and
+# roundings (CuPy's -ftz=true only moves underflow). The kernels' own checks run live on a GPU.
 
 def _naive_f32(x):
     with np.errstate(over="ignore", invalid="ignore"):
