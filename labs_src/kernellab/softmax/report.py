@@ -143,20 +143,15 @@ LIMITERS = (("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_fp16", "float16"),
 
 
 def long_limits_text(lim) -> str:
-    """What limits step 10 and step 13 on long fp16 rows by the one rule (core.ncu.limiter), at what occupancy, and
-    torch's DRAM bytes against ours, from results.limiters(SOFTMAX) (the table above holds every counter)."""
-    col = lambda name, dt: f"{name} @ {case_key(LIMIT_LONG, dt)}"             # noqa: E731
-    a, b, t, s13 = (col(*k) for k in (("10_cluster", "float16"), ("10_cluster", "float32"), ("torch.softmax", "float16"),
-                                       ("13_cluster_one_exp", "float16")))
-    if lim is None or not {a, b, t} <= set(lim.columns):
+    """What limits step 10 and step 13 on long fp16 rows by the one rule (core.ncu.limiter), and torch's DRAM bytes
+    against step 10's, from results.limiters(SOFTMAX): the table above holds every counter (occupancy, registers)."""
+    a, t, s13 = (f"{n} @ {case_key(LIMIT_LONG, 'float16')}" for n in ("10_cluster", "torch.softmax", "13_cluster_one_exp"))
+    if lim is None or not {a, t} <= set(lim.columns):
         return NO_COUNTERS
-    v = lambda row, c: float(lim.loc[row, c])                                 # noqa: E731
-    occ = lambda c: f"{v('achieved occupancy (%)', c):.0f}% occupancy ({v('registers per thread', c):.0f} registers a thread)"  # noqa: E731
-    dram = lambda c: v("DRAM throughput (% of peak)", c) * v("duration (ns)", c)     # noqa: E731  DRAM busy x time
-    return (f"At {LIMIT_LONG[0]} × {LIMIT_LONG[1]}, fp16 `10_cluster`: {limiter_of(lim, a).short}, at {occ(a)}; "
-            f"on fp32 rows {occ(b)}" + ("" if s13 not in lim.columns else
-                                         f"; step 13, with steps 11–13's changes: {limiter_of(lim, s13).short}, at {occ(s13)}")
-            + f". torch's fp16 kernel keeps DRAM {v('DRAM throughput (% of peak)', t):.0f}% busy, yet moves "
+    dram = lambda c: float(lim.loc["DRAM throughput (% of peak)", c] * lim.loc["duration (ns)", c])   # noqa: E731  busy x time
+    return (f"At {LIMIT_LONG[0]} × {LIMIT_LONG[1]} fp16, `10_cluster`: {limiter_of(lim, a).short}"
+            + (f"; step 13, with steps 11–13's changes: {limiter_of(lim, s13).short}" if s13 in lim.columns else "")
+            + f". torch's kernel keeps DRAM {lim.loc['DRAM throughput (% of peak)', t]:.0f}% busy, yet moves "
             f"{dram(t) / dram(a):.1f}× our DRAM bytes (busy × time): a row this long does not stay on chip between its passes.")
 
 
