@@ -395,7 +395,7 @@ results.each_device(res, lambda part: results.host_text(part, softmax.SOFTMAX.de
 # Step 07's two changes, one at a time (fp16, the target shapes, the same run):
 
 # %%
-results.each_device(res, softmax.resident_prefetch_said)
+results.ablation(res, softmax.STEP07_PAIRS)
 
 # %%
 results.each_device(res, softmax.half_said)

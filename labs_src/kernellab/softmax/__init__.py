@@ -24,7 +24,7 @@ from .report import (  # noqa: F401
     best_per_length, dram_passes, kernel_run, long_limits_text, narrow_limits_text, passes_table, ran_text,
     worst_frac, worst_vs_torch)
 from .prose import (  # noqa: F401
-    ABLATION_PAIRS, SEED_PAIRS, fixed_said, fp16_said, half_said, logits_said, resident_prefetch_said, say_mine,
+    ABLATION_PAIRS, SEED_PAIRS, STEP07_PAIRS, fixed_said, fp16_said, half_said, logits_said, say_mine,
     say_naive_sweep, say_short_rows)
 
 FAMILIES = [SOFTMAX, ABLATION, SHORT]

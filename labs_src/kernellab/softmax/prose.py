@@ -22,6 +22,10 @@ ABLATION_PAIRS = [
             ("05_ablate_no_ex2", "`ex2.approx`"), ("05_ablate_block_256", "the block sized to the row"))]),
     ("04: the one-exp update", None, "04_ablate_two_exp", "04_online", [
         ("one exp per element", "04_online", "04_ablate_two_exp")])]
+# Step 07's two changes, one at a time, at the target shapes (results.ablation).
+STEP07_PAIRS = [("06 → 07", "float16", "06_fp16_vec8", "07_fp16_pipelined", [
+    ("the resident grid", "07_ablate_no_prefetch", "06_fp16_vec8"),
+    ("the next row's loads issued early (the prefetch)", "07_fp16_pipelined", "07_ablate_no_prefetch")])]
 # The seed's claims on online softmax and bank conflicts at its shapes (results.pairs rows).
 SEED_PAIRS = [("online (m, d): one statistics pass fewer", "04_online", "03_warp_shuffle", SQUARE_F32),
               ("online (m, d): one statistics pass fewer", "04_online", "03_warp_shuffle", LONG_F32),
@@ -36,12 +40,6 @@ def say_short_rows(short) -> None:
     """The short-row family: step 09 against torch and against step 05 (its fractions of the roof: the table)."""
     results.each_device(short, lambda part: results.summary(part, "09_dispatch", "torch.softmax"))
     results.each_device(short, lambda part: results.summary(part, "09_dispatch", "05_online_vec4"))
-
-
-def resident_prefetch_said(part) -> str:
-    """Step 07's two changes, one at a time: the resident grid alone, then the prefetch alone."""
-    return ("The resident grid alone: " + results.summary(part, "07_ablate_no_prefetch", "06_fp16_vec8", prov=False)
-            + " The prefetch alone: " + results.summary(part, "07_fp16_pipelined", "07_ablate_no_prefetch"))
 
 
 def half_said(part) -> str:
@@ -72,21 +70,20 @@ def fp16_said(part) -> str:
 
 
 def fixed_said(part) -> str:
-    """Twice the rows against the time: the extra rows' rate, and the fixed cost per launch (with its band)."""
+    """Twice the rows against the time: the extra rows' rate, and the time at zero rows: a fixed cost per launch
+    where its band stays above 0."""
     from ..core.bench import roof_values
     best16 = results.fastest(part, FP16_SQUARE) or BEST["float16"]
     t1, t2 = (results.band(part, best16, c) for c in (FP16_SQUARE, FP16_DOUBLE))
     b1, b2 = (results.pick(part, best16, "bytes", case=c) for c in (FP16_SQUARE, FP16_DOUBLE))
-    marginal = (b2 - b1) / (t2.value - t1.value) / 1e3        # GB/s of the extra rows
+    marginal = (b2 - b1) / (t2.value - t1.value) / 1e3 / roof_values(part).get("copy_gbps", float("nan"))
     fixed = results.Measured(2 * t1.value - t2.value, 2 * t1.lo - t2.hi, 2 * t1.hi - t2.lo)   # µs at zero rows (b2 = 2 b1)
-    roof = roof_values(part).get("copy_gbps", float("nan"))
     return (f"Doubling the rows adds {_fmt(t2.value - t1.value, '.1f', ' µs')} for {_fmt((b2 - b1) / 2**20, '.0f', ' MiB')}: "
-            f"the extra rows of `{best16}` stream at {_fmt(marginal / roof)} of the copy roof. " +
-            (f"A fixed **{fixed.value:.1f} µs** (band {fixed.lo:.1f} to {fixed.hi:.1f}) is paid once per launch: it keeps "
-             "a 64 MiB problem from the roof and does not shrink with better arithmetic" if fixed.ok and fixed.lo > 0 else
-             f"No fixed cost per launch stands out of the noise (the time at zero rows extrapolates to "
-             f"{_fmt(fixed.value, '.1f', ' µs')}, band {_fmt(fixed.lo, '.1f')} to {_fmt(fixed.hi, '.1f')}): at this size "
-             "the time is the bytes") + f" ({results.source(part)}).")
+            f"the extra rows of `{best16}` stream at {_fmt(marginal)} of the copy roof. The time at zero rows extrapolates "
+            f"to {_fmt(fixed.value, '.1f', ' µs')} (band {_fmt(fixed.lo, '.1f')} to {_fmt(fixed.hi, '.1f')}): "
+            + ("**a fixed cost per launch**, which better arithmetic does not shrink" if fixed.ok and fixed.lo > 0
+               else "no fixed cost per launch stands out of the noise; at this size the time is the bytes")
+            + f" ({results.source(part)}).")
 
 
 def say_naive_sweep(sw) -> None:
