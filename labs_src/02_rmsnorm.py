@@ -112,6 +112,7 @@ check_variants(rmsnorm, ["02_f32_shfl"])
 # The report says the shuffle cut shared memory from "~512 bytes of TempStorage" to 16 bytes,
 # and registers went from 20 to 40 "with occupancy unaffected". ptxas tells us what this CUB
 # really reserves, and the occupancy calculation tells us whether 40 registers cost anything.
+# (CUB's default `BLOCK_REDUCE_WARP_REDUCTIONS` needs one float per warp plus a little bookkeeping.)
 
 # %%
 info = build.ptxas_info("rmsnorm")
@@ -268,6 +269,10 @@ plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, sma
 # has `loads per thread` loads to make and keeps `loads in flight per thread` of them
 # outstanding (the load width and the loop's unrolling, read from the kernel; the widths are
 # checked against the PTX in `tests/test_compile.py`). Beside it, the measured time.
+# Each round trip of a pass costs a DRAM latency, and the kernel makes two passes with a block
+# reduction after each; neither step 05 nor 06 is near any bandwidth limit, and both pay one launch.
+# But steps 05 and 06 differ in five things and the model covers two (the width and the unrolled
+# loop): the table after the line times each alone at this row (the ablation section, at more rows).
 
 # %%
 one_rows = []
@@ -355,8 +360,13 @@ claims = results.claims("02_rmsnorm", [abl, res], rmsnorm.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 
+# %% [markdown]
+# The ablation section splits 05 → 06 (the width, the loop, the reduction, `__ldg`, `__restrict__`).
+# `__ldg` alone at every recorded fp16 shape: with `__restrict__` the compiler already chose the
+# read-only path itself (the PTX counts of step 07), so an explicit `__ldg` should change nothing.
+
 # %%
-report.say_width_ldg(res, abl)
+results.each_device(res, report.ldg_said)
 
 # %% [markdown]
 # ## Step 09 (beyond the seed): fuse the residual add
