@@ -406,8 +406,8 @@ ncu(rmsnorm, "08_onepass", (8192, 4096), "float16")
 # ## Explore: from decode to prefill, with sliders
 # Move the number of rows from 1 (decode: one token) to 8192 (prefill) and pick a data path:
 # every step of that path and the baselines at that size. The line under the table gives the
-# fastest step's fraction of the copy roof and its time in empty-kernel launches, both computed
-# from the rows shown (measured now, or recorded).
+# fastest step and its time in empty-kernel launches, computed from the rows shown (measured now,
+# or recorded).
 
 # %%
 from kernellab import explore
