@@ -45,12 +45,14 @@
 
 # %%
 import numpy as np
+import pandas as pd
 
 import kernellab as kl
 from kernellab.core import bench, build, plot, results
 from kernellab import rmsnorm, rmsnorm_report as report
 from kernellab.core.ncu import ncu
 from kernellab.core.check import variants as check_variants
+from kernellab.core.device import ORIN_PEAK_GBPS, ORIN_SMS
 
 kl.banner()
 
@@ -96,13 +98,16 @@ check_variants(rmsnorm, ["01_f32_cub"])
 # and its `#pragma unroll 4` are timed as one change; the cell after the kernel builds the file
 # without the pragma and compares the instructions, step by step: where they are the same, the
 # compiler unrolls by itself once the stride is known, and the stride alone is what the timing sees.
+# Where they differ, the pragma is a change of its own: `06_ablate_runtime_stride` undoes it
+# together with the stride.
 
 # %%
 build.show("rmsnorm", "02_f32_shfl")
 print("\n".join(build.ptx("rmsnorm", "02_f32_shfl", grep=r"shfl\.sync")[:3]))
 
 # %%
-report.say_unroll_pragma()
+pd.Series({st: rmsnorm.unroll_pragma_changes(st) for st in ("02_f32_shfl", "04_f32_fp16w_uint2", "06_fp16_uint4")},
+          name="instructions change without `#pragma unroll 4` (-DRMS_NO_UNROLL_PRAGMA, sm_90)")
 
 # %%
 check_variants(rmsnorm, ["02_f32_shfl"])
@@ -128,8 +133,6 @@ report.say_cub_smem(info)
 # occupancy API):
 
 # %%
-import pandas as pd
-
 pd.concat([build.occupancy("rmsnorm", k, threads=128) for k in ("01_f32_cub", "02_f32_shfl")])
 
 # %% [markdown]
@@ -351,19 +354,24 @@ results.ablation(abl, [(f"{before} → {after} ({path})", path, before, after, c
 # %% [markdown]
 # ## Seed claim vs measured
 # Each row divides the time of the "before" kernel by the time of the "after" kernel, at the
-# seed's shape (1 × 4096 unless stated), on the GPU of the record, not the seed's Orin (below). A
-# faster GPU can change which effect matters: read the last column.
+# seed's shape (1 × 4096 unless stated), on the GPU of the record, not the seed's Orin. A
+# faster GPU can change which effect matters: read the last column. The seed (docs/sources.md,
+# seed 003) measured on a Jetson Orin (sm_87) with the SM count of an AGX Orin; the boards, from
+# their datasheets (`kernellab.device`):
 
 # %%
-report.say_orin_boards()
+pd.DataFrame({"SMs": ORIN_SMS, "peak GB/s": ORIN_PEAK_GBPS}).rename_axis("Orin board")
+
+# %%
 claims = results.claims("02_rmsnorm", [abl, res], rmsnorm.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 
 # %% [markdown]
-# The ablation section splits 05 → 06 (the width, the loop, the reduction, `__ldg`, `__restrict__`).
-# `__ldg` alone at every recorded fp16 shape: with `__restrict__` the compiler already chose the
-# read-only path itself (the PTX counts of step 07), so an explicit `__ldg` should change nothing.
+# The ablation section splits 05 → 06 (the width, the loop, the reduction, `__ldg`, `__restrict__`)
+# at four shapes. Below, 05 → 06, `__ldg` alone and `__restrict__` alone at every recorded fp16 shape:
+# with `__restrict__` the compiler already chose the read-only path itself (the PTX counts of step
+# 07), so an explicit `__ldg` should change nothing.
 
 # %%
 results.each_device(res, report.ldg_said)

@@ -1,24 +1,10 @@
-"""RMSNorm (lab 02): the sentences under the lab's tables. Each reads the frames on screen through
-results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
-`*_said(part, ...)` returns one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""RMSNorm (lab 02): the tables and lines under the lab's cells, every number and verdict computed from the frames on
+screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
 from __future__ import annotations
 
 from . import rmsnorm
 from .core import bench, results
-from .core.device import ORIN_PEAK_GBPS, ORIN_SMS
 from .measuring import recorded_value
-
-UNROLL_STEPS = ("02_f32_shfl", "04_f32_fp16w_uint2", "06_fp16_uint4")
-
-
-def say_unroll_pragma() -> None:
-    """Whether building without `#pragma unroll 4` changes the instructions of steps 02, 04 and 06."""
-    results.say("Built without `#pragma unroll 4` (`-DRMS_NO_UNROLL_PRAGMA`, sm_90): " + "; ".join(
-        f"step {st[:2]} compiles to " + ("different instructions (the pragma is a change of its own here: "
-                                         "`06_ablate_runtime_stride` undoes it together with the stride)"
-                                         if rmsnorm.unroll_pragma_changes(st) else "the same instructions")
-        for st in UNROLL_STEPS) + ".")
-
 
 def say_cub_smem(info) -> None:
     """CUB's shared memory from ptxas (info, build.ptxas_info's frame) against the report's "~512 bytes"."""
@@ -75,21 +61,15 @@ def say_launch_share(res) -> None:
                     f"({roof['source']} on {roof['device']}, {roof['date']}).")
 
 
-def say_orin_boards() -> None:
-    """The seed's device: the AGX Orin's SMs and peak, and the smaller boards' (kernellab.device's tables)."""
-    results.say(f"The seed (docs/sources.md, seed 003) measured on a Jetson Orin (sm_87) with the SM count of an AGX "
-                f"Orin: {ORIN_SMS['agx']} SMs and a peak of {ORIN_PEAK_GBPS['agx']:g} GB/s (the board tables in "
-                f"`kernellab.device`); the smaller Orin boards have {min(ORIN_SMS.values())} SMs and "
-                f"{min(ORIN_PEAK_GBPS.values()):g}–{sorted(ORIN_PEAK_GBPS.values())[-2]:g} GB/s.")
-
-
 def ldg_said(part) -> str:
-    """`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`) at every recorded fp16 shape, and where it is
-    beyond the noise though the PTX already uses the read-only path."""
+    """Over every recorded fp16 shape: steps 05 -> 06, `__ldg` alone and `__restrict__` alone, and where an
+    explicit `__ldg` is beyond the noise though the PTX already uses the read-only path."""
     cs = results.cases(part, "07_fp16_restrict_no_ldg")
     ldg = [results.ratio_band(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c) for c in cs]
     apart = [f"`{c}`" for c, m in zip(cs, ldg) if m.ok and not results.within_noise(m)]
-    return ("`__ldg` alone: " + results.summary(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", prov=False)
-            + (f" Beyond the noise at {', '.join(apart)}, though the load path in the PTX counts is the same"
-               if apart else " Within noise everywhere: `__restrict__` already gave the read-only path")
+    return (" ".join(f"{what}: " + results.summary(part, *p, prov=False) for what, p in (
+        ("05 → 06", ("06_fp16_uint4", "05_fp16_half2_cub")), ("`__ldg` alone", ("06_fp16_uint4", "07_fp16_restrict_no_ldg")),
+        ("`__restrict__` alone", ("07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg"))))
+            + (f" `__ldg` is beyond the noise at {', '.join(apart)}, though the load path in the PTX counts is the same"
+               if apart else " `__ldg` is within noise everywhere: `__restrict__` already gave the read-only path")
             + f" ({results.source(part)}).")
