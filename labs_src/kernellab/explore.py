@@ -3,6 +3,8 @@ Live, each change measures the chosen point now; compile-only, the recorded rows
 Without a Jupyter kernel or ipywidgets, the table for the default values and why there are no sliders."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .core import bench
@@ -50,26 +52,20 @@ def _show(df, note):
 
 
 def _widgets():
-    """ipywidgets where the sliders can work, else None (KERNELLAB_NO_WIDGETS=1, as in nbval: a waiting widget
-    can stall a headless run)."""
-    import os
-    if os.environ.get("KERNELLAB_NO_WIDGETS") or getattr(ipython(), "kernel", None) is None:
-        return None
+    """(ipywidgets, "") where the sliders can work, else (None, why not); KERNELLAB_NO_WIDGETS=1 (as in nbval)
+    means none: a waiting widget can stall a headless run."""
     try:
         import ipywidgets as w
     except ImportError:
-        return None
-    return w
+        return None, "ipywidgets is not installed (`make lab` installs it)"
+    if os.environ.get("KERNELLAB_NO_WIDGETS") or getattr(ipython(), "kernel", None) is None:
+        return None, "not running in a Jupyter kernel"
+    return w, ""
 
 
-def _static(render, defaults: dict) -> None:
+def _static(render, why: str, **defaults) -> None:
     """No widgets: the table for the default values, once, and why there are no sliders."""
     render(**defaults)
-    try:
-        import ipywidgets  # noqa: F401
-        why = "not running in a Jupyter kernel"
-    except ImportError:
-        why = "ipywidgets is not installed (`make lab` installs it)"
     print(f"(no sliders: {why}; the table above is for the default values)")
 
 
@@ -120,9 +116,9 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
             say(f"`{step}` ({width}-wide loads, {dtype}): **{t[best] / t[step]:.2f}×** the fastest baseline here "
                 f"({best}, {source(df)}).")
 
-    w = _widgets()
+    w, why = _widgets()
     if w is None:
-        return _static(render, dict(cols=cols, width=width, step=step))
+        return _static(render, why, cols=cols, width=width, step=step)
     lengths = [2 ** k for k in range(5, 17)]
     c_cols = w.SelectionSlider(options=lengths, value=min(lengths, key=lambda c: abs(np.log2(c / cols))),
                                description="row length")
@@ -153,9 +149,9 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
             launches = f", **{b['median_us'] / launch:.1f}** empty-kernel launches" if launch else ""
             say(f"Fastest step at {b['case']}: `{b['name']}`{launches} ({source(df)}).")
 
-    w = _widgets()
+    w, why = _widgets()
     if w is None:
-        return _static(render, dict(rows=rows, path=path))
+        return _static(render, why, rows=rows, path=path)
     opts = [1, 4, 16, 64, 512, 8192]
     c_rows = w.SelectionSlider(options=opts, value=min(opts, key=lambda r: abs(np.log2(r / max(rows, 1)))),
                                description="rows")
