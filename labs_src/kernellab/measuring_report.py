@@ -1,7 +1,5 @@
-"""Measuring (lab 00): the sentences under the lab's tables. Each reads the frames on screen through
-measuring's and results' functions (every number and verdict computed, none typed in); a notebook
-cell is one call. `*_said(part, ...)` returns one device's Markdown (for results.each_device);
-`say_*(frame)` prints."""
+"""Measuring (lab 00): the tables and lines under the lab's cells, every number and verdict computed from the frames on
+screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
 from __future__ import annotations
 
 from . import rmsnorm, softmax
