@@ -45,12 +45,14 @@
 
 # %%
 import numpy as np
+import pandas as pd
 
 import kernellab as kl
 from kernellab.core import bench, build, plot, results
 from kernellab import rmsnorm, rmsnorm_report as report
 from kernellab.core.ncu import ncu
 from kernellab.core.check import variants as check_variants
+from kernellab.core.device import ORIN_PEAK_GBPS, ORIN_SMS
 
 kl.banner()
 
@@ -96,13 +98,16 @@ check_variants(rmsnorm, ["01_f32_cub"])
 # and its `#pragma unroll 4` are timed as one change; the cell after the kernel builds the file
 # without the pragma and compares the instructions, step by step: where they are the same, the
 # compiler unrolls by itself once the stride is known, and the stride alone is what the timing sees.
+# Where they differ, the pragma is a change of its own: `06_ablate_runtime_stride` undoes it
+# together with the stride.
 
 # %%
 build.show("rmsnorm", "02_f32_shfl")
 print("\n".join(build.ptx("rmsnorm", "02_f32_shfl", grep=r"shfl\.sync")[:3]))
 
 # %%
-report.say_unroll_pragma()
+pd.Series({st: rmsnorm.unroll_pragma_changes(st) for st in ("02_f32_shfl", "04_f32_fp16w_uint2", "06_fp16_uint4")},
+          name="instructions change without `#pragma unroll 4` (-DRMS_NO_UNROLL_PRAGMA, sm_90)")
 
 # %%
 check_variants(rmsnorm, ["02_f32_shfl"])
@@ -112,6 +117,7 @@ check_variants(rmsnorm, ["02_f32_shfl"])
 # The report says the shuffle cut shared memory from "~512 bytes of TempStorage" to 16 bytes,
 # and registers went from 20 to 40 "with occupancy unaffected". ptxas tells us what this CUB
 # really reserves, and the occupancy calculation tells us whether 40 registers cost anything.
+# (CUB's default `BLOCK_REDUCE_WARP_REDUCTIONS` needs one float per warp plus a little bookkeeping.)
 
 # %%
 info = build.ptxas_info("rmsnorm")
@@ -127,8 +133,6 @@ report.say_cub_smem(info)
 # occupancy API):
 
 # %%
-import pandas as pd
-
 pd.concat([build.occupancy("rmsnorm", k, threads=128) for k in ("01_f32_cub", "02_f32_shfl")])
 
 # %% [markdown]
@@ -268,6 +272,10 @@ plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, sma
 # has `loads per thread` loads to make and keeps `loads in flight per thread` of them
 # outstanding (the load width and the loop's unrolling, read from the kernel; the widths are
 # checked against the PTX in `tests/test_compile.py`). Beside it, the measured time.
+# Each round trip of a pass costs a DRAM latency, and the kernel makes two passes with a block
+# reduction after each; neither step 05 nor 06 is near any bandwidth limit, and both pay one launch.
+# But steps 05 and 06 differ in five things and the model covers two (the width and the unrolled
+# loop): the table after the line times each alone at this row (the ablation section, at more rows).
 
 # %%
 one_rows = []
@@ -346,17 +354,27 @@ results.ablation(abl, [(f"{before} → {after} ({path})", path, before, after, c
 # %% [markdown]
 # ## Seed claim vs measured
 # Each row divides the time of the "before" kernel by the time of the "after" kernel, at the
-# seed's shape (1 × 4096 unless stated), on the GPU of the record, not the seed's Orin (below). A
-# faster GPU can change which effect matters: read the last column.
+# seed's shape (1 × 4096 unless stated), on the GPU of the record, not the seed's Orin. A
+# faster GPU can change which effect matters: read the last column. The seed (docs/sources.md,
+# seed 003) measured on a Jetson Orin (sm_87) with the SM count of an AGX Orin; the boards, from
+# their datasheets (`kernellab.device`):
 
 # %%
-report.say_orin_boards()
+pd.DataFrame({"SMs": ORIN_SMS, "peak GB/s": ORIN_PEAK_GBPS}).rename_axis("Orin board")
+
+# %%
 claims = results.claims("02_rmsnorm", [abl, res], rmsnorm.FAMILIES)
 kl.say(results.claims_summary(claims))
 claims
 
+# %% [markdown]
+# The ablation section splits 05 → 06 (the width, the loop, the reduction, `__ldg`, `__restrict__`)
+# at four shapes. Below, 05 → 06, `__ldg` alone and `__restrict__` alone at every recorded fp16 shape:
+# with `__restrict__` the compiler already chose the read-only path itself (the PTX counts of step
+# 07), so an explicit `__ldg` should change nothing.
+
 # %%
-report.say_width_ldg(res, abl)
+results.each_device(res, report.ldg_said)
 
 # %% [markdown]
 # ## Step 09 (beyond the seed): fuse the residual add
@@ -396,8 +414,8 @@ ncu(rmsnorm, "08_onepass", (8192, 4096), "float16")
 # ## Explore: from decode to prefill, with sliders
 # Move the number of rows from 1 (decode: one token) to 8192 (prefill) and pick a data path:
 # every step of that path and the baselines at that size. The line under the table gives the
-# fastest step's fraction of the copy roof and its time in empty-kernel launches, both computed
-# from the rows shown (measured now, or recorded).
+# fastest step and its time in empty-kernel launches, computed from the rows shown (measured now,
+# or recorded).
 
 # %%
 from kernellab import explore

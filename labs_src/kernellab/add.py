@@ -2,7 +2,6 @@
 (family BIAS) and DeepStack's in-place add into a slice of rows (add_into_rows)."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from .core.build import define
@@ -34,8 +33,7 @@ def case_key(shape, dtype) -> str:
 
 
 def _values(shape, dtype, values, rng, shift=0):
-    """N(0, 1); 'large' is near the top of the range (sums overflow to inf, as they must);
-    'hostile' mixes +-inf, NaN, inf + -inf, the largest finite value and the smallest subnormal."""
+    """N(0, 1); 'large' near the top of the range; 'hostile' +-inf, NaN, the largest and smallest values."""
     x = rng.standard_normal(shape)
     top = 65504.0 if dtype == "float16" else 3e38
     if values == "large":
@@ -176,8 +174,7 @@ def _span(a):
 
 
 def add_into_rows(x, feats, row0):
-    """Add feats (k, hidden) into rows row0 .. row0 + k - 1 of x (rows, hidden), in place, fp16.
-    Every bound is checked here: a bad slice is a ValueError, never a write out of bounds."""
+    """Add feats (k, hidden) into rows row0 .. row0 + k - 1 of x, in place, fp16; a bad slice is a ValueError."""
     require(x, "x", dtype="float16", ndim=2)
     require(feats, "feats", dtype="float16", ndim=2)
     if not isinstance(row0, (int, np.integer)) or isinstance(row0, bool):
@@ -222,16 +219,14 @@ ADD = Family(
 FAMILIES = [ADD, BIAS]
 
 
-# Bytes each thread of a residual-add step asks for at once: its load width per operand (one load
-# per operand per thread, two operands) and its block size. tests/test_compile.py checks each
-# width against the step's PTX.
+# Per residual-add step: its load width per operand (one load per operand per thread) and its block
+# size. tests/test_compile.py checks each width against the step's PTX.
 LOADS = {"01_f32_scalar": (4, 512), "02_f32_float4": (16, 256), "03_fp16_half2": (4, 256),
          "04_fp16_vec8": (16, 256), "08_vec_fp16_scalar": (2, 256)}
 
 
 def in_flight(step, blocks_per_sm) -> dict:
-    """Little's law's input for one step: bytes in flight per thread (2 operands x load width)
-    and per SM (x resident threads, from the occupancy of `blocks_per_sm` blocks)."""
+    """Little's law's input for one step: bytes in flight per thread (2 operands) and per SM."""
     width, block = LOADS[step]
     return {"load bytes per operand": width, "bytes in flight per thread": 2 * width,
             "threads per SM": block * blocks_per_sm, "KiB in flight per SM": 2 * width * block * blocks_per_sm / 1024}

@@ -1,11 +1,11 @@
-"""Add (lab 03): the sentences under the lab's tables. Each reads the frames on screen through
-results' and measuring's functions (every number and verdict computed, none typed in); a notebook
-cell is one call. `*_said(part, ...)` returns one device's Markdown (for results.each_device);
-`say_*(frame)` prints."""
+"""Add (lab 03): the tables and lines under the lab's cells, every number and verdict computed from the frames on
+screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
 from __future__ import annotations
 
+import pandas as pd
+
 from . import add, measuring
-from .core import results
+from .core import build, device, results
 
 BIG = (2 ** 26,)      # the shape the targets and the bytes-in-flight rows are read at
 
@@ -18,60 +18,59 @@ def width_said(part) -> str:
             + " `__restrict__` + `__ldg` alone: " + results.summary(part, "04_fp16_vec8", "04_ablate_plain"))
 
 
-def inflight_said(part, fd, f16) -> str:
-    """One device's add rows (part) and its lab 00 record (fd): each fp16 step's bytes in flight per
-    thread (the rows f16 of the in-flight table) → its fraction of the copy roof, beside lab 00's
-    measured sweep and Little's law with the idle latency."""
-    if fd.empty:
-        return f"Lab 00 has no record for {part['device'].iloc[0]}: no sweep to set these fractions against."
-    roof = measuring.value(fd, "read roof")
-    said, fr, sw_, law = [], [], [], []
-    for _, r in f16.iterrows():
-        b = int(r["bytes in flight per thread"])
-        fr.append(results.pick(part, r["step"], "frac_copy", case=add.case_key(BIG, "float16")))
-        sw_.append(measuring.sweep_fraction(fd, b))
-        law.append(measuring.little(fd, b) / roof)
-        said.append(f"{b} B in flight per thread ({r['step']}) → **{fr[-1]:.2f}** of the copy roof (lab 00's read "
-                    f"sweep: {sw_[-1]:.2f} of the read roof; Little's law with the idle latency: {law[-1]:.2f})")
-    rises = all(a < b for a, b in zip(fr, fr[1:])) and all(a < b for a, b in zip(sw_, sw_[1:]))
-    return ("fp16: " + ", ".join(said) + f" ({results.source(part)}). "
-            + ("The add rises with the bytes in flight as lab 00's measured sweep does. "
-               if rises else "")
-            + (f"Little's law with lab 00's idle latency predicts {law[0]:.2f} at every width, so it does not "
-               "explain the differences; the measured sweep follows them (lab 00: under load the latency is longer "
-               "than the idle pointer chase)." if min(law) >= 0.99 else
-               "Little's law with the idle latency predicts " + ", ".join(f"{v:.2f}" for v in law)
-               + " for these widths" + (", above what the sweep measured at each: under load the latency is longer "
-                                        "than the idle pointer chase (lab 00)." if all(m < l for m, l in zip(sw_, law))
-                                        else ".")))
+SWEEP, LAW = "lab 00's read sweep (of read roof)", "Little's law, idle latency (of read roof)"
 
 
-def say_inflight(big, inflight, fund) -> None:
-    """inflight_said for the device on screen (big: the 2^26 timings; inflight: the bytes-in-flight table;
-    fund: lab 00's records), then what differs between the steps; nothing until every fraction is there."""
+def inflight_table(big, fund):
+    """Per residual-add step: its bytes in flight (blocks per SM from ptxas, on the arch of big's device), its
+    fraction of the copy roof at 2^26 (big), and, from lab 00's record of that device (fund), what the measured
+    read sweep and Little's law with the idle latency give at those bytes."""
+    arch = device.facts(big).get("arch", "sm_90")
+    arch = arch if arch in build.ARCHS else "sm_90"      # ptxas occupancy is computed for the teaching archs
+    fd = fund[fund["device"] == big["device"].iloc[0]] if len(big) and len(fund) else fund
+    rows = []
+    for step, (width, block) in add.LOADS.items():
+        dt = add.ADD.variants[step].dtypes[0]
+        occ = build.occupancy("add", step, threads=block)
+        per_sm = int(occ[(occ.arch == arch) & (occ.source == "ptxas -v")]["blocks/SM"].iloc[0])
+        rows.append({"step": step, "dtype": dt, **add.in_flight(step, per_sm),
+                     "fraction of copy roof at 64M": results.pick(big, step, "frac_copy", case=add.case_key(BIG, dt)),
+                     SWEEP: measuring.sweep_fraction(fd, 2 * width),
+                     LAW: measuring.little(fd, 2 * width) / measuring.value(fd, "read roof")})
+    return pd.DataFrame(rows).sort_values("bytes in flight per thread")
+
+
+def say_inflight(big, inflight) -> None:
+    """The fp16 rows of inflight_table: whether the add rises with the bytes in flight as lab 00's sweep does,
+    and whether Little's law with the idle latency explains it; nothing until every fraction is there."""
     f16 = inflight[inflight.dtype == "float16"]
-    if f16["fraction of copy roof at 64M"].notna().all():
-        results.each_device(big, lambda part, fd: inflight_said(part, fd, f16), fund)
-        results.say("Same bytes" + (", same number of threads per SM" if f16["threads per SM"].nunique() == 1 else "")
-                    + ": what differs is how many bytes each thread has asked for when it waits (and, with it, the "
-                    "load instructions per byte).")
+    fr, sw, law = (list(f16[c]) for c in ("fraction of copy roof at 64M", SWEEP, LAW))
+    if any(v != v for v in fr + sw):
+        return print("Lab 00 has no sweep on this device, or the add is not timed yet: nothing to set side by side.")
+    rises = all(a < b for a, b in zip(fr, fr[1:])) and all(a < b for a, b in zip(sw, sw[1:]))
+    results.say(f"fp16: the add {'rises' if rises else 'does not rise'} with the bytes in flight as lab 00's "
+                "measured sweep does; Little's law with the idle latency "
+                + ("predicts the same at every width, so it does not explain the differences" if min(law) >= 0.99 else
+                   "predicts more than the sweep measured at each width" if all(m < l for m, l in zip(sw, law))
+                   else "does not order the widths as the sweep does") + f" ({results.source(big)}).")
+
+
+BIAS_CHANGES = {"modulo removed (05/ablate)": ("06_ablate_plain", "05_bias_mod"),
+                "__restrict__ + __ldg (ablate/06)": ("06_bias_2d", "06_ablate_plain"),
+                "8-wide loads (06/07)": ("07_bias_2d_vec8", "06_bias_2d")}
+
+
+def bias_table(sweep):
+    """time(before) / time(after) of each of the bias add's changes alone, per case and device."""
+    return pd.concat([results.speedup(sweep, *p).rename(what) for what, p in BIAS_CHANGES.items()], axis=1).round(2)
 
 
 def bias_said(part) -> str:
-    """The bias add's changes one at a time (modulo, `__restrict__` + `__ldg`, 8-wide loads), and which carries the win."""
-    mod, vec = results.speedup(part, "06_ablate_plain", "05_bias_mod"), results.speedup(part, "07_bias_2d_vec8", "06_bias_2d")
-    return ("Removing the modulo alone: " + results.summary(part, "06_ablate_plain", "05_bias_mod", prov=False)
-            + " `__restrict__` + `__ldg` alone: " + results.summary(part, "06_bias_2d", "06_ablate_plain", prov=False)
-            + " 8-wide loads alone: " + results.summary(part, "07_bias_2d_vec8", "06_bias_2d", prov=False)
-            + f" ({results.source(part)}). "
-            + ("The load width, not the modulo, carries the seed's win here (its median gain is the larger)."
-               if vec.median() > mod.median() else "The modulo matters more than the load width here."))
-
-
-def say_bias(sweep) -> None:
-    """bias_said for the device on screen, and a caution for other GPUs; nothing without both pairs."""
-    mod = results.speedup(sweep, "06_ablate_plain", "05_bias_mod")
-    vec = results.speedup(sweep, "07_bias_2d_vec8", "06_bias_2d")
-    if len(mod) and len(vec):
-        results.each_device(sweep, bias_said, then="On a GPU with a different balance of integer throughput to "
-                            "bandwidth (an Orin), the ratios can differ: read them there before crediting either change.")
+    """Each of the bias add's changes alone, judged by the noise rule, and which carries the win."""
+    mod, _, vec = (results.speedup(part, *p).median() for p in BIAS_CHANGES.values())
+    if not (mod == mod and vec == vec):
+        return f"The bias add's steps are not all recorded on this device yet ({results.source(part)})."
+    return (" ".join(f"{what.split(' (')[0]}: " + results.summary(part, *p, prov=False) for what, p in BIAS_CHANGES.items())
+            + f" ({results.source(part)}). " + ("The load width, not the modulo, carries the seed's win here (its median "
+                                                "gain is the larger)." if vec > mod else
+                                                "The modulo matters more than the load width here."))

@@ -1,16 +1,9 @@
-"""Sliders instead of code: ipywidgets explorers over a family's steps.
-
-    explore.softmax()    row length, vector width and step -> time and GB/s
-    explore.rmsnorm()    rows from decode (1) to prefill (8192), data path -> every step and baseline
-
-Live (a GPU): each change measures the chosen point now, with bench (L2 flushed). Compile-only:
-the recorded rows nearest the slider values, labelled recorded with device and date.
-
-Each explorer renders once: in a Jupyter kernel with ipywidgets, the controls and one output area
-that follows them (the call returns None, so the cell does not display the box a second time);
-anywhere else (a terminal, a script, ipywidgets not installed) it prints the table for its
-default values and says why there are no sliders."""
+"""Sliders instead of code: ipywidgets explorers over a family's steps (explore.softmax, explore.rmsnorm).
+Live, each change measures the chosen point now; compile-only, the recorded rows nearest the sliders.
+Without a Jupyter kernel or ipywidgets, the table for the default values and why there are no sliders."""
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -25,9 +18,7 @@ _MEASURED: dict = {}
 
 
 def point(family, shape, dtype, names=None, baselines=True):
-    """The results for one (shape, dtype): measured now (live) or, compile-only, the recorded
-    case of the same dtype whose shape is nearest (in log rows and log cols). Returns
-    (frame, note)."""
+    """(frame, note) for one (shape, dtype): measured now (live) or the nearest recorded case (log rows, cols)."""
     from .core.family import of
     family = of(family)
     names = list(family.variants) if names is None else list(names)
@@ -61,32 +52,25 @@ def _show(df, note):
 
 
 def _widgets():
-    """ipywidgets where the sliders can work: the module imports and a Jupyter kernel runs; else None
-    (a headless run, KERNELLAB_NO_WIDGETS=1 as in nbval, gets the static table: a waiting widget can stall)."""
-    import os
-    if os.environ.get("KERNELLAB_NO_WIDGETS") or getattr(ipython(), "kernel", None) is None:
-        return None
+    """(ipywidgets, "") where the sliders can work, else (None, why not); KERNELLAB_NO_WIDGETS=1 (as in nbval)
+    means none: a waiting widget can stall a headless run."""
     try:
         import ipywidgets as w
     except ImportError:
-        return None
-    return w
+        return None, "ipywidgets is not installed (`make lab` installs it)"
+    if os.environ.get("KERNELLAB_NO_WIDGETS") or getattr(ipython(), "kernel", None) is None:
+        return None, "not running in a Jupyter kernel"
+    return w, ""
 
 
-def _static(render, defaults: dict) -> None:
+def _static(render, why: str, **defaults) -> None:
     """No widgets: the table for the default values, once, and why there are no sliders."""
     render(**defaults)
-    try:
-        import ipywidgets  # noqa: F401
-        why = "not running in a Jupyter kernel"
-    except ImportError:
-        why = "ipywidgets is not installed (`make lab` installs it)"
     print(f"(no sliders: {why}; the table above is for the default values)")
 
 
 def _interactive(w, controls: dict, render) -> None:
-    """Lay the controls out above one Output and re-render into it on every change: the table
-    appears once, under the controls. Returns None so the cell shows nothing more."""
+    """The controls above one Output, re-rendered on every change; None, so the cell shows nothing more."""
     from IPython.display import display
     out = w.Output()
 
@@ -104,8 +88,7 @@ def _interactive(w, controls: dict, render) -> None:
 # ---- softmax ---------------------------------------------------------------------------------
 
 def _softmax_steps(width: int) -> list[str]:
-    """The steps with that load width: 8 = the fp16 steps (8 halves per load), 4 = the float4
-    steps (`vec4` in the name), 1 = the other fp32 steps (scalar loads)."""
+    """The steps with that load width: 8 the fp16 steps, 4 the float4 (`vec4`) steps, 1 the scalar fp32 ones."""
     from . import softmax
     out = []
     for n, v in softmax.SOFTMAX.variants.items():
@@ -118,9 +101,7 @@ def _softmax_steps(width: int) -> list[str]:
 
 
 def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
-    """Row length (32 ... 65536 at 2^25 elements in all), vector width (1 = the scalar fp32
-    steps, 4 = the float4 steps, 8 = the fp16 steps, 8 halves per load) and step -> time and
-    GB/s, beside the baselines."""
+    """Row length (32 ... 65536, 2^25 elements in all), vector width and step -> time and GB/s, with baselines."""
     from . import softmax as sm
 
     def render(cols, width, step):
@@ -130,17 +111,14 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
         df, note = point(sm, (sm.SWEEP_TOTAL // cols, cols), dtype, names=[step])
         _show(df, note)
         t = dict(zip(df["name"], df["median_us"]))
-        if step in t:
-            best = min((b for b in sm.SOFTMAX.baselines if b in t), key=t.get, default=None)
-            g = df.loc[df["name"] == step].iloc[0]
-            say(f"`{step}` ({width}-wide loads, {dtype}): **{g['median_us']:.1f} µs**, "
-                f"{g['gbps']:.0f} GB/s = {100 * g['frac_copy']:.1f}% of the copy roof"
-                + (f"; {t[best] / t[step]:.2f}× the fastest baseline here ({best})" if best else "")
-                + f" ({source(df)}).")
+        best = min((b for b in sm.SOFTMAX.baselines if b in t), key=t.get, default=None)
+        if step in t and best:
+            say(f"`{step}` ({width}-wide loads, {dtype}): **{t[best] / t[step]:.2f}×** the fastest baseline here "
+                f"({best}, {source(df)}).")
 
-    w = _widgets()
+    w, why = _widgets()
     if w is None:
-        return _static(render, dict(cols=cols, width=width, step=step))
+        return _static(render, why, cols=cols, width=width, step=step)
     lengths = [2 ** k for k in range(5, 17)]
     c_cols = w.SelectionSlider(options=lengths, value=min(lengths, key=lambda c: abs(np.log2(c / cols))),
                                description="row length")
@@ -157,8 +135,7 @@ def softmax(cols: int = 4096, width: int = 4, step: str | None = None):
 # ---- RMSNorm ---------------------------------------------------------------------------------
 
 def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
-    """Rows from decode (1) to prefill (8192) at hidden 4096, one data path (float32, f32_fp16w,
-    float16) -> every step of that path and the baselines: time, GB/s, fraction of the copy roof."""
+    """Rows from decode (1) to prefill (8192) and a data path -> every step of that path and the baselines."""
     from . import rmsnorm as rn
 
     def render(rows, path):
@@ -169,14 +146,12 @@ def rmsnorm(rows: int = 1, path: str = "float16", hidden: int = 4096):
         if not v.empty:
             b = v.loc[v["median_us"].idxmin()]
             launch = bench.roof_values(df).get("launch_us")
-            say(f"Fastest step at {b['case']}: `{b['name']}`, **{b['median_us']:.1f} µs**, "
-                f"{100 * b['frac_copy']:.1f}% of the copy roof"
-                + (f", {b['median_us'] / launch:.1f} empty-kernel launches" if launch else "")
-                + f" ({source(df)}).")
+            launches = f", **{b['median_us'] / launch:.1f}** empty-kernel launches" if launch else ""
+            say(f"Fastest step at {b['case']}: `{b['name']}`{launches} ({source(df)}).")
 
-    w = _widgets()
+    w, why = _widgets()
     if w is None:
-        return _static(render, dict(rows=rows, path=path))
+        return _static(render, why, rows=rows, path=path)
     opts = [1, 4, 16, 64, 512, 8192]
     c_rows = w.SelectionSlider(options=opts, value=min(opts, key=lambda r: abs(np.log2(r / max(rows, 1)))),
                                description="rows")

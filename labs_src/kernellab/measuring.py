@@ -25,9 +25,8 @@ CHASE_HOPS = 4096
 
 
 def _chase_ns(nbytes: int, flush: bool) -> float:
-    """ns per hop of a pointer chase over a random cycle through nbytes (one 4-byte index per
-    128-byte line, so every hop touches a new line). Two chain lengths are timed and
-    subtracted, so launch and spacer costs cancel."""
+    """ns per hop of a pointer chase over a random cycle through nbytes (an index per 128-byte line, so every
+    hop touches a new line); two chain lengths are timed and subtracted, so launch costs cancel."""
     import cupy
     lines = max(nbytes // 128, 2 * CHASE_HOPS + 1)
     perm = cupy.random.RandomState(0).permutation(lines).astype(cupy.uint32)
@@ -50,13 +49,9 @@ def _rate(kernel: str, args, per_thread_ops: float, iters: int) -> float:
 
 
 def fundamentals():
-    """Everything lab 00 measures, as a table of (quantity, value, unit): the roofs, what a
-    launch costs (alone, back to back, from a graph, on the host), warm vs flushed L2, the
-    CPU-timer pitfall, DRAM and L2 latency (pointer chase), the bytes-in-flight sweep
-    (Little's law), and the compute ceilings (FMA, SFU ex2, instruction issue).
-    Compile-only: the recorded table. The bytes in flight for the read roof are derived here, per
-    device, from the table's own read roof and DRAM latency (a roof raised after the recording
-    would otherwise leave a row that no longer matches the roof it is stated for)."""
+    """Everything lab 00 measures, as a table of (quantity, value, unit) (compile-only: the recorded table).
+    The bytes in flight for the read roof are derived here, per device, from the table's own read roof and
+    DRAM latency (a roof raised after the recording would otherwise leave a row that no longer matches it)."""
     return derive_inflight(live_or_recorded("measuring", "every row of this table", _fundamentals))
 
 
@@ -65,8 +60,7 @@ INFLIGHT_SM = "bytes in flight for the read roof, per SM"
 
 
 def derive_inflight(fund):
-    """fund with INFLIGHT_ALL and INFLIGHT_SM set, for each device, to read roof x DRAM latency
-    (Little's law; GB/s x ns = bytes, in KiB) and that over the SMs: one value on screen."""
+    """fund with INFLIGHT_ALL and INFLIGHT_SM set, per device, to read roof x DRAM latency (KiB) and per SM."""
     if fund is None or fund.empty or "quantity" not in fund:
         return fund
     fund = fund.copy()
@@ -256,9 +250,7 @@ def grid_quantity(f: int) -> str:
 
 
 def recorded_value(quantity: str, df) -> float:
-    """One quantity of lab 00's table for the device the rows of `df` come from (its recorded
-    lab 00 results; NaN when that device has none): how later labs compare with lab 00's numbers
-    without re-measuring them."""
+    """One quantity of lab 00's recorded table for the device the rows of `df` come from (NaN when none)."""
     from .core.device import load_recorded
     rec = load_recorded("measuring")
     if rec.empty or df is None or not len(df):
@@ -267,8 +259,7 @@ def recorded_value(quantity: str, df) -> float:
 
 
 def value(fund, quantity: str, default=float("nan")) -> float:
-    """One value of a fundamentals() table by its quantity (NaN when that row is absent, e.g.
-    in a table recorded before it was measured)."""
+    """One value of a fundamentals() table by its quantity (NaN when that row is absent)."""
     if fund is None or fund.empty:
         return default
     v = fund.loc[fund["quantity"] == quantity, "value"]
@@ -276,18 +267,16 @@ def value(fund, quantity: str, default=float("nan")) -> float:
 
 
 def little(fund, bytes_per_thread, threads_per_sm=None) -> float:
-    """Little's law's predicted GB/s for a streaming kernel that keeps `bytes_per_thread` in
-    flight in each of `threads_per_sm` resident threads (default: the sweep's), on the device
-    of `fund`: min(read roof, bytes in flight on all SMs / DRAM latency)."""
+    """Little's law's GB/s with `bytes_per_thread` in flight in each of `threads_per_sm` resident threads
+    (default: the sweep's): min(read roof, bytes in flight on all SMs / DRAM latency)."""
     thr = value(fund, "threads per SM in the sweep") if threads_per_sm is None else threads_per_sm
     inflight_all = bytes_per_thread * thr * value(fund, "SMs")
     return min(value(fund, "read roof"), inflight_all / value(fund, "DRAM latency (pointer chase)"))
 
 
 def sweep_fraction(fund, bytes_per_thread) -> float:
-    """The fraction of the read roof that the measured bytes-in-flight sweep reached with
-    `bytes_per_thread` in flight per thread (interpolated on log2 of the bytes, clamped to the
-    sweep's ends): the measured counterpart of little()."""
+    """The fraction of the read roof the measured sweep reached with `bytes_per_thread` in flight per thread
+    (interpolated on log2 of the bytes, clamped to the sweep's ends): the measured counterpart of little()."""
     pts = [(np.log2(b), value(fund, f"read with {b} B in flight per thread")) for b in INFLIGHT_BYTES]
     pts = [(x, y) for x, y in pts if not np.isnan(y)]
     if not pts:
@@ -297,36 +286,24 @@ def sweep_fraction(fund, bytes_per_thread) -> float:
 
 
 def inflight(fund):
-    """The bytes-in-flight sweep of fundamentals() next to Little's law's prediction:
-    predicted GB/s = min(read roof, bytes in flight on all SMs / DRAM latency); one block of
-    rows per device of `fund` (each from that device's own roof, latency and SMs)."""
-    if fund is None or fund.empty:
-        return pd.DataFrame()
-    return pd.concat([_inflight(p) for p in devices(fund)], ignore_index=True)
+    """The bytes-in-flight sweep of fundamentals() next to Little's law's prediction, one block of rows per
+    device of `fund` (each from that device's own roof, latency and SMs)."""
+    rows = []
+    for part in devices(fund) if fund is not None and not fund.empty else []:
+        thr, roof = value(part, "threads per SM in the sweep"), value(part, "read roof")
+        for b in INFLIGHT_BYTES:
+            gbps, pred = value(part, f"read with {b} B in flight per thread"), little(part, b, thr)
+            if not np.isnan(gbps):
+                rows.append({"B in flight per thread": b, "KiB in flight per SM": b * thr / 2**10, "GB/s": gbps,
+                             "fraction of read roof": gbps / roof, "Little's law predicts GB/s": pred,
+                             "measured / predicted": gbps / pred, **part.iloc[0][["device", "date", "source"]]})
+    return pd.DataFrame(rows)
 
 
 def first_within(sweep, fraction: float = 0.9):
-    """The smallest bytes in flight per thread at which one device's sweep (inflight()) reaches
-    `fraction` of its read roof; None when no point does."""
+    """The smallest bytes in flight per thread at which one device's sweep reaches `fraction` of its read roof."""
     reach = sweep[sweep["fraction of read roof"] >= fraction]
     return None if reach.empty else float(reach["B in flight per thread"].iloc[0])
-
-
-def _inflight(fund):
-    thr, roof = value(fund, "threads per SM in the sweep"), value(fund, "read roof")
-    rows = []
-    for b in INFLIGHT_BYTES:
-        gbps = value(fund, f"read with {b} B in flight per thread")
-        if np.isnan(gbps):
-            continue
-        pred = little(fund, b, thr)
-        rows.append({"B in flight per thread": b, "KiB in flight per SM": b * thr / 2**10, "GB/s": gbps,
-                     "fraction of read roof": gbps / roof, "Little's law predicts GB/s": pred,
-                     "measured / predicted": gbps / pred})
-    df = pd.DataFrame(rows)
-    if not df.empty:
-        df["device"], df["date"], df["source"] = (fund[c].iloc[0] for c in ("device", "date", "source"))
-    return df
 
 
 MEASURING = Family(name="measuring", kernels="measure", record=fundamentals,

@@ -1,110 +1,72 @@
-"""Measuring (lab 00): the sentences under the lab's tables. Each reads the frames on screen through
-measuring's and results' functions (every number and verdict computed, none typed in); a notebook
-cell is one call. `*_said(part, ...)` returns one device's Markdown (for results.each_device);
-`say_*(frame)` prints."""
+"""Measuring (lab 00): the tables and lines under the lab's cells, every number and verdict computed from the frames on
+screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
 from __future__ import annotations
 
 from . import rmsnorm, softmax
 from .core import results
-from .measuring import CHAIN, INFLIGHT_ALL, INFLIGHT_SM, first_within, little, sweep_fraction, value
+from .measuring import CHAIN, INFLIGHT_SM, first_within, little, sweep_fraction, value
 
 # Lab 03's fp16 add steps and the bytes each thread keeps in flight (two inputs per thread).
 ADD_STEPS = {"08_vec_fp16_scalar (2 × 2 B)": 4, "03_fp16_half2 (2 × 4 B)": 8, "04_fp16_vec8 (2 × 16 B)": 32}
 # Lab 02's fp16 steps whose round trips over one 4096-wide row are counted.
 TRIP_STEPS = ("05_fp16_half2_cub", "06_fp16_uint4")
-PRED = "Little's law predicts GB/s"
 
 
 def roofs_said(part) -> str:
-    """The copy roof and its movers, the read roof, any raise, and whether reading beats copying."""
-    v = lambda q: value(part, q)   # noqa: E731  this device's number
-    copy, read = v("copy roof"), v("read roof")
-    near, raised = v("copy roof: best near L2's size"), part[part["quantity"].str.contains(": raised to ")]["quantity"].tolist()
-    return (f"Copy roof **{copy:,.0f} GB/s**: far past L2 the copy kernel moves {v('copy roof: copy kernel'):,.0f}, "
-            f"cudaMemcpy {v('copy roof: cudaMemcpy'):,.0f} and the 2-reads-1-write stream "
-            f"{v('copy roof: 2 reads + 1 write stream'):,.0f}; the best of them near L2's size moves "
-            f"{near:,.0f}. Read roof **{read:,.0f} GB/s** ({results.source(part)}). " +
-            (f"A lab's kernel beat the micro-benchmarks in the recorded run, so the roof was raised to it: "
-             f"{'; '.join(raised)}. " if raised else "") +
-            f"Far past L2, reading alone moves {read / v('copy roof: copy kernel'):.2f}× the bytes per second "
-            "of the copy kernel" + (": reading is at least as fast as reading and writing, as a ceiling must be."
-                                    if read >= 0.99 * v("copy roof: copy kernel") else
-                                    ": the read roof is *below* a copy here, so it is not yet a ceiling on this "
-                                    "device (more bytes in flight, section 4, is the first thing to try)."))
+    """Whether the read roof is a ceiling: far past L2, reading alone against the copy kernel."""
+    r = value(part, "read roof") / value(part, "copy roof: copy kernel")
+    raised = part["quantity"].str.contains(": raised to ").any()
+    return (f"Far past L2, reading alone moves **{r:.2f}×** the bytes per second of the copy kernel: "
+            + ("the read roof is a ceiling" if r >= 0.99 else "the read roof is *below* a copy here, not yet a ceiling "
+               "(more bytes in flight, section 4, is the first thing to try)")
+            + ("; the `raised to` rows name the lab kernels that beat the micro-benchmarks" if raised else "")
+            + f" ({results.source(part)}).")
 
 
 def warm_said(part) -> str:
     """The L2-resident copy, warm against flushed."""
-    v = lambda q: value(part, q)   # noqa: E731
-    warm, cold = v("L2-resident copy, warm (no flush)"), v("L2-resident copy, L2 flushed")
-    return (f"A {v('L2-resident copy size'):.3g} MiB copy (a quarter of the {v('L2 size'):.0f} MiB L2) reaches "
-            f"**{warm:,.0f} GB/s warm** and **{cold:,.0f} GB/s flushed**: {warm / cold:.2f}× "
-            f"{'faster' if warm > cold else 'slower'} when its input is already in L2 ({results.source(part)}).")
+    r = value(part, "L2-resident copy, warm (no flush)") / value(part, "L2-resident copy, L2 flushed")
+    return (f"The L2-resident copy is **{r:.2f}×** {'faster' if r > 1 else 'slower'} warm than flushed "
+            f"({results.source(part)}).")
 
 
 def chain_said(part) -> str:
-    """The chain of CHAIN small launches, one by one and as a graph: which side bounds it, and the gain."""
-    n, v = CHAIN, (lambda q: value(part, q))
-    gpu1, host1, e2e1 = (v(f"{n} small launches: {w}") for w in ("GPU time (events)", "host time", "end to end"))
-    gpu2, host2, e2e2 = (v(f"{n} small launches as a graph: {w}") for w in ("GPU time (events)", "host time",
-                                                                             "end to end"))
-    return (f"One by one, the {n} launches take the GPU {gpu1:.1f} µs and the host {host1:.1f} µs; end to end "
-            f"they take {e2e1:.1f} µs per chain, about the slower of the two: this chain is "
-            f"**{'host' if host1 > gpu1 else 'GPU'}-bound**. As one graph the host spends {host2:.1f} µs, and the "
-            f"chain takes {e2e2:.1f} µs end to end: **{e2e1 / e2e2:.2f}×** {'faster' if e2e1 > e2e2 else 'slower'} "
-            f"({results.source(part)})."
-            + (f" End to end ({e2e2:.1f} µs) is below the graph's event-timed GPU time ({gpu2:.1f} µs): "
-               "back to back, one replay's start overlaps the end of the one before, while each "
-               "event-timed replay starts from an idle stream and pays its whole ramp-up."
-               if e2e2 < gpu2 else ""))
+    """The chain of CHAIN small launches: which side bounds it one by one, and what a graph gains end to end."""
+    v = lambda w: value(part, f"{CHAIN} small launches{w}")   # noqa: E731
+    gain = v(": end to end") / v(" as a graph: end to end")
+    return (f"One by one the chain is **{'host' if v(': host time') > v(': GPU time (events)') else 'GPU'}-bound**; "
+            f"as one graph it is **{gain:.2f}×** {'faster' if gain > 1 else 'slower'} end to end "
+            f"({results.source(part)}).")
 
 
 def host_said(part) -> str:
-    """Lab 02's best fp16 step on one decode row: GPU time, host time against a bare call, and torch's host time."""
+    """Lab 02's best fp16 step on one decode row: its host call against a bare `RawKernel` call."""
     best = rmsnorm.RMSNORM.default["float16"]
-    torch_name = next((b for b in rmsnorm.RMSNORM.baselines if b.startswith("torch")), "")
-    ours, bare_, gpu = (results.pick(part, best, c) for c in ("host_us", "bare_host_us", "median_us"))
-    return (f"Step {best}: the GPU needs {gpu:.1f} µs, the host {ours:.1f} µs to queue it, "
-            f"{ours / bare_:.2f}× a bare `RawKernel` call of the same kernel ({bare_:.1f} µs); {torch_name} costs "
-            f"the host {results.pick(part, torch_name, 'host_us'):.1f} µs ({results.source(part)}).")
+    r = results.pick(part, best, "host_us") / results.pick(part, best, "bare_host_us")
+    return f"Step {best}'s host call costs **{r:.2f}×** a bare `RawKernel` call of the same kernel ({results.source(part)})."
 
 
 def latency_said(part) -> str:
-    """DRAM and L2 latency, and the bytes in flight the read roof needs (Little's law), per SM and per thread."""
-    v = lambda q: value(part, q)   # noqa: E731
-    dram, l2, read = v("DRAM latency (pointer chase)"), v("L2 latency (pointer chase)"), v("read roof")
-    need, need_sm = v(INFLIGHT_ALL), v(INFLIGHT_SM)   # the table's rows: read roof x latency
-    thr = v("threads per SM in the sweep")
-    return (f"DRAM latency **{dram:.0f} ns**, L2 latency **{l2:.0f} ns** ({results.source(part)}). To read at the "
-            f"roof ({read:,.0f} GB/s) the device must keep {read:,.0f} GB/s × {dram:.0f} ns = "
-            f"**{need:,.0f} KiB** in flight (the table's row \"{INFLIGHT_ALL}\"): "
-            f"**{need_sm:.1f} KiB per SM**, or {need_sm * 1024 / thr:.0f} bytes per thread with {thr:.0f} "
-            f"threads resident per SM.")
+    """The bytes in flight per thread the read roof needs (the table's per-SM row over the sweep's threads)."""
+    thr = value(part, "threads per SM in the sweep")
+    return (f"Reading at the roof needs **{value(part, INFLIGHT_SM) * 1024 / thr:.0f} bytes in flight per thread** "
+            f"with {thr:.0f} threads resident per SM (the row \"{INFLIGHT_SM}\", {results.source(part)}).")
 
 
-def sweep_said(part, f) -> str:
-    """One device's bytes-in-flight sweep against its lab 00 record f: ends, first within 10%, vs the model."""
-    roof = value(f, "read roof")
-    first, last, at = part.iloc[0], part.iloc[-1], first_within(part, 0.9)
+def sweep_said(part) -> str:
+    """One device's bytes-in-flight sweep: its first point against Little's law, and the first within 10% of the roof."""
+    at, first = first_within(part, 0.9), part.iloc[0]
     return (f"With {first['B in flight per thread']:.0f} B in flight per thread the read reaches "
-            f"{first['fraction of read roof']:.2f} of the roof (Little's law predicted "
-            f"{first[PRED] / roof:.2f}); with "
-            f"{last['B in flight per thread']:.0f} B, {last['fraction of read roof']:.2f}. "
-            + (f"It first gets within 10% of the roof at {at:.0f} B per thread." if at is not None
-               else "No point of the sweep gets within 10% of the roof.")
-            + f" Across the sweep, measured / predicted stays between {part['measured / predicted'].min():.2f} "
-            f"and {part['measured / predicted'].max():.2f} ({results.source(part)}).")
+            f"{first['fraction of read roof']:.2f} of the roof where Little's law predicts "
+            f"{first['fraction of read roof'] / first['measured / predicted']:.2f}; "
+            + (f"it first gets within 10% of the roof at **{at:.0f} B**" if at is not None else
+               "no point gets within 10% of the roof") + f" ({results.source(part)}).")
 
 
-def say_sweep(sweep, fund) -> None:
-    """The sweep's sentence (sweep_said), and, where it falls short of the model, why; nothing without a sweep."""
-    if sweep.empty:
-        return
-    results.each_device(sweep, sweep_said, fund)
-    if sweep["measured / predicted"].min() < 0.95:
-        results.say("Below the roof the measurement falls short of the model: the chase measured the latency of an "
-                    "idle memory system, and under load requests queue, so the latency a streaming kernel sees is "
-                    "longer. Budget more bytes in flight than the idle-latency estimate.")
+def say_sweep(sweep, fund=None) -> None:
+    """sweep_said for the device on screen; nothing without a sweep."""
+    if not sweep.empty:
+        results.each_device(sweep, sweep_said)
 
 
 def little_said(part) -> str:
@@ -128,18 +90,13 @@ def trips_said(part) -> str:
 
 
 def say_softmax_registers(occ) -> None:
-    """Lab 01's softmax kernel: its registers per thread from ptxas (occ, build.occupancy's frame), the
-    share of an SM's registers a 1024-thread block takes, and how many such blocks fit."""
-    vec = softmax.VEC_PER_THREAD
+    """Lab 01's softmax kernel (occ, build.occupancy's frame): floats per thread, the share of an SM's registers
+    a 1024-thread block takes, and how many such blocks fit."""
     byarch = occ[occ["source"] == "ptxas -v"]
-    regs = ", ".join(f"{r.registers} on {r.arch}" for r in byarch.itertuples())
     share = ", ".join(f"{r.registers * r.threads / 65536:.0%} on {r.arch}" for r in byarch.itertuples())
-    blocks = sorted(set(byarch["blocks/SM"]))
-    results.say(f"The softmax kernel of lab 01 keeps its part of a row in registers: {vec} `float4` = {4 * vec} "
-                f"floats per thread. ptxas gives it **registers per thread: {regs}** (the table above); a block of "
-                f"1024 threads takes {share} of an SM's 65,536 registers, so "
-                f"{' or '.join(str(b) for b in blocks)} such block{'' if blocks == [1] else 's'} "
-                f"fit{'s' if blocks == [1] else ''} on an SM. Lab 01 measures what that costs.")
+    results.say(f"{softmax.VEC_PER_THREAD} `float4` = {4 * softmax.VEC_PER_THREAD} floats per thread in registers: a "
+                f"block of 1024 threads takes {share} of an SM's 65,536 registers, so "
+                f"{' or '.join(map(str, sorted(set(byarch['blocks/SM']))))} such block(s) fit on an SM.")
 
 
 def ceilings_said(part) -> str:

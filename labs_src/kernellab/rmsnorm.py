@@ -51,11 +51,8 @@ def case_key(shape, dtype) -> str:
 
 
 def make_input(shape, dtype="float32", values="randn", seed=0):
-    """(x, weight) on the host, deterministic. dtype is a data path (see PATHS).
-    randn:   x ~ N(0, 1), weight ~ 1 + N(0, 0.1)
-    large:   x ~ N(0, 1) * 1e4 in fp16 (x^2 overflows fp16, not fp32), * 1e15 in fp32
-    hostile: row 0 holds the extremes (fp16: +-65504 and 6e-8), row 1 is all zero,
-             row 2 a NaN, row 3 a +inf, row 4 a -inf."""
+    """(x, weight) on the host, deterministic; dtype is a data path (PATHS). 'large' overflows x^2 in fp16
+    (not in fp32); 'hostile' puts the extremes in row 0, zeros in row 1, a NaN, +inf, -inf in rows 2-4."""
     xdt, wdt = PATHS[dtype]
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape)
@@ -70,12 +67,10 @@ def make_input(shape, dtype="float32", values="randn", seed=0):
         x2[0, c // 2] = big
         if c >= 3:
             x2[0, 0], x2[0, 1] = -big, 6e-8
-        for row, val in ((1, 0.0), (2, np.nan), (3, np.inf), (4, -np.inf)):
+        x2[1:2] = 0.0
+        for row, val in ((2, np.nan), (3, np.inf), (4, -np.inf)):
             if r > row:
-                if val == 0.0:
-                    x2[row] = 0.0
-                else:
-                    x2[row, c // 3] = val
+                x2[row, c // 3] = val
     return x.astype(xdt), w.astype(wdt)
 
 
@@ -96,8 +91,7 @@ def bytes_moved(x, w, *_):
 # ---- launchers ----------------------------------------------------------------------------------
 
 def _validate(x, w, path, *more):
-    """Validate x (1-D or 2-D, contiguous), the weight (hidden,) and any more inputs shaped like
-    x (the residual); returns (rows, hidden). Allocates nothing."""
+    """Validate x (1-D or 2-D), the weight (hidden,) and more inputs shaped like x; returns (rows, hidden)."""
     xdt, wdt = PATHS[path]
     require(x, "x", dtype=xdt, ndim=(1, 2))
     C = x.shape[-1]
@@ -128,9 +122,8 @@ def _seed_step(name, path, width_bytes):
 
 
 def onepass_threads(name, C, itemsize, R):
-    """Step 08/09's block: enough threads that PER_THREAD 16-byte loads each cover the row
-    (C = 4096 fp16 -> 128). With fewer rows than SMs (decode), a load per thread (more threads,
-    shorter per-thread chains); capped by what the compiled kernel can launch."""
+    """Step 08/09's block: PER_THREAD 16-byte loads a thread cover the row (4096 fp16 -> 128); with fewer rows
+    than SMs (decode), one load a thread (shorter per-thread chains); capped by the compiled kernel."""
     per = 16 // itemsize
     need = -(-C // per)
     if R >= info()["sms"]:
@@ -160,7 +153,7 @@ fp16_uint4_no_ldg = variant(dtypes=("float16",))(_seed_step("07_fp16_uint4_no_ld
 
 
 def _path_of(x) -> str:
-    """The data path of steps 08/09, from x: float32 or float16 (with a weight of the same dtype)."""
+    """The data path of steps 08/09, from x."""
     return str(require(x, "x", dtype=("float32", "float16")).dtype)
 
 
@@ -184,10 +177,9 @@ BEST = {"float32": "08_onepass", "f32_fp16w": "04_f32_fp16w_uint2", "float16": "
 
 
 # ---- bytes in flight: why a single row takes the time it does ------------------------------------
-# For each step: the width of its x loads in the first pass (bytes), and how many of them one
-# thread keeps in flight (the loop's unroll factor: a stride of blockDim.x, unknown to the
-# compiler, gives 1; the compile-time RMS_BLOCK stride with `#pragma unroll 4` gives 4; step 08
-# issues all of its loads at once). tests/test_compile.py checks each width against the PTX.
+# Per step: the width of its x loads (bytes) and how many one thread keeps in flight (a stride of
+# blockDim.x, unknown to the compiler, gives 1; the compile-time RMS_BLOCK stride with `#pragma unroll 4`
+# gives 4; step 08 issues all at once). tests/test_compile.py checks each width against the PTX.
 LOADS = {"01_f32_cub": (16, 1), "02_f32_shfl": (16, 4), "03_f32_fp16w_cub": (16, 1),
          "04_f32_fp16w_uint2": (16, 4), "05_fp16_half2_cub": (4, 1), "06_fp16_uint4": (16, 4),
          "07_fp16_restrict_no_ldg": (16, 4), "07_fp16_uint4_no_ldg": (16, 4),
@@ -195,10 +187,8 @@ LOADS = {"01_f32_cub": (16, 1), "02_f32_shfl": (16, 4), "03_f32_fp16w_cub": (16,
 
 
 def round_trips(step, C, itemsize, R=1, sms=None) -> dict:
-    """The latency model of one row: a thread with `in flight` loads outstanding waits one DRAM
-    round trip per batch of them, so the first pass over a row takes ceil(loads per thread /
-    loads in flight) round trips, however fast DRAM streams. Little's law in one line: bytes in
-    flight per row = threads x bytes in flight per thread."""
+    """The latency model of one row: a thread waits one DRAM round trip per batch of loads in flight, so
+    the first pass takes ceil(loads per thread / loads in flight) round trips, however fast DRAM streams."""
     width, unroll = LOADS[step]
     loads = -(-C * itemsize // width)
     if step == "08_onepass":                # the launcher's geometry (onepass_threads), without a GPU
@@ -216,12 +206,8 @@ def round_trips(step, C, itemsize, R=1, sms=None) -> dict:
 
 
 # ---- ablations: each bundled pair of the seed, one change at a time ------------------------------
-# Steps 01 -> 02, 03 -> 04 and 05 -> 06 each make several changes at once (04 and 06: the width of
-# the weight or data accesses, plus step 02's four). Each ablation kernel is the "after" step with
-# ONE change undone (same launcher, same inputs, same run): time(ablation) / time(after) is what that
-# change is worth given the others. ABLATION_PAIRS lists, per data path, (before, after, [(the change,
-# the step with it, the step without it)]): the lab's tables and sentences read it; ABLATION_STEPS says
-# what each step is.
+# Each ablation kernel is the "after" step with ONE change undone (same launcher, inputs and run).
+# ABLATION_PAIRS: per data path, (before, after, [(the change, the step with it, the step without it)]).
 _FOUR = [   # step 02's four changes, bundled again in 04 and 06: (the change, its ablation's suffix, what that is)
     ("the warp-shuffle reduction", "cub", "with cub::BlockReduce in place of warp shuffles"),
     ("the compile-time stride + unroll", "runtime_stride", "with stride blockDim.x and no unrolling"),
@@ -230,8 +216,8 @@ _FOUR = [   # step 02's four changes, bundled again in 04 and 06: (the change, i
 
 
 def _bundle(before, after, width=None, named=None):
-    """One data path's ABLATION_PAIRS entry and ABLATION_STEPS rows. width: (the change, its ablation,
-    what that is), the path's first change where it has one; named: _FOUR's ablations by another name."""
+    """One data path's ABLATION_PAIRS entry and ABLATION_STEPS rows. width: (the change, its ablation, what
+    that is); named: _FOUR's ablations by another name."""
     s, names = f"step {after[:2]}", {k: f"{after[:2]}_ablate_{k}" for _, k, _ in _FOUR} | (named or {})
     undo = [width[:2]] if width else []
     changes = [(c, after, a) for c, a in undo] + [(c, names["no_ldg"] if k == "plain" else after, names[k])
@@ -258,8 +244,7 @@ _PAIR_PATH = {k[:2]: p for p, (before, after, _) in ABLATION_PAIRS.items() for k
 
 
 def _ablation_variant(name):
-    """A step of the ladder as it is, or an ablation kernel through its step's own launcher (the
-    same input checks); 06_ablate_half2 makes step 05's 4-byte accesses, so it needs 4-byte rows."""
+    """A step of the ladder, or an ablation kernel through its step's launcher (06_ablate_half2: 4-byte rows)."""
     if name in VARIANTS:
         return VARIANTS[name]
     path = _PAIR_PATH[name[:2]]
@@ -267,9 +252,7 @@ def _ablation_variant(name):
 
 
 def unroll_pragma_changes(step, arch="sm_90") -> bool:
-    """Whether the `#pragma unroll 4` of a step's compile-time-stride loops changes its instructions:
-    its PTX against the same source built with -DRMS_NO_UNROLL_PRAGMA (the compiler then unrolls as
-    it likes)."""
+    """Whether the `#pragma unroll 4` of a step changes its PTX (against -DRMS_NO_UNROLL_PRAGMA)."""
     from .core import build
     return build.define_changes_ptx(FAMILY, step, "RMS_NO_UNROLL_PRAGMA", arch)
 
@@ -309,9 +292,8 @@ BASELINES = {"cupy composite": _composite, "torch rms_norm": _torch, MEMCPY: mem
 
 
 def memcpy_counts_its_own_bytes(df):
-    """A copy of a results frame in which the memcpy floor's GB/s (and fractions of the roofs)
-    count only the bytes the memcpy moves: x read and y written, not the weight that the
-    kernels also read (bench.compare charges every row the family's bytes_moved)."""
+    """A copy of a results frame whose memcpy floor's GB/s (and roof fractions) count only x and y, not the
+    weight the kernels also read (bench.compare charges every row the family's bytes_moved)."""
     df = df.copy()
     if df.empty or "name" not in df:
         return df
@@ -400,12 +382,6 @@ FUSED = Family(
 HIDDEN_KEYS = [case_key(s, p) for s, p in HIDDEN_SWEEP]
 
 
-def worst_hidden_frac(df, kind="variant", names=None):
-    """The worst fraction of the copy roof that the fastest step (kind="variant") or a baseline
-    (kind="baseline", names=[it]: the memcpy floor) reaches over HIDDEN_SWEEP; NaN when the frame lacks them."""
-    return sweep_worst_frac(df, HIDDEN_KEYS, kind, names)
-
-
 def worst_hidden_of_floor(df):
     """The worst time(memcpy floor) / time(fastest step) over HIDDEN_SWEEP, with its band (results.ratio_band):
     the fastest step's fraction of a copy of the same bytes, where it is furthest from it."""
@@ -413,8 +389,7 @@ def worst_hidden_of_floor(df):
 
 
 def hidden_table(df):
-    """Per hidden size of HIDDEN_SWEEP: the fastest step, its fraction of the copy roof, torch's
-    time over its time, and the memcpy floor's time over its time (its fraction of the floor)."""
+    """Per hidden size of HIDDEN_SWEEP: the fastest step against the copy roof, torch and the memcpy floor."""
     return sweep_table(df, HIDDEN_KEYS, "torch rms_norm", MEMCPY)
 
 
@@ -426,8 +401,9 @@ def launch_us(df) -> float:
 def _targets():
     c1, c512, c8k = (case_key((r, 4096), "float16") for r in (1, 512, 8192))
     vs_torch = lambda c: lambda df: ratio_band(df, "08_onepass", "torch rms_norm", c)     # noqa: E731
-    return (Target("fastest step, worst fraction of the copy roof at 8192 rows, hidden 1024..16384", worst_hidden_frac,
-                   0.90, unit="", floor=lambda df: worst_hidden_frac(df, "baseline", [MEMCPY])),
+    return (Target("fastest step, worst fraction of the copy roof at 8192 rows, hidden 1024..16384",
+                   lambda df: sweep_worst_frac(df, HIDDEN_KEYS), 0.90, unit="",
+                   floor=lambda df: sweep_worst_frac(df, HIDDEN_KEYS, "baseline", [MEMCPY])),
             Target("fastest step, worst fraction of its memcpy floor at 8192 rows, hidden 1024..16384",
                    worst_hidden_of_floor, FLOOR_TARGET),
             Target("fp16 8192 x 4096: step 08, fraction of the copy roof", lambda df: frac_band(df, "08_onepass", c8k)),

@@ -1,35 +1,17 @@
-"""RMSNorm (lab 02): the sentences under the lab's tables. Each reads the frames on screen through
-results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
-`*_said(part, ...)` returns one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""RMSNorm (lab 02): the tables and lines under the lab's cells, every number and verdict computed from the frames on
+screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
 from __future__ import annotations
 
 from . import rmsnorm
-from .core import bench, build, results
-from .core.device import ORIN_PEAK_GBPS, ORIN_SMS
+from .core import bench, results
 from .measuring import recorded_value
 
-UNROLL_STEPS = ("02_f32_shfl", "04_f32_fp16w_uint2", "06_fp16_uint4")
-
-
-def say_unroll_pragma() -> None:
-    """Whether building without `#pragma unroll 4` changes the instructions of steps 02, 04 and 06."""
-    results.say("Built without `#pragma unroll 4` (`-DRMS_NO_UNROLL_PRAGMA`, sm_90): " + "; ".join(
-        f"step {st[:2]} compiles to " + ("different instructions (the pragma is a change of its own here: "
-                                         "`06_ablate_runtime_stride` undoes it together with the stride)"
-                                         if rmsnorm.unroll_pragma_changes(st) else "the same instructions")
-        for st in UNROLL_STEPS) + ".")
-
-
 def say_cub_smem(info) -> None:
-    """CUB's block reduction against the shuffle version: shared memory and registers per arch, from
-    ptxas (info, build.ptxas_info's frame), set against the report's "~512 bytes"."""
-    i = info.set_index(["kernel", "arch"])
-    results.say("From ptxas: " + "; ".join(
-        f"{a}: CUB's reduction takes {i.loc[('rmsnorm_01_f32_cub', a), 'smem_bytes']} B of shared memory and "
-        f"{i.loc[('rmsnorm_01_f32_cub', a), 'registers']} registers, the shuffle version "
-        f"{i.loc[('rmsnorm_02_f32_shfl', a), 'smem_bytes']} B and {i.loc[('rmsnorm_02_f32_shfl', a), 'registers']} "
-        "registers" for a in build.ARCHS) + ". CUB's default `BLOCK_REDUCE_WARP_REDUCTIONS` needs one float per "
-        "warp plus a little bookkeeping, so the report's \"~512 bytes\" does not match this CUB.")
+    """CUB's shared memory from ptxas (info, build.ptxas_info's frame) against the report's "~512 bytes"."""
+    cub = sorted(set(info.loc[info["kernel"] == "rmsnorm_01_f32_cub", "smem_bytes"]))
+    near = all(512 / results.HOLD <= b <= 512 * results.HOLD for b in cub)
+    results.say(f"CUB's reduction reserves {' or '.join(map(str, cub))} B of shared memory (the table above): the "
+                f"report's \"~512 bytes\" {'matches' if near else 'does not match'} this CUB.")
 
 
 def say_bytes_per_call() -> None:
@@ -40,40 +22,31 @@ def say_bytes_per_call() -> None:
                     f"{w1.nbytes // 1024} KiB = **{rmsnorm.bytes_moved(x1, w1) // 1024} KiB** per call.")
 
 
-def round_trips_said(r, a, rt) -> str:
-    """One device's timings (r) and ablations (a) beside the round-trip table rt: step 05 against 06 at one
-    row, µs per extra round trip against lab 00's DRAM latency, and each of step 06's changes alone."""
-    def _n(step, path="float16"):
-        return int(rt[(rt.step == step) & (rt.path == path)]["round trips (first pass)"].iloc[0])
-
-    def _t(step, path="float16"):
-        return results.pick(r, step, "median_us", case=rmsnorm.case_key((1, 4096), path))
+def round_trips_said(r, rt) -> str:
+    """One device's timings r beside the round-trip table rt: steps 05 and 06 at one fp16 row, and the µs
+    per extra round trip against lab 00's DRAM latency."""
     one16 = rmsnorm.case_key((1, 4096), "float16")
-    t05, t06 = _t("05_fp16_half2_cub"), _t("06_fp16_uint4")
+    n05, n06 = (int(rt[(rt.step == s) & (rt.path == "float16")]["round trips (first pass)"].iloc[0])
+                for s in ("05_fp16_half2_cub", "06_fp16_uint4"))
+    t05, t06 = (results.pick(r, s, "median_us", case=one16) for s in ("05_fp16_half2_cub", "06_fp16_uint4"))
     if not (t05 == t05 and t06 == t06):
         return "Not recorded yet: on a GPU the times go beside the round trips."
-    per_rt = (t05 - t06) / (_n("05_fp16_half2_cub") - _n("06_fp16_uint4"))
-    dram = recorded_value("DRAM latency (pointer chase)", r)
-    return (f"At 1 × 4096 fp16, step 05 needs {_n('05_fp16_half2_cub')} round trips per pass and step 06 "
-            f"{_n('06_fp16_uint4')}; measured, {t05:.1f} µs against {t06:.1f} µs ({t05 / t06:.2f}×), or "
-            f"{per_rt:.2f} µs per extra round trip ({results.source(r)}), "
-            + (f"{per_rt * 1e3 / dram:.1f}× lab 00's DRAM latency of {dram:.0f} ns on the same device: each round "
-               "trip of a pass costs a latency, and the kernel makes two passes with a block reduction after each. "
-               if dram == dram else "(lab 00 has no recorded latency for this device to set it against). ") +
-            "Neither kernel is near any bandwidth limit, and both pay one launch; in the model the difference "
-            "is how many bytes each thread keeps in flight. But steps 05 and 06 differ in five things, and the "
-            "model covers two of them (the width and the unrolled loop): the ablations, timed alone, say how "
-            "much each buys at this row. " + results.compare_text(a, "06_fp16_uint4", "06_ablate_half2", one16)
-            + " (the width alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_runtime_stride", one16)
-            + " (the loop alone); " + results.compare_text(a, "06_fp16_uint4", "06_ablate_cub", one16)
-            + f" (the reduction alone). In fp32, steps 01 and 02 differ in loads in flight (1 vs 4 per thread) "
-            f"and three other changes: {_t('01_f32_cub', 'float32'):.1f} against {_t('02_f32_shfl', 'float32'):.1f} "
-            "µs; the ablation section splits them too.")
+    per_rt, dram = (t05 - t06) / (n05 - n06), recorded_value("DRAM latency (pointer chase)", r)
+    return (f"At 1 × 4096 fp16, step 06 is {results.times(r, '06_fp16_uint4', '05_fp16_half2_cub', one16)} faster than "
+            f"step 05 with {n05 - n06} fewer round trips per pass: **{per_rt:.2f} µs** per round trip, "
+            + (f"{per_rt * 1e3 / dram:.1f}× lab 00's DRAM latency of {dram:.0f} ns" if dram == dram else
+               "(lab 00 has no recorded latency for this device)") + f" ({results.source(r)}).")
 
 
 def say_round_trips(res, abl, rt) -> None:
-    """round_trips_said for the device on screen (its timings res and ablations abl; the table rt)."""
-    results.each_device(res, lambda r, a: round_trips_said(r, a, rt), abl)
+    """round_trips_said for the device on screen (timings res, round trips rt), then the ablations (abl) of
+    steps 05 -> 06 and 01 -> 02 at one row: the two changes the model covers, the reduction, all of them."""
+    results.each_device(res, round_trips_said, rt)
+    one16, one32 = (rmsnorm.case_key((1, 4096), p) for p in ("float16", "float32"))
+    results.pairs(abl, [(f"the {what} alone", "06_fp16_uint4", f"06_ablate_{k}", one16) for what, k in (
+        ("width", "half2"), ("loop", "runtime_stride"), ("reduction", "cub"))]
+        + [("all five changes (05 → 06)", "06_fp16_uint4", "05_fp16_half2_cub", one16),
+           ("fp32: all four changes (01 → 02)", "02_f32_shfl", "01_f32_cub", one32)], "One row")
 
 
 def say_launch_share(res) -> None:
@@ -88,42 +61,15 @@ def say_launch_share(res) -> None:
                     f"({roof['source']} on {roof['device']}, {roof['date']}).")
 
 
-def say_orin_boards() -> None:
-    """The seed's device: the AGX Orin's SMs and peak, and the smaller boards' (kernellab.device's tables)."""
-    results.say(f"The seed (docs/sources.md, seed 003) measured on a Jetson Orin (sm_87) with the SM count of an AGX "
-                f"Orin: {ORIN_SMS['agx']} SMs and a peak of {ORIN_PEAK_GBPS['agx']:g} GB/s (the board tables in "
-                f"`kernellab.device`); the smaller Orin boards have {min(ORIN_SMS.values())} SMs and "
-                f"{min(ORIN_PEAK_GBPS.values()):g}–{sorted(ORIN_PEAK_GBPS.values())[-2]:g} GB/s.")
-
-
-def width_said(part, ab) -> str:
-    """One device's timings and ablations: steps 05 → 06 and the width alone."""
-    return ("Steps 05 → 06 (five changes; the seed measured 2.13× for one row and credits the load width): "
-            + results.summary(part, "06_fp16_uint4", "05_fp16_half2_cub", prov=False) + " The width alone "
-            "(`06_ablate_half2`, step 06 with half2 accesses): "
-            + (results.summary(ab, "06_fp16_uint4", "06_ablate_half2", prov=False) if len(ab) else
-               "no ablation recorded on this device.")
-            + f" The ablation section gives the other four changes alone ({results.source(part)}).")
-
-
 def ldg_said(part) -> str:
-    """`__ldg` alone and `__restrict__` alone, and at which shapes an explicit `__ldg` is beyond the noise."""
+    """Over every recorded fp16 shape: steps 05 -> 06, `__ldg` alone and `__restrict__` alone, and where an
+    explicit `__ldg` is beyond the noise though the PTX already uses the read-only path."""
     cs = results.cases(part, "07_fp16_restrict_no_ldg")
     ldg = [results.ratio_band(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c) for c in cs]
     apart = [f"`{c}`" for c, m in zip(cs, ldg) if m.ok and not results.within_noise(m)]
-    return ("`__ldg` alone (step 06 against `07_fp16_restrict_no_ldg`): "
-            + results.summary(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", prov=False)
-            + " `__restrict__` alone (`07_fp16_restrict_no_ldg` against `07_fp16_uint4_no_ldg`): "
-            + results.summary(part, "07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg", prov=False)
-            + " With `__restrict__` the compiler already chose the read-only path itself (the PTX counts above), "
-            + ("so an explicit `__ldg` changes nothing measurable at any recorded shape" if all(
-               results.within_noise(m) for m in ldg if m.ok) else
-               f"yet an explicit `__ldg` changes the time beyond the noise at {', '.join(apart)}: the same load path "
-               "in the PTX counts does not give the same time there")
+    return (" ".join(f"{what}: " + results.summary(part, *p, prov=False) for what, p in (
+        ("05 → 06", ("06_fp16_uint4", "05_fp16_half2_cub")), ("`__ldg` alone", ("06_fp16_uint4", "07_fp16_restrict_no_ldg")),
+        ("`__restrict__` alone", ("07_fp16_restrict_no_ldg", "07_fp16_uint4_no_ldg"))))
+            + (f" `__ldg` is beyond the noise at {', '.join(apart)}, though the load path in the PTX counts is the same"
+               if apart else " `__ldg` is within noise everywhere: `__restrict__` already gave the read-only path")
             + f" ({results.source(part)}).")
-
-
-def say_width_ldg(res, abl) -> None:
-    """width_said (with the ablations abl) and ldg_said for the device on screen."""
-    results.each_device(res, width_said, abl)
-    results.each_device(res, ldg_said)

@@ -1,10 +1,6 @@
-"""python -m kernellab.sanitize [tool ...]: run every VARIANTS entry of every family under
-NVIDIA compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on a few small, awkward
-shapes each, and require 0 errors. `make sanitize` runs this.
-
-Families are found through labs.ladders(), so a new lab joins by being listed in labs.LABS. Each tool runs in one child process over all families (the four run side by
-side); the child (`--child`) only launches kernels, the sanitizer watches every launch.
-"""  # noqa: E501
+"""python -m kernellab.sanitize [tool ...] (`make sanitize`): every variant of every family (labs.ladders())
+under compute-sanitizer's memcheck, racecheck, initcheck and synccheck on a few small, awkward shapes,
+requiring 0 errors. Each tool runs one child process (`--child`: it only launches kernels), side by side."""
 from __future__ import annotations
 
 import math
@@ -32,8 +28,7 @@ def executable() -> str | None:
 
 
 def cases(family) -> list:
-    """Up to PER_FAMILY distinct small shapes of the family's CHECK_CASES (irregular sizes,
-    tails, sizes below a block), each with its most hostile value set the family lists."""
+    """Up to PER_FAMILY distinct small shapes of the family's check cases, each with its most hostile (last) value set."""
     by_shape: dict = {}
     for shape, values in family.check_cases:
         if 0 < math.prod(shape) <= MAX_ELEMS:
@@ -149,9 +144,8 @@ def _outcome(fn, want, check_fn) -> str:
 
 
 def sweep_child(name: str) -> int:
-    """For every variant of one family: each array argument misaligned in turn, a misaligned out, an
-    out overlapping the first input by one element, and integer inputs at the edges of their type.
-    Each must give the right answer or a ValueError before launch, and leave the context alive."""
+    """Every variant of one family with each input misaligned in turn, a misaligned out, an out overlapping
+    input 0 and integers at the edges of their type: the right answer or a ValueError, the context alive."""
     import cupy
     import numpy as np
     from .core.check import check
@@ -217,8 +211,8 @@ def sweep_child(name: str) -> int:
 
 
 def sweep(names=None, timeout: int = 300) -> dict:
-    """Run sweep_child for each family in its own process: {family: (returncode, output)}. A
-    context-killing launch then fails only its own family, and shows up as a non-zero exit."""
+    """sweep_child per family in its own process (a context-killing launch fails only its family):
+    {family: (returncode, output)}."""
     from .labs import key, ladders
     env = dict(os.environ)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
