@@ -91,8 +91,11 @@ bound
 off = gemv.int32_offsets()
 off
 
-# %%
-gemv.say_int32_offsets(off)
+# %% [markdown]
+# At the logits shape the table says whether the last row's offset fits int32 as an element index, and as
+# a byte offset of fp16 and of fp32 weights; its last row is a wider model's. Step 11 keeps the int32
+# offset and its launcher refuses K × M ≥ 2³¹; steps 12 and 23 use `size_t`, and a GPU test runs them at
+# 151936 × 16384 (2.5 G elements) and checks the last rows.
 
 
 # %% [markdown]
@@ -137,7 +140,7 @@ results.table(f32)
 gemv.ladder(f32, ["01_f32_sdata", "02_f32_register", "03_f32_float4", "04_f32_ldg"])
 
 # %%
-gemv.say_f32_pair(f32)
+results.pairs(f32, *gemv.PAIRS["f32"])
 
 
 # %% [markdown]
@@ -184,7 +187,7 @@ results.table(i8)
 gemv.ladder(i8, ["05_int8_scalar", "06_int8_char4", "25_int8_fast"])
 
 # %%
-gemv.say_int8_pair(i8)
+results.pairs(i8, *gemv.PAIRS["int8"])
 
 
 # %% [markdown]
@@ -252,7 +255,8 @@ per_sm.round(1)
 # Both accumulate in fp32. The report's own before/after pair is inside v2: step 32 is v2 as the
 # report's "before" (plain loads, `a*b + c`, no remainder path; its four accumulators each take one
 # `half2` of a single 16-byte load) and step 33 its "after" (`__ldg` on both operands, `fmaf`, the
-# remainder path). Steps 09 → 10 are the course's v1 → v2, where v2 keeps four loads in flight.
+# remainder path). Steps 09 → 10 are the course's v1 → v2, where v2 keeps four loads in flight: two
+# changes, the load width and the loads in flight per lane, which the ablation section below times apart.
 
 # %%
 build.show("gemv", "32_fp16_v2_plain")
@@ -270,7 +274,7 @@ f16 = bench.compare(gemv, gemv.CASES["float16"], names=F16_STEPS)
 results.table(results.select(f16, name=["09_fp16_half2", "10_fp16_v2", "cuBLAS (cupy.matmul)", "torch.mv (cuBLAS)"]))
 
 # %%
-gemv.say_fp16_v2(f16)
+results.pairs(f16, *gemv.PAIRS["fp16_v2"])
 
 
 # %% [markdown]
@@ -339,12 +343,13 @@ gemv.say_fp16_fast(f16)
 # flush reads a buffer and leaves L2 *clean*, so here the policy has no dirty lines to spare:
 # the table shows what it costs or gains on its own. (After a flush that *writes* a buffer,
 # L2 is full of dirty lines, and the policy saves their write-backs: an experiment worth running.)
+# Step 22 keeps plain `__ldg`; an engine whose L2 holds dirty lines can measure the policy in place.
 
 # %%
 gemv.ladder(f16, ["10_fp16_v2", "22_fp16_fast", "22_fp16_fast_stream"])
 
 # %%
-gemv.say_evict_first(f16)
+results.pairs(f16, *gemv.PAIRS["evict_first"])
 
 
 # %% [markdown]
@@ -445,10 +450,15 @@ fund = measuring.fundamentals()                      # lab 00's measurements (li
 issue = measuring.value(fund, "instruction issue ceiling")          # G instructions (per thread) per second
 li["issue-bound GB/s"] = (issue / li["instructions per weight byte"]).round(0)
 li["read roof GB/s"] = round(measuring.value(fund, "read roof"), 0)
-li
+li["issue binds before the bytes"] = li["issue-bound GB/s"] < li["read roof GB/s"]
+li.rename_axis(f"lab 00's issue ceiling: {issue:,.0f} G instructions/s ({results.source(fund)})")
 
-# %%
-gemv.say_issue_caps(fund, li)
+# %% [markdown]
+# A PTX count is a guide to the instructions, not a count of them: ptxas adds address arithmetic and
+# may fold moves, and the loads themselves compete for the L1 (step 25 reads 4 bytes of fp32 x per
+# weight byte). The compute-only build below measures the instructions of the default int8, int4 and
+# W8A16 steps directly (its table names them), and its verdict is the one to keep; a step without such
+# a build keeps its cap here as a model.
 
 
 # %% [markdown]
@@ -540,7 +550,7 @@ lim = gemv.limits_table(i8, i4, w8)
 lim.drop(columns="device")
 
 # %%
-gemv.say_limits(lim)
+pd.crosstab(lim["step"], lim["instructions vs bytes"])
 
 # %% [markdown]
 # Whatever exceeds 1.00× in the last column is what the kernel fails to hide of one cost behind the
@@ -608,9 +618,12 @@ pd.DataFrame({step: {"#pragma unroll 4 changes the PTX": gemv.unroll_pragma_chan
                          len(build.ptx("gemv", step[:2] + "_ablate_plain", grep=r"ld\.global\.nc"))}
               for step in ("04_f32_ldg", "06_int8_char4")}).T
 
-# %%
-gemv.say_unroll()
-
+# %% [markdown]
+# Where the first column is False, the `#pragma unroll 4` of steps 04 and 06 (the course's; the report's
+# text names no unroll) changes nothing in the PTX: given the compile-time stride the compiler unrolls the
+# same way without it, so no timing can credit it; where True, the ablation of 03 → 04 counts it with step
+# 03's form. `__restrict__` on `const` pointers is what lets the compiler use the read-only path
+# (`ld.global.nc`) by itself; the table counts those loads with and without `__ldg`.
 
 # %%
 gemv.check_variants(gemv.ABLATION, [n for n in gemv.ABLATION.variants if "ablate" in n])
@@ -677,7 +690,7 @@ results.claims_brief(claims)                  # every claim with its reason in f
 # bytes / time, computed here with this lab's byte counts:
 
 # %%
-gemv.say_seed_times(lim)
+gemv.say_seed_times()
 
 
 # %%

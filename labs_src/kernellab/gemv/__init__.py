@@ -46,9 +46,8 @@ from .report import (
     as_written_claims, as_written_names, as_written_ptx, check_as_written)
 from .ablation import ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF, unroll_pragma_changes
 from .prose import (
-    bound, floor_text, int4_tiles_said, issue_caps, launch_share, limits, say_crossover, say_evict_first,
-    say_f16w_switch, say_f32_pair, say_fp16_fast, say_fp16_v2, say_int8_pair, say_int32_offsets, say_issue_caps,
-    say_limits, say_seed_times, say_unroll, span, default_said, say_as_written)
+    PAIRS, default_said, floor_text, int4_tiles_said, launch_share, say_as_written, say_crossover, say_f16w_switch,
+    say_fp16_fast, say_seed_times)
 
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
 
