@@ -53,9 +53,8 @@ from .seed import (
 from .ablation import ABLATION, ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE
 from .report import (
     ABLATION_PAIRS, ABLATION_STEPS, CALLS_PER_FORWARD, f32_ops, fmaf_changes, gelu_tanh_vs_erf, with_tflops,
-    FMAF_STEPS, fmaf_table, pos_interp_said, say_barriers, say_bias_gelu, say_bias_residual,
-    say_fmaf, say_gelu, say_gelu_gap, say_layernorm, say_patch_embed, say_rope_fma, say_softmax, say_spatial_merge,
-    say_split_rope, say_transpose, AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,
+    FMAF_STEPS, PAIRS, fmaf_table, pairs, pos_interp_said, say_barriers, say_fmaf, say_gelu_gap, say_rope_fma,
+    AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,
     raised_note, raised_said, say_as_written, NO_COUNTERS, say_beyond, say_vision_limits, vision_limits_text)
 
 from . import ln_sweep
