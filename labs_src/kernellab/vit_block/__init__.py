@@ -23,8 +23,9 @@ from .engine import (  # noqa: F401
 from .report import (  # noqa: F401
     COLUMNS, GRIDS, ORIN_FP16_TFLOPS, ORIN_SMS, RECORD_NS, REPORT_PATCHES, TARGETS, VIT_BLOCK, accuracy,
     block_times, breakdown, check_block, check_graph_replay, check_merger, graph_table, graphs, grid_for, orin_model,
-    pick, plot_breakdown, ratio, record, shares, tokens_per_s, work,
-    amdahl_sentence, differ_sentence, say_amdahl, say_drawings, say_graphs, shares_said, speed_table)
+    orin_vs_reports, REPORTED,
+    per_op, pick, plot_breakdown, ratio, record, shares, shares_table, tokens_per_s, work,
+    amdahl_sentence, say_amdahl, say_drawings, speed_table)
 
 # The block is not a ladder: a Family that records itself.
 FAMILIES = [VIT_BLOCK]
