@@ -172,9 +172,7 @@ bt = vb.block_times()
 results.table(bt, ["case", "name", "median_us", "p10_us", "p90_us", "device", "source"]) if not bt.empty else bt
 
 # %%
-for against in ("torch eager block", "torch eager block (SDPA)"):     # their targets: the targets table below
-    kl.say(results.summary(bt, "block (lab kernels + cuBLAS)", against))
-vb.speed_table(bt)
+vb.speed_pairs(bt)
 
 # %% [markdown]
 # Where does the difference come from? Both blocks call the same cuBLAS for the projections. The
@@ -182,7 +180,7 @@ vb.speed_table(bt)
 # bias adds are generic kernels (lab 05 measured them against ours). Attention is the big one at
 # large N: the scores are 16 × N × N fp16 (512 MiB at N = 4096) written by QKᵀ, read and written by
 # the softmax, read by ·V. A fused attention (SDPA's flash kernel) keeps them on chip: the "our
-# attention vs SDPA" column measures what that is worth on the device of the results, and the claims table below
+# attention vs SDPA" rows measure what that is worth on the device of the results, and the claims table below
 # sets it against the report, which deleted its own flash-attention kernels as slower than cuBLAS.
 
 # %% [markdown]

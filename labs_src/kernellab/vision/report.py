@@ -39,24 +39,10 @@ ABLATION_PAIRS = {
         ("16-token tiles (not 8)", "28_transpose_tile", "28_ablate_tile8")]),
 }
 ABLATION_STEPS = {   # name -> what it is, for the lab's tables
+    **{k: v for _, b, a, ch in ABLATION_PAIRS.values() for k, v in (
+        (b, f"step {b[:2]} (before: without " + ", ".join(c for c, _, _ in ch) + ")"),
+        (a, f"step {a[:2]} (after: every change)"), *((w, f"step {a[:2]} without {c}") for c, _, w in ch))},
     "04_gelu_half2": "step 04 (before: half2 per thread; = step 05 with the width undone, see fmaf_changes)",
-    "05_gelu_vec8": "step 05 (after: 8 halves per thread, __fmaf_rn)",
-    "09_bias_gelu_vec8_exp": "step 09 (before: one vector per thread, signed int indices)",
-    "25_bias_gelu_vec8_x2": "step 25 (after: both changes)",
-    "25_ablate_one_vector": "step 25 with one vector per thread",
-    "25_ablate_signed_index": "step 25 with signed int indices (rem.s32)",
-    "20_split_rope_vec": "step 20 (before: one item per thread, 64-bit decode, 8-token tiles)",
-    "27_split_rope_tile": "step 27 (after: all four changes)",
-    "27_ablate_one_in_flight": "step 27 with one item in flight per thread",
-    "27_ablate_index64": "step 27 with a 64-bit item decode",
-    "27_ablate_tile8": "step 27 with 8-token tiles",
-    "27_ablate_one_pass": "step 27 with one pass per thread (grid.z blocks per tile)",
-    "22_transpose_vec8": "step 22 (before: one item per thread, 64-bit decode, no staging)",
-    "28_transpose_tile": "step 28 (after: all four changes)",
-    "28_ablate_one_in_flight": "step 28 with one load in flight per thread",
-    "28_ablate_index64": "step 28 with a 64-bit item decode",
-    "28_ablate_no_smem": "step 28 storing straight to y (no shared memory)",
-    "28_ablate_tile8": "step 28 with 8-token tiles",
 }
 
 _F32_OP = re.compile(r"^(fma|mul|add|sub|neg|div|rcp|ex2|tanh|abs|min|max)(\.\w+)*\.f32\b")

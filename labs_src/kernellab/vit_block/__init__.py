@@ -25,7 +25,7 @@ from .report import (  # noqa: F401
     block_times, breakdown, check_block, check_graph_replay, check_merger, graph_table, graphs, grid_for, orin_model,
     orin_vs_reports, REPORTED,
     per_op, pick, plot_breakdown, ratio, record, shares, shares_table, tokens_per_s, work,
-    amdahl_sentence, say_amdahl, say_drawings, speed_table)
+    say_amdahl, say_drawings, speed_pairs)
 
 # The block is not a ladder: a Family that records itself.
 FAMILIES = [VIT_BLOCK]

@@ -425,34 +425,31 @@ def say_drawings(as_report, as_model, tanh_erf) -> None:
                 "with 4608 weights of its own.")
 
 
-def speed_table(bt, ns=(256, 1024, 4096)):
-    """Per N: our block against the torch eager block, with and without SDPA, and our attention against SDPA
-    (ratios above 1: ours is faster), from the block times bt."""
-    import pandas as pd
-    return pd.DataFrame([{"N": n,
-                          "ours vs torch eager": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block", n),
-                          "ours vs torch + SDPA": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block (SDPA)", n),
-                          "our attention vs SDPA": ratio(bt, "attention: cuBLAS + softmax kernel",
-                                                         "torch F.scaled_dot_product_attention", n)} for n in ns]).round(2)
-
-
-def amdahl_sentence(p, s_claim) -> str:
-    """One device's breakdown p: the lab kernels' share f of the tower's GPU time at the largest N, what the
-    report's s_claim asks of them (s = 1 + f·(r − 1)), and the 1/(1 − f) bound."""
-    t = shares(p)
-    t = t[t["what"].str.startswith("tower")].sort_values("N").iloc[-1]
-    f = t.kernel_us / t.gpu_us
-    return (f"At N = {t.N} the lab's kernels hold **{100 * f:.0f}%** of the tower's GPU time (the per-op events sum to "
-            f"{t.events_us / t.gpu_us:.2f}× the replay's GPU time, so the shares are close). The report's "
-            f"{s_claim:.3f}× (claim vit_block-004) from the kernels alone then needs them to have taken "
-            f"**{1 + (s_claim - 1) / f:.2f}×** as long before the change, and no kernel work at all could give at most "
-            f"{1 / (1 - f):.2f}×. A bound from this GPU and N, not the engine's measurement on an Orin "
-            f"({results.source(p)}).")
+def speed_pairs(bt, ns=RECORD_NS) -> None:
+    """Per N, our block against the torch eager block with and without SDPA, and our attention against SDPA, judged
+    by the noise rule (results.pairs); the two blocks' targets are the targets table's."""
+    results.pairs(one_source(bt), [(what, fast, slow, f"N={n}:float16") for what, fast, slow in (
+        ("ours vs torch eager", "block (lab kernels + cuBLAS)", "torch eager block"),
+        ("ours vs torch + SDPA", "block (lab kernels + cuBLAS)", "torch eager block (SDPA)"),
+        ("our attention vs SDPA", "attention: cuBLAS + softmax kernel", "torch F.scaled_dot_product_attention"))
+        for n in ns], "the block's GPU time")
 
 
 def say_amdahl(bd) -> None:
-    """amdahl_sentence for the device on screen, with the claimed s of claim vit_block-004 (docs/claims.csv)."""
+    """For the device on screen: the lab kernels' share f of the tower's GPU time at the largest N, what the report's
+    s (claim vit_block-004, docs/claims.csv) asks of them (s = 1 + f·(r − 1)), and the 1/(1 − f) bound."""
     cf = results.claims_file()
     s_claim = float(cf.set_index("id").loc["vit_block-004", "claimed"]) if len(cf) else float("nan")
+
+    def said(p) -> str:
+        t = shares(p)
+        t = t[t["what"].str.startswith("tower")].sort_values("N").iloc[-1]
+        f = t.kernel_us / t.gpu_us
+        return (f"At N = {t.N} the lab's kernels hold **{100 * f:.0f}%** of the tower's GPU time (the per-op events sum to "
+                f"{t.events_us / t.gpu_us:.2f}× the replay's GPU time, so the shares are close). The report's "
+                f"{s_claim:.3f}× (claim vit_block-004) from the kernels alone then needs them to have taken "
+                f"**{1 + (s_claim - 1) / f:.2f}×** as long before the change, and no kernel work at all could give at "
+                f"most {1 / (1 - f):.2f}×. A bound from this GPU and N, not the engine's measurement on an Orin "
+                f"({results.source(p)}).")
     if not bd.empty:
-        results.each_device(bd, lambda p: amdahl_sentence(p, s_claim))
+        results.each_device(bd, said)
