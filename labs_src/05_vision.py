@@ -164,7 +164,8 @@ vision.say_gelu_gap()
 # default), so `__fmaf_rn` adds no FMA the compiler would not have made; the count grows from step
 # 04 to 05 because 05 handles 8 halves per thread, not because of the rewrite. The cell after the
 # kernels builds the file with every `__fmaf_rn(a, b, c)` written `a * b + c` (`vision.fmaf_changes`)
-# and compares the f32 arithmetic: where it is the same, the pair 04 → 05 makes one change, the width.
+# and compares the f32 arithmetic: where it is the same, the pair 04 → 05 (and 07 → 08) makes one change,
+# the width; where not, the width's share would need an ablation of its own.
 # Step 06 (beyond the report) changes one thing: `0.5 x (1 + tanh u)` is computed as
 # `x / (1 + exp(−2u))`, one `ex2.approx` and one approximate divide instead of `tanhf`'s sequence.
 
@@ -174,8 +175,7 @@ build.show("vision", "05_gelu_vec8")
 build.show("vision", "06_gelu_vec8_exp")
 
 # %%
-FMAF = vision.fmaf_table()
-vision.say_fmaf(FMAF)
+vision.fmaf_table()
 
 # %%
 check_variants(vision.GELU)
@@ -342,8 +342,17 @@ build.show("vision", "19_split_rope_fma")
 build.show("vision", "20_split_rope_vec")
 build.show("vision", "27_split_rope_tile")
 
+# %% [markdown]
+# The seed says the FMA form of the rotation "saves an instruction" (the claims table above judges the
+# totals). The f32 arithmetic of steps 18 and 19 in the PTX (sm_90), by opcode: where the totals are
+# equal, nvcc had already contracted one product of each pair into an FMA, and the explicit
+# `__fmaf_rn(a, c, -(b * s))` trades a `sub` and a `mul` for a `neg` and an `fma` (a negation ptxas may
+# fold into the FMA's operand, which the PTX cannot show). Whether writing `__fmaf_rn` as `a * b + c`
+# changes step 19's arithmetic is in the `fmaf_table` of the GELU section: where it does, the rewrite
+# is a change of the code, whatever it costs.
+
 # %%
-vision.say_rope_fma(FMAF)
+vision.f32_table(["18_split_rope_scalar", "19_split_rope_fma"])
 
 # %%
 check_variants(vision.SPLIT_ROPE)

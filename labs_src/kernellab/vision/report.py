@@ -149,34 +149,17 @@ def say_gelu_gap() -> None:
 FMAF_STEPS = ("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")
 
 
-def fmaf_table() -> dict:
-    """step -> whether writing its `__fmaf_rn(a, b, c)` as `a * b + c` changes its f32 arithmetic."""
-    return {s: fmaf_changes(s) for s in FMAF_STEPS}
+def fmaf_table():
+    """Per step: whether writing its `__fmaf_rn(a, b, c)` as `a * b + c` changes its f32 arithmetic (fmaf_changes)."""
+    import pandas as pd
+    return pd.Series({s: fmaf_changes(s) for s in FMAF_STEPS}, name="`a * b + c` changes the f32 arithmetic (sm_90)")
 
 
-def say_fmaf(fmaf) -> None:
-    """What fmaf_table says for the GELU pairs: one change that runs (the width), or two."""
-    results.say("Built with `__fmaf_rn(a, b, c)` written `a * b + c` (`-DVL_PLAIN_FMAF`, sm_90): " + "; ".join(
-        f"step {st[:2]} has " + ("different f32 arithmetic (the rewrite is a change of its own there)" if ch
-                                 else "the same f32 arithmetic") for st, ch in fmaf.items())
-        + ". " + ("So steps 04 → 05 (and 07 → 08) change one thing that runs: the width; step 04 is step 05 with "
-                  "the width undone." if not (fmaf["05_gelu_vec8"] or fmaf["08_bias_gelu_vec8"]) else
-                  "So the GELU pairs make two changes that run, and the width's share needs its own ablation."))
-
-
-def say_rope_fma(fmaf) -> None:
-    """The seed's "the FMA form saves an instruction": the f32 arithmetic of steps 18 and 19 in the PTX."""
-    ops18, ops19 = f32_ops("18_split_rope_scalar"), f32_ops("19_split_rope_fma")
-    n18, n19 = sum(ops18.values()), sum(ops19.values())
-    results.say("The seed says the FMA form of the rotation \"saves an instruction\". The f32 arithmetic in the PTX "
-                f"(sm_90): step 18 has **{n18}** ({', '.join(f'{v} {k}' for k, v in ops18.items())}), step 19 "
-                f"**{n19}** ({', '.join(f'{v} {k}' for k, v in ops19.items())}): "
-                + ("the same number. nvcc had already contracted one product of each pair into an FMA; the explicit "
-                   "`__fmaf_rn(a, c, -(b * s))` trades a `sub` and a `mul` for a `neg` and an `fma` (a negation "
-                   "ptxas may fold into the FMA's operand, which the PTX cannot show)." if n18 == n19 else
-                   f"{n18 - n19:+d} instruction(s) from step 18 to step 19.")
-                + (" Writing `__fmaf_rn` as `a * b + c` changes step 19's arithmetic (`vision.fmaf_changes`), so "
-                   "here the rewrite is a change of the code, whatever it costs." if fmaf["19_split_rope_fma"] else ""))
+def f32_table(steps, arch="sm_90"):
+    """f32_ops of each step, opcode by step, with their total."""
+    import pandas as pd
+    t = pd.DataFrame({s: f32_ops(s, arch) for s in steps}).fillna(0).astype(int)
+    return pd.concat([t, t.sum().to_frame("total").T])
 
 
 _N = max(TOKENS)
