@@ -103,8 +103,11 @@ build.show("vision", "03_layernorm_warp_vec8")
 mech = results.claims("05_vision", None, vision.FAMILIES)
 mech[mech["how"].str.startswith(("ptx", "ptxas"))].reset_index(drop=True)
 
+# %% [markdown]
+# Block barriers per row in the compiled code (a warp needs none):
+
 # %%
-vision.say_barriers()
+vision.barriers()
 
 # %% [markdown]
 # Check every step (and the ablation `02_ablate_scalar_loads`: step 02's kernel with scalar loads,

@@ -132,7 +132,9 @@ vb.check_merger(x, vb.make_merger(seed=0), 8, 8)
 # references take either drawing (`model="report"` or `"qwen3-vl"`), and so does the GPU tower
 # (`vb.Tower(..., model="qwen3-vl")`, lab 05's exact-GELU kernel, step 30). `tests/test_vit_block.py`
 # checks the `"qwen3-vl"` references against transformers' own modules on the same weights. How
-# far apart are the two drawings? On one block and the main merger, same weights, float64:
+# far apart are the two drawings? On one block and the main merger, same weights, float64 (the
+# DeepStack mergers differ in structure, not in rounding: their norm sees the 4608 merged values, with
+# 4608 weights of its own):
 
 # %%
 W2 = vb.weights(layers=1, mergers=2, seed=0, model="qwen3-vl")

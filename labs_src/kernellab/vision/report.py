@@ -127,13 +127,11 @@ def raised_said(part) -> str:
 
 # The sentences and tables under the lab's tables, computed from the frames on screen (none typed in); a
 # notebook cell is one call.
-def say_barriers() -> None:
+def barriers():
     """Block barriers (`bar.sync`) per row in the PTX of LayerNorm steps 01, 02 and 03."""
-    b = {s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in
-         ("01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}
-    results.say(f"Block barriers per row in the compiled code: step 01 **{b['01_layernorm_scalar_tree']}**, "
-                f"step 02 **{b['02_layernorm_half2_shfl']}**, step 03 **{b['03_layernorm_warp_vec8']}** "
-                "(a warp needs none).")
+    import pandas as pd
+    return pd.Series({s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in (
+        "01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}, name="bar.sync per row")
 
 
 def say_gelu_gap() -> None:
