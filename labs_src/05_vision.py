@@ -277,11 +277,10 @@ check_variants(vision.POS_INTERP)
 
 # %%
 pi = bench.compare(vision.POS_INTERP, vision.POS_INTERP.record_cases)
-results.table(pi)
+results.table(pi, ["case", "name", "median_us", "p10_us", "p90_us", "frac_copy", "host_us"])   # the check: host time
 
 # %%
 vision.pairs("pos_embed_interpolate_fp16_kernel", pi)
-results.each_device(pi, vision.pos_interp_said)
 
 # %% [markdown]
 # ## Spatial merge: steps 16 → 17 → 26

@@ -44,7 +44,7 @@ from .seed import (
 from .ablation import ABLATION, ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE
 from .report import (
     ABLATION_PAIRS, ABLATION_STEPS, CALLS_PER_FORWARD, f32_ops, fmaf_changes, gelu_tanh_vs_erf, with_tflops,
-    FMAF_STEPS, PAIRS, f32_table, fmaf_table, pairs, pos_interp_said, barriers, say_gelu_gap,
+    PAIRS, f32_table, fmaf_table, pairs, barriers, say_gelu_gap,
     AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,
     raised_note, raised_said, say_as_written, NO_COUNTERS, say_beyond, say_vision_limits, vision_limits_text)
 

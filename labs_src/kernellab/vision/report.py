@@ -144,13 +144,10 @@ def say_gelu_gap() -> None:
                    f"approximation error is {d['max_abs_diff'] / d['fp16_spacing_there']:.2f} fp16 steps there."))
 
 
-FMAF_STEPS = ("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")
-
-
-def fmaf_table():
+def fmaf_table(steps=("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")):
     """Per step: whether writing its `__fmaf_rn(a, b, c)` as `a * b + c` changes its f32 arithmetic (fmaf_changes)."""
     import pandas as pd
-    return pd.Series({s: fmaf_changes(s) for s in FMAF_STEPS}, name="`a * b + c` changes the f32 arithmetic (sm_90)")
+    return pd.Series({s: fmaf_changes(s) for s in steps}, name="`a * b + c` changes the f32 arithmetic (sm_90)")
 
 
 def f32_table(steps, arch="sm_90"):
@@ -223,14 +220,6 @@ def pairs(kernel: str, *frames) -> None:
     rows = [(w, results.fastest(d, c) if a == FASTEST else a, b, c, *(said or figure)) for w, a, b, c0, *said in
             PAIRS[kernel] for c in ([c0] if c0 else [k for k in results.cases(d, a) if not k.startswith("ablate")])]
     results.pairs(d, rows, f"{kernel}, {CALLS_PER_FORWARD[kernel]} per ViT forward")
-
-
-def pos_interp_said(part) -> str:
-    """Step 15's GPU time and host time per call at the largest case: the launcher's range check is host time."""
-    case = results.cases(part, "15_pos_interp_fma")[-1:] or [None]
-    gpu, host = (results.pick(part, "15_pos_interp_fma", c, case=case[0]) for c in ("median_us", "host_us"))
-    return (f"At {case[0]}, step 15 takes {gpu:,.1f} µs on the GPU and {host:,.1f} µs of host time per call, its index "
-            f"range check included ({results.source(part)}).")
 
 
 # ---- the lab's targets, at 16384 tokens: LayerNorm, the merge and the transpose move the bytes of the
