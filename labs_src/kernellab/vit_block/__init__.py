@@ -24,5 +24,4 @@ from .report import (  # noqa: F401
     per_op, pick, plot_breakdown, ratio, record, shares, shares_table, tokens_per_s, work,
     say_amdahl, say_drawings, speed_pairs)
 
-# The block is not a ladder: a Family that records itself.
 FAMILIES = [VIT_BLOCK]
