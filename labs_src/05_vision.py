@@ -80,6 +80,10 @@ print("a view of the same memory:", np.shares_memory(merged, x))
 # `float2[32]`, and `__fmaf_rn(norm, w, b)`. Step 03 goes beyond the report: a 1152-wide row is
 # 2.3 KB, too little for a 256-thread block, so one **warp** owns a row, keeps it in registers as
 # 16-byte vectors, and reads it once.
+#
+# Under each kernel's timings, a table of its step pairs: time before / after at each case, judged by the
+# noise rule ("within noise" where the p10–p90 bands overlap), with the report's figure where it gives one.
+# The fractions of the copy roof are in the timings' table; the targets table at the end judges them.
 
 # %%
 build.show("vision", "01_layernorm_scalar_tree")
@@ -99,8 +103,11 @@ build.show("vision", "03_layernorm_warp_vec8")
 mech = results.claims("05_vision", None, vision.FAMILIES)
 mech[mech["how"].str.startswith(("ptx", "ptxas"))].reset_index(drop=True)
 
+# %% [markdown]
+# Block barriers per row in the compiled code (a warp needs none):
+
 # %%
-vision.say_barriers()
+vision.barriers()
 
 # %% [markdown]
 # Check every step (and the ablation `02_ablate_scalar_loads`: step 02's kernel with scalar loads,
@@ -115,8 +122,8 @@ ln = bench.compare(vision.LAYERNORM, vision.LN_CASES)
 results.table(ln)
 
 # %%
-c16, c4 = (vision.LAYERNORM.case_key((n, 1152)) for n in (N_BIG, 4096))
-vision.say_layernorm(ln, c16, c4)
+c16 = vision.LAYERNORM.case_key((N_BIG, 1152))
+vision.pairs("layernorm_with_bias_fp16_kernel", ln)
 
 # %%
 plot.progress(ln, "05_layernorm_progress", case=c16, title="LayerNorm + bias, 16384 x 1152 fp16")
@@ -160,7 +167,8 @@ vision.say_gelu_gap()
 # default), so `__fmaf_rn` adds no FMA the compiler would not have made; the count grows from step
 # 04 to 05 because 05 handles 8 halves per thread, not because of the rewrite. The cell after the
 # kernels builds the file with every `__fmaf_rn(a, b, c)` written `a * b + c` (`vision.fmaf_changes`)
-# and compares the f32 arithmetic: where it is the same, the pair 04 → 05 makes one change, the width.
+# and compares the f32 arithmetic: where it is the same, the pair 04 → 05 (and 07 → 08) makes one change,
+# the width; where not, the width's share would need an ablation of its own.
 # Step 06 (beyond the report) changes one thing: `0.5 x (1 + tanh u)` is computed as
 # `x / (1 + exp(−2u))`, one `ex2.approx` and one approximate divide instead of `tanhf`'s sequence.
 
@@ -170,8 +178,7 @@ build.show("vision", "05_gelu_vec8")
 build.show("vision", "06_gelu_vec8_exp")
 
 # %%
-FMAF = vision.fmaf_table()
-vision.say_fmaf(FMAF)
+vision.fmaf_table()
 
 # %%
 check_variants(vision.GELU)
@@ -184,8 +191,7 @@ abl_bg, abl_sr, abl_tr = (bench.compare(f, f.record_cases) for f in vision.ABLAT
 results.table(results.select(gl, case=vision.GELU.case_key((N_BIG, 4304))))
 
 # %%
-cg, cb = vision.GELU.case_key((N_BIG, 4304)), vision.BIAS_GELU.case_key((N_BIG, 4304))
-vision.say_gelu(gl, cg, FMAF)
+vision.pairs("gelu_fp16_kernel", gl)
 
 # %% [markdown]
 # `bias_gelu_fp16_kernel` runs after every fc1 GEMM (27 times per image, [N, 4304]): the same
@@ -193,15 +199,16 @@ vision.say_gelu(gl, cg, FMAF)
 # (and one of the bias) in flight per thread; step 25 (beyond the report) issues the loads of two
 # before it uses the first. It also changes its index arithmetic from signed to unsigned 32-bit
 # (`rem.u32` for the bias column): two changes, so the ablation section times each alone
-# (`25_ablate_one_vector`, `25_ablate_signed_index`).
+# (`25_ablate_one_vector`, `25_ablate_signed_index`). torch needs two kernels, the add and the GELU.
 
 # %%
 build.show("vision", "08_bias_gelu_vec8")
 build.show("vision", "25_bias_gelu_vec8_x2")
+cb = vision.BIAS_GELU.case_key((N_BIG, 4304))
 results.table(results.select(bg, case=cb))
 
 # %%
-vision.say_bias_gelu(bg, abl_bg, N_BIG)
+vision.pairs("bias_gelu_fp16_kernel", bg, abl_bg)
 
 # %%
 plot.progress(bg, "05_bias_gelu_progress", case=cb, title="bias + GELU, 16384 x 4304 fp16")
@@ -211,8 +218,8 @@ plot.progress(bg, "05_bias_gelu_progress", case=cb, title="bias + GELU, 16384 x 
 # The most called kernel of the tower: 27 × 3 + 4 × 2 = 89 calls per image (after the QKV GEMM
 # without a residual, after out-proj and fc2 with one). **Before**: one half per thread, the
 # `residual != nullptr` test in every thread. **After**: 8 halves per thread, the test hoisted
-# into two unrolled paths. The residual is added before the small bias, so a sum that cancels
-# stays exact in fp32.
+# into two unrolled paths (two changes, not separated here). The residual is added before the small
+# bias, so a sum that cancels stays exact in fp32. Below, with the residual and without (the QKV bias).
 
 # %%
 build.show("vision", "10_bias_residual_scalar")
@@ -225,11 +232,12 @@ check_variants(vision.QKV_BIAS)
 # %%
 br = bench.compare(vision.BIAS_RESIDUAL, vision.BIAS_RESIDUAL.record_cases)
 qb = bench.compare(vision.QKV_BIAS, vision.QKV_BIAS.record_cases)
-results.table(results.select(br, case=vision.BIAS_RESIDUAL.case_key((N_BIG, 1152))))
+cr = vision.BIAS_RESIDUAL.case_key((N_BIG, 1152))
+results.table(results.select(br, case=cr))
 
 # %%
-cr, cq = vision.BIAS_RESIDUAL.case_key((N_BIG, 1152)), vision.QKV_BIAS.case_key((N_BIG, 3456))
-vision.say_bias_residual(br, qb, cr, cq)
+vision.pairs("bias_add_residual_fp16_kernel", br, qb)
+kl.say(results.host_text(qb, "11_bias_residual_vec8"))
 
 # %%
 plot.progress(br, "05_bias_residual_progress", case=cr, title="bias + residual, 16384 x 1152 fp16")
@@ -239,7 +247,8 @@ plot.progress(br, "05_bias_residual_progress", case=cr, title="bias + residual, 
 # The Conv3d with kernel = stride = (2, 16, 16) over 3 channels sees each patch once: it *is* a
 # matrix product, [N, 1536] × [1536, 1152]. **Before**: a scalar dot of 1536 per output.
 # **After**: `half2` loads and FMAs. The report itself says "→ or cublasHgemm"; here is by how
-# much.
+# much. A dot product per thread re-reads the weight for every patch; a GEMM tiles it through
+# shared memory and tensor cores.
 
 # %%
 build.show("vision", "13_patch_embed_half2_fma")
@@ -250,14 +259,17 @@ pe = vision.with_tflops(bench.compare(vision.PATCH_EMBED, vision.PATCH_EMBED.rec
 results.table(pe, ["case", "name", "median_us", "p10_us", "p90_us", "frac_copy", "TFLOP/s"])
 
 # %%
-vision.say_patch_embed(pe, vision.PATCH_EMBED.case_key((4096, 1536, 1152)))
+vision.pairs("patch_embed_conv3d_fp16_kernel", pe)
 
 # %% [markdown]
 # ## Position embedding: steps 14 → 15
 # The learned positions are a 48 × 48 grid; an image's grid_h × grid_w patches each take a bilinear
 # mix of 4 table rows (align-corners, as Qwen3-VL's `fast_pos_embed_interpolate`), in window order.
 # The report rewrote `w0 p0 + w1 p1 + w2 p2 + w3 p3` (4 mul + 3 add) as 3 FMA + 1 mul; the PTX table
-# above shows the compiler had already done so for the "before" source.
+# above shows the compiler had already done so for the "before" source. The launcher checks the index
+# table's range on every call (its minimum and maximum copied to the host, so a bad index is a
+# ValueError, never an out-of-bounds read): host time, not GPU time, as the GPU times are the launches
+# alone (`bench.bare`).
 
 # %%
 build.show("vision", "14_pos_interp_mul_add")
@@ -265,10 +277,10 @@ check_variants(vision.POS_INTERP)
 
 # %%
 pi = bench.compare(vision.POS_INTERP, vision.POS_INTERP.record_cases)
-results.table(pi)
+results.table(pi, ["case", "name", "median_us", "p10_us", "p90_us", "frac_copy", "host_us"])   # the check: host time
 
 # %%
-results.each_device(pi, vision.pos_interp_said)
+vision.pairs("pos_embed_interpolate_fp16_kernel", pi)
 
 # %% [markdown]
 # ## Spatial merge: steps 16 → 17 → 26
@@ -276,7 +288,8 @@ results.each_device(pi, vision.pos_interp_said)
 # is the identity. **Before**: 2 bytes per thread; **after**: 16. Step 26 (beyond the report) drops
 # the index arithmetic, since the merge is a flat copy, and issues 4 independent 16-byte loads per
 # thread before the first store; its ablation `26_ablate_resident_grid` runs the same kernel over
-# one wave of resident blocks (grid-stride) instead of one pass per thread.
+# one wave of resident blocks (grid-stride) instead of one pass per thread. A plain copy of the same
+# bytes is the merge's floor: where it misses the target too, no merge of this size can meet it there.
 
 # %%
 build.show("vision", "17_spatial_merge_vec8")
@@ -285,11 +298,10 @@ check_variants(vision.SPATIAL_MERGE)
 
 # %%
 sm = bench.compare(vision.SPATIAL_MERGE, vision.SPATIAL_MERGE.record_cases)
-cs = vision.SPATIAL_MERGE.case_key((N_BIG, 1152))
-results.table(results.select(sm, case=cs))
+results.table(results.select(sm, case=vision.SPATIAL_MERGE.case_key((N_BIG, 1152))))
 
 # %%
-vision.say_spatial_merge(sm, cs)
+vision.pairs("spatial_merge_fp16_kernel", sm)
 
 # %% [markdown]
 # Cheaper still is no kernel at all: in window order `x.reshape(N // 4, 4608)` is a view; the timed
@@ -332,8 +344,17 @@ build.show("vision", "19_split_rope_fma")
 build.show("vision", "20_split_rope_vec")
 build.show("vision", "27_split_rope_tile")
 
+# %% [markdown]
+# The seed says the FMA form of the rotation "saves an instruction" (the claims table above judges the
+# totals). The f32 arithmetic of steps 18 and 19 in the PTX (sm_90), by opcode: where the totals are
+# equal, nvcc had already contracted one product of each pair into an FMA, and the explicit
+# `__fmaf_rn(a, c, -(b * s))` trades a `sub` and a `mul` for a `neg` and an `fma` (a negation ptxas may
+# fold into the FMA's operand, which the PTX cannot show). Whether writing `__fmaf_rn` as `a * b + c`
+# changes step 19's arithmetic is in the `fmaf_table` of the GELU section: where it does, the rewrite
+# is a change of the code, whatever it costs.
+
 # %%
-vision.say_rope_fma(FMAF)
+vision.f32_table(["18_split_rope_scalar", "19_split_rope_fma"])
 
 # %%
 check_variants(vision.SPLIT_ROPE)
@@ -344,7 +365,7 @@ csr = vision.SPLIT_ROPE.case_key((128, 128, 16, 72))
 results.table(results.select(sr, case=csr))
 
 # %%
-vision.say_split_rope(sr, csr)
+vision.pairs("fused_split_rope_transpose_kernel", sr)
 
 # %%
 plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + transpose, 16384 tokens")
@@ -366,8 +387,9 @@ plot.progress(sr, "05_split_rope_progress", case=csr, title="split + RoPE + tran
 # `28_ablate_one_in_flight`). Its grid is N / 16 blocks: at 4096 tokens that is 256
 # blocks, which on a GPU with more block slots than that is less than one wave, so look at both
 # token counts. Step 30 makes one change to step 28, the one its ablation table below points at:
-# 8 tokens a block instead of 16 (the same kernel as `28_ablate_tile8`). The sentence below says
-# what it is worth on each GPU.
+# 8 tokens a block instead of 16 (the same kernel as `28_ablate_tile8`). The table below says
+# what it is worth, and whether the default is the fastest; where not, the ablation section says
+# which of step 28's changes cost.
 
 # %%
 build.show("vision", "22_transpose_vec8")
@@ -379,12 +401,10 @@ check_variants(vision.TRANSPOSE)
 
 # %%
 tr = bench.compare(vision.TRANSPOSE, vision.TRANSPOSE.record_cases)
-ct = vision.TRANSPOSE.case_key((16, N_BIG, 72))
-results.table(results.select(tr, case=ct))
+results.table(results.select(tr, case=vision.TRANSPOSE.case_key((16, N_BIG, 72))))
 
 # %%
-ct4 = vision.TRANSPOSE.case_key((16, vision.TOKENS[0], 72))
-vision.say_transpose(tr, ct, ct4)
+vision.pairs("transpose_head_token_kernel", tr)
 
 # %% [markdown]
 # ## The vision softmax (step 23), against lab 01
@@ -401,8 +421,7 @@ sx = bench.compare(vision.SOFTMAX, vision.SOFTMAX.record_cases)
 results.table(sx)
 
 # %%
-cx1, cx4 = (vision.SOFTMAX.case_key((16 * n, n)) for n in (1024, 4096))
-vision.say_softmax(sx, cx1, cx4)
+vision.pairs("vision_softmax_fp16_kernel", sx)
 
 # %% [markdown]
 # ## Replacing the image tokens (step 24)

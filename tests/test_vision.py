@@ -484,3 +484,17 @@ def test_the_layernorm_sweep_reads_its_worst_floor_fraction_and_step_36_against_
     assert "not recorded yet" in S.text(df.iloc[:0])
     rec = bench.compare(v.LAYERNORM, v.LN_SWEEP)
     assert len(S.table(rec)) == (len(S.KEYS) if len(rec) else 0) and S.text(rec)
+
+
+def test_pairs_rows_name_recorded_steps_at_recorded_cases(monkeypatch):
+    # the tables that replaced the sentences under each kernel's timings: every row finds both times in the record
+    import pandas as pd
+    from kernellab.core import device, results
+    shown = []
+    monkeypatch.setattr(results, "pairs", lambda d, rows, title: shown.append((title, rows, d)))
+    rec = pd.concat([device.load_recorded("vision"), device.load_recorded("vision_ablation")], ignore_index=True)
+    for kernel in v.PAIRS:
+        v.pairs(kernel, rec)
+    for title, rows, d in shown:
+        assert rows and all(results.ratio_band(d, a, b, c).ok for _, a, b, c, *_ in rows), title
+    assert len(shown) == len(v.PAIRS) == 10

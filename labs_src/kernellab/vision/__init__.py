@@ -16,17 +16,8 @@ Each op has a public call (CuPy fp16 in and out, its family's best step; bad inp
 before any launch), a float64 reference ref_<op>, and a family (LAYERNORM, ..., REPLACE, all in FAMILIES)
 that shares NAME = "vision" (one recorded vision.csv); its case keys start with the op.
 
-This is the lab's face: every name of the lab is here (vision.LAYERNORM, vision.layernorm, ...). The code:
-  reference.py  dimensions and constants, token order and tables, float64 references, inputs
-  steps.py      per-row and element-wise ops (LayerNorm, GELU, bias + GELU, bias + residual, softmax)
-  embed.py      the tower's ends: patch embedding, position grid, spatial merge, image-token replace
-  layout.py     the attention layout: split + RoPE + transpose, and the transpose back
-  seed.py       the seed's own forms where the course's differ: split + RoPE over fp16 [N, D] tables
-                (SPLIT_ROPE_F16), and transpose_token_head_kernel ([N, H, D] -> [H, N, D], TRANSPOSE_TOKEN_HEAD)
-  ablation.py   ABLATION: each bundled step's changes one at a time
-  ln_sweep.py   LayerNorm at every hidden size (1024-16384) against a memcpy of the same bytes
-  report.py     the ablation pairs, PTX instruction counts, numbers and tables the lab quotes, and the
-                sentences under its tables (say_*, *_said: one call per notebook cell)
+This is the lab's face: every name of the lab is here (vision.LAYERNORM, vision.layernorm, ...); the code
+is in reference, steps, embed, layout, seed, ablation, ln_sweep and report (each module says what it holds).
 """
 # ruff: noqa: F401   (the face re-exports the lab's names)
 from __future__ import annotations
@@ -53,9 +44,8 @@ from .seed import (
 from .ablation import ABLATION, ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE
 from .report import (
     ABLATION_PAIRS, ABLATION_STEPS, CALLS_PER_FORWARD, f32_ops, fmaf_changes, gelu_tanh_vs_erf, with_tflops,
-    FMAF_STEPS, fmaf_table, pos_interp_said, say_barriers, say_bias_gelu, say_bias_residual,
-    say_fmaf, say_gelu, say_gelu_gap, say_layernorm, say_patch_embed, say_rope_fma, say_softmax, say_spatial_merge,
-    say_split_rope, say_transpose, AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,
+    PAIRS, f32_table, fmaf_table, pairs, barriers, say_gelu_gap,
+    AS_WRITTEN, REPORT_PATCHES, as_written, as_written_claims, check_as_written,
     raised_note, raised_said, say_as_written, NO_COUNTERS, say_beyond, say_vision_limits, vision_limits_text)
 
 from . import ln_sweep

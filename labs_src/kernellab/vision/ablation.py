@@ -7,7 +7,6 @@ from .reference import BG_U, FAMILY, HEAD_DIM, HEADS
 from .steps import BIAS_GELU, _bias_gelu_step, _key
 
 
-# ================================================================================================
 # Ablations: the bundled pairs of this lab, one change at a time. Each ablation kernel is
 # the "after" step with ONE change undone (same launcher, same inputs, same run): time(ablation) /
 # time(after) is what that change is worth given the others. One input signature per Family (the

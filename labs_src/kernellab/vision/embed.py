@@ -15,8 +15,7 @@ from .reference import (
 from .steps import FP16, _best, _key, _op, _resident, _tt
 
 
-# ================================================================================================
-# Patch embedding: patches [N, K] @ weight [O, K]^T + bias [O]
+# ---- Patch embedding: patches [N, K] @ weight [O, K]^T + bias [O] ----
 
 def _pe_check(p, w, b, out):
     require(p, "patches", dtype="float16", ndim=2)
@@ -94,8 +93,7 @@ def patch_embed(patches, weight, bias, out=None):
     return _best(PATCH_EMBED)(patches, weight, bias, out=out)
 
 
-# ================================================================================================
-# Position embedding: bilinear resampling of the learned 48 x 48 grid, in window order
+# ---- Position embedding: bilinear resampling of the learned 48 x 48 grid, in window order ----
 
 def _pi_check(table, idx, wts, out):
     require(table, "pos_table", dtype="float16", ndim=2)
@@ -169,8 +167,7 @@ def pos_embed_interpolate(pos_table, grid_h, grid_w, out=None):
     return _best(POS_INTERP)(pos_table, idx, wts, out=out)
 
 
-# ================================================================================================
-# Spatial merge: [N, C] -> [N / 4, 4 C]
+# ---- Spatial merge: [N, C] -> [N / 4, 4 C] ----
 
 def _sm_check(x, out):
     require(x, "x", dtype="float16", ndim=2)
@@ -263,8 +260,7 @@ def spatial_merge(x, grid_h, grid_w, out=None):
     return _best(SPATIAL_MERGE)(x, out=out)
 
 
-# ================================================================================================
-# Replace the image placeholder rows of the text embedding, in place
+# ---- Replace the image placeholder rows of the text embedding, in place ----
 
 def _rp_check(emb, feats, positions):
     require(emb, "text_emb", dtype="float16", ndim=2)

@@ -14,8 +14,7 @@ from .reference import (
 from .steps import FP16, _best, _key, _op, _torch_baseline
 
 
-# ================================================================================================
-# Fused split + 2-D vision RoPE + transpose: qkv [N, 3 H D] -> q, k, v [H, N, D]
+# ---- Fused split + 2-D vision RoPE + transpose: qkv [N, 3 H D] -> q, k, v [H, N, D] ----
 
 def _sr_check(qkv, cos, sin, out):
     require(qkv, "qkv", dtype="float16", ndim=2)
@@ -173,8 +172,7 @@ def split_rope_transpose(qkv, grid_h, grid_w, heads=HEADS, out=None):
     return _best(SPLIT_ROPE)(qkv, cos, sin, out=out)
 
 
-# ================================================================================================
-# Transpose [H, N, D] -> [N, H D]
+# ---- Transpose [H, N, D] -> [N, H D] ----
 
 def _tr_check(o, out):
     require(o, "o", dtype="float16", ndim=3)

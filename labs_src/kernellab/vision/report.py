@@ -8,11 +8,11 @@ import re
 import numpy as np
 
 from .ablation import ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE
-from .embed import POS_INTERP, SPATIAL_MERGE
+from .embed import PATCH_EMBED, POS_INTERP, SPATIAL_MERGE
 from .layout import SPLIT_ROPE, TRANSPOSE
 from .reference import FAMILY, HEAD_DIM, HEADS, TOKENS, ref_gelu, ref_gelu_erf
 from .seed import SPLIT_ROPE_F16, TRANSPOSE_TOKEN_HEAD
-from .steps import BIAS_GELU, BIAS_RESIDUAL, GELU, GELU_ERF, LAB01_SOFTMAX, LAYERNORM, QKV_BIAS
+from .steps import BIAS_GELU, BIAS_RESIDUAL, GELU, GELU_ERF, LAB01_SOFTMAX, LAYERNORM, QKV_BIAS, SOFTMAX
 from ..core import build, check, device, ncu, results
 from ..core.family import FLOOR_TARGET, Target
 from ..core.ncu import NO_COUNTERS
@@ -39,24 +39,10 @@ ABLATION_PAIRS = {
         ("16-token tiles (not 8)", "28_transpose_tile", "28_ablate_tile8")]),
 }
 ABLATION_STEPS = {   # name -> what it is, for the lab's tables
+    **{k: v for _, b, a, ch in ABLATION_PAIRS.values() for k, v in (
+        (b, f"step {b[:2]} (before: without " + ", ".join(c for c, _, _ in ch) + ")"),
+        (a, f"step {a[:2]} (after: every change)"), *((w, f"step {a[:2]} without {c}") for c, _, w in ch))},
     "04_gelu_half2": "step 04 (before: half2 per thread; = step 05 with the width undone, see fmaf_changes)",
-    "05_gelu_vec8": "step 05 (after: 8 halves per thread, __fmaf_rn)",
-    "09_bias_gelu_vec8_exp": "step 09 (before: one vector per thread, signed int indices)",
-    "25_bias_gelu_vec8_x2": "step 25 (after: both changes)",
-    "25_ablate_one_vector": "step 25 with one vector per thread",
-    "25_ablate_signed_index": "step 25 with signed int indices (rem.s32)",
-    "20_split_rope_vec": "step 20 (before: one item per thread, 64-bit decode, 8-token tiles)",
-    "27_split_rope_tile": "step 27 (after: all four changes)",
-    "27_ablate_one_in_flight": "step 27 with one item in flight per thread",
-    "27_ablate_index64": "step 27 with a 64-bit item decode",
-    "27_ablate_tile8": "step 27 with 8-token tiles",
-    "27_ablate_one_pass": "step 27 with one pass per thread (grid.z blocks per tile)",
-    "22_transpose_vec8": "step 22 (before: one item per thread, 64-bit decode, no staging)",
-    "28_transpose_tile": "step 28 (after: all four changes)",
-    "28_ablate_one_in_flight": "step 28 with one load in flight per thread",
-    "28_ablate_index64": "step 28 with a 64-bit item decode",
-    "28_ablate_no_smem": "step 28 storing straight to y (no shared memory)",
-    "28_ablate_tile8": "step 28 with 8-token tiles",
 }
 
 _F32_OP = re.compile(r"^(fma|mul|add|sub|neg|div|rcp|ex2|tanh|abs|min|max)(\.\w+)*\.f32\b")
@@ -139,32 +125,13 @@ def raised_said(part) -> str:
                                              "No row of this lab set it, so no fraction here is 1.00 by construction."))
 
 
-def _roof(df, name: str, case: str, target: float | None = None) -> str:
-    """results.roof_text, with raised_note where this row set the roof it is measured against."""
-    return results.roof_text(df, name, case, target=target) + raised_note(results.one_source(df), name, case)
-
-
-# The sentences under the lab's tables. Each reads the frames on screen through results' functions
-# (every number and verdict computed, none typed in); a notebook cell is one call. The case keys are
-# the notebook's own (shown beside the call); `say_*` prints.
-def say_barriers() -> None:
+# The sentences and tables under the lab's tables, computed from the frames on screen (none typed in); a
+# notebook cell is one call.
+def barriers():
     """Block barriers (`bar.sync`) per row in the PTX of LayerNorm steps 01, 02 and 03."""
-    b = {s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in
-         ("01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}
-    results.say(f"Block barriers per row in the compiled code: step 01 **{b['01_layernorm_scalar_tree']}**, "
-                f"step 02 **{b['02_layernorm_half2_shfl']}**, step 03 **{b['03_layernorm_warp_vec8']}** "
-                "(a warp needs none).")
-
-
-def say_layernorm(ln, c16, c4) -> None:
-    """LayerNorm: step 03 against torch at c16 and c4, the report's 02 → 01, the copy-roof fractions."""
-    results.say("Against torch: " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c16)
-                + "; " + results.compare_text(ln, "03_layernorm_warp_vec8", "torch F.layer_norm", c4) + ". "
-                + "The report's step: "
-                + results.summary(ln, "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", prov=False)
-                + " At the largest N: " + _roof(ln, "torch F.layer_norm", c16) + "; "
-                + _roof(ln, "03_layernorm_warp_vec8", c16) + "; at 4096 tokens: "
-                + _roof(ln, "03_layernorm_warp_vec8", c4) + ".")
+    import pandas as pd
+    return pd.Series({s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in (
+        "01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}, name="bar.sync per row")
 
 
 def say_gelu_gap() -> None:
@@ -177,152 +144,82 @@ def say_gelu_gap() -> None:
                    f"approximation error is {d['max_abs_diff'] / d['fp16_spacing_there']:.2f} fp16 steps there."))
 
 
-FMAF_STEPS = ("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")
+def fmaf_table(steps=("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")):
+    """Per step: whether writing its `__fmaf_rn(a, b, c)` as `a * b + c` changes its f32 arithmetic (fmaf_changes)."""
+    import pandas as pd
+    return pd.Series({s: fmaf_changes(s) for s in steps}, name="`a * b + c` changes the f32 arithmetic (sm_90)")
 
 
-def fmaf_table() -> dict:
-    """step -> whether writing its `__fmaf_rn(a, b, c)` as `a * b + c` changes its f32 arithmetic."""
-    return {s: fmaf_changes(s) for s in FMAF_STEPS}
+def f32_table(steps, arch="sm_90"):
+    """f32_ops of each step, opcode by step, with their total."""
+    import pandas as pd
+    t = pd.DataFrame({s: f32_ops(s, arch) for s in steps}).fillna(0).astype(int)
+    return pd.concat([t, t.sum().to_frame("total").T])
 
 
-def say_fmaf(fmaf) -> None:
-    """What fmaf_table says for the GELU pairs: one change that runs (the width), or two."""
-    results.say("Built with `__fmaf_rn(a, b, c)` written `a * b + c` (`-DVL_PLAIN_FMAF`, sm_90): " + "; ".join(
-        f"step {st[:2]} has " + ("different f32 arithmetic (the rewrite is a change of its own there)" if ch
-                                 else "the same f32 arithmetic") for st, ch in fmaf.items())
-        + ". " + ("So steps 04 → 05 (and 07 → 08) change one thing that runs: the width; step 04 is step 05 with "
-                  "the width undone." if not (fmaf["05_gelu_vec8"] or fmaf["08_bias_gelu_vec8"]) else
-                  "So the GELU pairs make two changes that run, and the width's share needs its own ablation."))
+_N = max(TOKENS)
+FASTEST = "fastest"         # in PAIRS: the fastest step at the row's case
+_PE, _SM, _SR = (PATCH_EMBED.case_key((4096, 1536, 1152)), SPATIAL_MERGE.case_key((_N, 1152)),
+                 SPLIT_ROPE.case_key((128, 128, 16, 72)))
+# the report's kernel -> the lab's step pairs for results.pairs: (what changed, after, before, case or None: every
+# case `after` has[, the report's figure]). The copy-roof fractions are the tables', the targets the targets table's.
+PAIRS = {
+    "layernorm_with_bias_fp16_kernel": [
+        ("the report's: half2 + shuffle + FMA", "02_layernorm_half2_shfl", "01_layernorm_scalar_tree", None),
+        ("a warp per row, against torch", "03_layernorm_warp_vec8", "torch F.layer_norm", None)],
+    "gelu_fp16_kernel": [
+        ("the report's: 8 halves per thread", "05_gelu_vec8", "04_gelu_half2", None, "4×"),
+        ("tanh through one exp", "06_gelu_vec8_exp", "05_gelu_vec8", None),
+        ("against torch", "06_gelu_vec8_exp", "torch F.gelu(tanh)", GELU.case_key((_N, 4304)))],
+    "bias_gelu_fp16_kernel": [
+        ("the report's: 8 halves per thread", "08_bias_gelu_vec8", "07_bias_gelu_half2", None, "4×"),
+        ("2 vectors in flight, unsigned indices", "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", None),
+        ("the second vector alone (ablation)", "25_bias_gelu_vec8_x2", "25_ablate_one_vector",
+         ABLATION_BIAS_GELU.case_key((_N, 4304))),
+        ("against torch", FASTEST, "torch F.gelu(tanh)(x + b)", BIAS_GELU.case_key((_N, 4304)))],
+    "bias_add_residual_fp16_kernel": [
+        ("the report's: 8 halves, null test hoisted", "11_bias_residual_vec8", "10_bias_residual_scalar", None),
+        ("against torch", "11_bias_residual_vec8", "torch.add x2 (bias+residual)", BIAS_RESIDUAL.case_key((_N, 1152)))],
+    "patch_embed_conv3d_fp16_kernel": [
+        ("the report's: half2 + FMA", "13_patch_embed_half2_fma", "12_patch_embed_scalar", _PE, "2×"),
+        ("one cuBLAS GEMM", "cuBLAS GEMM (cupy.matmul) + bias", "13_patch_embed_half2_fma", _PE)],
+    "pos_embed_interpolate_fp16_kernel": [("the report's: 3 FMA + 1 mul", "15_pos_interp_fma", "14_pos_interp_mul_add", None)],
+    "spatial_merge_fp16_kernel": [
+        ("the report's: 8 halves per thread", "17_spatial_merge_vec8", "16_spatial_merge_scalar", None, "4×"),
+        ("a flat copy, 4 loads in flight", "26_spatial_merge_stream", "17_spatial_merge_vec8", _SM),
+        ("one pass per thread (not a resident grid)", "26_spatial_merge_stream", "26_ablate_resident_grid", _SM),
+        ("against a plain copy of the same bytes", FASTEST, "cupy copy (reshape)", _SM)],
+    "fused_split_rope_transpose_kernel": [
+        ("the report's: 128 threads, FMA, float4 V", "19_split_rope_fma", "18_split_rope_scalar", _SR),
+        ("of that, the block size alone", "18_ablate_block128", "18_split_rope_scalar", _SR),
+        ("of that, the float4 V copy alone", "19_split_rope_fma", "19_ablate_scalar_v", _SR),
+        ("16 bytes per thread", "20_split_rope_vec", "19_split_rope_fma", None),
+        ("four changes (the ablation section)", "27_split_rope_tile", "20_split_rope_vec", None),
+        ("against torch", FASTEST, "torch eager (split, rope, transpose)", _SR)],
+    "transpose_head_token_kernel": [
+        ("the report's as written (input order)", "29_transpose_input_order", "31_transpose_input_half2", None, "4×"),
+        ("the course's: 8 halves, output order", "22_transpose_vec8", "21_transpose_half2", None),
+        ("token tiles in shared memory", "28_transpose_tile", "22_transpose_vec8", None),
+        ("8-token tiles", "30_transpose_tile8", "28_transpose_tile", None),
+        *[("the fastest against the default", FASTEST, TRANSPOSE.default["float16"], TRANSPOSE.case_key((16, n, 72)))
+          for n in (_N, TOKENS[0])],
+        ("against torch", FASTEST, "torch copy_ (transpose)", TRANSPOSE.case_key((16, _N, 72)))],
+    "vision_softmax_fp16_kernel": [
+        *[("lab 01's best fp16 step", LAB01_SOFTMAX, "23_softmax_half2_shfl", SOFTMAX.case_key((16 * n, n)))
+          for n in (1024, 4096)],
+        ("against torch", "23_softmax_half2_shfl", "torch.softmax", SOFTMAX.case_key((16 * 4096, 4096)))],
+}
 
 
-def say_gelu(gl, cg, fmaf) -> None:
-    """GELU 04 → 05 → 06 at case cg, step 06 against the copy roof and torch."""
-    results.each_device(gl, lambda g: (
-        results.summary(g, "05_gelu_vec8", "04_gelu_half2", prov=False).rstrip(".") + " (the report: 4×; "
-        + ("the width alone: `__fmaf_rn` compiles to the same arithmetic.) " if not fmaf["05_gelu_vec8"] else
-           "the width and `__fmaf_rn` together.) ")
-        + results.summary(g, "06_gelu_vec8_exp", "05_gelu_vec8", prov=False) + " "
-        + _roof(g, "06_gelu_vec8_exp", cg, target=0.9) + "; "
-        + results.compare_text(g, "06_gelu_vec8_exp", "torch F.gelu(tanh)", cg) + f" ({results.source(g)})."))
-
-
-def say_bias_gelu(bg, abl_bg, n) -> None:
-    """bias + GELU 07 → 08, 09 → 25 and its second vector alone (abl_bg), the fastest at n × 4304."""
-    cb = BIAS_GELU.case_key((n, 4304))
-    results.each_device(bg, lambda g, a: (
-        results.summary(g, "08_bias_gelu_vec8", "07_bias_gelu_half2", prov=False).rstrip(".")
-        + " (the report: 4×; the width: step 08's `__fmaf_rn` form adds no arithmetic, as for GELU above.) "
-        + results.summary(g, "25_bias_gelu_vec8_x2", "09_bias_gelu_vec8_exp", prov=False).rstrip(".")
-        + " (two changes); the second vector in flight alone (the ablation): "
-        + results.times(a, "25_bias_gelu_vec8_x2", "25_ablate_one_vector",
-                        ABLATION_BIAS_GELU.case_key((n, 4304)))
-        + ". " + _roof(g, results.fastest(g, cb), cb, target=0.9) + "; "
-        + results.compare_text(g, results.fastest(g, cb), "torch F.gelu(tanh)(x + b)", cb)
-        + f" (torch needs two kernels, the add and the GELU; {results.source(g)})."), abl_bg)
-
-
-def say_bias_residual(br, qb, cr, cq) -> None:
-    """bias + residual 10 → 11 with the residual (br, cr) and without (qb, cq), then the host's cost."""
-    results.each_device(br, lambda g, q: (
-        "With the residual: "
-        + results.summary(g, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False).rstrip(".")
-        + " (two changes: the width, and the null test hoisted out of the loop; not separated here). "
-        + _roof(g, "11_bias_residual_vec8", cr, target=0.9) + ". QKV bias (no residual): "
-        + results.summary(q, "11_bias_residual_vec8", "10_bias_residual_scalar", prov=False) + " "
-        + _roof(q, "11_bias_residual_vec8", cq, target=0.9) + ". Against torch: "
-        + results.compare_text(g, "11_bias_residual_vec8", "torch.add x2 (bias+residual)", cr)
-        + f" ({results.source(g)})."), qb)
-    results.each_device(qb, lambda q: results.host_text(q, "11_bias_residual_vec8", "torch"))
-
-
-def say_patch_embed(pe, cp) -> None:
-    """Patch embedding 12 → 13 and cuBLAS against step 13 at case cp, and its calls per image."""
-    results.say(results.compare_text(pe, "13_patch_embed_half2_fma", "12_patch_embed_scalar", cp) + " (the report: 2×); "
-                + results.compare_text(pe, "cuBLAS GEMM (cupy.matmul) + bias", "13_patch_embed_half2_fma", cp)
-                + ". A dot product per thread re-reads the weight for every patch; a GEMM tiles it through "
-                f"shared memory and tensor cores. The report's call table has this kernel "
-                f"{CALLS_PER_FORWARD['patch_embed_conv3d_fp16_kernel']} time per image.")
-
-
-def pos_interp_said(part) -> str:
-    """Position embedding 14 → 15, and where the index table's range check is paid (host or GPU time)."""
-    case = results.cases(part, "15_pos_interp_fma")[-1:] or [None]
-    gpu, host = (results.pick(part, "15_pos_interp_fma", c, case=case[0]) for c in ("median_us", "host_us"))
-    head = (results.summary(part, "15_pos_interp_fma", "14_pos_interp_mul_add")
-            + " The PTX table above compares their instructions. The launcher checks the index table's range "
-            "on every call (its minimum and maximum copied to the host, so a bad index is a ValueError and never "
-            "an out-of-bounds read). ")
-    return head + (f"That round trip is host time, not GPU time: the GPU times are the kernel's launches alone "
-                   f"(bench.bare). At {case[0]}, step 15 takes {gpu:,.1f} µs on the GPU and {host:,.1f} µs of host "
-                   "time per call, check included.")
-
-
-def say_spatial_merge(sm, cs) -> None:
-    """Spatial merge 16 → 17 → 26 at cs against the copy roof and a plain copy of the same bytes."""
-    results.each_device(sm, lambda g: (
-        results.summary(g, "17_spatial_merge_vec8", "16_spatial_merge_scalar", prov=False).rstrip(".")
-        + " (the report: 4×). "
-        + results.compare_text(g, "26_spatial_merge_stream", "17_spatial_merge_vec8", cs) + "; "
-        + results.compare_text(g, "26_spatial_merge_stream", "26_ablate_resident_grid", cs) + " (the grid alone); "
-        + _roof(g, results.fastest(g, cs), cs, target=0.9) + "; "
-        + _roof(g, "cupy copy (reshape)", cs) + " (a plain copy of the same bytes: where it stays below "
-        "the target too, no merge of this size can meet it on that GPU); "
-        + results.compare_text(g, results.fastest(g, cs), "cupy copy (reshape)", cs) + f" ({results.source(g)})."))
-
-
-def say_rope_fma(fmaf) -> None:
-    """The seed's "the FMA form saves an instruction": the f32 arithmetic of steps 18 and 19 in the PTX."""
-    ops18, ops19 = f32_ops("18_split_rope_scalar"), f32_ops("19_split_rope_fma")
-    n18, n19 = sum(ops18.values()), sum(ops19.values())
-    results.say("The seed says the FMA form of the rotation \"saves an instruction\". The f32 arithmetic in the PTX "
-                f"(sm_90): step 18 has **{n18}** ({', '.join(f'{v} {k}' for k, v in ops18.items())}), step 19 "
-                f"**{n19}** ({', '.join(f'{v} {k}' for k, v in ops19.items())}): "
-                + ("the same number. nvcc had already contracted one product of each pair into an FMA; the explicit "
-                   "`__fmaf_rn(a, c, -(b * s))` trades a `sub` and a `mul` for a `neg` and an `fma` (a negation "
-                   "ptxas may fold into the FMA's operand, which the PTX cannot show)." if n18 == n19 else
-                   f"{n18 - n19:+d} instruction(s) from step 18 to step 19.")
-                + (" Writing `__fmaf_rn` as `a * b + c` changes step 19's arithmetic (`vision.fmaf_changes`), so "
-                   "here the rewrite is a change of the code, whatever it costs." if fmaf["19_split_rope_fma"] else ""))
-
-
-def say_split_rope(sr, csr) -> None:
-    """Split + RoPE 18 → 19 (block size, V copy alone), 19 → 20 → 27, the fastest at csr."""
-    results.each_device(sr, lambda g: (
-        results.compare_text(g, "19_split_rope_fma", "18_split_rope_scalar", csr) + "; of that, "
-        + results.compare_text(g, "18_ablate_block128", "18_split_rope_scalar", csr) + " (block size alone) and "
-        + results.compare_text(g, "19_split_rope_fma", "19_ablate_scalar_v", csr) + " (the float4 V copy alone). "
-        + results.summary(g, "20_split_rope_vec", "19_split_rope_fma", prov=False) + " "
-        + results.summary(g, "27_split_rope_tile", "20_split_rope_vec", prov=False).rstrip(".")
-        + " (four changes, each timed alone in the ablation section). "
-        + _roof(g, results.fastest(g, csr), csr, target=0.8) + "; "
-        + results.compare_text(g, results.fastest(g, csr), "torch eager (split, rope, transpose)", csr)
-        + f" ({results.source(g)})."))
-
-
-def say_transpose(tr, ct, ct4) -> None:
-    """Transpose back: the report's 31 → 29, the course's 21 → 22 → 28 → 30, the default and fastest."""
-    best = TRANSPOSE.default["float16"]
-    results.each_device(tr, lambda g: (
-        "The report's pair as it writes it (input order): "
-        + results.summary(g, "29_transpose_input_order", "31_transpose_input_half2", prov=False).rstrip(".")
-        + " (the report: 4×, in bytes per thread). The course's (output order): "
-        + results.summary(g, "22_transpose_vec8", "21_transpose_half2", prov=False) + " "
-        + results.summary(g, "28_transpose_tile", "22_transpose_vec8", prov=False) + " "
-        + results.summary(g, "30_transpose_tile8", "28_transpose_tile", prov=False) + " The default "
-        f"(`vision.TRANSPOSE.default`) is `{best}`; the fastest step is "
-        f"`{results.fastest(g, ct)}` at `{ct}` and `{results.fastest(g, ct4)}` at `{ct4}`"
-        + ("" if results.fastest(g, ct) == best else
-           ": the default is not the fastest there, and the ablation section says which of step 28's changes cost")
-        + "; " + _roof(g, results.fastest(g, ct), ct, target=0.9) + "; "
-        + results.compare_text(g, results.fastest(g, ct), "torch copy_ (transpose)", ct) + f" ({results.source(g)})."))
-
-
-def say_softmax(sx, cx1, cx4) -> None:
-    """The vision softmax (step 23) against lab 01's best fp16 step at N = 1024 (cx1) and 4096 (cx4), and torch."""
-    results.say("N = 1024: " + results.compare_text(sx, LAB01_SOFTMAX, "23_softmax_half2_shfl", cx1)
-                + "; N = 4096: " + results.compare_text(sx, LAB01_SOFTMAX, "23_softmax_half2_shfl", cx4)
-                + ". Against torch at N = 4096: " + results.compare_text(sx, "23_softmax_half2_shfl", "torch.softmax", cx4)
-                + ".")
+def pairs(kernel: str, *frames) -> None:
+    """PAIRS[kernel] judged by results.pairs on the frames on screen (one device: the first record's, or the live
+    GPU; a row without a case: every case but the ablations'), titled with its calls per forward (table 3.4)."""
+    import pandas as pd
+    d = results.one_source(pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True))
+    figure = [""] if any(len(r) > 4 for r in PAIRS[kernel]) else []       # the report's column: blank where none
+    rows = [(w, results.fastest(d, c) if a == FASTEST else a, b, c, *(said or figure)) for w, a, b, c0, *said in
+            PAIRS[kernel] for c in ([c0] if c0 else [k for k in results.cases(d, a) if not k.startswith("ablate")])]
+    results.pairs(d, rows, f"{kernel}, {CALLS_PER_FORWARD[kernel]} per ViT forward")
 
 
 # ---- the lab's targets, at 16384 tokens: LayerNorm, the merge and the transpose move the bytes of the

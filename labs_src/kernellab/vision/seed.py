@@ -12,8 +12,7 @@ from .reference import (HEAD_DIM, HEADS, TOKENS, _cast, _sr16_input, _sr16_ref, 
 from .steps import _best, _key, _op, _torch_baseline
 
 
-# ================================================================================================
-# Split + RoPE + transpose with the seed's fp16 [N, D] tables: qkv [N, 3 H D] -> q, k, v [H, N, D]
+# ---- Split + RoPE + transpose with the seed's fp16 [N, D] tables: qkv [N, 3 H D] -> q, k, v [H, N, D] ----
 
 def _sr16_check(qkv, cos, sin, out):
     require(qkv, "qkv", dtype="float16", ndim=2)
@@ -69,8 +68,7 @@ def split_rope_transpose_f16tab(qkv, cos, sin, out=None):
     return _best(SPLIT_ROPE_F16)(qkv, cos, sin, out=out)
 
 
-# ================================================================================================
-# Transpose [N, H, D] -> [H, N, D] (the seed's transpose_token_head_kernel)
+# ---- Transpose [N, H, D] -> [H, N, D] (the seed's transpose_token_head_kernel) ----
 
 def _th_check(x, out):
     require(x, "x", dtype="float16", ndim=3)

@@ -58,8 +58,7 @@ def _best(fam):
     return fam.variants[fam.default["float16"]]
 
 
-# ================================================================================================
-# LayerNorm with bias: x [N, C] -> [N, C]
+# ---- LayerNorm with bias: x [N, C] -> [N, C] ----
 
 def _ln_check(x, weight, bias, out):
     require(x, "x", dtype="float16", ndim=2)
@@ -168,8 +167,7 @@ def layernorm(x, weight, bias, eps=EPS, out=None):
     return _best(LAYERNORM)(x, weight, bias, out=out)
 
 
-# ================================================================================================
-# GELU (tanh approximation) and bias + GELU
+# ---- GELU (tanh approximation) and bias + GELU ----
 
 def _elementwise_n(x):
     _size_ok(x.size)
@@ -288,8 +286,7 @@ def bias_gelu(x, bias, out=None):
     return _best(BIAS_GELU)(x, bias, out=out)
 
 
-# ================================================================================================
-# bias + residual (and the QKV-bias form without residual)
+# ---- bias + residual (and the QKV-bias form without residual) ----
 
 _NULL = np.uint64(0)
 
@@ -393,8 +390,7 @@ def bias_add_residual(x, bias, residual=None, out=None):
     return _bias_res_vec8(x, bias, residual, out=out)
 
 
-# ================================================================================================
-# Softmax over attention score rows [..., N]
+# ---- Softmax over attention score rows [..., N] ----
 
 def _sx_check(x, out):
     require(x, "scores", dtype="float16", ndim=(1, 2, 3))

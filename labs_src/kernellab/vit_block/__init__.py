@@ -2,11 +2,8 @@
 BLOCK_PLAN, MERGER_PLAN and PATCH_PLAN; seed 002 for the ViT prefill claim): random weights
 from a fixed seed, float64 references of the block, the merger and the tower (NumPy, or CuPy
 float64), the block in torch eager, the block and tower on the GPU, CUDA graphs, a per-op
-breakdown (GPU and host time apart), tokens/s, an Orin model on paper, and record() for make bench.
-
-reference.py  sizes, the call graph as data, bad input, random weights, the float64 references
-engine.py     Block, Merger, Tower (launch lists over one workspace), their CUDA graphs, the torch block
-report.py     the measurements (live or recorded), checks, the work and Orin model, tables, targets, record"""
+breakdown (GPU and host time apart), tokens/s, an Orin model on paper, and record() for make bench
+(reference.py, engine.py and report.py, in that order)."""
 from __future__ import annotations
 
 # The face: every name lab 06, the tests and a saved notebook read as vit_block.X.
@@ -23,8 +20,8 @@ from .engine import (  # noqa: F401
 from .report import (  # noqa: F401
     COLUMNS, GRIDS, ORIN_FP16_TFLOPS, ORIN_SMS, RECORD_NS, REPORT_PATCHES, TARGETS, VIT_BLOCK, accuracy,
     block_times, breakdown, check_block, check_graph_replay, check_merger, graph_table, graphs, grid_for, orin_model,
-    pick, plot_breakdown, ratio, record, shares, tokens_per_s, work,
-    amdahl_sentence, differ_sentence, say_amdahl, say_drawings, say_graphs, shares_said, speed_table)
+    orin_vs_reports, REPORTED,
+    per_op, pick, plot_breakdown, ratio, record, shares, shares_table, tokens_per_s, work,
+    say_amdahl, say_drawings, speed_pairs)
 
-# The block is not a ladder: a Family that records itself.
 FAMILIES = [VIT_BLOCK]

@@ -248,6 +248,21 @@ def orin_model(ns=(1024, 4096), board="agx"):
     return pd.DataFrame(rows)
 
 
+# the reports' ViT figures on an Orin, each beside the model at an N: (what, tokens/s, N)
+REPORTED = (("the matmul report's ViT prefill after its change (seed 002)", 676, 1024),
+            ("the matmul report's ViT prefill before its change (seed 002)", 385, 1024),
+            ("the vision report's 474.16 ms ViT encode of its image's patches (seed 000)", REPORT_PATCHES / 0.47416,
+             REPORT_PATCHES))
+
+
+def orin_vs_reports(orin):
+    """REPORTED beside orin_model's ceiling at its N: how far below the Orin's roofs the engine's ViT ran."""
+    import pandas as pd
+    ceiling = orin.set_index("N")["model tokens/s (upper bound)"]
+    return pd.DataFrame([{"reported": what, "tokens/s": t, "at N": n, "model ceiling": ceiling[n],
+                          "ceiling / reported": ceiling[n] / t} for what, t, n in REPORTED]).round(1)
+
+
 def tokens_per_s(gt):
     """Tokens/s of the tower from graph_table(gr, bd): N / wall time of one forward, eager and replay."""
     import pandas as pd
@@ -281,19 +296,34 @@ def shares(bd):
     return pd.DataFrame(rows)
 
 
-def shares_said(p) -> str:
-    """One device's shares(): the launch gaps' share of the eager wall at the smallest block and the largest tower
-    (launch-bound from 50%), cuBLAS's share of the tower's GPU time, and where the GPU time reads above the wall."""
-    p = p.sort_values("N")
-    small, big = p[p["what"] == "block"].iloc[0], p[p["what"].str.startswith("tower")].iloc[-1]
-    gaps, bad = (lambda r: 100 * r.gap_us / r.wall_us), p[p["disagree"]]          # noqa: E731
-    return (f"Launch gaps are **{gaps(small):.0f}%** of the eager wall at N = {small.N} ({small.what}): "
-            + ("launch-bound" if gaps(small) >= 50 else "the GPU work, not the launches, takes most of it")
-            + f"; at N = {big.N} ({big.what}) {gaps(big):.1f}%, and cuBLAS holds {100 * big.gemm_us / big.gpu_us:.0f}% of "
-            "the GPU time" + (f"; at {', '.join(f'{r.what} N = {r.N}' for r in bad.itertuples())} the GPU time lies above "
-                              "the wall beyond both bands: those two timings disagree" if len(bad) else "")
-            + ("" if (p["gap_us"] >= 0).all() else "; where the GPU time reads above the wall the plot draws the gap as 0")
-            + f" ({results.source(p)}).")
+def shares_table(sh):
+    """shares() to read, with the launch gaps' share of the eager wall (launch-bound from 50%), cuBLAS's share of the
+    GPU time, and GPU / events: the scale from the per-op events to the GPU time (per_op's GPU column)."""
+    if sh.empty:
+        return sh
+    gaps = (100 * sh["gap_us"] / sh["wall_us"]).round(1)
+    return sh.drop(columns=["date"]).round(1).assign(**{
+        "gaps % of wall": gaps, "launch-bound (gaps >= 50%)": np.where(gaps >= 50, "yes", "no"),
+        "cuBLAS % of GPU": (100 * sh["gemm_us"] / sh["gpu_us"]).round(1),
+        "GPU / events": (sh["gpu_us"] / sh["events_us"]).clip(upper=1.0).round(2)}).rename(columns={
+        "gemm_us": "GEMM GPU us", "kernel_us": "kernel GPU us", "gpu_us": "GPU us (replay)", "gap_us": "launch gaps us",
+        "events_us": "per-op events us (incl. host gaps)", "wall_us": "eager wall us", "host_us": "host us to issue"})
+
+
+def per_op(bd, sh):
+    """Per step of a tower forward on the device on screen: its events summed (host gaps included), launches, host µs
+    per launch, and GPU µs: the events scaled by GPU / events of shares_table."""
+    d = pick(bd)
+    if d is None or d.empty:
+        return d
+    d = d[d["unit"].str.startswith("tower") & d["kind"].isin(["gemm", "kernel"])]
+    f = pick(sh).set_index(["N", "what"])
+    f = (f["gpu_us"] / f["events_us"]).clip(upper=1.0)
+    per = d.groupby(["N", "unit", "name", "kind"], sort=False).agg(
+        events_us=("median_us", "sum"), launches=("median_us", "size"), host_us_per_launch=("host_us", "median")).reset_index()
+    per["GPU us (scaled to the replay)"] = per["events_us"] * [f[(n, u)] for n, u in zip(per["N"], per["unit"])]
+    return (per.sort_values(["N", "GPU us (scaled to the replay)"], ascending=[True, False]).round(1)
+            .rename(columns={"events_us": "events us (incl. host gaps)"}).drop(columns=["unit"]))
 
 
 def plot_breakdown(bd, name="06_vit_breakdown"):
@@ -390,67 +420,34 @@ def say_drawings(as_report, as_model, tanh_erf) -> None:
     d = rel_err(as_report, as_model)
     results.say(f"The main merger's output moves by **{d:.1e}** (normwise, relative) between the drawings, "
                 f"{d / error_bound(len(MERGER_PLAN)):.2f}× the fp16 storage bound of the merger alone: the tanh and "
-                f"erf GELUs differ by at most {tanh_erf['max_abs_diff']:.1e} (at x = {tanh_erf['at_x']:.2f}). The "
-                "DeepStack mergers differ in structure, not in rounding: their norm sees the 4608 merged values, "
-                "with 4608 weights of its own.")
+                f"erf GELUs differ by at most {tanh_erf['max_abs_diff']:.1e} (at x = {tanh_erf['at_x']:.2f}).")
 
 
-def speed_table(bt, ns=(256, 1024, 4096)):
-    """Per N: our block against the torch eager block, with and without SDPA, and our attention against SDPA
-    (ratios above 1: ours is faster), from the block times bt."""
-    import pandas as pd
-    return pd.DataFrame([{"N": n,
-                          "ours vs torch eager": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block", n),
-                          "ours vs torch + SDPA": ratio(bt, "block (lab kernels + cuBLAS)", "torch eager block (SDPA)", n),
-                          "our attention vs SDPA": ratio(bt, "attention: cuBLAS + softmax kernel",
-                                                         "torch F.scaled_dot_product_attention", n)} for n in ns]).round(2)
-
-
-def differ_sentence(p, b) -> str:
-    """Where the graph run's second readings (p) lie outside the breakdown run's bands, and why (b: block times)."""
-    at = lambda key: [f"{r['what'].split(' (')[0]} N = {r['N']}" for _, r in p.iterrows() if key in r["why they differ"]]  # noqa: E731
-    off = [f"{r['what'].split(' (')[0]} N = {r['N']} ({100 * (r['replay GPU us (graph run)'] / r['GPU us (replay)'] - 1):+.1f}%)"
-           for _, r in p.iterrows() if "replay GPU time" in r["why they differ"]]
-    k = b[(b["N"] == 256) & (b["name"] == "block (lab kernels + cuBLAS)")]
-    parts = []
-    if at("eager wall"):
-        parts.append(f"Its eager wall lies outside the breakdown run's band at {', '.join(at('eager wall'))}: a wall "
-                     "from idle follows the host's pace, and the host issued the launches at another pace (the host µs).")
-    if off:
-        parts.append(f"Its replay GPU time, the same method on another run, lies outside the band at {', '.join(off)}.")
-    if at("host time"):
-        parts.append(f"Its eager launches timed behind a spacer read the host's issue time, not GPU time, at "
-                     f"{', '.join(at('host time'))}: the spacer cannot hide hundreds of launches.")
-    parts.append(("Elsewhere the" if at("host time") else "The") + " eager launches timed behind a spacer read the GPU "
-                 "time plus the gaps between eager kernels"
-                 + (f", as is the block section's {k['median_us'].iloc[0]:.0f} µs at N = 256" if len(k) else "")
-                 + "; the per-op events sum higher still, since they also catch host gaps.")
-    return "The graph run measured some of these again. " + " ".join(parts) + f" ({results.source(p)})."
-
-
-def say_graphs(gt, bt) -> None:
-    """differ_sentence for the device on screen; nothing without a graph table."""
-    if not gt.empty:
-        results.each_device(gt, differ_sentence, bt)
-
-
-def amdahl_sentence(p, s_claim) -> str:
-    """One device's breakdown p: the lab kernels' share f of the tower's GPU time at the largest N, what the
-    report's s_claim asks of them (s = 1 + f·(r − 1)), and the 1/(1 − f) bound."""
-    t = shares(p)
-    t = t[t["what"].str.startswith("tower")].sort_values("N").iloc[-1]
-    f = t.kernel_us / t.gpu_us
-    return (f"At N = {t.N} the lab's kernels hold **{100 * f:.0f}%** of the tower's GPU time (the per-op events sum to "
-            f"{t.events_us / t.gpu_us:.2f}× the replay's GPU time, so the shares are close). The report's "
-            f"{s_claim:.3f}× (claim vit_block-004) from the kernels alone then needs them to have taken "
-            f"**{1 + (s_claim - 1) / f:.2f}×** as long before the change, and no kernel work at all could give at most "
-            f"{1 / (1 - f):.2f}×. A bound from this GPU and N, not the engine's measurement on an Orin "
-            f"({results.source(p)}).")
+def speed_pairs(bt, ns=RECORD_NS) -> None:
+    """Per N, our block against the torch eager block with and without SDPA, and our attention against SDPA, judged
+    by the noise rule (results.pairs); the two blocks' targets are the targets table's."""
+    results.pairs(one_source(bt), [(what, fast, slow, f"N={n}:float16") for what, fast, slow in (
+        ("ours vs torch eager", "block (lab kernels + cuBLAS)", "torch eager block"),
+        ("ours vs torch + SDPA", "block (lab kernels + cuBLAS)", "torch eager block (SDPA)"),
+        ("our attention vs SDPA", "attention: cuBLAS + softmax kernel", "torch F.scaled_dot_product_attention"))
+        for n in ns], "the block's GPU time")
 
 
 def say_amdahl(bd) -> None:
-    """amdahl_sentence for the device on screen, with the claimed s of claim vit_block-004 (docs/claims.csv)."""
+    """For the device on screen: the lab kernels' share f of the tower's GPU time at the largest N, what the report's
+    s (claim vit_block-004, docs/claims.csv) asks of them (s = 1 + f·(r − 1)), and the 1/(1 − f) bound."""
     cf = results.claims_file()
     s_claim = float(cf.set_index("id").loc["vit_block-004", "claimed"]) if len(cf) else float("nan")
+
+    def said(p) -> str:
+        t = shares(p)
+        t = t[t["what"].str.startswith("tower")].sort_values("N").iloc[-1]
+        f = t.kernel_us / t.gpu_us
+        return (f"At N = {t.N} the lab's kernels hold **{100 * f:.0f}%** of the tower's GPU time (the per-op events sum to "
+                f"{t.events_us / t.gpu_us:.2f}× the replay's GPU time, so the shares are close). The report's "
+                f"{s_claim:.3f}× (claim vit_block-004) from the kernels alone then needs them to have taken "
+                f"**{1 + (s_claim - 1) / f:.2f}×** as long before the change, and no kernel work at all could give at "
+                f"most {1 / (1 - f):.2f}×. A bound from this GPU and N, not the engine's measurement on an Orin "
+                f"({results.source(p)}).")
     if not bd.empty:
-        results.each_device(bd, lambda p: amdahl_sentence(p, s_claim))
+        results.each_device(bd, said)
