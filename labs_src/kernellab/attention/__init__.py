@@ -56,8 +56,8 @@ from .report import (  # noqa: F401
     host_text, limits_list, noisy_text, orin_decode_model, pf_vs_cublas, pf_vs_sdpa, prefill_bytes,
     prefill_compare, prefill_flops, prefill_limits_text, scores_bytes, then, fp32_peak_gflops, row_step_text)
 from .prose import (  # noqa: F401
-    C1, C4K, C4K_PF, C32K, cublas_claim_text, floor_text, say_block, say_decode, say_limits, say_noisy, say_prefill,
-    vs_sdpa_text, attention_share_text, causal_text, credit_text, decode06_limits_text, causal_limits_text)
+    C1, C4K, C4K_PF, C32K, cublas_claim_text, say_block, say_decode, say_limits, say_noisy,
+    say_prefill, attention_share_text, causal_text, credit_text, decode06_limits_text, causal_limits_text)
 from .stale import each_device, other_gpus, stale_line, stale_names, stale_said  # noqa: F401
 
 from .causal import (  # noqa: E402,F401
