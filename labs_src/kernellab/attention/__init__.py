@@ -17,15 +17,8 @@ launchers lab 08's decoder calls (preallocated outputs, device-side length and p
 CUDA graph replays every token), float64 references, the merge rule on the host, and an Orin
 model on paper.
 
-The package, one job per file (imports run down this list; the face re-exports every name, so
-`from kernellab import attention as A; A.decode, A.DEC_VARIANTS, A.host_text` read as before):
-  reference.py  shapes and constants, inputs and check cases, the float64 references
-  steps.py      launchers, Variants (decode, prefill), the merge, RoPE + KV append, torch baselines
-  report.py     bytes models, readers, targets, sentences, lab 06's block, the Orin model, the families
-  stale.py      a sentence or table over rows recorded with an earlier version of a step says so
-  prose.py      the sentences under the lab's tables, one call a cell
-  causal.py     the causal prefill a decoder's prompt runs (steps 16 and 07) and its family
-  ablation.py   the bundled steps (decode 04 -> 05, prefill 12 -> 13) one change at a time
+One job per file, imports running down this list: reference, steps, report, stale, prose, causal, ablation
+(each file's docstring says its job); this face re-exports every name, so `A.decode` reads as before.
 """
 from __future__ import annotations
 
