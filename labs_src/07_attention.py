@@ -534,13 +534,14 @@ kl.check.grade_exercise(SOLUTION, "merge_chunks", strict=True, **GRADE)
 # * **Decode 03**: four reads of each KV head (one per query head of its group), which would cost DRAM
 #   traffic once the cache outgrows L2: the hypothesis step 04 against 03 tests above, beside the
 #   cache's bytes and the L2 (no L2 counter is recorded).
-# * **Decode 04–05**: two changes, each credited only by its ablation (below); the counters' verdict is
-#   above. Each key costs CUDA-core instructions (dot products, shuffles, rescales): tensor cores for
-#   the 4-head GQA group (as FlashInfer does) are the next step to try, not measured here.
-# * **Prefill 01**: the $N^2$ bytes of the scores. **11** and **12 → 13**: below, from the record.
+# * **Decode 04–05**: two changes, each credited only by its ablation (above, given the other); the
+#   counters' verdict is above too. Each key costs CUDA-core instructions (dot products, shuffles,
+#   rescales): tensor cores for the 4-head GQA group (as FlashInfer does) are the next step to try,
+#   not measured here.
+# * **Prefill 01**: the $N^2$ bytes of the scores. **12 → 13**: its ablation, above. **11**: below.
 #   **13–15**: the counters' verdicts above. Hopper's asynchronous `wgmma` (which FlashAttention-3
 #   issues) is not used here: one candidate for the remaining gap to torch SDPA, not measured here;
 #   the backend torch picked is named above on a GPU (`show_sdpa_backend`).
 
 # %%
-A.say_limits(abl_dec, abl_pf, pf)
+A.say_limits(pf)

@@ -154,11 +154,9 @@ def credit_text(abl, which: str) -> str:
             + ".")
 
 
-def say_limits(abl_dec=None, abl_pf=None, pf=None) -> None:
-    """What limits each step: credit_text of both ablations, then row_step_text (the counters' verdicts are above)."""
-    results.say("* **Decode 04 → 05, by cause**: " + stale_said(abl_dec, credit_text(abl_dec, "decode")) + "\n"
-                "* **Prefill 12 → 13, by cause**: " + stale_said(abl_pf, credit_text(abl_pf, "prefill")) + "\n"
-                "* " + (stale_said(pf, row_step_text(pf), names=("11_row",)) if pf is not None else row_step_text(None)))
+def say_limits(pf) -> None:
+    """What limits step 11 (row_step_text); the ablations credit each change and the counters' verdicts are above."""
+    each_device(pf, row_step_text, names=("11_row",))
 
 
 # ---- where the default steps miss: their counters, read by the one rule (core.ncu.limiter) ------------
