@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..core import results
 from .stale import each_device, stale_said
-from .reference import HQ, PF_HEADS, PF_NS, dec_case_key, pf_case_key
+from .reference import DEC_LENGTHS, HQ, PF_HEADS, PF_NS, dec_case_key, pf_case_key
 from .ablation import ABLATION_PAIRS, DEC_ABLATION, PF_ABLATION
 from .causal import CAUSAL_NS, SDPA_CAUSAL, causal_case_key, causal_flops
 from ..core.ncu import limiter_of
@@ -55,7 +55,8 @@ def say_decode(dec) -> None:
     """The decode ladder's pairs by the noise rule, the read roof against its floor, step 06 (lab 08's) against
     SDPA over every length, step 05's host time per length, and that of steps 05 and 06 against SDPA's call."""
     from IPython.display import display
-    pairs(dec, [*((f"`{s}` against the library", s, SDPA_DEC, c) for s in DEC_SAID for c in (C4K, C32K)),
+    pairs(dec, [*(("step 05 against the library", "05_gqa_tile", SDPA_DEC, dec_case_key((HQ, n), "float16"))
+                  for n in DEC_LENGTHS), *(("step 06 against the library", DEC_SAID[1], SDPA_DEC, c) for c in (C4K, C32K)),
                 ("more blocks than query heads", "03_split", "02_head", C4K),
                 ("step 05 replayed as a CUDA graph (GPU time)", GRAPH_DEC, "05_gqa_tile", C1)], "the decode ladder")
     display(floor_table(dec))
