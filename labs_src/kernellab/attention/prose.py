@@ -41,7 +41,7 @@ def floor_table(dec):
     one's fraction of the read roof, the 0.75 target's outcome by the noise rule, and its fraction of the floor."""
     d = results.one_source(dec)
     out = {}
-    for name in dict.fromkeys((DEC_FLOOR, *DEC_SAID, results.fastest(d, C4K))):
+    for name in dict.fromkeys(n for n in (DEC_FLOOR, *DEC_SAID, results.fastest(d, C4K)) if n):
         for n, c in ((4096, C4K), (32768, C32K)):
             m, fl = results.frac_band(d, name, c, "read"), results.pick(d, DEC_FLOOR, "frac_read", case=c)
             out.setdefault(name, {}).update({f"{n} keys: of the read roof": round(m.value, 2),
