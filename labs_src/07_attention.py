@@ -190,6 +190,13 @@ A.say_noisy(dec)
 # %%
 A.show_sdpa_backend("decode")
 
+# %% [markdown]
+# Below: the ladder's pairs, each judged by the noise rule (time before / after: above 1, the later step
+# is faster); then the read roof against its floor, where the floor's own fraction is what launch and
+# ramp leave of the roof on a few µs of data (where the floor misses 0.75, no decode kernel can reach it);
+# then step 06 against SDPA at every length, and the host time per call (where `host_us` exceeds
+# `bare_host_us`, the rest is the Python launcher).
+
 # %%
 A.say_decode(dec)
 
@@ -239,7 +246,9 @@ plot.progress(dec, "07_decode_progress", roof="read", case=A.dec_case_key((A.HQ,
 # allows it; the table names that GPU): how busy DRAM, the issue slots and the tensor pipe are, and
 # why warps wait. Step 05 beside torch SDPA's kernel, at a long and a short cache; then step 06, the
 # decode lab 08 calls, beside SDPA's kernel at a short cache (64 keys) and at the shortest cache the
-# floor target covers (4096 keys).
+# floor target covers (4096 keys). Where the issue slots of step 05 are much busier than SDPA's, the
+# reason is in the kernel: our half-warps reduce every key's dot product with shuffles and accumulate
+# P·V with FP32 FMAs, where SDPA's kernel uses the tensor pipe.
 
 # %%
 lim_dec = results.limiters(A.DECODE)
@@ -378,6 +387,8 @@ plot.bars(pf[(pf["cols"] >= 4096) & (pf["name"] != "11_row")] if len(pf) else pf
 # %% [markdown]
 # ### What holds the prefill back: the counters
 # Step 14 against step 15 against SDPA's kernel, one launch each at N = 4096, under Nsight Compute.
+# Where the rule reads latency in steps 14 and 15, the likely mechanism (not isolated here) is one
+# warp's mma → softmax → mma chain, with too few warps beside it to fill the gaps.
 
 # %%
 lim_pf = results.limiters(A.PREFILL)
@@ -523,11 +534,14 @@ kl.check.grade_exercise(SOLUTION, "merge_chunks", strict=True, **GRADE)
 # * **Decode 03**: four reads of each KV head (one per query head of its group), which would cost DRAM
 #   traffic once the cache outgrows L2: the hypothesis step 04 against 03 tests above, beside the
 #   cache's bytes and the L2 (no L2 counter is recorded).
-# * **Decode 04–05**: two changes, each credited only by its ablation (below), then the counters.
-# * **Prefill 01**: the $N^2$ bytes of the scores. **11** and **12 → 13**: below, from the record.
-#   **13–15**: what the counters show (below). Hopper's asynchronous `wgmma` (which FlashAttention-3
+# * **Decode 04–05**: two changes, each credited only by its ablation (above, given the other); the
+#   counters' verdict is above too. Each key costs CUDA-core instructions (dot products, shuffles,
+#   rescales): tensor cores for the 4-head GQA group (as FlashInfer does) are the next step to try,
+#   not measured here.
+# * **Prefill 01**: the $N^2$ bytes of the scores. **12 → 13**: its ablation, above. **11**: below.
+#   **13–15**: the counters' verdicts above. Hopper's asynchronous `wgmma` (which FlashAttention-3
 #   issues) is not used here: one candidate for the remaining gap to torch SDPA, not measured here;
 #   the backend torch picked is named above on a GPU (`show_sdpa_backend`).
 
 # %%
-A.say_limits(lim_dec, lim_pf, abl_dec, abl_pf, pf)
+A.say_limits(pf)

@@ -17,15 +17,8 @@ launchers lab 08's decoder calls (preallocated outputs, device-side length and p
 CUDA graph replays every token), float64 references, the merge rule on the host, and an Orin
 model on paper.
 
-The package, one job per file (imports run down this list; the face re-exports every name, so
-`from kernellab import attention as A; A.decode, A.DEC_VARIANTS, A.host_text` read as before):
-  reference.py  shapes and constants, inputs and check cases, the float64 references
-  steps.py      launchers, Variants (decode, prefill), the merge, RoPE + KV append, torch baselines
-  report.py     bytes models, readers, targets, sentences, lab 06's block, the Orin model, the families
-  stale.py      a sentence or table over rows recorded with an earlier version of a step says so
-  prose.py      the sentences under the lab's tables, one call a cell
-  causal.py     the causal prefill a decoder's prompt runs (steps 16 and 07) and its family
-  ablation.py   the bundled steps (decode 04 -> 05, prefill 12 -> 13) one change at a time
+One job per file, imports running down this list: reference, steps, report, stale, prose, causal, ablation
+(each file's docstring says its job); this face re-exports every name, so `A.decode` reads as before.
 """
 from __future__ import annotations
 
@@ -56,8 +49,8 @@ from .report import (  # noqa: F401
     host_text, limits_list, noisy_text, orin_decode_model, pf_vs_cublas, pf_vs_sdpa, prefill_bytes,
     prefill_compare, prefill_flops, prefill_limits_text, scores_bytes, then, fp32_peak_gflops, row_step_text)
 from .prose import (  # noqa: F401
-    C1, C4K, C4K_PF, C32K, cublas_claim_text, floor_text, say_block, say_decode, say_limits, say_noisy, say_prefill,
-    vs_sdpa_text, attention_share_text, causal_text, credit_text, decode06_limits_text, causal_limits_text)
+    C1, C4K, C4K_PF, C32K, cublas_claim_text, say_block, say_decode, say_limits, say_noisy,
+    say_prefill, attention_share_text, causal_text, credit_text, decode06_limits_text, causal_limits_text)
 from .stale import each_device, other_gpus, stale_line, stale_names, stale_said  # noqa: F401
 
 from .causal import (  # noqa: E402,F401

@@ -3,14 +3,16 @@ results' functions (every number and verdict computed, none typed in); a noteboo
 `*_text(part)` returns one device's Markdown (for results.each_device); `say_*` prints."""
 from __future__ import annotations
 
+import pandas as pd
+
 from ..core import results
 from .stale import each_device, stale_said
-from .reference import HQ, PF_HEADS, dec_case_key, pf_case_key
+from .reference import DEC_LENGTHS, HQ, PF_HEADS, PF_NS, dec_case_key, pf_case_key
 from .ablation import ABLATION_PAIRS, DEC_ABLATION, PF_ABLATION
 from .causal import CAUSAL_NS, SDPA_CAUSAL, causal_case_key, causal_flops
 from ..core.ncu import limiter_of
-from .report import (CUBLAS_BLOCK, FLASH_BLOCK, SDPA_BLOCK, BLOCK_NS, DRAM, ISS, NO_COUNTERS, OCC, TP, host_text,
-                     limits_list, noisy_text, pf_vs_cublas, PF_TARGET, pf_vs_sdpa, row_step_text, then)
+from .report import (CUBLAS_BLOCK, FLASH_BLOCK, SDPA_BLOCK, BLOCK_NS, DRAM, ISS, NO_COUNTERS, OCC, TP, host_table, noisy_text,
+                     pf_vs_cublas, row_step_text)
 from .steps import DEC_FLOOR, GRAPH_DEC, SDPA_DEC, SDPA_PF
 
 C4K, C1 = dec_case_key((HQ, 4096), "float16"), dec_case_key((HQ, 1), "float16")     # decode at 4096 keys, 1 key
@@ -26,52 +28,42 @@ def say_noisy(dec) -> None:
             results.say(stale_said(part, noisy_text(part)))
 
 
-def floor_text(d) -> str:
-    """The decode floor at 4096 keys for one device: the fraction of the read roof a read-only kernel
-    reaches there, and the fastest step's share of that floor."""
-    fl, best4 = results.pick(d, DEC_FLOOR, "frac_read", case=C4K), results.fastest(d, C4K)
-    return results.unless_missing(
-        fl, f"The floor: at KV length 4096 ({results.pick(d, DEC_FLOOR, 'bytes', case=C4K) / 1e6:.0f} MB), a "
-            f"kernel that only reads as many bytes as the cache reaches **{fl:.2f}** of the read roof "
-            f"(`{DEC_FLOOR}`: launch and ramp weigh on a few µs of data), so "
-            f"{'no decode kernel can reach 0.75' if fl < 0.75 else '0.75 is within reach'} there ({results.source(d)}); "
-            f"the fastest step there, `{best4}`, reaches "
-            f"**{results.pick(d, best4, 'frac_read', case=C4K) / fl:.2f}** of that floor.")
+def pairs(df, rows, title: str) -> None:
+    """results.pairs on the device on screen, then a note where a row it reads ran an earlier version of its step."""
+    d = results.one_source(df)
+    results.pairs(d, rows, title)
+    if stale_said(d, "", names=[n for r in rows for n in r[1:3]]):
+        results.say(stale_said(d, "", names=[n for r in rows for n in r[1:3]]).strip())
 
 
-def of_floor_text(d, name, case) -> str:
-    """'; the read-only floor reaches F of the read roof there, so `name` is x of the floor' at one case
-    ('' when the floor is not recorded there): a roof figure stated against the floor beside it."""
-    fl, f = results.pick(d, DEC_FLOOR, "frac_read", case=case), results.pick(d, name, "frac_read", case=case)
-    return "" if fl != fl or f != f else (f"; the read-only floor reaches {fl:.2f} of the read roof there, so `{name}` "
-                                          f"is **{f / fl:.2f}** of the floor")
+def floor_table(dec):
+    """Steps 05 and 06 (and the fastest at 4096 keys) beside the read-only floor at 4096 and 32768 keys: each
+    one's fraction of the read roof, the 0.75 target's outcome by the noise rule, and its fraction of the floor."""
+    d = results.one_source(dec)
+    out = {}
+    for name in dict.fromkeys(n for n in (DEC_FLOOR, *DEC_SAID, results.fastest(d, C4K)) if n):
+        for n, c in ((4096, C4K), (32768, C32K)):
+            m, fl = results.frac_band(d, name, c, "read"), results.pick(d, DEC_FLOOR, "frac_read", case=c)
+            out.setdefault(name, {}).update({f"{n} keys: of the read roof": round(m.value, 2),
+                                             f"{n} keys: target 0.75": results.target_outcome(m, 0.75),
+                                             f"{n} keys: of the floor": round(m.value / fl, 2)})
+    mb = results.pick(d, DEC_FLOOR, "bytes", case=C4K) / 1e6
+    return pd.DataFrame(out).T.rename_axis(f"4096 keys read {mb:.0f} MB ({results.source(d)})")
 
 
 def say_decode(dec) -> None:
-    """The decode ladder's sentences: steps 05 and 06 (lab 08's) against SDPA, at 32768 keys and by their host
-    time, the floor at 4096, split-KV against one block per head, and the graph at one key."""
-    for step in DEC_SAID:
-        each_device(dec, lambda d: results.summary(d, step, SDPA_DEC))
-        each_device(dec, lambda d: results.roof_text(d, step, C32K, 0.75, roof="read")
-                    + of_floor_text(d, step, C32K) + f" ({results.source(d)}).")
-    each_device(dec, floor_text)
-    each_device(dec, lambda d: then(results.compare_text(d, "03_split", "02_head", C4K),
-                                            f": more blocks than query heads ({results.source(d)})."))
-    each_device(dec, lambda d: then(results.compare_text(d, GRAPH_DEC, "05_gqa_tile", C1),
-                                            f" in GPU time at one cached token ({results.source(d)})."))
-    each_device(dec, host_text)
+    """The decode ladder's pairs by the noise rule, the read roof against its floor, step 06 (lab 08's) against
+    SDPA over every length, step 05's host time per length, and that of steps 05 and 06 against SDPA's call."""
+    from IPython.display import display
+    pairs(dec, [*(("step 05 against the library", "05_gqa_tile", SDPA_DEC, dec_case_key((HQ, n), "float16"))
+                  for n in DEC_LENGTHS), *(("step 06 against the library", DEC_SAID[1], SDPA_DEC, c) for c in (C4K, C32K)),
+                ("more blocks than query heads", "03_split", "02_head", C4K),
+                ("step 05 replayed as a CUDA graph (GPU time)", GRAPH_DEC, "05_gqa_tile", C1)], "the decode ladder")
+    display(floor_table(dec))
+    each_device(dec, lambda d: results.summary(d, DEC_SAID[1], SDPA_DEC))
+    display(host_table(dec))
     for step in DEC_SAID:
         each_device(dec, lambda d: results.host_text(d, step, "SDPA"))
-
-
-def vs_sdpa_text(d, n) -> str:
-    """The fastest prefill step against torch SDPA at N = n on one device, with its band and the target (PF_TARGET)."""
-    name = results.fastest(d, pf_case_key((PF_HEADS, n), "float16"))
-    r = pf_vs_sdpa(n)(d)
-    return results.unless_missing(r.value, f"At N = {n} the fastest step, `{name}`, takes **{r.value:.2f}×** the "
-                                           f"time of torch SDPA (band {r.lo:.2f}–{r.hi:.2f}; target ≤ {PF_TARGET:g}, "
-                                           f"SDPA's speed: **{results.target_outcome(r, PF_TARGET, below=True)}**; "
-                                           f"{results.source(d)}).")
 
 
 def cublas_claim_text(d) -> str:
@@ -85,18 +77,17 @@ def cublas_claim_text(d) -> str:
 
 
 def say_prefill(pf) -> None:
-    """The prefill ladder's sentences: the fastest step against SDPA at 4096 and 16384, step 15 against
-    cuBLAS, each of steps 13, 14 and 15 against the step before it, and the seed's cuBLAS claim."""
-    for n in (4096, 16384):
-        each_device(pf, lambda d: vs_sdpa_text(d, n))
-    each_device(pf, lambda d: results.summary(d, "15_two_tiles", "01_cublas"))
-    each_device(pf, lambda d: then(results.compare_text(d, "13_cp_async", "12_mma", C4K_PF),
-                                           f": two changes together, cp.async and a second buffer stage (the "
-                                           f"ablation below times each alone; {results.source(d)})."))
-    each_device(pf, lambda d: then(results.compare_text(d, "14_padded", "13_cp_async", C4K_PF),
-                                           f": the padded row stride alone ({results.source(d)})."))
-    each_device(pf, lambda d: results.summary(d, "15_two_tiles", "14_padded")
-                        + " The query rows per warp are the one change.")
+    """The prefill ladder's pairs by the noise rule (steps 13, 14 and 15 each against the step before, the fastest
+    against SDPA and the cuBLAS path), then the seed's cuBLAS claim."""
+    d = results.one_source(pf)
+    at = {n: pf_case_key((PF_HEADS, n), "float16") for n in PF_NS}
+    best = {n: results.fastest(d, at[n]) for n in (4096, 16384)}
+    pairs(pf, [("cp.async and a second buffer stage (the ablation below takes them apart)", "13_cp_async", "12_mma",
+                C4K_PF), ("the padded row stride", "14_padded", "13_cp_async", C4K_PF),
+               *(("two query tiles per warp", "15_two_tiles", "14_padded", at[n]) for n in PF_NS),
+               *(("the fastest step against the library", best[n], SDPA_PF, at[n]) for n in best),
+               *(("flash attention against the cuBLAS path", "15_two_tiles", "01_cublas", at[n]) for n in PF_NS)],
+          "the prefill ladder")
     each_device(pf, cublas_claim_text, names=tuple(pf["name"].unique()) if len(pf) else ())   # it reads every step
 
 
@@ -117,12 +108,14 @@ def attention_share_text(d, pf, n) -> str:
 
 
 def say_block(blk, pf=None) -> None:
-    """Lab 06's block with flash attention against the cuBLAS block and torch's, per N (attention_share_text)."""
+    """Lab 06's block with flash attention against the cuBLAS block and torch's, per N, then whether the lead over
+    torch's comes from the attention (attention_share_text)."""
+    pairs(blk, [(what, FLASH_BLOCK, other, f"N={n}:float16") for n in BLOCK_NS for what, other in
+                (("flash attention in place of cuBLAS + softmax", CUBLAS_BLOCK), ("against torch's block", SDPA_BLOCK))],
+          "lab 06's block")
     for n in BLOCK_NS:
-        each_device(blk, lambda d, p: results.compare_text(d, FLASH_BLOCK, CUBLAS_BLOCK, f"N={n}:float16")
-                            + "; " + results.compare_text(d, FLASH_BLOCK, SDPA_BLOCK, f"N={n}:float16")
-                            + f" ({results.source(d)})."
-                            + (stale_said(p, attention_share_text(d, p, n)) if p is not None else ""), pf)
+        if pf is not None:
+            each_device(pf, lambda p: attention_share_text(p, p, n).strip())
 
 
 # ---- step 16: the causal prefill against SDPA -------------------------------------------------------
@@ -162,12 +155,9 @@ def credit_text(abl, which: str) -> str:
             + ".")
 
 
-def say_limits(lim_dec, lim_pf, abl_dec=None, abl_pf=None, pf=None) -> None:
-    """What limits each step: credit_text of both ablations, row_step_text, then limits_list."""
-    results.say("* **Decode 04 → 05, by cause**: " + stale_said(abl_dec, credit_text(abl_dec, "decode")) + "\n"
-                "* **Prefill 12 → 13, by cause**: " + stale_said(abl_pf, credit_text(abl_pf, "prefill")) + "\n"
-                "* " + (stale_said(pf, row_step_text(pf), names=("11_row",)) if pf is not None else row_step_text(None)))
-    results.say(limits_list(lim_dec, lim_pf))
+def say_limits(pf) -> None:
+    """What limits step 11 (row_step_text); the ablations credit each change and the counters' verdicts are above."""
+    each_device(pf, row_step_text, names=("11_row",))
 
 
 # ---- where the default steps miss: their counters, read by the one rule (core.ncu.limiter) ------------

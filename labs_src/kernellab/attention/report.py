@@ -9,7 +9,7 @@ from ..core.device import ORIN_SMS as _ORIN_SMS
 from ..core.family import Family, Target
 from ..core.results import (NAN, Measured, best, devices, fastest, frac_band, one_source, pick, ratio_band,
                             say, select, short_device, source, target_outcome, targets as targets_table, within_noise,
-                            worst_ratio)
+                            worst_ratio, host_text as results_host_text)
 from ..core.ncu import NO_COUNTERS, limiter_of
 from .reference import (D, DEC_CHECK_CASES, DEC_LENGTHS, FAMILY, HKV, HQ, PF_CHECK_CASES, PF_D, PF_HEADS, PF_NS,
                         _tolerance, dec_case_key, make_decode, make_prefill, pf_case_key, reference_decode,
@@ -132,61 +132,38 @@ def gqa_vs_split(df):
 
 
 def gqa_vs_split_text(df) -> str:
-    """gqa_vs_split in a sentence, for df's first device: where step 04 is slower, within noise, faster."""
+    """gqa_vs_split in one line, for df's first device: at which KV lengths step 04 is slower, within noise, faster."""
     g = gqa_vs_split(df)
     if g.empty:
         return "`04_gqa` against `03_split`: not measured here and not recorded yet."
 
     def at(verdict):
-        x = g[g["04 is"] == verdict]
-        if x.empty:
-            return f"{verdict} at none"
-        keys = ", ".join(str(n) for n in x["KV length"])
-        size = lambda mb: f"{mb * 1e3:.0f} kB" if mb < 1 else f"{mb:.1f} MB"   # noqa: E731
-        lo, hi = x["cache (MB)"].min(), x["cache (MB)"].max()
-        mb = size(lo) if lo == hi else f"{size(lo)}–{size(hi)}"
-        return f"{verdict} at {len(x)} (KV length {keys}; cache {mb})"
-    s = (f"On the {g['device'].iloc[0]}, over {len(g)} KV lengths `04_gqa` is " +
-         "; ".join(at(v) for v in ("slower", "within noise", "faster")) + " than `03_split`")
-    l2 = g["L2 (MB)"].iloc[0]
-    if l2 == l2:
-        s += f". That GPU's L2 holds {l2:.1f} MB"
-    r = g[g["KV length"] == 4096]
-    if len(r):
-        r = r.iloc[0]
-        s += (f"; at 4096 keys step 03 launches {r['blocks 03']} blocks and step 04 {r['blocks 04']}"
-              + (f", on {r['SMs']} SMs" if r["SMs"] == r["SMs"] and r["SMs"] is not None else ""))
-    return s + f" ({source(df)})."
+        keys = [str(n) for n in g.loc[g["04 is"] == verdict, "KV length"]]
+        return f"{verdict} at {len(keys)}" + (f" (KV length {', '.join(keys)})" if keys else "")
+    return (f"On the {g['device'].iloc[0]}, over {len(g)} KV lengths `04_gqa` is "
+            + "; ".join(at(v) for v in ("slower", "within noise", "faster")) + f" than `03_split` ({source(df)}).")
 
 
 def host_text(df) -> str:
-    """Host time, kept apart from GPU time, for df's first device: one eager `05_gqa_tile` call's host_us (with
-    and without the merge launch) against its bare launches, its GPU time, and the graph replay's host_us."""
+    """Step 05's host time per call against SDPA's call (results.host_text, with its measured reason)."""
+    return results_host_text(df, "05_gqa_tile", "SDPA")
+
+
+def host_table(df):
+    """Host time, kept apart from GPU time, of one eager `05_gqa_tile` call per KV length on df's first device: its
+    launches (the merge is a second one), `host_us` beside the same launches as bare kernel calls (`bare_host_us`)
+    and its GPU time, and the CUDA graph replay's `host_us`."""
     d = one_source(df)
     e, g = select(d, name="05_gqa_tile"), select(d, name=GRAPH_DEC)
     if e is None or e.empty or "host_us" not in e or e["host_us"].isna().all():
         return "Host time of step 05: not measured here and not recorded yet."
-    rng = lambda x: (f"{x.min():.1f}" if len(x) == 1 or x.min() == x.max()    # noqa: E731
-                     else f"{x.min():.1f}–{x.max():.1f}")
     f = facts(d)
-    try:
+    out = e.set_index("cols")[["host_us", "bare_host_us", "median_us"]]
+    if f.get("arch"):
         per_sm = blocks_per_sm_on(f["arch"])
-        e = e.assign(chunks=[chunks_for("05", int(n), f["sms"], per_sm) for n in e["cols"]])
-    except Exception:                       # no arch known: no split by launches
-        e = e.assign(chunks=float("nan"))
-    n, over = len(e), e[e["host_us"] > e["median_us"]]
-    s = (f"Host time is not GPU time. Eager, one `05_gqa_tile` call costs **{rng(e['host_us'])} µs** of host "
-         f"time (`host_us`) over {n} KV lengths, against {rng(e['median_us'])} µs of GPU time (`median_us`); "
-         f"the host time is the larger at {len(over)} of {n} lengths")
-    one, two = e[e["chunks"] == 1], e[e["chunks"] > 1]
-    if len(one) and len(two):
-        s += (f". With one chunk (one launch: KV length {', '.join(str(int(x)) for x in one['cols'])}) "
-              f"it costs {rng(one['host_us'])} µs; with the merge launch too ({len(two)} lengths) "
-              f"{rng(two['host_us'])} µs, while the same launches as bare kernel calls (`bare_host_us`) cost "
-              f"{rng(two['bare_host_us'])} µs: the rest is the Python launcher")
-    if len(g) and not g["host_us"].isna().all():
-        s += f". The graph replay costs {rng(g['host_us'])} µs of host time"
-    return s + f" ({source(df)})."
+        out.insert(0, "launches", [1 + (chunks_for("05", int(n), f["sms"], per_sm) > 1) for n in out.index])
+    out["graph replay host_us"] = g.set_index("cols")["host_us"]
+    return out.round(1).rename_axis(f"KV length, `05_gqa_tile` eager ({source(d)})")
 
 
 def noisy_text(df, spread=1.5) -> str:
@@ -289,79 +266,29 @@ TP, SMEM, OCC, ISS, DRAM = ("tensor pipe busy (%)", "shared memory busy (%)", "a
                         "issue slots busy (%)", "DRAM throughput (% of peak)")
 
 
-def _chain(lm) -> str:
-    """The mechanism behind a prefill step's latency limiter (only when the rule reads latency)."""
-    return (": one warp's mma → softmax → mma chain, with too few warps beside it to fill the gaps"
-            if lm is not None and lm.kind == "latency" else "")
+def limits_line(lim, cols) -> str:
+    """The one rule's verdict (core.ncu.limiter) on each launch `cols` of a results.limiters table (its counters
+    are the table on screen); NO_COUNTERS without them."""
+    if lim is None or not set(cols) <= set(getattr(lim, "columns", ())):
+        return NO_COUNTERS
+    return "Read by the one rule: " + "; ".join(f"`{c}`: {limiter_of(lim, c)}" for c in cols) + "."
 
 
 def prefill_limits_text(lim, n=4096) -> str:
-    """What limits the prefill steps and SDPA at N = n, read from results.limiters(PREFILL)."""
-    c = f"{PF_HEADS}x{n}:float16"
-    a, b, t = (f"{x} @ {c}" for x in ("14_padded", "15_two_tiles", SDPA_PF))
-    if lim is None or not {a, b, t} <= set(lim.columns):
-        return NO_COUNTERS
-    v = lambda row, col: float(lim.loc[row, col])            # noqa: E731
-    la, lb, lt = (limiter_of(lim, x) for x in (a, b, t))          # the one rule (core.ncu.limiter)
-    return (f"At N = {n}, in `14_padded` shared memory is busy **{v(SMEM, a):.0f}%** of the time and the tensor "
-            f"pipe **{v(TP, a):.0f}%**: {la}. In `15_two_tiles`, where each fragment feeds twice the mma's, "
-            f"shared memory is busy **{v(SMEM, b):.0f}%** and the tensor pipe **{v(TP, b):.0f}%**; SDPA's kernel "
-            f"keeps the tensor pipe at **{v(TP, t):.0f}%**. Step 15 runs at {v(OCC, b):.0f}% occupancy "
-            f"({v('registers per thread', b):.0f} registers a thread), its issue slots busy "
-            f"{v(ISS, b):.0f}% of the cycles: {lb}{_chain(lb)}. SDPA's kernel launches "
-            f"{v('grid size', t):.0f} blocks at {v(OCC, t):.0f}% occupancy, its issue slots busy "
-            f"{v(ISS, t):.0f}%: {lt}.")
+    """What limits steps 14 and 15 and SDPA at N = n, from results.limiters(PREFILL)."""
+    return limits_line(lim, [f"{x} @ {PF_HEADS}x{n}:float16" for x in ("14_padded", "15_two_tiles", SDPA_PF)])
 
 
 def decode_limits_text(lim, long=32768, short=1024) -> str:
     """What limits step 05 and SDPA at a long and a short KV length, from results.limiters(DECODE)."""
-    col = lambda name, n: f"{name} @ {HQ}x{n}:float16"            # noqa: E731
-    cols = [col(x, n) for x in ("05_gqa_tile", SDPA_DEC) for n in (long, short)]
-    if lim is None or not set(cols) <= set(lim.columns):
-        return NO_COUNTERS
-    v = lambda row, name, n: float(lim.loc[row, col(name, n)])     # noqa: E731
-    ours, sdpa = limiter_of(lim, col("05_gqa_tile", long)), limiter_of(lim, col(SDPA_DEC, long))
-    return (f"At KV length {long}, `05_gqa_tile` keeps DRAM **{v(DRAM, '05_gqa_tile', long):.0f}%** busy and "
-            f"SDPA **{v(DRAM, SDPA_DEC, long):.0f}%**. Ours issues an instruction in **{v(ISS, '05_gqa_tile', long):.0f}%** "
-            f"of the cycles, SDPA's kernel in **{v(ISS, SDPA_DEC, long):.0f}%**: our half-warps reduce every key's "
-            f"dot product with shuffles and accumulate P·V with FP32 FMAs; SDPA's kernel keeps the tensor pipe "
-            f"{v(TP, SDPA_DEC, long):.0f}% busy, ours {v(TP, '05_gqa_tile', long):.1f}%. Read by the one rule: in "
-            f"ours {ours}; in SDPA's {sdpa}. "
-            f"At length {short}: DRAM **{v(DRAM, '05_gqa_tile', short):.0f}%** busy (ours) and "
-            f"**{v(DRAM, SDPA_DEC, short):.0f}%** (SDPA) over {v('duration (ns)', '05_gqa_tile', short) / 1e3:.1f} and "
-            f"{v('duration (ns)', SDPA_DEC, short) / 1e3:.1f} µs, with {v('grid size', '05_gqa_tile', short):.0f} and "
-            f"{v('grid size', SDPA_DEC, short):.0f} blocks; read by the one rule: in ours "
-            f"{limiter_of(lim, col('05_gqa_tile', short))}; in SDPA's {limiter_of(lim, col(SDPA_DEC, short))}.")
+    return limits_line(lim, [f"{x} @ {HQ}x{n}:float16" for n in (long, short) for x in ("05_gqa_tile", SDPA_DEC)])
 
 
 def limits_list(lim_dec, lim_pf, long=32768, n=4096) -> str:
-    """The counter-based entries of "What limits each step" (decode 05 at a long cache, prefill 14
-    and 15 at N = n), each read from the recorded Nsight Compute readings (results.limiters)."""
-    out = []
-    d5 = f"05_gqa_tile @ {HQ}x{long}:float16"
-    if lim_dec is not None and d5 in getattr(lim_dec, "columns", ()):
-        v = lambda row: float(lim_dec.loc[row, d5])               # noqa: E731
-        out.append(f"* **Decode 04–05**, at KV length {long}: DRAM {v(DRAM):.0f}% busy, issue slots {v(ISS):.0f}%, "
-                   f"at {v(OCC):.0f}% occupancy ({v('registers per thread'):.0f} registers a thread): "
-                   f"{limiter_of(lim_dec, d5)}. Each key costs CUDA-core instructions (dot products, shuffles, "
-                   f"rescales); tensor cores for the 4-head GQA group (as FlashInfer does) are the next step to "
-                   f"try, not measured here.")
-    else:
-        out.append("* **Decode 04–05**: " + NO_COUNTERS)
-    c = f"{PF_HEADS}x{n}:float16"
-    a, b = f"14_padded @ {c}", f"15_two_tiles @ {c}"
-    if lim_pf is not None and {a, b} <= set(getattr(lim_pf, "columns", ())):
-        v = lambda row, col: float(lim_pf.loc[row, col])          # noqa: E731
-        la, lb = limiter_of(lim_pf, a), limiter_of(lim_pf, b)     # the one rule, for both steps
-        out.append(f"* **Prefill 13–14**, read at step 14, N = {n}: shared memory {v(SMEM, a):.0f}% busy, the "
-                   f"tensor pipe {v(TP, a):.0f}%: {la}{_chain(la)}.")
-        out.append(f"* **Prefill 15**: shared memory {v(SMEM, b):.0f}% busy, the tensor pipe {v(TP, b):.0f}%, "
-                   f"{v(OCC, b):.0f}% occupancy ({v('registers per thread', b):.0f} registers a thread): "
-                   f"{lb}{_chain(lb)}.")
-    else:
-        out.append("* **Prefill 13–15**: " + NO_COUNTERS)
-    src = lim_pf if lim_pf is not None else lim_dec
-    return "\n".join(out) + ("\n\n(Nsight Compute readings of one GPU: the tables above name it.)" if src is not None else "")
+    """The counter-based entries of "What limits each step": decode 05 at a long cache, prefill 14 and 15 at N = n."""
+    return "\n".join((f"* **Decode 04–05**: {limits_line(lim_dec, [f'05_gqa_tile @ {HQ}x{long}:float16'])}",
+                      "* **Prefill 13–15**: " + limits_line(lim_pf, [f"{x} @ {PF_HEADS}x{n}:float16"
+                                                                     for x in ("14_padded", "15_two_tiles")])))
 
 
 # ---- lab 06's block, with its attention both ways ---------------------------------------------------
