@@ -16,7 +16,7 @@ from .bytes_model import bytes_per_token, seed_gemv_gbps, seed_read_fraction
 from .config import TINY, Config, PATHS, QWEN3_8B
 from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import TOKEN_DECODE, GpuOps
-from .fused import FUSED, qk_norm_rope
+from .fused import qk_norm_rope
 from .measure import SKIPS, ctx_case, floor_name, skip_name, step_name
 from ..attention import targets_vs_floor
 from ..attention.stale import each_device, stale_names
@@ -125,46 +125,28 @@ TOKEN_GEMV_CASES = {"4096x4096": "o 4096×4096", "12288x4096": "12288×4096 (hal
                     "4096x12288": "down 4096×12288", "151936x4096": "the LM head 151936×4096"}
 
 
-def token_fraction(df, path: str, context: int = 512) -> str:
-    """A path's token against its own read-only floor at `context`, said beside lab 04's GEMVs against theirs
-    ('' where the token or its floor is not on screen)."""
-    r = results.ratio(one_source(df), step_name(path, "graph"), floor_name(path), ctx_case(context))
-    return "" if r != r else f"; the token itself reaches **{r:.2f}** of its own floor at context {context}"
-
-
 def gemv_limits(df) -> str:
     """What holds each path's GEMVs back, from lab 04's record (gemv.csv) of the device on screen at the token's
     own shapes (TOKEN_GEMV_CASES): the read-only floor's fraction of the read roof, the GEMV's of that floor."""
     rec = load_recorded(G.GEMV.name)
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) else None
     rec = rec[rec["device"] == dev] if dev is not None and len(rec) else rec
-    if rec.empty:
-        return MISSING
     parts = []
-    for path in PATHS:
-        if fused_gemvs(ran(df, path)):
-            parts.append(f"{path}: the token ran lab 08's fused steps `{fused_gemvs(ran(df, path))}`, which lab 04 "
-                         "does not record")
+    for path in PATHS if len(rec) else ():
+        r = ran(df, path)
+        if fused_gemvs(r):
+            parts.append(f"{path}: lab 08's fused steps `{fused_gemvs(r)}`, not in lab 04's record")
             continue
-        step = ran(df, path).get("gemv", G.GEMV.default[path])       # the GEMV step the token's record ran
+        step = r.get("gemv", G.GEMV.default[path])       # the GEMV step the token's record ran
         d = rec[(rec["dtype"] == path) & rec["case"].isin([f"{c}:{path}" for c in TOKEN_GEMV_CASES])]
-        fl, st = d[d["name"] == G.FLOOR], d[d["name"] == step]
-        if fl.empty or st.empty:
-            continue
-        f = fl.set_index("case")
-        r = (f["median_us"] / st.set_index("case")["median_us"]).dropna()
-        old = "; lab 04's rows of it ran an earlier version" if any(store.note(G.GEMV.name, st)) else ""
-        parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
-                     f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran{old}) "
-                     f"**{r.min():.2f}–{r.max():.2f}** of that floor" + token_fraction(df, path))
-    shapes = ", ".join(TOKEN_GEMV_CASES.values())
-    return ("Lab 04 measured what holds each path's GEMVs back, at the token's own shapes it records (" + shapes +
-            "; the fused QKV 6144×4096 and gate/up 24576×4096 are not recorded there): " + "; ".join(parts) +
-            f" (gemv.csv, recorded on {rec['device'].iloc[0]}). A token's floor reads every weight array, scales and "
-            f"zeros included, in one graph, while lab 04 times each GEMV alone: the two fractions are not of the same "
-            f"launches. Fewer bytes per GEMV also mean the fixed launch and "
-            f"ramp cost of each of a token's launches ({launches_per_token(QWEN3_8B, 'float16')} on the fp16 path, "
-            f"{launches_per_token(QWEN3_8B, 'int4')} on a quantised one) weighs more.") if parts else MISSING
+        fl, st = d[d["name"] == G.FLOOR].set_index("case"), d[d["name"] == step]
+        of = (fl["median_us"] / st.set_index("case")["median_us"]).dropna()
+        if len(of):
+            old = " (lab 04's rows of it ran an earlier version)" if any(store.note(G.GEMV.name, st)) else ""
+            parts.append(f"{path}: the floor over its bytes **{fl['frac_read'].min():.2f}–{fl['frac_read'].max():.2f}** "
+                         f"of the read roof, `{step}`{old} **{of.min():.2f}–{of.max():.2f}** of that floor")
+    return (f"Lab 04's record at the token's shapes ({', '.join(TOKEN_GEMV_CASES.values())}): " + "; ".join(parts)
+            + f" (gemv.csv, recorded on {rec['device'].iloc[0]}).") if parts else MISSING
 
 
 # the token step's ops that read no weight matrix (token_ops' names), as a sentence lists them
@@ -201,50 +183,13 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     if gap:
         said += (f" The whole gap to the floor is {gap}: those launches "
                  f"are {min(cost / (t - f), 1):.0%} of it; the rest, {max(t - f - cost, 0):.0f} µs, is the other "
-                 f"kernels' own run time and each GEMV's distance from its floor. " + others_text(d, cfg, t - f))
+                 f"kernels' own run time and each GEMV's distance from its floor. " + gap_text(d, context))
     return said
 
 
-def alone_us(stem: str, name: str, case: str, device: str, warm: bool = True) -> float:
-    """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded and `warm`,
-    else flushed; NaN when that record has no such row on `device`."""
-    r = select(load_recorded(stem), device=device, case=case)
-    w = pick(r, name, "warm_us") if warm else float("nan")
-    return w if w == w else pick(r, name, "median_us")
-
-
-def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
-    """The non-GEMV kernels of one fp16 token, each timed alone in its lab's record of the device on screen
-    (attention between its recorded lengths around `context`), summed against the gap to the floor."""
-    dev = d["device"].iloc[0]
-    below, above = max(n for n in (256, 1024) if n <= context), min(n for n in (1024, 4096) if n >= context)
-    n = token_ops(cfg, "float16")                 # the calls today's fp16 token step makes, per op
-    att = [n.get("decode", 0) * alone_us("attention_decode", TOKEN_DECODE, f"32x{k}:float16", dev) for k in (below, above)]
-    alone = {"fused": ("fused add + RMSNorm", "add_rmsnorm", "02_fused", "1x4096:float16"),
-             "silu_mul": ("SiLU × up", "decoder_ops", "01_silu_mul", "silu_mul:12288:float16"),
-             "embed": ("embedding", "decoder_ops", "03_embed", "embed:4096x4096:float16"),
-             "argmax": ("argmax", "decoder_ops", "04_argmax", "argmax:151936:float32")}
-    parts = {what: n[op] * alone_us(stem, name, case, dev) for op, (what, stem, name, case) in alone.items() if n.get(op)}
-    unrecorded = "RoPE + append is"
-    if n.get("qk_rope") and qk_fused():     # the token runs q/k norm + RoPE + append as one launch, which no record times alone
-        unrecorded = f"the q/k norm + RoPE + append (`{FUSED}`, one launch) is"
-    elif n.get("qk_rope"):
-        parts["q/k norms"] = n["qk_rope"] * alone_us("decoder_ops", "02_head_norm", "head_norm:32x8x128:float16", dev)
-    known = {k: v for k, v in parts.items() if v == v}
-    measured = gap_text(d, context)
-    if measured:
-        return measured
-    if any(a != a for a in att) or not known:
-        return "The other kernels' times alone are not all recorded on this device: the gap is not split here."
-    lo, hi = sum(known.values()) + min(att), sum(known.values()) + max(att)
-    return (f"Timed alone (warm L2), those other kernels sum to **{lo:.0f}–{hi:.0f} µs** per token: attention "
-            f"{n.get('decode', 0)} × `{TOKEN_DECODE}` {min(att):.0f}–{max(att):.0f} µs (its times at {below} and {above} keys), "
-            + ", ".join(f"{k} {v:.0f} µs" for k, v in known.items())
-            + f"; {unrecorded} not recorded alone. Against the gap of "
-            f"{gap:.0f} µs that is {lo / gap:.0%}–{hi / gap:.0%}: each time alone includes a launch and ramp that a "
-            "graph's back-to-back kernels partly overlap, so it bounds their share from above, and how the gap "
-            "splits between them and the GEMVs' distance from their floors is not measured here (a per-kernel "
-            "trace of one replayed token would measure it).")
+def alone_us(stem: str, name: str, case: str, device: str) -> float:
+    """One kernel's recorded GPU time alone (L2 flushed); NaN when that record has no such row on `device`."""
+    return pick(select(load_recorded(stem), device=device, case=case), name, "median_us")
 
 
 def tokens_text(df, context: int = 512) -> str:
@@ -322,12 +267,6 @@ def say_fp16_storage(cfg: Config, new, logits, new16, logits16) -> None:
                 f"{margin.min():.3f}, the largest logit error {np.abs(logits16 - logits).max():.1e}.")
 
 
-def paths_text(d, context: int = 512) -> str:
-    """int4 and W8A16 graph-replayed token steps against fp16's at `context`, one device."""
-    return "; ".join(results.compare_text(d, step_name(p, "graph"), step_name("float16", "graph"), ctx_case(context))
-                     for p in ("int4", "w8a16")) + f" ({results.source(d)})."
-
-
 def gap_text(d, context: int = 512) -> str:
     """Where the fp16 token's gap to its read-only floor goes, measured: the graph-replayed token with each non-GEMV
     op left out (measure.skip_rows, timing only), its cost by the noise rule; '' where those rows are not recorded."""
@@ -369,7 +308,7 @@ def contexts_text(d, cfg: Config = QWEN3_8B, floor_at: int = 512) -> str:
             "is " + ", ".join(f"**{of[n]:.2f}** of it at context {n}" for n in ctxs) + ".")
     short, long = ctxs[0], ctxs[-1]
     dev, calls = d["device"].iloc[0], token_ops(cfg, "float16").get("decode", 0)
-    att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev, warm=False) for n in (short, long)}
+    att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev) for n in (short, long)}
     grow, agrow = t[long] - t[short], calls * (att[long] - att[short])
     if long > short and agrow == agrow and grow > 0:
         said += (f" From context {short} to {long} the token grows by {grow:.0f} µs; its {calls} calls of "
@@ -380,12 +319,11 @@ def contexts_text(d, cfg: Config = QWEN3_8B, floor_at: int = 512) -> str:
 
 
 def say_tokens(tps, context: int = 512) -> None:
-    """The tokens/s table's sentences: the steps each path ran, graph against eager, the quantised
-    paths against fp16, what holds the GEMVs back, and the launches' share of a token."""
+    """The tokens/s table's sentences: the steps each path ran, graph against eager, what holds the GEMVs back,
+    and the launches' share of a token (the paths against each other: the targets table)."""
     steps = [step_name(p, "graph") for p in PATHS]                 # what ran_text, tokens_text ... read
     each_device(tps, lambda d: ran_text(d), names=steps)
     each_device(tps, lambda d: tokens_text(d, context), names=[step_name("float16", m) for m in ("graph", "eager")])
-    each_device(tps, lambda d: paths_text(d, context))
     each_device(tps, gemv_limits, names=steps)
     each_device(tps, launch_share, names=[step_name("float16", "graph"), floor_name("float16")])
     each_device(tps, contexts_text, names=[step_name("float16", "graph"), floor_name("float16")])
@@ -411,25 +349,11 @@ def targets_table(tps, tb, baselines):
                      ignore_index=True)
 
 
-def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
-    """Our fp16 graph step against each torch baseline in `bases` at `context`, and how far the read roof would
-    let a decoder beat transformers (baselines.targets[-1].floor), one device; then what bounds such a target."""
-    ours = step_name("float16", "graph")
-    tb = with_fractions(tb)
-
-    def said(d):
-        cap = baselines.targets[-1].floor(d)
-        cap = getattr(cap, "value", cap)
-        return ("; ".join(results.compare_text(d, ours, base, ctx_case(context)) for base in bases)
-                + ". " + results.unless_missing(cap, f"Even at the read roof (every byte of a token at full "
-                                                     f"bandwidth) a decoder would be only **{cap:.1f}×** faster "
-                                                     f"than transformers")
-                + f" ({results.source(d)}).")
-    each_device(tb, said)
+def say_vs_torch(tb, *bases) -> None:
+    """How the torch baselines' time per token, and our ratio to them, move with the context, one device (the
+    ratios at each context, with how far the read roof would let them go: the targets table)."""
     each_device(tb, lambda d: context_text(d, bases[-1]))
-    each_device(tb, lambda d: growth_text(d, ours, bases[0]))
-    results.say("How far a target over transformers can go is set by transformers' own speed on that GPU and host "
-                "(the 'at the floor' column below).")
+    each_device(tb, lambda d: growth_text(d, step_name("float16", "graph"), bases[0]))
 
 
 def growth_text(d, ours: str, base: str, short: int = 1, long: int = 4096) -> str:
