@@ -59,7 +59,10 @@ D.say_bytes(cfg)
 # judged by the fraction of the read roof it reaches (bytes per token ÷ (time × read roof)).
 #
 # ### What the seeds measured
-# The seeds report Qwen3-8B's decode speed on their Orin (from `docs/claims.csv`):
+# The seeds report Qwen3-8B's decode speed on their Orin (from `docs/claims.csv`). Below the table, what this lab's
+# bytes model makes of their best figures: a model of what the seeds' engines moved, not a measurement. Where seed
+# 002's own GEMV time allows fewer tokens/s than the seeds report, their kernel times and their tokens/s cannot both
+# hold for this model on one bandwidth; this lab does not reconcile them, and quotes each as the seed wrote it.
 
 # %%
 seeds = D.seed_figures()
