@@ -395,8 +395,7 @@ pt = T.measure_prefill()
 results.table(pt, ["case", "name", "median_us", "p10_us", "p90_us", "host_us", "tflops"])
 
 # %%
-T.say_ttft(pt)
-results.targets(T.PREFILL.targets, pt)
+results.targets(T.PREFILL.targets, pt)                 # the tables' ratios, judged by the noise rule
 
 # %% [markdown]
 # ### Every Qwen3 size, and Qwen2.5-7B

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import results
 from .core.family import Family, Target
-from .core.results import one_source, pick, print_once, ratio_band
+from .core.results import live_or_recorded, one_source, pick, print_once, ratio_band
 from .decoder import QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, step_name, token_steps
 from .torch_models import (  # noqa: F401
     WIDE, TorchQwen3, gpu_check, transformers_check, transformers_model, transformers_on_gpu, transformers_step,
@@ -74,7 +73,6 @@ def baseline_rows(cfg: Config = QWEN3_8B, contexts=(1, 512), layers: int | None 
 
 def measure_baselines(**kw):
     """baseline_rows live, or the recorded rows (decoder_torch.csv), or a loud skip: the one switch."""
-    from .core.results import live_or_recorded
     return live_or_recorded(NAME, "our fp16 token step beside a torch.compile'd torch decoder and transformers' "
                             "Qwen3ForCausalLM, on the same weights, in one run", lambda: baseline_rows(**kw))
 
@@ -156,21 +154,8 @@ def prefill_rows(cfg: Config = QWEN3_8B, prompts=PROMPTS, reps: int = 10) -> lis
 
 def measure_prefill(**kw):
     """prefill_rows live, or the recorded rows (decoder_prefill.csv), or a loud skip."""
-    from .core.results import live_or_recorded
     return live_or_recorded(PREFILL_NAME, "time to the first token: our prefill beside transformers' (sdpa), on the "
                             "same fp16 weights, in one run", lambda: prefill_rows(**kw))
-
-
-def say_ttft(pt) -> None:
-    """One line per device on screen: our time to the first token against transformers' at each prompt
-    length, and the tensor-core rate our prefill reached at the longest."""
-    def said(d):
-        parts = [results.compare_text(d, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}") for n in PROMPTS]
-        rate = results.pick(d, OURS_PREFILL, "tflops", case=f"prompt {PROMPTS[-1]}")
-        return ("; ".join(parts) + ". " + results.unless_missing(
-            rate, f"At {PROMPTS[-1]} tokens our prefill runs **{rate:.0f} TFLOP/s** (GEMMs and attention)")
-            + f" ({results.source(d)}).")
-    results.each_device(pt, said)
 
 
 def _ttft_vs(n):
@@ -247,7 +232,6 @@ def _peer_rows(cfg, dec, model, context, reps, read, wall) -> list:
 
 def measure_sizes(**kw):
     """size_rows live, or the recorded rows (decoder_sizes.csv), or a loud skip."""
-    from .core.results import live_or_recorded
     return live_or_recorded(SIZES_NAME, "every Qwen3 size and Qwen2.5-7B: our token step per path beside its floor, "
                             "transformers and the torch.compile decoder, in one run", lambda: size_rows(**kw))
 

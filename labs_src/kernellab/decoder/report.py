@@ -193,19 +193,16 @@ def alone_us(stem: str, name: str, case: str, device: str) -> float:
 
 
 def tokens_text(df, context: int = 512) -> str:
-    """One sentence on the fp16 graph-replayed vs eager token time at `context`, from the frame on
-    screen (live or recorded), or the line saying nothing is measured or recorded yet."""
-    d = select(df, path="float16", context=context)
-    g, e = select(d, mode="graph"), select(d, mode="eager")
-    if g is None or g.empty or e.empty:
+    """The fp16 graph-replayed token against the eager one at `context` by the noise rule, and the host's µs per
+    token of each (their times: the table on screen), or the line saying nothing is measured or recorded yet."""
+    d, case = select(df, path="float16", context=context), ctx_case(context)
+    graph, eager = step_name("float16", "graph"), step_name("float16", "eager")
+    hg, he = (pick(d, n, "host_us", case=case) for n in (graph, eager))
+    if hg != hg or he != he:
         return MISSING
-    g, e = g.iloc[0], e.iloc[0]
-    lo, hi = e["p10_us"] / g["p90_us"], e["p90_us"] / g["p10_us"]
-    return (f"Graph-replayed, a token takes **{g['median_us'] / 1e3:.2f} ms** at context {context} "
-            f"({1e6 / g['median_us']:.1f} tokens/s, **{g['frac_read']:.2f}** of the read roof, {int(g['layers run'])} layers); "
-            f"eager it takes {e['median_us'] / 1e3:.2f} ms (p10–p90 {e['p10_us'] / 1e3:.2f}–{e['p90_us'] / 1e3:.2f} ms; "
-            f"{e['median_us'] / g['median_us']:.2f}× the graph, band {lo:.2f}–{hi:.2f}), and the host "
-            f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay ({source(df)}).")
+    return (f"Replayed as one CUDA graph, the fp16 token at context {context} is {results.times(d, graph, eager, case)} "
+            f"as fast as eager, and the host pays {hg:.0f} µs per replay against {he:.0f} µs per eager token "
+            f"({source(df)}).")
 
 
 # ---- the notebook's sentences, one call a cell (each reads the frames and arrays on screen) ------------------
