@@ -17,7 +17,7 @@ from .config import TINY, Config, PATHS, QWEN3_8B
 from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import TOKEN_DECODE, GpuOps
 from .fused import qk_norm_rope
-from .measure import SKIPS, ctx_case, floor_name, skip_name, step_name
+from .measure import DECODER, SKIPS, ctx_case, floor_name, skip_name, step_name
 from ..attention import targets_vs_floor
 from ..attention.stale import each_device, stale_names
 
@@ -319,23 +319,11 @@ def say_tokens(tps, context: int = 512) -> None:
     each_device(tps, contexts_text, names=[step_name("float16", "graph"), floor_name("float16")])
 
 
-def with_fractions(tb):
-    """tb with frac_read derived by store.derive (its one writer) where a device's record left it empty."""
-    import pandas as pd
-    if tb is None or not len(tb) or "frac_read" not in tb or not tb["frac_read"].isna().any():
-        return tb
-    parts = [store.derive(p.copy(), store.recorded_roofs(p), "read")
-             if (p["source"] == "recorded").all() and p["frac_read"].isna().all() and store.recorded_roofs(p) else p
-             for p in results.devices(tb) if p is not None and len(p)]
-    return pd.concat(parts, ignore_index=True) if parts else tb
-
-
 def targets_table(tps, tb, baselines):
     """DECODER's targets on tps and the torch decoders' (baselines) on tb, each judged against the roof and its
     floor (attention.targets_vs_floor)."""
     import pandas as pd
-    from .measure import DECODER
-    return pd.concat([targets_vs_floor(DECODER.targets, tps), targets_vs_floor(baselines.targets, with_fractions(tb))],
+    return pd.concat([targets_vs_floor(DECODER.targets, tps), targets_vs_floor(baselines.targets, tb)],
                      ignore_index=True)
 
 
@@ -392,16 +380,15 @@ def claims_table(tps, measured, families):
 
 
 def say_orin(orin, seeds, context: int = 512, fraction: float = 0.75) -> None:
-    """The Orin model (orin_model) at `fraction` of the datasheet bandwidth and `context`, fp16 and
-    int4, beside the seeds' measured tokens/s (seed_span): what bytes alone predict and what was measured."""
-    o16, o4 = (orin[(orin["path"] == p) & (orin["context"] == context)].iloc[0] for p in ("float16", "int4"))
+    """The seeds' measured tokens/s (seed_span) against the Orin model on screen (orin_model) at `fraction` of the
+    datasheet bandwidth and `context`, fp16 and int4: what bytes alone predict and what was measured."""
     col = [c for c in orin.columns if c.startswith(f"tokens/s at {fraction:.2f}")][0]
+    o16, o4 = (orin.loc[(orin["path"] == p) & (orin["context"] == context), col].iloc[0] for p in ("float16", "int4"))
     best, lo, hi = seed_span(seeds)
-    results.say(f"Model, at {fraction:g} of the datasheet bandwidth and context {context}: fp16 **{o16[col]:.1f}** "
-                f"tokens/s, int4 **{o4[col]:.1f}** tokens/s ({o4[col] / o16[col]:.2f}× fp16). The seeds measured "
-                f"{best:.2f} (fp16: {best / o16[col]:.2f}× the model's fp16 figure) and {lo:.2f}–{hi:.2f} (AWQ: "
-                f"{hi / o4[col]:.2f}× the model's int4 figure at best). Bytes alone predict AWQ "
-                f"{o4[col] / o16[col]:.1f}× faster than fp16; the seeds measured it {hi / best:.2f}× as fast.")
+    results.say(f"Against the model at {fraction:g} of the datasheet bandwidth and context {context}, the seeds measured "
+                f"{best:.2f} fp16 tokens/s ({best / o16:.2f}× the model's figure) and {lo:.2f}–{hi:.2f} AWQ ({hi / o4:.2f}× "
+                f"its int4 figure at best). Bytes alone predict AWQ **{o4 / o16:.2f}×** as fast as fp16; the seeds "
+                f"measured it **{hi / best:.2f}×** as fast.")
 
 
 def say_launches(cfg: Config = QWEN3_8B) -> None:
