@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core.family import Family, Target
-from .core.results import live_or_recorded, one_source, pick, print_once, ratio_band
+from .core.results import one_source, pick, print_once, ratio_band
 from .decoder import QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, step_name, token_steps
 from .torch_models import (  # noqa: F401
     WIDE, TorchQwen3, gpu_check, transformers_check, transformers_model, transformers_on_gpu, transformers_step,
@@ -73,6 +73,7 @@ def baseline_rows(cfg: Config = QWEN3_8B, contexts=(1, 512), layers: int | None 
 
 def measure_baselines(**kw):
     """baseline_rows live, or the recorded rows (decoder_torch.csv), or a loud skip: the one switch."""
+    from .core.results import live_or_recorded
     return live_or_recorded(NAME, "our fp16 token step beside a torch.compile'd torch decoder and transformers' "
                             "Qwen3ForCausalLM, on the same weights, in one run", lambda: baseline_rows(**kw))
 
@@ -154,6 +155,7 @@ def prefill_rows(cfg: Config = QWEN3_8B, prompts=PROMPTS, reps: int = 10) -> lis
 
 def measure_prefill(**kw):
     """prefill_rows live, or the recorded rows (decoder_prefill.csv), or a loud skip."""
+    from .core.results import live_or_recorded
     return live_or_recorded(PREFILL_NAME, "time to the first token: our prefill beside transformers' (sdpa), on the "
                             "same fp16 weights, in one run", lambda: prefill_rows(**kw))
 
@@ -232,6 +234,7 @@ def _peer_rows(cfg, dec, model, context, reps, read, wall) -> list:
 
 def measure_sizes(**kw):
     """size_rows live, or the recorded rows (decoder_sizes.csv), or a loud skip."""
+    from .core.results import live_or_recorded
     return live_or_recorded(SIZES_NAME, "every Qwen3 size and Qwen2.5-7B: our token step per path beside its floor, "
                             "transformers and the torch.compile decoder, in one run", lambda: size_rows(**kw))
 
