@@ -102,9 +102,9 @@ print(f"{small.name}: prompt {prompt} -> greedy tokens {new}")
 # also checks the checkpoint loader against transformers' own `save_pretrained`.
 
 # %%
-from kernellab.torch_decoder import transformers_check
+from kernellab import torch_decoder as T
 
-hf = [t for t in (transformers_check(c) for c in (D.TINY, small)) if t is not None]
+hf = [t for t in (T.transformers_check(c) for c in (D.TINY, small)) if t is not None]
 pd.concat(hf, ignore_index=True) if hf else None
 
 # %% [markdown]
@@ -263,7 +263,6 @@ kl.say(f"The emulated token step generates {emu_new} ({'the same tokens as' if e
 # the logits at that step ("decided steps"); after that, either token is a fair answer.
 
 # %%
-from kernellab import torch_decoder as T
 kl.device.live_only("compares our GPU decoder's logits and greedy tokens with transformers' on the GPU",
                     lambda: T.gpu_check(T.WIDE, seeds=(1, 2)))
 

@@ -24,11 +24,9 @@ OURS = step_name("float16", "graph")
 
 
 def baseline_rows(cfg: Config = QWEN3_8B, contexts=(1, 512), layers: int | None = None, reps: int = 20) -> list:
-    """Live, in one run on one set of fp16 weights (drawn on the GPU; the torch models read them as
-    views, no copy): our graph-replayed token step, the compact torch decoder compiled by
-    torch.compile and captured as one CUDA graph (gpt-fast's recipe; its static cache holds
-    context + 8 positions), and transformers' Qwen3ForCausalLM, eager, each timed like our step
-    (bench.wall). A baseline that is not installed, or fails, prints why; the others are kept."""
+    """Live, in one run on one set of fp16 weights (the torch models read them as views): our graph-replayed token
+    step, the torch decoder compiled and captured as one CUDA graph (gpt-fast's recipe), and transformers, eager,
+    each timed by bench.wall. A baseline that is not installed, or fails, prints why; the others are kept."""
     from dataclasses import replace
     import cupy
     from .core.bench import roof_values, wall

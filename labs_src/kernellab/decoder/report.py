@@ -25,8 +25,7 @@ from ..attention.stale import each_device, stale_names
 # ---- sentences computed from the results on screen -------------------------------------------------------------
 
 def qk_fused(path: str = "float16") -> bool:
-    """Whether today's token step runs the q/k head norm, RoPE and the cache append as one launch
-    (GpuOps' qk_rope is lab 08's fused step) or as two (head norm, then RoPE + append)."""
+    """Whether today's token step runs the q/k head norm, RoPE and the cache append as one launch (lab 08's)."""
     return GpuOps(path).qk_rope is qk_norm_rope
 
 
@@ -208,8 +207,7 @@ def tokens_text(df, context: int = 512) -> str:
 # ---- the notebook's sentences, one call a cell (each reads the frames and arrays on screen) ------------------
 
 def say_bytes(cfg: Config = QWEN3_8B, context: int = 512, long: int = 4096) -> None:
-    """What an fp16 token reads at `context` (weights, LM head, KV cache), what int4 weights leave,
-    and how the KV cache grows per token of context up to `long` (bytes_per_token)."""
+    """What an fp16 token reads at `context` by part, what int4 weights leave, and the KV cache's growth to `long`."""
     b16, b4 = bytes_per_token(cfg, "float16", context), bytes_per_token(cfg, "int4", context)
     results.say(f"At context {context} an fp16 token reads **{b16['total'] / 1e9:.2f} GB**: the layers' weights are "
                 f"{b16['layer weights'] / b16['total']:.1%} of it, the LM head {b16['LM head'] / b16['total']:.1%}, "
@@ -247,8 +245,7 @@ def say_seeds(seeds) -> None:
 
 
 def say_fp16_storage(cfg: Config, new, logits, new16, logits16) -> None:
-    """fp16 storage against the float64 reference on `cfg`: the logits' normwise error beside its
-    bound (error_bound), whether the greedy tokens agree, and the top-2 margin against the error."""
+    """fp16 storage against the float64 reference: the logits' error beside error_bound, the greedy tokens, the margin."""
     e16, margin = rel_err(logits16, logits), top2_margin(logits)
     results.say(f"fp16 storage moves the logits by **{e16:.1e}** (normwise, relative); the bound is "
                 f"**{error_bound(cfg):.1e}** ({STAGES_PER_LAYER} stores per layer × {cfg.layers} layers + 2, × 2^-11). "
@@ -320,8 +317,7 @@ def say_tokens(tps, context: int = 512) -> None:
 
 
 def targets_table(tps, tb, baselines):
-    """DECODER's targets on tps and the torch decoders' (baselines) on tb, each judged against the roof and its
-    floor (attention.targets_vs_floor)."""
+    """DECODER's targets on tps and the torch decoders' (baselines) on tb, judged by attention.targets_vs_floor."""
     import pandas as pd
     return pd.concat([targets_vs_floor(DECODER.targets, tps), targets_vs_floor(baselines.targets, tb)],
                      ignore_index=True)
