@@ -197,11 +197,12 @@ def tokens_text(df, context: int = 512) -> str:
     d, case = select(df, path="float16", context=context), ctx_case(context)
     graph, eager = step_name("float16", "graph"), step_name("float16", "eager")
     hg, he = (pick(d, n, "host_us", case=case) for n in (graph, eager))
-    if hg != hg or he != he:
+    m = ratio_band(d, graph, eager, case)
+    if hg != hg or he != he or not m.ok:
         return MISSING
     return (f"Replayed as one CUDA graph, the fp16 token at context {context} is {results.times(d, graph, eager, case)} "
-            f"as fast as eager, and the host pays {hg:.0f} µs per replay against {he:.0f} µs per eager token "
-            f"({source(df)}).")
+            f"as fast as eager (band {m.lo:.2f}–{m.hi:.2f}), and the host pays {hg:.0f} µs per replay against {he:.0f} µs "
+            f"per eager token ({source(df)}).")
 
 
 # ---- the notebook's sentences, one call a cell (each reads the frames and arrays on screen) ------------------
