@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import results
 from .core.family import Family, Target
 from .core.results import one_source, pick, print_once, ratio_band
 from .decoder import QWEN3_8B, RECORD_CONTEXTS, Config, Decoder, ctx_case, step_name, token_steps
@@ -25,11 +24,9 @@ OURS = step_name("float16", "graph")
 
 
 def baseline_rows(cfg: Config = QWEN3_8B, contexts=(1, 512), layers: int | None = None, reps: int = 20) -> list:
-    """Live, in one run on one set of fp16 weights (drawn on the GPU; the torch models read them as
-    views, no copy): our graph-replayed token step, the compact torch decoder compiled by
-    torch.compile and captured as one CUDA graph (gpt-fast's recipe; its static cache holds
-    context + 8 positions), and transformers' Qwen3ForCausalLM, eager, each timed like our step
-    (bench.wall). A baseline that is not installed, or fails, prints why; the others are kept."""
+    """Live, in one run on one set of fp16 weights (the torch models read them as views): our graph-replayed token
+    step, the torch decoder compiled and captured as one CUDA graph (gpt-fast's recipe), and transformers, eager,
+    each timed by bench.wall. A baseline that is not installed, or fails, prints why; the others are kept."""
     from dataclasses import replace
     import cupy
     from .core.bench import roof_values, wall
@@ -159,18 +156,6 @@ def measure_prefill(**kw):
     from .core.results import live_or_recorded
     return live_or_recorded(PREFILL_NAME, "time to the first token: our prefill beside transformers' (sdpa), on the "
                             "same fp16 weights, in one run", lambda: prefill_rows(**kw))
-
-
-def say_ttft(pt) -> None:
-    """One line per device on screen: our time to the first token against transformers' at each prompt
-    length, and the tensor-core rate our prefill reached at the longest."""
-    def said(d):
-        parts = [results.compare_text(d, OURS_PREFILL, TRANSFORMERS_PREFILL, f"prompt {n}") for n in PROMPTS]
-        rate = results.pick(d, OURS_PREFILL, "tflops", case=f"prompt {PROMPTS[-1]}")
-        return ("; ".join(parts) + ". " + results.unless_missing(
-            rate, f"At {PROMPTS[-1]} tokens our prefill runs **{rate:.0f} TFLOP/s** (GEMMs and attention)")
-            + f" ({results.source(d)}).")
-    results.each_device(pt, said)
 
 
 def _ttft_vs(n):

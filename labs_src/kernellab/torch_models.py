@@ -1,14 +1,7 @@
 """Lab 08's peers, the models: a compact Qwen3 decoder in torch, gpt-fast style (TorchQwen3), and
 transformers' Qwen3ForCausalLM / Qwen2ForCausalLM on our weights (on the GPU as views, or in float64),
 with the checks of our decoder against them. torch_decoder.py times them beside ours (the records).
-
-TorchQwen3: one token per call at batch 1, a static KV cache (every tensor keeps its shape from call
-to call, the position lives in a device tensor), so `torch.compile(step, mode="reduce-overhead")`
-captures the whole step as CUDA graphs. It reads the same weights as lab 08's decoder (the Hugging
-Face names, decoder.weight_shapes), so the two can be timed on identical weights in one run. Its
-correctness is checked against the float64 reference (decoder.reference_step), which transformers
-checks in turn (tests/test_decoder.py). torch is optional (the `peers` extra): nothing here is
-imported by the labs unless they ask for it."""
+torch is optional (the `peers` extra): nothing here is imported by the labs unless they ask for it."""
 from __future__ import annotations
 
 from .core.results import print_once
@@ -19,7 +12,8 @@ class TorchQwen3:
 
     token, pos: int64 tensors of shape [1] on the model's device (pos: the token's position, which is
     also the number of tokens already in the cache). The cache holds `capacity` positions; attention
-    reads all of them under a mask (a static shape), as gpt-fast does."""
+    reads all of them under a mask (a static shape), as gpt-fast does. It reads lab 08's weights by their Hugging
+    Face names, and is checked against the float64 reference (tests/test_decoder.py)."""
 
     def __init__(self, cfg: Config, W: dict, device="cuda", dtype=None, capacity: int = 4096):
         import torch

@@ -1,34 +1,12 @@
 """Lab 08: a Qwen3 decoder that generates tokens with the course's kernels.
 
-What is here, in the order the lab uses it:
-
-Config          Qwen3-8B's shape (QWEN3_8B), a small config with Qwen3-8B's heads that a GPU test
-                runs end to end (SMALL), and a tiny one for the CPU tests (TINY); Config.from_hf
-                reads a checkpoint's config.json.
-weights         random_weights(cfg, seed): the Hugging Face names and layouts, fp16, from a fixed
-                seed (NumPy); load_checkpoint(dir, cfg): a real checkpoint's safetensors, parsed
-                here with NumPy (8-byte header length, JSON header, raw little-endian tensors).
-reference       float64 NumPy: one layer, one token's step with a KV cache, greedy generation,
-                and the whole sequence at once (no cache) to check the cache against; with
-                fp16_storage=True it rounds every tensor the GPU stores in fp16 (the error bound).
-bytes model     bytes_per_token(cfg, path, context): every weight once, the KV cache to the
-                current length, the logits; fp16, W8A16 and int4 (the byte counts of lab 04's
-                quantisers); orin_model(): those bytes over an Orin's datasheet bandwidth, a
-                model, beside the seeds' own tokens/s (seed_figures(), from docs/claims.csv).
-new kernels     kernels/decoder.cu: SiLU x up, per-head q/k RMSNorm, the embedding row from a
-                device-side token id, the greedy argmax (numpy.argmax's order); launchers with input
-                checks, and one Family per op (SILU_MUL, HEAD_NORM, EMBED, ARGMAX) with check cases.
-Decoder         the token step on a GPU: embedding -> per layer (lab 02's fused add + RMSNorm,
-                lab 04's GEMVs, q/k norm, lab 07's RoPE + KV append and decode attention, SiLU x
-                up) -> final norm -> lab 04's logits GEMV -> argmax; the position, the length and
-                the token live in device memory, so one CUDA graph replays every token.
-
-The package, one job per file (the face, this file, keeps every public name of the one-module lab 08,
-and the private ones tests and torch_decoder call):
-config.py (Config and the lab's names), weights.py (names, layouts, safetensors, checkpoints),
-reference.py (float64), bytes_model.py (bytes per token, the Orin model), steps.py (the new kernels
-and the exercise), engine.py (GpuOps, NumpyOps, Decoder), measure.py (tokens/s rows, floors, swaps,
-the DECODER family), report.py (sentences, one call a notebook cell, and the plot).
+One job per file, each saying more in its own docstring; this face keeps every public name of the one-module
+lab 08, and the private ones tests and torch_decoder call: config.py (Config, QWEN3_8B, SMALL, TINY), weights.py
+(Hugging Face names and layouts, random weights, safetensors and checkpoints with NumPy), reference.py (float64,
+with fp16 storage emulated), bytes_model.py (bytes per token, the Orin model, the seeds' tokens/s), steps.py (the
+new kernels of kernels/decoder.cu and the exercise), engine.py (GpuOps, NumpyOps, Decoder: one CUDA graph replays
+every token), measure.py (tokens/s rows, floors, swaps, the DECODER family), report.py (sentences and the plot),
+then prefill.py, sample.py, text.py, fit.py and fused.py.
 """
 from __future__ import annotations
 
@@ -57,9 +35,9 @@ from .measure import (  # noqa: F401
     floor_rows, gap, measure_tokens_per_s, skip_name, skip_rows, SKIPS, step_name, step_rows, swap_rows, token_steps,
     tokens_per_s)
 from .report import (  # noqa: F401
-    claims_table, gemv_limits, launch_share, launches_per_token, paths_text, plot_tokens, ran, ran_text, say_bytes,
+    claims_table, gemv_limits, launch_share, launches_per_token, plot_tokens, ran, ran_text, say_bytes,
     say_fp16_storage, say_launches, say_orin, say_seeds, say_tokens, say_vs_torch, seed_span, tokens_text,
-    TOKEN_GEMV_CASES, alone_us, others_text, targets_table, with_fractions)
+    TOKEN_GEMV_CASES, alone_us, targets_table)
 from .sample import (  # noqa: F401
     SAMPLE, Sampling, check_params, distribution, draw, margin, reference_sample, sample, sample_into,
     sample_launches, sample_reference, uniform)

@@ -1,7 +1,5 @@
-"""Lab 08's bytes model: bytes_per_token(cfg, path, context): every weight once, the KV cache to the
-current length, the logits; fp16, W8A16 and int4 (the byte counts of lab 04's quantisers);
-orin_model(): those bytes over an Orin's datasheet bandwidth, a model, beside the seeds' own
-tokens/s (seed_figures(), from docs/claims.csv)."""
+"""Lab 08's bytes model: the bytes one token must move per path and context, the tokens/s an Orin's datasheet
+bandwidth would allow for them (a model), and the seeds' own tokens/s (docs/claims.csv)."""
 from __future__ import annotations
 
 import re
@@ -10,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import gemv as G
+from ..core.device import ORIN_PEAK_GBPS
+from ..core.results import claims_file
 from .config import Config, PATHS, QWEN3_8B
 
 
@@ -74,7 +74,6 @@ def seed_figures():
     """The seeds' own Qwen3-8B decode tokens/s on the Orin, read from docs/claims.csv (rows
     SEED_ROWS): one row per claim with its before/after figures."""
     import pandas as pd
-    from ..core.results import claims_file
     c = claims_file()
     rows = []
     for kind, ids in SEED_ROWS.items():
@@ -95,7 +94,6 @@ def orin_model(cfg: Config = QWEN3_8B, contexts=(1, 512, 4096), fractions=(1.0, 
     bandwidth / bytes per token, per path and context, for each fraction of that bandwidth a
     token step might reach (1.0: the datasheet ceiling, which no kernel reaches)."""
     import pandas as pd
-    from ..core.device import ORIN_PEAK_GBPS
     gbps = ORIN_PEAK_GBPS[board]
     rows = []
     for path in PATHS:
@@ -114,16 +112,12 @@ def seed_read_fraction(tokens_s: float, path: str = "float16", context: int = 1,
                        board=ORIN_BOARD) -> float:
     """The fraction of the Orin's datasheet bandwidth a measured tokens/s implies on this model:
     tokens/s x bytes per token / bandwidth (a model of what the seed's engine moved)."""
-    from ..core.device import ORIN_PEAK_GBPS
     return tokens_s * bytes_per_token(cfg, path, context)["total"] / (ORIN_PEAK_GBPS[board] * 1e9)
-
 
 
 def seed_gemv_gbps(claim_id: str = "gemv-005") -> tuple:
     """(GB/s, ms, shape) that seed 002's own pure-fp16 GEMV time implies (docs/claims.csv, its 'after'
     time): the matrix, x and y in fp16 over that time; (NaN, NaN, '') when the row is absent."""
-    import re
-    from ..core.results import claims_file
     c = claims_file()
     r = c[c["id"] == claim_id] if len(c) else c
     m = re.search(r"(\d+)x(\d+): [\d.]+ -> ([\d.]+) ms", r["claim"].iloc[0]) if len(r) else None

@@ -207,9 +207,8 @@ def measure_tokens_per_s(**kw):
 
 
 def _record():
-    """make bench: every path at every context, Qwen3-8B's shape (fewer layers if the GPU is short
-    of memory is for a learner to choose; the recorder runs all 36) and the Amdahl table's swaps
-    (the torch baselines are recorded by torch_decoder, on the same weights)."""
+    """make bench: every path at every context, all 36 layers of Qwen3-8B, and the Amdahl table's swaps (the
+    torch baselines: torch_decoder, on the same weights)."""
     return measure_tokens_per_s(cfg=QWEN3_8B, paths=RECORD_PATHS, contexts=RECORD_CONTEXTS, swaps=SWAPS)
 
 

@@ -16,8 +16,8 @@ from .bytes_model import bytes_per_token, seed_gemv_gbps, seed_read_fraction
 from .config import TINY, Config, PATHS, QWEN3_8B
 from .reference import STAGES_PER_LAYER, error_bound, rel_err, top2_margin
 from .engine import TOKEN_DECODE, GpuOps
-from .fused import FUSED, qk_norm_rope
-from .measure import SKIPS, ctx_case, floor_name, skip_name, step_name
+from .fused import qk_norm_rope
+from .measure import DECODER, SKIPS, ctx_case, floor_name, skip_name, step_name
 from ..attention import targets_vs_floor
 from ..attention.stale import each_device, stale_names
 
@@ -25,8 +25,7 @@ from ..attention.stale import each_device, stale_names
 # ---- sentences computed from the results on screen -------------------------------------------------------------
 
 def qk_fused(path: str = "float16") -> bool:
-    """Whether today's token step runs the q/k head norm, RoPE and the cache append as one launch
-    (GpuOps' qk_rope is lab 08's fused step) or as two (head norm, then RoPE + append)."""
+    """Whether today's token step runs the q/k head norm, RoPE and the cache append as one launch (lab 08's)."""
     return GpuOps(path).qk_rope is qk_norm_rope
 
 
@@ -125,46 +124,28 @@ TOKEN_GEMV_CASES = {"4096x4096": "o 4096×4096", "12288x4096": "12288×4096 (hal
                     "4096x12288": "down 4096×12288", "151936x4096": "the LM head 151936×4096"}
 
 
-def token_fraction(df, path: str, context: int = 512) -> str:
-    """A path's token against its own read-only floor at `context`, said beside lab 04's GEMVs against theirs
-    ('' where the token or its floor is not on screen)."""
-    r = results.ratio(one_source(df), step_name(path, "graph"), floor_name(path), ctx_case(context))
-    return "" if r != r else f"; the token itself reaches **{r:.2f}** of its own floor at context {context}"
-
-
 def gemv_limits(df) -> str:
     """What holds each path's GEMVs back, from lab 04's record (gemv.csv) of the device on screen at the token's
     own shapes (TOKEN_GEMV_CASES): the read-only floor's fraction of the read roof, the GEMV's of that floor."""
     rec = load_recorded(G.GEMV.name)
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) else None
     rec = rec[rec["device"] == dev] if dev is not None and len(rec) else rec
-    if rec.empty:
-        return MISSING
     parts = []
-    for path in PATHS:
-        if fused_gemvs(ran(df, path)):
-            parts.append(f"{path}: the token ran lab 08's fused steps `{fused_gemvs(ran(df, path))}`, which lab 04 "
-                         "does not record")
+    for path in PATHS if len(rec) else ():
+        r = ran(df, path)
+        if fused_gemvs(r):
+            parts.append(f"{path}: lab 08's fused steps `{fused_gemvs(r)}`, not in lab 04's record")
             continue
-        step = ran(df, path).get("gemv", G.GEMV.default[path])       # the GEMV step the token's record ran
+        step = r.get("gemv", G.GEMV.default[path])       # the GEMV step the token's record ran
         d = rec[(rec["dtype"] == path) & rec["case"].isin([f"{c}:{path}" for c in TOKEN_GEMV_CASES])]
-        fl, st = d[d["name"] == G.FLOOR], d[d["name"] == step]
-        if fl.empty or st.empty:
-            continue
-        f = fl.set_index("case")
-        r = (f["median_us"] / st.set_index("case")["median_us"]).dropna()
-        old = "; lab 04's rows of it ran an earlier version" if any(store.note(G.GEMV.name, st)) else ""
-        parts.append(f"{path}: the read-only floor over its bytes reaches **{f['frac_read'].min():.2f}–"
-                     f"{f['frac_read'].max():.2f}** of the read roof, and `{step}` (the step the token ran{old}) "
-                     f"**{r.min():.2f}–{r.max():.2f}** of that floor" + token_fraction(df, path))
-    shapes = ", ".join(TOKEN_GEMV_CASES.values())
-    return ("Lab 04 measured what holds each path's GEMVs back, at the token's own shapes it records (" + shapes +
-            "; the fused QKV 6144×4096 and gate/up 24576×4096 are not recorded there): " + "; ".join(parts) +
-            f" (gemv.csv, recorded on {rec['device'].iloc[0]}). A token's floor reads every weight array, scales and "
-            f"zeros included, in one graph, while lab 04 times each GEMV alone: the two fractions are not of the same "
-            f"launches. Fewer bytes per GEMV also mean the fixed launch and "
-            f"ramp cost of each of a token's launches ({launches_per_token(QWEN3_8B, 'float16')} on the fp16 path, "
-            f"{launches_per_token(QWEN3_8B, 'int4')} on a quantised one) weighs more.") if parts else MISSING
+        fl, st = d[d["name"] == G.FLOOR].set_index("case"), d[d["name"] == step]
+        of = (fl["median_us"] / st.set_index("case")["median_us"]).dropna()
+        if len(of):
+            old = " (lab 04's rows of it ran an earlier version)" if any(store.note(G.GEMV.name, st)) else ""
+            parts.append(f"{path}: the floor over its bytes **{fl['frac_read'].min():.2f}–{fl['frac_read'].max():.2f}** "
+                         f"of the read roof, `{step}`{old} **{of.min():.2f}–{of.max():.2f}** of that floor")
+    return (f"Lab 04's record at the token's shapes ({', '.join(TOKEN_GEMV_CASES.values())}): " + "; ".join(parts)
+            + f" (gemv.csv, recorded on {rec['device'].iloc[0]}).") if parts else MISSING
 
 
 # the token step's ops that read no weight matrix (token_ops' names), as a sentence lists them
@@ -201,73 +182,33 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     if gap:
         said += (f" The whole gap to the floor is {gap}: those launches "
                  f"are {min(cost / (t - f), 1):.0%} of it; the rest, {max(t - f - cost, 0):.0f} µs, is the other "
-                 f"kernels' own run time and each GEMV's distance from its floor. " + others_text(d, cfg, t - f))
+                 f"kernels' own run time and each GEMV's distance from its floor. " + gap_text(d, context))
     return said
 
 
-def alone_us(stem: str, name: str, case: str, device: str, warm: bool = True) -> float:
-    """One kernel's recorded GPU time alone, warm (L2-resident, as a token runs it) where recorded and `warm`,
-    else flushed; NaN when that record has no such row on `device`."""
-    r = select(load_recorded(stem), device=device, case=case)
-    w = pick(r, name, "warm_us") if warm else float("nan")
-    return w if w == w else pick(r, name, "median_us")
-
-
-def others_text(d, cfg: Config, gap: float, context: int = 512) -> str:
-    """The non-GEMV kernels of one fp16 token, each timed alone in its lab's record of the device on screen
-    (attention between its recorded lengths around `context`), summed against the gap to the floor."""
-    dev = d["device"].iloc[0]
-    below, above = max(n for n in (256, 1024) if n <= context), min(n for n in (1024, 4096) if n >= context)
-    n = token_ops(cfg, "float16")                 # the calls today's fp16 token step makes, per op
-    att = [n.get("decode", 0) * alone_us("attention_decode", TOKEN_DECODE, f"32x{k}:float16", dev) for k in (below, above)]
-    alone = {"fused": ("fused add + RMSNorm", "add_rmsnorm", "02_fused", "1x4096:float16"),
-             "silu_mul": ("SiLU × up", "decoder_ops", "01_silu_mul", "silu_mul:12288:float16"),
-             "embed": ("embedding", "decoder_ops", "03_embed", "embed:4096x4096:float16"),
-             "argmax": ("argmax", "decoder_ops", "04_argmax", "argmax:151936:float32")}
-    parts = {what: n[op] * alone_us(stem, name, case, dev) for op, (what, stem, name, case) in alone.items() if n.get(op)}
-    unrecorded = "RoPE + append is"
-    if n.get("qk_rope") and qk_fused():     # the token runs q/k norm + RoPE + append as one launch, which no record times alone
-        unrecorded = f"the q/k norm + RoPE + append (`{FUSED}`, one launch) is"
-    elif n.get("qk_rope"):
-        parts["q/k norms"] = n["qk_rope"] * alone_us("decoder_ops", "02_head_norm", "head_norm:32x8x128:float16", dev)
-    known = {k: v for k, v in parts.items() if v == v}
-    measured = gap_text(d, context)
-    if measured:
-        return measured
-    if any(a != a for a in att) or not known:
-        return "The other kernels' times alone are not all recorded on this device: the gap is not split here."
-    lo, hi = sum(known.values()) + min(att), sum(known.values()) + max(att)
-    return (f"Timed alone (warm L2), those other kernels sum to **{lo:.0f}–{hi:.0f} µs** per token: attention "
-            f"{n.get('decode', 0)} × `{TOKEN_DECODE}` {min(att):.0f}–{max(att):.0f} µs (its times at {below} and {above} keys), "
-            + ", ".join(f"{k} {v:.0f} µs" for k, v in known.items())
-            + f"; {unrecorded} not recorded alone. Against the gap of "
-            f"{gap:.0f} µs that is {lo / gap:.0%}–{hi / gap:.0%}: each time alone includes a launch and ramp that a "
-            "graph's back-to-back kernels partly overlap, so it bounds their share from above, and how the gap "
-            "splits between them and the GEMVs' distance from their floors is not measured here (a per-kernel "
-            "trace of one replayed token would measure it).")
+def alone_us(stem: str, name: str, case: str, device: str) -> float:
+    """One kernel's recorded GPU time alone (L2 flushed); NaN when that record has no such row on `device`."""
+    return pick(select(load_recorded(stem), device=device, case=case), name, "median_us")
 
 
 def tokens_text(df, context: int = 512) -> str:
-    """One sentence on the fp16 graph-replayed vs eager token time at `context`, from the frame on
-    screen (live or recorded), or the line saying nothing is measured or recorded yet."""
-    d = select(df, path="float16", context=context)
-    g, e = select(d, mode="graph"), select(d, mode="eager")
-    if g is None or g.empty or e.empty:
+    """The fp16 graph-replayed token against the eager one at `context` by the noise rule, and the host's µs per
+    token of each (their times: the table on screen), or the line saying nothing is measured or recorded yet."""
+    d, case = select(df, path="float16", context=context), ctx_case(context)
+    graph, eager = step_name("float16", "graph"), step_name("float16", "eager")
+    hg, he = (pick(d, n, "host_us", case=case) for n in (graph, eager))
+    m = ratio_band(d, graph, eager, case)
+    if hg != hg or he != he or not m.ok:
         return MISSING
-    g, e = g.iloc[0], e.iloc[0]
-    lo, hi = e["p10_us"] / g["p90_us"], e["p90_us"] / g["p10_us"]
-    return (f"Graph-replayed, a token takes **{g['median_us'] / 1e3:.2f} ms** at context {context} "
-            f"({1e6 / g['median_us']:.1f} tokens/s, **{g['frac_read']:.2f}** of the read roof, {int(g['layers run'])} layers); "
-            f"eager it takes {e['median_us'] / 1e3:.2f} ms (p10–p90 {e['p10_us'] / 1e3:.2f}–{e['p90_us'] / 1e3:.2f} ms; "
-            f"{e['median_us'] / g['median_us']:.2f}× the graph, band {lo:.2f}–{hi:.2f}), and the host "
-            f"pays {e['host_us']:.0f} µs per eager token against {g['host_us']:.0f} µs per replay ({source(df)}).")
+    return (f"Replayed as one CUDA graph, the fp16 token at context {context} is {results.times(d, graph, eager, case)} "
+            f"as fast as eager (band {m.lo:.2f}–{m.hi:.2f}), and the host pays {hg:.0f} µs per replay against {he:.0f} µs "
+            f"per eager token ({source(df)}).")
 
 
 # ---- the notebook's sentences, one call a cell (each reads the frames and arrays on screen) ------------------
 
 def say_bytes(cfg: Config = QWEN3_8B, context: int = 512, long: int = 4096) -> None:
-    """What an fp16 token reads at `context` (weights, LM head, KV cache), what int4 weights leave,
-    and how the KV cache grows per token of context up to `long` (bytes_per_token)."""
+    """What an fp16 token reads at `context` by part, what int4 weights leave, and the KV cache's growth to `long`."""
     b16, b4 = bytes_per_token(cfg, "float16", context), bytes_per_token(cfg, "int4", context)
     results.say(f"At context {context} an fp16 token reads **{b16['total'] / 1e9:.2f} GB**: the layers' weights are "
                 f"{b16['layer weights'] / b16['total']:.1%} of it, the LM head {b16['LM head'] / b16['total']:.1%}, "
@@ -280,52 +221,38 @@ def say_bytes(cfg: Config = QWEN3_8B, context: int = 512, long: int = 4096) -> N
 
 
 def seed_span(seeds) -> tuple:
-    """The seeds' tokens/s (seed_figures): (fp16 lowest, fp16 highest, fp16's best 'after', AWQ lowest, AWQ highest)."""
-    fp16 = seeds[seeds["model"].str.contains("fp16")]
+    """The seeds' tokens/s (seed_figures): (fp16's best 'after', AWQ lowest, AWQ highest)."""
     awq = seeds[seeds["model"].str.contains("AWQ")][["tokens/s before", "tokens/s after"]]
-    both = fp16[["tokens/s before", "tokens/s after"]]
-    return (both.min().min(), both.max().max(), fp16["tokens/s after"].max(), awq.min().min(),
-            awq.max().max())
+    return seeds[seeds["model"].str.contains("fp16")]["tokens/s after"].max(), awq.min().min(), awq.max().max()
 
 
 def say_seeds(seeds) -> None:
-    """The seeds' figures (seed_figures) as fractions of the Orin AGX's datasheet bandwidth, by this
-    lab's bytes model (a model of what the seeds' engines moved, not a measurement)."""
-    f16_lo, f16_hi, best, lo, hi = seed_span(seeds)
-    results.say(f"Every figure, before and after: fp16 {f16_lo:.2f}–{f16_hi:.2f} tokens/s; AWQ "
-                f"{lo:.2f}–{hi:.2f} tokens/s. "
-                f"With this lab's bytes model, {best:.2f} fp16 tokens/s is "
-                f"**{seed_read_fraction(best):.2f}** of the Orin AGX's datasheet bandwidth. {hi:.2f} AWQ tokens/s is "
-                f"**{seed_read_fraction(hi, 'int4'):.2f}** of it if the weights are "
-                f"int4, and **{seed_read_fraction(hi, 'w8a16'):.2f}** if they are int8, as seed 002 says its AWQ "
-                f"kernel is: {seed_read_fraction(best) / seed_read_fraction(hi, 'w8a16'):.1f}× less of the "
-                "bandwidth than the fp16 engine at best. (A model of what the seeds' engines moved, not a measurement.)")
+    """The seeds' best figures (seed_figures) as fractions of the Orin AGX's datasheet bandwidth, by this lab's
+    bytes model, and the tokens/s that seed 002's own GEMV time allows."""
+    best, _, hi = seed_span(seeds)
+    results.say(f"With this lab's bytes model, {best:.2f} fp16 tokens/s is **{seed_read_fraction(best):.2f}** of the "
+                f"Orin AGX's datasheet bandwidth. {hi:.2f} AWQ tokens/s is **{seed_read_fraction(hi, 'int4'):.2f}** of "
+                f"it if the weights are int4, and **{seed_read_fraction(hi, 'w8a16'):.2f}** if they are int8, as seed 002 "
+                f"says its AWQ kernel is: {seed_read_fraction(best) / seed_read_fraction(hi, 'w8a16'):.1f}× less of the "
+                "bandwidth than the fp16 engine at best.")
     gbps, ms, shape = seed_gemv_gbps()
     if gbps == gbps:
         need = bytes_per_token(QWEN3_8B, "float16", 1)["total"] / (gbps * 1e6)     # ms per token at that rate
-        results.say(f"The seeds disagree with themselves here: seed 002's own {shape} fp16 GEMV time ({ms:g} ms, the "
-                    f"figure lab 04 quotes) is **{gbps:.0f} GB/s**; at that rate a {bytes_per_token(QWEN3_8B)['total'] / 1e9:.2f}"
-                    f" GB fp16 token (context 1) needs at least {need:.0f} ms, at most **{1e3 / need:.1f}** tokens/s, below the "
-                    f"{f16_lo:.2f}–{f16_hi:.2f} tokens/s the seeds report. Their kernel times and their tokens/s cannot "
-                    "both hold for this model on one bandwidth; this lab does not reconcile them, and quotes each "
-                    "as the seed wrote it.")
+        results.say(f"Seed 002's own {shape} fp16 GEMV time ({ms:g} ms, the figure lab 04 quotes) is **{gbps:.0f} "
+                    f"GB/s**; at that rate a {bytes_per_token(QWEN3_8B)['total'] / 1e9:.2f} GB fp16 token (context 1) "
+                    f"needs at least {need:.0f} ms: at most **{1e3 / need:.1f}** tokens/s, "
+                    f"{'below' if 1e3 / need < seeds[['tokens/s before', 'tokens/s after']].min().min() else 'not below'} every "
+                    "figure of the table.")
 
 
 def say_fp16_storage(cfg: Config, new, logits, new16, logits16) -> None:
-    """fp16 storage against the float64 reference on `cfg`: the logits' normwise error beside its
-    bound (error_bound), whether the greedy tokens agree, and the top-2 margin against the error."""
+    """fp16 storage against the float64 reference: the logits' error beside error_bound, the greedy tokens, the margin."""
     e16, margin = rel_err(logits16, logits), top2_margin(logits)
     results.say(f"fp16 storage moves the logits by **{e16:.1e}** (normwise, relative); the bound is "
                 f"**{error_bound(cfg):.1e}** ({STAGES_PER_LAYER} stores per layer × {cfg.layers} layers + 2, × 2^-11). "
                 f"The greedy tokens {'agree' if new16 == new else 'differ'} ({new16}). A greedy step may flip only "
                 f"where the top-2 margin is below twice the logit error; the smallest margin in these steps is "
                 f"{margin.min():.3f}, the largest logit error {np.abs(logits16 - logits).max():.1e}.")
-
-
-def paths_text(d, context: int = 512) -> str:
-    """int4 and W8A16 graph-replayed token steps against fp16's at `context`, one device."""
-    return "; ".join(results.compare_text(d, step_name(p, "graph"), step_name("float16", "graph"), ctx_case(context))
-                     for p in ("int4", "w8a16")) + f" ({results.source(d)})."
 
 
 def gap_text(d, context: int = 512) -> str:
@@ -369,7 +296,7 @@ def contexts_text(d, cfg: Config = QWEN3_8B, floor_at: int = 512) -> str:
             "is " + ", ".join(f"**{of[n]:.2f}** of it at context {n}" for n in ctxs) + ".")
     short, long = ctxs[0], ctxs[-1]
     dev, calls = d["device"].iloc[0], token_ops(cfg, "float16").get("decode", 0)
-    att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev, warm=False) for n in (short, long)}
+    att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev) for n in (short, long)}
     grow, agrow = t[long] - t[short], calls * (att[long] - att[short])
     if long > short and agrow == agrow and grow > 0:
         said += (f" From context {short} to {long} the token grows by {grow:.0f} µs; its {calls} calls of "
@@ -380,56 +307,28 @@ def contexts_text(d, cfg: Config = QWEN3_8B, floor_at: int = 512) -> str:
 
 
 def say_tokens(tps, context: int = 512) -> None:
-    """The tokens/s table's sentences: the steps each path ran, graph against eager, the quantised
-    paths against fp16, what holds the GEMVs back, and the launches' share of a token."""
+    """The tokens/s table's sentences: the steps each path ran, graph against eager, what holds the GEMVs back,
+    and the launches' share of a token (the paths against each other: the targets table)."""
     steps = [step_name(p, "graph") for p in PATHS]                 # what ran_text, tokens_text ... read
     each_device(tps, lambda d: ran_text(d), names=steps)
     each_device(tps, lambda d: tokens_text(d, context), names=[step_name("float16", m) for m in ("graph", "eager")])
-    each_device(tps, lambda d: paths_text(d, context))
     each_device(tps, gemv_limits, names=steps)
     each_device(tps, launch_share, names=[step_name("float16", "graph"), floor_name("float16")])
     each_device(tps, contexts_text, names=[step_name("float16", "graph"), floor_name("float16")])
 
 
-def with_fractions(tb):
-    """tb with frac_read derived by store.derive (its one writer) where a device's record left it empty."""
-    import pandas as pd
-    if tb is None or not len(tb) or "frac_read" not in tb or not tb["frac_read"].isna().any():
-        return tb
-    parts = [store.derive(p.copy(), store.recorded_roofs(p), "read")
-             if (p["source"] == "recorded").all() and p["frac_read"].isna().all() and store.recorded_roofs(p) else p
-             for p in results.devices(tb) if p is not None and len(p)]
-    return pd.concat(parts, ignore_index=True) if parts else tb
-
-
 def targets_table(tps, tb, baselines):
-    """DECODER's targets on tps and the torch decoders' (baselines) on tb, each judged against the roof and its
-    floor (attention.targets_vs_floor)."""
+    """DECODER's targets on tps and the torch decoders' (baselines) on tb, judged by attention.targets_vs_floor."""
     import pandas as pd
-    from .measure import DECODER
-    return pd.concat([targets_vs_floor(DECODER.targets, tps), targets_vs_floor(baselines.targets, with_fractions(tb))],
+    return pd.concat([targets_vs_floor(DECODER.targets, tps), targets_vs_floor(baselines.targets, tb)],
                      ignore_index=True)
 
 
-def say_vs_torch(tb, baselines, *bases, context: int = 512) -> None:
-    """Our fp16 graph step against each torch baseline in `bases` at `context`, and how far the read roof would
-    let a decoder beat transformers (baselines.targets[-1].floor), one device; then what bounds such a target."""
-    ours = step_name("float16", "graph")
-    tb = with_fractions(tb)
-
-    def said(d):
-        cap = baselines.targets[-1].floor(d)
-        cap = getattr(cap, "value", cap)
-        return ("; ".join(results.compare_text(d, ours, base, ctx_case(context)) for base in bases)
-                + ". " + results.unless_missing(cap, f"Even at the read roof (every byte of a token at full "
-                                                     f"bandwidth) a decoder would be only **{cap:.1f}×** faster "
-                                                     f"than transformers")
-                + f" ({results.source(d)}).")
-    each_device(tb, said)
+def say_vs_torch(tb, *bases) -> None:
+    """How the torch baselines' time per token, and our ratio to them, move with the context, one device (the
+    ratios at each context, with how far the read roof would let them go: the targets table)."""
     each_device(tb, lambda d: context_text(d, bases[-1]))
-    each_device(tb, lambda d: growth_text(d, ours, bases[0]))
-    results.say("How far a target over transformers can go is set by transformers' own speed on that GPU and host "
-                "(the 'at the floor' column below).")
+    each_device(tb, lambda d: growth_text(d, step_name("float16", "graph"), bases[0]))
 
 
 def growth_text(d, ours: str, base: str, short: int = 1, long: int = 4096) -> str:
@@ -478,16 +377,15 @@ def claims_table(tps, measured, families):
 
 
 def say_orin(orin, seeds, context: int = 512, fraction: float = 0.75) -> None:
-    """The Orin model (orin_model) at `fraction` of the datasheet bandwidth and `context`, fp16 and
-    int4, beside the seeds' measured tokens/s (seed_span): what bytes alone predict and what was measured."""
-    o16, o4 = (orin[(orin["path"] == p) & (orin["context"] == context)].iloc[0] for p in ("float16", "int4"))
+    """The seeds' measured tokens/s (seed_span) against the Orin model on screen (orin_model) at `fraction` of the
+    datasheet bandwidth and `context`, fp16 and int4: what bytes alone predict and what was measured."""
     col = [c for c in orin.columns if c.startswith(f"tokens/s at {fraction:.2f}")][0]
-    best, lo, hi = seed_span(seeds)[2:]
-    results.say(f"Model, at {fraction:g} of the datasheet bandwidth and context {context}: fp16 **{o16[col]:.1f}** "
-                f"tokens/s, int4 **{o4[col]:.1f}** tokens/s ({o4[col] / o16[col]:.2f}× fp16). The seeds measured "
-                f"{best:.2f} (fp16: {best / o16[col]:.2f}× the model's fp16 figure) and {lo:.2f}–{hi:.2f} (AWQ: "
-                f"{hi / o4[col]:.2f}× the model's int4 figure at best). Bytes alone predict AWQ "
-                f"{o4[col] / o16[col]:.1f}× faster than fp16; the seeds measured it {hi / best:.2f}× as fast.")
+    o16, o4 = (orin.loc[(orin["path"] == p) & (orin["context"] == context), col].iloc[0] for p in ("float16", "int4"))
+    best, lo, hi = seed_span(seeds)
+    results.say(f"Against the model at {fraction:g} of the datasheet bandwidth and context {context}, the seeds measured "
+                f"{best:.2f} fp16 tokens/s ({best / o16:.2f}× the model's figure) and {lo:.2f}–{hi:.2f} AWQ ({hi / o4:.2f}× "
+                f"its int4 figure at best). Bytes alone predict AWQ **{o4 / o16:.2f}×** as fast as fp16; the seeds "
+                f"measured it **{hi / best:.2f}×** as fast.")
 
 
 def say_launches(cfg: Config = QWEN3_8B) -> None:

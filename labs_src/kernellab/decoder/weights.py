@@ -152,12 +152,9 @@ def write_safetensors(path, tensors: dict, metadata: dict | None = None, codes: 
 
 
 def load_checkpoint(directory, cfg: Config | None = None) -> tuple:
-    """(cfg, weights) of a Hugging Face Qwen3 checkpoint in a local directory: config.json (when
-    cfg is None) and every *.safetensors file in it (the shards of model.safetensors.index.json).
-    Each weight the decoder reads is checked by name and shape and converted to fp16 (a bf16
-    checkpoint's values above 65504 would become inf: the count is reported). A missing tensor,
-    a wrong shape or a name in two shards is a ValueError; tensors the decoder does not read are
-    ignored (rotary buffers, a tied lm_head)."""
+    """(cfg, weights) of a Hugging Face Qwen3 checkpoint in a local directory (config.json when cfg is None, every
+    *.safetensors shard): each weight the decoder reads checked by name and shape and converted to fp16 (a bf16
+    value above 65504 becomes inf: the count is reported); tensors the decoder does not read are ignored."""
     directory = Path(directory)
     cfg = cfg or Config.from_hf(directory)
     files = sorted(directory.glob("*.safetensors"))
