@@ -22,11 +22,9 @@ class CheckError(AssertionError):
     """A kernel's output does not match the reference."""
 
 
-
 def check(got, want, *, name: str = "result", rtol=None, atol=None, quiet=False) -> dict:
-    """Compare `got` with `want`: NaN and ±inf positions must match exactly, finite values
-    within rtol/atol for got's dtype. Raises CheckError with the worst element on mismatch,
-    prints one deterministic line on success."""
+    """Compare `got` with `want`: NaN and ±inf positions exactly, finite values within rtol/atol for got's
+    dtype. Raises CheckError with the worst element on mismatch, prints one line on success."""
     got_np = got.get() if hasattr(got, "get") else np.asarray(got)
     want_np = np.asarray(want)
     if got_np.shape != want_np.shape:
@@ -82,8 +80,7 @@ PTX_MEANS = {
 
 
 def _needles(ptx_must_contain) -> list[tuple[str, ...]]:
-    """ptx_must_contain as a list of needles, each a tuple of alternatives: a string is a needle
-    of its own, a tuple of strings is one needle any of whose strings will do."""
+    """ptx_must_contain as a list of needles, each a tuple of alternatives (a string: a needle of its own)."""
     if not ptx_must_contain:          # none asked for (a GRADE written before the needles were)
         return []
     if isinstance(ptx_must_contain, (str, tuple)):
@@ -102,8 +99,7 @@ _TODO = re.compile(r"\bTODO\b")
 
 
 def code_only(src: str) -> str:
-    """CUDA source with its comments and string and character literals blanked out (newlines
-    kept, so line numbers still match the compiler's)."""
+    """CUDA source with its comments and literals blanked out, newlines kept (line numbers match)."""
     return _COMMENT_OR_LITERAL.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), src)
 
 
@@ -119,12 +115,10 @@ def _pairs(got, want):
 
 
 def variants(family, names=None, cases=None, dtype=None) -> None:
-    """Check every variant of a family against family.reference on the family's awkward
-    check_cases (irregular shapes x hostile values), with the family's tolerance(*inputs) where it
-    has one (then the worst error is reported as a fraction of what is allowed). Each case's input
-    and reference are made once for all the variants. One line per variant; raises on the first
-    mismatch. A step that needs a newer GPU (min_arch) is skipped loudly. Compile-only: runs the
-    NumPy reference on the same cases and says so."""
+    """Check every variant of a family against family.reference on its check_cases (irregular shapes x
+    hostile values), within family.tolerance(*inputs) where it has one (the worst error then reported as a
+    fraction of what is allowed). One line per variant; raises on the first mismatch. Compile-only: runs
+    the NumPy reference on the same cases and says so."""
     fam = of(family)
     cases = fam.check_cases if cases is None else cases
     live = is_live()
@@ -174,8 +168,7 @@ def _allowed_share(got, want, tol) -> float:
 
 
 def run_variant(family, name, *host_args):
-    """Run one variant on host (NumPy) inputs and return its output as NumPy (live), or
-    print what a GPU would do and return None (compile-only)."""
+    """One variant's output on NumPy inputs, as NumPy (live); compile-only, None and what a GPU would do."""
     family = of(family)
     if not is_live():
         print(f"SKIPPED (compile-only): on a GPU this runs {family.name} {name} on inputs of shape "
@@ -190,8 +183,7 @@ def _as_tuple(v):
 
 
 def _bound(fn, inputs):
-    """A zero-argument call of a lab step on the given inputs; a Variant gets its output
-    allocated here, outside any timed region."""
+    """A zero-argument call of a lab step on `inputs` (a Variant's out allocated here, outside the timing)."""
     from .launch import Variant
     if isinstance(fn, Variant):
         out = fn.alloc_out(*inputs)
@@ -201,22 +193,14 @@ def _bound(fn, inputs):
 
 def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
                    scalars=lambda *inputs: (), ptx_must_contain=(), step=None, strict=False, tolerance=None):
-    """Grade a learner's kernel: refuse a stub whose code (not its comments) still has a TODO,
-    compile it for sm_87 + sm_90 and require each needle of ptx_must_contain in its PTX (a needle
-    is a string, or a tuple of strings any one of which will do; PTX_MEANS says what each shows);
-    on a GPU, run it on make_input(), compare each output with reference(*inputs), then time it
-    and the lab's own step on the same inputs (bench.time_fn, L2 flushed) and print "your kernel
-    X µs, <step> Y µs". Without a GPU, the first, second and last blocks of the launch run on the CPU
-    (core.emulate: every CUDA thread a CPU thread) and what they write is compared with the reference:
-    "CHECKED ON THE CPU", or NOT YET with the difference; where the emulation cannot run (no C++
-    compiler), NOT CHECKED (no GPU), which names exactly what was checked.
+    """Grade a learner's kernel: no TODO left in its code, it compiles for sm_87 + sm_90 with each needle of
+    ptx_must_contain (a string, or a tuple any of whose strings will do) in its PTX; on a GPU, its outputs
+    match reference(*inputs) and it is timed against the lab's step=(label, fn); without one, blocks of it
+    run on the CPU (_on_cpu), else NOT CHECKED says exactly what was checked.
 
-    The kernel's arguments are the inputs, then one output per array the reference returns,
-    then scalars(*inputs). grid(*inputs) gives the grid; block is a tuple. step=(label, fn):
-    fn(*cupy_inputs) runs the lab's step. Not strict (the learner's cell): a failure prints
-    "NOT YET: <reason>" and returns None, so Run All goes on. strict=True (the solution cell)
-    raises instead, so a solution that stops working fails the notebook's test.
-    Returns a dict of what was measured (None in compile-only mode, where nothing is)."""
+    The kernel's arguments are the inputs, one output per array the reference returns, then
+    scalars(*inputs); grid(*inputs) gives the grid. A failure prints "NOT YET: <reason>" and returns None
+    (Run All goes on), or with strict=True (the solution cell) raises. Returns what was measured, or None."""
     from .build import CompileError
     try:
         return _grade(src, kernel_name, make_input, reference, grid, block, scalars,
@@ -240,11 +224,9 @@ _UNWRITTEN = {np.dtype(np.float32): np.uint32(0x7FBADBAD), np.dtype(np.float16):
 
 
 def _on_cpu(src, kernel_name, inputs, wants, grid, block, scalars, tol):
-    """Without a GPU: run the first, second and last blocks of the learner's launch on the CPU
-    (core.emulate) and compare every output element they wrote with the reference. Returns None when
-    it matched (and says so), or why the emulation could not run (no C++ compiler, a construct the
-    emulator lacks); raises CheckError when the kernel computed something else, wrote nothing, crashed
-    or hung."""
+    """Without a GPU: run the first, second and last blocks of the launch on the CPU (core.emulate) and compare
+    what they wrote with the reference. None when it matched, or why the emulation could not run; raises
+    CheckError when the kernel computed something else, wrote nothing, crashed or hung."""
     from . import emulate
     outs = []
     for w in wants:
@@ -344,13 +326,9 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
 
 def register(family, name: str, src: str, kernel_name: str, *, grid, block,
              scalars=lambda *inputs: (), dtypes=("float32",), overflow_safe=True, alloc_out=None):
-    """Add your own kernel to a family as variant `name`, so the lab's harness checks it
-    (check.variants: the awkward shapes and hostile values) and times it (bench.compare)
-    beside the steps and baselines. The kernel takes the family's inputs, then the output(s)
-    (alloc_out(*inputs), default one array like the first input), then scalars(*inputs);
-    grid(*inputs) and block give the launch. Compiles for sm_87 + sm_90 now (raises on a
-    compile error), and on a GPU for this device. Registering the same name again replaces
-    your earlier version. Returns the Variant; check.unregister removes it."""
+    """Add your own kernel to a family as variant `name`, checked (check.variants) and timed (bench.compare)
+    beside the steps. It takes the family's inputs, the output(s) (alloc_out(*inputs), default one like the
+    first input), then scalars(*inputs). Registering a name again replaces it; check.unregister removes it."""
     from .build import compile_source
     from .launch import Variant, kernel_args, require
     family = of(family)
@@ -396,8 +374,7 @@ def unregister(family, name: str) -> None:
 
 
 def error_sweep(family, names, sizes, dtype="float32", rows=4):
-    """Max relative error against the float64 reference for each variant at each row length:
-    {name: [err per size]} (live), or {} with a note (compile-only)."""
+    """{name: [max rel err against float64 per row length]} (live), or {} with a note (compile-only)."""
     if not is_live():
         print(f"SKIPPED (compile-only): on a GPU this measures each variant's error against float64 "
               f"at row lengths {sizes}.")

@@ -1,7 +1,5 @@
-"""The family API, stated once: a `Family` is one ladder of steps (or one measured set, such as
-lab 00's fundamentals) and everything the notebooks, tests, benchmarks, sanitizer and recorder
-need to know about it. Every lab module builds its families as `Family(...)`; nothing is patched
-in afterwards, and no tool probes a family for optional attributes."""
+"""The family API: a `Family` is one ladder of steps (or one measured set) and everything the notebooks,
+tests and tools need to know about it, built as `Family(...)` with nothing patched in afterwards."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,9 +21,8 @@ FLOOR_TARGET = 0.95     # issue 38: a memory-bound kernel at >= 0.95 of its floo
 
 @dataclass(frozen=True)
 class Target:
-    """A target of an issue or a lab: `what` is measured by `measure(frame) -> float or
-    results.Measured` (NaN when the frame lacks it); met when the value is >= threshold (or <= with below=True). A target with
-    threshold None is shown as 'no threshold', never as missed."""
+    """A target: `what`, measured by `measure(frame) -> float or Measured`, met at >= threshold (<= with below);
+    threshold None: 'no threshold', never missed."""
     what: str
     measure: Callable
     threshold: float | None = None
@@ -77,8 +74,7 @@ class Family:
 
 
 def of(x) -> Family:
-    """The Family of `x`: a Family, or a lab module (its first family, the one named after it), so
-    `bench.compare(softmax, ...)` and `bench.compare(softmax.SOFTMAX, ...)` mean the same."""
+    """The Family of `x`: a Family, or a lab module's first family."""
     if isinstance(x, Family):
         return x
     if isinstance(x, ModuleType):

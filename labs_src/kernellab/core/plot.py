@@ -1,11 +1,6 @@
-"""The few figure kinds. Every figure names its device, says live or recorded with the
-date, and is saved under figures/.
-
-Readable at notebook width: at most ~1000 px wide (figsize x dpi, legend included), text of
-9 pt or more, legends outside the data, a distinct line style and marker per line.
-In a notebook each helper shows its figure and returns None (so it is not drawn twice);
-elsewhere (scripts, tests) it returns the matplotlib Figure. Never a path.
-"""
+"""The few figure kinds, saved under figures/, each naming its device, live or recorded, and date. Readable at
+notebook width: <= ~1000 px wide, text >= 9 pt, legends outside the data, a line style and marker per line.
+In a notebook a helper shows its figure and returns None (not drawn twice); elsewhere, the Figure."""
 from __future__ import annotations
 
 import itertools
@@ -46,8 +41,7 @@ def _legend_outside(ax, below=False, **kw):
 
 
 def _save(fig, name: str, metadata: dict | None = None):
-    """Save figures/<name>.png (with PNG text `metadata`); show it in a notebook (return None) or return
-    the Figure."""
+    """Save figures/<name>.png (with PNG text `metadata`); show it in a notebook, else return the Figure."""
     FIGURES.mkdir(exist_ok=True)
     with plt.rc_context(STYLE):
         fig.savefig(FIGURES / f"{name}.png", dpi=DPI, bbox_inches="tight", metadata=metadata)
@@ -98,8 +92,7 @@ def _loglog(fig, ax, name, xlabel, ylabel, title, prov):
 
 
 def one_device(df):
-    """The rows of one device: the live ones, else the first recorded device's (a figure shows
-    one device; the tables beside it show every device)."""
+    """The rows of one device: the live ones, else the first recorded device's."""
     dev, src = df[["device", "source"]].iloc[0]
     live = df[df["source"] == "live"]
     if len(live):
@@ -108,8 +101,7 @@ def one_device(df):
 
 
 def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
-    """GB/s against size, one line per (variant or baseline, device), roofs drawn. Variants are
-    solid lines, baselines broken ones; every line has its own marker."""
+    """GB/s against size, a line per step (solid) or baseline (broken), roofs drawn."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
@@ -172,9 +164,8 @@ def bars(df, name: str, title: str = "", value: str = "gbps"):
 
 
 def progress(df, name: str, title: str = "", roof: str = "copy", case: str | None = None):
-    """The end of a ladder: for one case (default: the first in df), each step in order as a
-    fraction of the copy (or read) roof, the baselines beside them (hatched), labelled with
-    where the numbers come from (live or recorded, device, date)."""
+    """The end of a ladder: at one case (default: the first), each step as a fraction of the roof, the
+    baselines hatched."""
     if roof not in ("copy", "read"):
         raise ValueError(f"roof must be 'copy' or 'read', not {roof!r}")
     if df is None or df.empty:
@@ -210,9 +201,8 @@ def progress(df, name: str, title: str = "", roof: str = "copy", case: str | Non
 
 def roofline(points, name: str, peak_gflops: float, copy_gbps: float, title: str = "", provenance: str = "",
              ceilings=()):
-    """Attainable GFLOP/s = min(peak, AI x bandwidth), with kernels placed as points.
-    points: [(label, flop_per_byte, gflops_or_None)]. ceilings: [(label, G ops/s)], other units'
-    roofs (SFU, instruction issue), drawn as min(ceiling, ops per byte x bandwidth), dashed."""
+    """Attainable GFLOP/s = min(peak, AI x bandwidth), points [(label, flop_per_byte, gflops_or_None)] placed;
+    ceilings: [(label, G ops/s)], other units' roofs, dashed."""
     fig, ax = _figure(WIDTH, 4.2)
     ai = np.logspace(-2, 3, 200)
     ax.plot(ai, np.minimum(peak_gflops, ai * copy_gbps), "k-", label="roof")
@@ -243,9 +233,8 @@ def error_vs_fp64(sizes, errors: dict, name: str, title: str = "", provenance: s
 
 
 def device_roofline(fund, kernels, name="00_roofline", ceilings=()):
-    """The roofline of the device in `fund` (bench.fundamentals()), with `kernels` placed by
-    arithmetic intensity: [(label, flop_per_byte)]. ceilings: quantities of `fund` drawn as
-    extra roofs (e.g. "ex2.approx (SFU) throughput"); those absent from `fund` are left out."""
+    """The roofline of the device in `fund`, `kernels` [(label, flop_per_byte)] placed; ceilings: quantities
+    of `fund` drawn as extra roofs (e.g. "ex2.approx (SFU) throughput") where present."""
     if fund is None or fund.empty:
         print("SKIPPED: no measured or recorded fundamentals to draw a roofline from.")
         return None

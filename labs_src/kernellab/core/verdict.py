@@ -52,8 +52,7 @@ def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None
 
 
 def worst_ratio(df, top, slow: str) -> Measured:
-    """The worst time(slow) / time(step) over `top` (a best() frame: a step per case), with its band: a target's
-    worst case over a sweep, e.g. the fastest step against its floor or a library (NAN where none is timed)."""
+    """The worst time(slow) / time(step) over `top` (a best() frame), with its band; NAN where none is timed."""
     r = [m for m in (ratio_band(df, n, slow, c) for c, n in zip(top.index, top["name"])) if m.ok]
     return min(r, key=lambda m: m.value) if r else NAN
 
@@ -64,7 +63,7 @@ def ratio(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> 
 
 
 def frac_band(df, name: str, case: str, roof: str = "copy") -> Measured:
-    """The fraction of a roof of one row, with its band (the fraction at p90 and at p10 time)."""
+    """The fraction of a roof of one row, with its band (at p90 and p10 time)."""
     f, t = pick(df, name, f"frac_{roof}", case=case), band(df, name, case)
     return Measured(f, f * t.value / t.hi, f * t.value / t.lo) if f == f and t.ok else Measured(f, f, f)
 
@@ -108,8 +107,8 @@ def target_outcome(m: Measured, threshold: float | None, below: bool = False) ->
 
 
 def targets(targets, df):
-    """The targets table of the device on screen (what, measured, threshold, outcome), every other
-    record in two columns of its own (`measured on <GPU>`, `outcome on <GPU>`); provenance printed once."""
+    """The targets table of the device on screen, every other record in columns `measured on <GPU>`,
+    `outcome on <GPU>`."""
     rows = []
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
     parts, floors = devices(df), any(t.floor is not None for t in targets)
@@ -136,7 +135,7 @@ def targets(targets, df):
 
 
 def targets_met(tg) -> str:
-    """'k of n targets met' on the device on screen and on each other record in the table."""
+    """'k of n targets met' on each device of the table."""
     n = len(tg)
     said = [f"{int((tg['outcome'] == 'met').sum())} of {n} targets met"
             + (f" on {tg.attrs['device']}" if tg.attrs.get("device") else "")]
@@ -160,8 +159,7 @@ CLAIM_ARCH_FALLBACK = "sm_90"   # for a step that needs a newer GPU than the Ori
 
 
 def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
-    """What a `ptx:<text>`, `ptxas:registers` / `ptxas:smem`, `ptxas:blocks_per_sm@T` or
-    `ptxas:occupancy@T` claim counts in one step's kernel compiled for arch."""
+    """What a `ptx:<text>` or `ptxas:<what>[@threads]` claim counts in one step's kernel compiled for arch."""
     from . import build
     if how.startswith(("ptxas:blocks_per_sm@", "ptxas:occupancy@")):   # from ptxas -v and the arch's SM limits
         what, threads = how.split(":", 1)[1].split("@")
@@ -182,8 +180,7 @@ def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
 
 
 def _counted(r, kernels: str) -> tuple:
-    """(Measured after/before, verdict, shown) of a ptx/ptxas claim, from the kernels compiled for the
-    seeds' sm_87 (sm_90 for a step that needs it)."""
+    """(Measured after/before, verdict, shown) of a ptx/ptxas claim, compiled for sm_87 (else sm_90)."""
     for arch in (CLAIM_ARCH, CLAIM_ARCH_FALLBACK):
         try:
             after = _count(kernels, r.fast, r.how, arch)
@@ -246,9 +243,8 @@ def _ncu_reading(r, claimed, df) -> tuple:
 
 
 def limiters(family, quiet: bool = False):
-    """What limits each launch in family.limiters, from the recorded Nsight Compute readings: one row per
-    core.ncu.LIMITER_METRICS counter, one column per '<name> @ <case>'; None where none are recorded. Its
-    provenance (or their absence) is said unless quiet (a lab reading several families says it once)."""
+    """The recorded Nsight Compute readings of each launch in family.limiters: a row per LIMITER_METRICS
+    counter, a column per '<name> @ <case>'; None where none are recorded."""
     from .device import load_recorded
     from .ncu import LIMITER_METRICS
     rec = load_recorded("ncu")
@@ -280,8 +276,7 @@ CLAIM_MEASURES: dict = {}      # claim id -> measure(frame) -> (Measured, verdic
 
 
 def claim_measure(cid: str):
-    """Register the measure of a claims row whose `how` is `lab:<name>`: frame on screen (one device's
-    rows, or None) -> (Measured, verdict, shown), so every table that lists the row judges it the same way."""
+    """Register the measure of a claims row whose `how` is `lab:<name>`: frame -> (Measured, verdict, shown)."""
     def reg(fn):
         CLAIM_MEASURES[cid] = fn
         return fn
@@ -309,10 +304,9 @@ def _lab_measure(r, part) -> tuple:
 
 
 def claims(lab: str, df, families=(), measured=None):
-    """The lab's 'seed claim vs measured here' table: docs/claims.csv's rows of `lab`, each judged by the
-    one rule: a ratio from the frames (df: one frame or a list of runs; the first run with both times), a
-    ptx/ptxas count from the compiled `families`, an ncu reading, a lab's own measure, or `measured` ({id:
-    Measured or float}) for an end-to-end row; else the row's reason. A column per other recorded device."""
+    """docs/claims.csv's rows of `lab`, each judged by the one rule: a ratio from df (a frame or a list of
+    runs), a ptx/ptxas count of `families`, an ncu reading, a lab's measure, or `measured[id]` (end to end);
+    else the row's reason. A column per other recorded device."""
     runs = [f for f in (df if isinstance(df, (list, tuple)) else [df]) if f is not None and len(f)]
     df = pd.concat(runs, ignore_index=True) if runs else None
     devs = list(dict.fromkeys(one_source(f)["device"].iloc[0] for f in runs)) if runs and "device" in df else []
@@ -400,7 +394,7 @@ OUTCOMES = ("holds", "smaller than claimed", "larger than claimed", "refuted", "
 
 
 def claims_summary(table) -> str:
-    """One sentence over a claims table: how many claims, how many judged, and each outcome's count."""
+    """One sentence over a claims table: how many claims, judged, and of each outcome."""
     if table is None or table.empty:
         return "No seed claims listed for this lab."
     v = table["verdict"]
@@ -429,8 +423,7 @@ def speedup(df, num: str, den: str, by="case"):
 
 
 def claim_rows(df, rows):
-    """A claims table from rows a lab gives, [(claim, seed_says, fast, slow, case)], judged by the one
-    rule ('1.6x' in seed_says is the claimed ratio)."""
+    """A claims table from rows [(claim, seed_says, fast, slow, case)] ('1.6x' in seed_says: the claimed ratio)."""
     import re
     out = []
     for claim, seed, fast, slow, case in rows:
