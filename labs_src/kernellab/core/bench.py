@@ -47,8 +47,8 @@ def _flush_launch():
 
 
 def flush_l2() -> None:
-    """Evict L2 by READING a buffer of twice its size: L2 is left clean (a written buffer would leave dirty
-    lines whose write-back the next timed call pays for: µs, a visible share of a small kernel)."""
+    """Evict L2 by READING twice its size: a written buffer would leave dirty lines whose write-back (µs)
+    the next timed call pays for."""
     _flush_launch()()
 
 
@@ -231,8 +231,7 @@ def _stats(t) -> Timing:
 
 
 def bare(fn):
-    """The launches `fn` makes as bare RawKernel calls, arguments packed once (a launcher's host-cost floor);
-    None for a library call."""
+    """The launches `fn` makes as bare RawKernel calls (a launcher's host-cost floor); None for a library call."""
     from .launch import record_launches
     recs = record_launches(fn)
     if not recs:
@@ -396,8 +395,9 @@ def roof_values(df=None) -> dict:
 
 def measure(fn, nbytes: int, **kw) -> dict:
     """time_fn(fn) with GB/s of `nbytes` and fractions of the two roofs (store.derive)."""
-    t = time_fn(fn, **kw)
-    return store.derive_row({**t.row(), "bytes": int(nbytes)}, roofs())
+    import pandas as pd
+    row = pd.DataFrame([{**time_fn(fn, **kw).row(), "bytes": int(nbytes)}])
+    return store.derive(row, roofs(), "both").iloc[0].to_dict()
 
 
 # ---- side-by-side comparison of a family's variants and baselines -----------------------------
@@ -414,17 +414,10 @@ def _wants_warm(shape, nbytes) -> bool:
 
 
 def compare(family, cases, names=None, baselines=True, reps=None, host=True):
-    """Time variants (and baselines) of a family on cases = [(shape, dtype), ...]. Live: measured
-    now, in this process, on identical inputs (the pools' cached blocks handed back after:
-    device.release_cached). Compile-only: the recorded rows for the same cases, from
-    figures/reference/<device>/<lab>.csv, marked 'recorded'. One row per (case, name):
-      median_us, p10_us, p90_us   GPU time with L2 flushed before every repetition (events + spacer;
-                                  a reads_back variant: its launches alone, bench.bare)
-      gbps, frac_copy, frac_read  unique bytes per second, and as fractions of the two roofs
-      warm_us                     GPU time without the flush (inputs L2-resident, as in a decoder),
-                                  for shapes of <= WARM_ROWS rows whose bytes fit in L2; else NaN
-      host_us, bare_host_us       host µs to queue one call (bench.host_us), and for bare RawKernel calls
-                                  making the same launches (variants: host_us / bare_host_us is the overhead)"""
+    """Time variants (and baselines) of a family on cases = [(shape, dtype), ...] on identical inputs, one
+    row per (case, name); compile-only: the recorded rows for the same cases. Columns: time_fn's (a
+    reads_back variant: its launches alone), gbps and the roof fractions, warm_us (no flush, for shapes of
+    <= WARM_ROWS rows that fit in L2; else NaN), host_us and bare_host_us (host µs per call of it and of bare())."""
     import pandas as pd
     family = of(family)
     names = list(family.variants) if names is None else list(names)

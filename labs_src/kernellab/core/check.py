@@ -205,16 +205,15 @@ def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
     try:
         return _grade(src, kernel_name, make_input, reference, grid, block, scalars,
                       ptx_must_contain, step, tolerance or {})
-    except (CheckError, CompileError, ValueError, TypeError) as e:
+    except Exception as e:
         if strict:
             raise
-        print(f"NOT YET: {e}")
-    except Exception as e:   # a crash on the GPU (illegal address, launch failure)
-        if strict:
-            raise
-        print(f"NOT YET: the kernel failed to run: {type(e).__name__}: {e}\n"
-              "An illegal memory access leaves the GPU context unusable: restart the kernel "
-              "(Kernel > Restart) after fixing the indexing.")
+        if isinstance(e, (CheckError, CompileError, ValueError, TypeError)):
+            print(f"NOT YET: {e}")
+        else:    # a crash on the GPU (illegal address, launch failure)
+            print(f"NOT YET: the kernel failed to run: {type(e).__name__}: {e}\n"
+                  "An illegal memory access leaves the GPU context unusable: restart the kernel "
+                  "(Kernel > Restart) after fixing the indexing.")
     return None
 
 
@@ -338,17 +337,13 @@ def register(family, name: str, src: str, kernel_name: str, *, grid, block,
         raise ValueError(f"{family.name} already has a step named {name!r}; pick another name")
     fn = compile_source(src, kernel_name)
 
-    def _alloc(*inputs):
-        import cupy
-        return alloc_out(*inputs) if alloc_out else cupy.empty_like(inputs[0])
-
     def launcher(*inputs, out=None):
         if fn is None:
             from .device import need_gpu
             need_gpu(f"running {name}")
         for k, a in enumerate(inputs):
             require(a, f"input {k}", dtype=dtypes if k == 0 else None)
-        out = _alloc(*inputs) if out is None else out
+        out = v.alloc_out(*inputs) if out is None else out
         outs = list(out) if isinstance(out, tuple) else [out]
         if all(a.size for a in inputs):
             fn(_as_tuple(grid(*inputs)), _as_tuple(block),
@@ -357,7 +352,7 @@ def register(family, name: str, src: str, kernel_name: str, *, grid, block,
 
     launcher.__name__ = name
     launcher.__doc__ = f"learner's kernel {kernel_name}, registered with check.register"
-    v = Variant(launcher, dtypes=dtypes, overflow_safe=overflow_safe, alloc_out=_alloc)
+    v = Variant(launcher, dtypes=dtypes, overflow_safe=overflow_safe, alloc_out=alloc_out)
     family.variants[name] = v
     print(f"{family.name}: registered {name} ({kernel_name}), compiled for sm_87 and sm_90; "
           f"steps now: {', '.join(family.variants)}")

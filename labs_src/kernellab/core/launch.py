@@ -153,8 +153,7 @@ class _Records(list):
 
 
 def record_launches(fn, keep_result: bool = False) -> list:
-    """Call fn() once and return the launches it made through launch(): [(RawKernel, grid, block, packed
-    args, smem bytes)], .result fn's return value with keep_result; an outer recording gets them too."""
+    """The launches one call of fn() made through launch(): [(RawKernel, grid, block, args, smem)] (.result)."""
     global _RECORD
     prev, _RECORD = _RECORD, _Records()
     try:
@@ -222,8 +221,7 @@ _DERIVED: dict = {}      # address -> weak reference to an array made from a cal
 
 
 def derived(*bufs) -> None:
-    """Declare arrays a launcher made from its arguments and keeps while they live (a cached repack): a
-    launch plan may use them, but only for a call with the very same argument objects."""
+    """Declare arrays a launcher made from its arguments (a cached repack): plans using them replay for those alone."""
     import weakref
     for b in bufs:
         _DERIVED[b.data.ptr] = weakref.ref(b)

@@ -248,8 +248,7 @@ def device_roofline(fund, kernels, name="00_roofline", ceilings=()):
 
 
 def stacked_shares(df, columns: dict, labels, notes, xlabel: str, title: str, name: str):
-    """Horizontal bars, one per row of df, each split into `columns` ({column: (label, colour)}) as
-    % of their sum, with `notes[i]` written after bar i (labels: the y tick labels)."""
+    """A bar per row of df split into `columns` ({column: (label, colour)}) as % of their sum, notes after."""
     if df is None or df.empty:
         print(f"(no data for plot {name})")
         return None

@@ -155,8 +155,7 @@ HOST_TARGET = 1.1      # a default step's host µs per call, at most this times 
 
 
 def host_text(df, step: str, against: str = "torch") -> str:
-    """Host time per call of `step` against the fastest-to-issue baseline whose name has `against`
-    (medians, the worst case) and, above HOST_TARGET x, the measured reason (`bare_host_us`)."""
+    """Host time per call of `step` against the fastest `against` baseline, and above HOST_TARGET x, why."""
     d = one_source(df)
     if d is None or d.empty or "host_us" not in d:
         return f"Host time of `{step}`: not measured here and not recorded yet."

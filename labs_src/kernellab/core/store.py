@@ -68,11 +68,6 @@ def derive(df, roofs: dict, roof="copy"):
     return df
 
 
-def derive_row(row: dict, roofs: dict, roof: str = "both") -> dict:
-    """derive() for one row (a dict with bytes and median_us)."""
-    return derive(pd.DataFrame([row]), roofs, roof).iloc[0].to_dict()
-
-
 def row_roofs(name: str, df):
     """The roof that applies to each row of a recorded CSV: its family's (told apart by the case key's op)."""
     fams = REGISTRY.get(name, [])

@@ -77,8 +77,7 @@ def within_noise(m: Measured, at: float = 1.0) -> bool:
 
 def verdict(m: Measured, claimed: float | None = None, kind: str = "kernel",
             measured_kind: str = "kernel") -> str:
-    """The one verdict rule. m: measured time(before)/time(after); claimed: the claimed ratio (None: no
-    number); kind: the claim's kind; measured_kind: what m is a ratio of."""
+    """The one verdict rule on m = time(before)/time(after) against the claimed ratio (None: no number)."""
     if kind == "end-to-end" and measured_kind != "end-to-end":
         return "not measured here (end to end)"
     if not m.ok:
@@ -210,8 +209,7 @@ def _counted(r, kernels: str) -> tuple:
 
 
 def _ncu_reading(r, claimed, df) -> tuple:
-    """(Measured, verdict, shown) of an `ncu:<metric>` claim from the recorded Nsight Compute readings
-    (make ncu): after/before for a counter, before/after for a duration."""
+    """(Measured, verdict, shown) of an `ncu:<metric>` claim: after/before for a counter, before/after for a duration."""
     from .device import load_recorded
     rec = load_recorded("ncu")
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) and "device" in df else None
