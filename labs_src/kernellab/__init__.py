@@ -25,9 +25,7 @@ __all__ = ["device", "build", "launch", "family", "check", "bench", "results", "
 
 from . import compat as _compat  # noqa: E402,F401  (old names, for saved notebooks)
 
-try:        # results.table keeps tables short itself; no cell is cut so that it hides the number a sentence quotes
-    import pandas as _pd
-    _pd.set_option("display.max_rows", 400)
-    _pd.set_option("display.max_colwidth", None)
-except ImportError:
-    pass
+import pandas as _pd  # noqa: E402
+
+_pd.set_option("display.max_rows", 400)     # results.table keeps tables short itself: no cell hides a quoted number
+_pd.set_option("display.max_colwidth", None)

@@ -199,8 +199,7 @@ def wall(fn, reps: int = 20, flush: bool = True, before=None) -> dict:
 
 
 def split(fns, reps: int = 5):
-    """(gpu, host): per zero-argument call of `fns`, the median GPU µs (events between consecutive calls, all
-    behind a spacer) and host µs to issue it."""
+    """(gpu, host): median µs per call of `fns`, events between consecutive calls, all behind a spacer."""
     need_gpu("timing")
     import cupy
     _ = [f() for f in fns]                    # warm-up
@@ -247,8 +246,7 @@ def bare(fn):
 
 
 class Graph:
-    """The launches of fn() captured once into a CUDA graph, replayed with one call. `fn` must not allocate
-    (pass out= buffers): the graph replays into the memory it was captured with."""
+    """The launches of fn() as a CUDA graph, replayed with one call into the memory they were captured with."""
 
     def __init__(self, fn, warmup: bool = True):
         need_gpu("capturing a CUDA graph")
@@ -364,8 +362,7 @@ def roofs() -> dict:
 
 
 def near_l2(copy_k, mix_k, src, l2: int) -> float:
-    """The best copy and 2-reads-1-write stream over 1/2, 1 and 2 L2s: what is written may still sit in L2 at
-    the end event, so these beat far past L2 (the labs' shapes live there too)."""
+    """The best copy or 2r1w stream over 1/2, 1, 2 L2s (writes may sit in L2 at the end event: faster there)."""
     best = 0.0
     for k in (min(src.size // 3, int(f * l2) // 4) // 16 * 16 for f in (0.5, 1, 2)):
         a, b, c, k4 = src[:k], src[k:2 * k], src[2 * k:3 * k], np.int64(k // 4)

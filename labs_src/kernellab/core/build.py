@@ -66,27 +66,19 @@ def step_source(family: str, step: str) -> str:
 def include_dirs() -> tuple[str, ...]:
     """kernels/, CuPy's headers (incl. its bundled CUB/Thrust/libcu++), and the CUDA headers."""
     import cupy
-    inc = [str(KERNELS)]
     core = Path(cupy.__file__).parent / "_core" / "include"
-    inc.append(str(core))
-    for sub in ("libcudacxx", "cub", "thrust"):
-        if (core / "cupy" / "_cccl" / sub).is_dir():
-            inc.append(str(core / "cupy" / "_cccl" / sub))
+    inc = [str(KERNELS), str(core)] + [str(core / "cupy" / "_cccl" / sub) for sub in ("libcudacxx", "cub", "thrust")
+                                       if (core / "cupy" / "_cccl" / sub).is_dir()]
     cand = []
     try:
         from cuda import pathfinder
         cand.append(pathfinder.find_nvidia_header_directory("cudart"))
     except Exception:
         pass
-    for env in ("CUDA_PATH", "CUDA_HOME"):
-        if os.environ.get(env):
-            cand.append(os.path.join(os.environ[env], "include"))
-    cand.append("/usr/local/cuda/include")
-    for c in cand:
-        if c and os.path.exists(os.path.join(c, "cuda_fp16.h")):
-            inc.append(c)
-            break
-    return tuple(inc)
+    cand += [os.path.join(os.environ[e], "include") for e in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(e)]
+    cuda = next((c for c in [*cand, "/usr/local/cuda/include"] if c and os.path.exists(os.path.join(c, "cuda_fp16.h"))),
+                None)
+    return tuple(inc + ([cuda] if cuda else []))
 
 
 def _options(extra=()) -> tuple[str, ...]:

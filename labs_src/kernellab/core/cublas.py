@@ -62,8 +62,7 @@ def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha
 
 
 def gemm(a, w, out):
-    """out = a @ w.T (w a Linear's [N, K] weight), out fp16 or fp32: one cublasGemmEx. Row-major out is
-    column-major out^T = w a^T: cuBLAS sees w first, transposed."""
+    """out = a @ w.T (fp16 or fp32 out): one cublasGemmEx, seeing column-major out^T = w a^T (w first, transposed)."""
     require(a, "a", dtype="float16", ndim=2)
     require(w, "w", dtype="float16", ndim=2)
     M, K = a.shape

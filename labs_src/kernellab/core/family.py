@@ -35,8 +35,7 @@ class Target:
 
 @dataclass(eq=False)
 class Family:
-    """One family of steps: a ladder of variants, its reference, inputs, cases, baselines and targets.
-    Each field is described in docs/design.md ("The family API")."""
+    """One family of steps; each field is described in docs/design.md ("The family API")."""
     name: str
     kernels: str
     variants: dict = field(default_factory=dict)
@@ -67,8 +66,7 @@ class Family:
         return f"Family({self.name!r}: {len(self.variants)} steps, {len(self.baselines)} baselines)"
 
     def limiter_cases(self) -> list:
-        """[(step or baseline, shape, dtype, kernel regex)] of `limiters`; a limiter without a dtype
-        takes the first record case's (float16 when there is none)."""
+        """[(step or baseline, shape, dtype, kernel regex)] of `limiters` (dtype by default the first record case's)."""
         first = (self.record_cases or [(None, "float16")])[0][1]
         return [(name, shape, rest[1] if len(rest) > 1 else first, rest[0]) for name, shape, *rest in self.limiters]
 

@@ -164,8 +164,7 @@ def bars(df, name: str, title: str = "", value: str = "gbps"):
 
 
 def progress(df, name: str, title: str = "", roof: str = "copy", case: str | None = None):
-    """The end of a ladder: at one case (default: the first), each step as a fraction of the roof, the
-    baselines hatched."""
+    """The end of a ladder: at one case (default: the first), each step's fraction of the roof."""
     if roof not in ("copy", "read"):
         raise ValueError(f"roof must be 'copy' or 'read', not {roof!r}")
     if df is None or df.empty:

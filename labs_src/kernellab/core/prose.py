@@ -47,8 +47,7 @@ LIBRARY_NAMES = r"torch|cublas|cupy"
 
 
 def sweep_table(df, keys, torch_name: str, floor: str):
-    """Per case of a sweep: the fastest step, its µs and fraction of the copy roof, torch's and the floor's
-    time over its time."""
+    """Per case of a sweep: the fastest step, its µs and copy roof fraction, torch's and the floor's time / its."""
     b = sweep_best(df, keys)
     out = b.reset_index()[["case", "name", "median_us", "frac_copy"]] if len(b) else b
     if len(b):
@@ -58,8 +57,7 @@ def sweep_table(df, keys, torch_name: str, floor: str):
 
 
 def brief(df, roof: str = "copy"):
-    """Per case: the fastest step, its µs, fraction of the roof and of the floor, and the fastest library
-    with time(library) / time(step)."""
+    """Per case: the fastest step, its µs, fractions of the roof and floor, and the fastest library's time / its."""
     d = one_source(df)
     rows = []
     for case, r in best(d).iterrows():

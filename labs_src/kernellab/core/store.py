@@ -56,8 +56,7 @@ def load_recorded(lab: str):
 # ---- fractions: one writer ------------------------------------------------------------------------
 
 def derive(df, roofs: dict, roof="copy"):
-    """gbps and the fraction of the roof that applies (roof: "copy", "read", "both", or one per row), the other
-    fraction NaN, of every row with bytes and a time."""
+    """gbps and the fraction of the roof that applies ("copy", "read", "both", or one per row); the other NaN."""
     if "bytes" in df and "median_us" in df:
         roof = pd.Series(roof, index=df.index) if isinstance(roof, str) else roof
         gbps = df["bytes"] / df["median_us"] / 1e3

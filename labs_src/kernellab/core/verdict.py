@@ -41,8 +41,7 @@ def band(df, name: str, case: str) -> Measured:
 
 
 def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> Measured:
-    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band; slow_case: the slow
-    side at another case (an int4 step against the fp16 step of the same shape)."""
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band; slow_case: slow's case."""
     f, s = band(df, fast, case), band(df, slow, slow_case or case)
     if not (f.ok and s.ok):
         return NAN
@@ -106,8 +105,7 @@ def target_outcome(m: Measured, threshold: float | None, below: bool = False) ->
 
 
 def targets(targets, df):
-    """The targets table of the device on screen, every other record in columns `measured on <GPU>`,
-    `outcome on <GPU>`."""
+    """The targets table of the device on screen, each other record in columns `... on <GPU>`."""
     rows = []
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
     parts, floors = devices(df), any(t.floor is not None for t in targets)
