@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class Timing:
     reps: int
 
     def row(self) -> dict:
-        return {"median_us": self.median_us, "p10_us": self.p10_us, "p90_us": self.p90_us, "reps": self.reps}
+        return asdict(self)
 
 
 @functools.lru_cache(maxsize=None)
@@ -282,8 +282,6 @@ def graph(fn, warmup: bool = True) -> Graph:
     """Capture the launches of one call of `fn` as a CUDA graph; calling the result replays them."""
     return Graph(fn, warmup)
 
-
-# ---- roofs ------------------------------------------------------------------------------------
 
 def _roof_elems() -> int:
     import cupy

@@ -116,8 +116,6 @@ def defaults(family: str) -> dict:
     return dict(_DEFAULT.findall(source(family)))
 
 
-# ---- live: RawModule ----------------------------------------------------------------------
-
 def module(family: str, extra: tuple = ()):
     """The family's cupy.RawModule with its defines and `extra` options, compiled once (live only)."""
     return _module(family, (*defines(family), *extra))
@@ -280,8 +278,6 @@ def compile_source(src: str, kernel_name: str):
     import cupy
     return cupy.RawModule(code=src, options=_options()).get_function(kernel_name)
 
-
-# ---- occupancy -----------------------------------------------------------------------------------
 
 # Per-SM limits: registers, threads, blocks, shared memory (bytes).
 SM_LIMITS = {"sm_87": (65536, 1536, 16, 164 * 1024), "sm_90": (65536, 2048, 32, 228 * 1024)}

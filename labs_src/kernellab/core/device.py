@@ -174,8 +174,6 @@ def load_recorded(lab: str):
     return _store().load_recorded(lab)
 
 
-# ---- prose computed from the results on screen -------------------------------------------------
-
 def provenance(df) -> str:
     """'live on <device>, <date>' / 'recorded on <device>, <date>' of a results frame."""
     if df is None or len(df) == 0 or "source" not in df:

@@ -28,9 +28,8 @@ class Target:
     threshold: float | None = None
     below: bool = False
     unit: str = "x"
-    floor: Callable | None = None    # the same figure with a floor (a read-only kernel or a plain copy of the same
-                                     # bytes) in place of the step: the best any kernel could score on this GPU
-                                     # (a target the floor misses is out of reach)
+    floor: Callable | None = None    # the same figure for the floor (a read or copy of the same bytes) in place of
+                                     # the step: the best any kernel could score here (a target it misses is out of reach)
 
 
 @dataclass(eq=False)

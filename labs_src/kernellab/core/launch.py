@@ -91,8 +91,6 @@ def out_like(out, x, name="out", shape=None, dtype=None):
     return out
 
 
-# ---- launching ---------------------------------------------------------------------------------
-
 _I32, _F32, _F64 = np.int32, np.float32, np.float64
 _RECORD: list | None = None     # set by record_launches: launches are noted, not changed
 

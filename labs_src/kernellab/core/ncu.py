@@ -8,8 +8,6 @@ from . import build
 from .device import is_live
 from .family import of
 
-# ---- Nsight Compute, where it is installed and allowed ------------------------------------------
-
 NCU_METRICS = {
     "gpu__time_duration.sum": "duration",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput (% of peak)",

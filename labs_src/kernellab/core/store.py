@@ -75,8 +75,6 @@ def row_roofs(name: str, df):
     return df["case"].astype(str).str.split(":").str[0].map(lambda op: by_op.get(op, default))
 
 
-# ---- roofs -------------------------------------------------------------------------------------------
-
 def recorded_roofs(df=None) -> dict:
     """The roofs of the device record of df (df=None: the device with the most labs), with device, source, date."""
     metas = [m for m in recorded_meta().values() if "roofs" in m]

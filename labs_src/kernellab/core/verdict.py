@@ -67,8 +67,6 @@ def frac_band(df, name: str, case: str, roof: str = "copy") -> Measured:
     return Measured(f, f * t.value / t.hi, f * t.value / t.lo) if f == f and t.ok else Measured(f, f, f)
 
 
-# ---- verdicts ------------------------------------------------------------------------------------
-
 def within_noise(m: Measured, at: float = 1.0) -> bool:
     """True when `at` lies inside the band (at = 1: the two times' bands overlap)."""
     return m.lo == m.lo and m.hi == m.hi and min(m.lo, m.hi) <= at <= max(m.lo, m.hi)
@@ -141,8 +139,6 @@ def targets_met(tg) -> str:
     return "; ".join(said)
 
 
-# ---- the claims file ------------------------------------------------------------------------------
-
 def claims_file():
     """docs/claims.csv: every claim of the seed reports, one row each (empty frame if absent)."""
     path = ROOT / "docs" / "claims.csv"
@@ -157,21 +153,16 @@ CLAIM_ARCH_FALLBACK = "sm_90"   # for a step that needs a newer GPU than the Ori
 
 def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
     """What a `ptx:<text>` or `ptxas:<what>[@threads]` claim counts in one step's kernel compiled for arch."""
-    from . import build
+    from . import build       # no such kernel: an IndexError, which _counted reads as "no such step"
     if how.startswith(("ptxas:blocks_per_sm@", "ptxas:occupancy@")):   # from ptxas -v and the arch's SM limits
         what, threads = how.split(":", 1)[1].split("@")
         occ = build.occupancy(kernels, step, int(threads))
         r = occ[(occ.arch == arch) & (occ.source == "ptxas -v")]
-        if not len(r):
-            raise ValueError(f"no kernel for step {step}")
         return float(r["blocks/SM" if what == "blocks_per_sm" else "occupancy"].iloc[0])
     if how in ("ptxas:registers", "ptxas:smem"):         # ptxas -v: registers, static shared memory bytes
         info = build.ptxas_info(kernels, (arch,))
-        r = info[info.kernel == (step if step.startswith(kernels + "_") else f"{kernels}_{step}")]
-        col = "registers" if how == "ptxas:registers" else "smem_bytes"
-        if not len(r):
-            raise ValueError(f"no kernel for step {step}")
-        return float(r[col].iloc[0])
+        r = info[info.kernel == build.full_name(kernels, step)]
+        return float(r["registers" if how == "ptxas:registers" else "smem_bytes"].iloc[0])
     texts = how.split(":", 1)[1].split("|")   # PTX instructions (any of); .ftz (CuPy's -ftz=true) is ignored
     return float(sum(any(t in line.replace(".ftz", "") for t in texts) for line in build.ptx(kernels, step, arch)))
 
