@@ -21,15 +21,11 @@ def _cublas():
     import ctypes.util
     import cupy
     cupy.cuda.device.get_cublas_handle()        # CuPy loads libcublas into this process
-    path = None
     try:
         with open("/proc/self/maps") as f:
-            for line in f:
-                if "/libcublas.so" in line:         # (not libcublasLt)
-                    path = line.split()[-1]
-                    break
+            path = next((line.split()[-1] for line in f if "/libcublas.so" in line), None)   # (not libcublasLt)
     except OSError:
-        pass
+        path = None
     lib = ctypes.CDLL(path or ctypes.util.find_library("cublas") or "libcublas.so")
     i, ll, p = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
     lib.cublasCreate_v2.argtypes = [ctypes.POINTER(p)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import weakref
 
 import numpy as np
 
@@ -172,12 +173,12 @@ def record_launches(fn, keep_result: bool = False) -> list:
 # failed lab 09's GPU tests after other tests in the same process (a stale plan replayed where it should not):
 # kept at 64 until the plan key is shown to cover everything a launcher decides from (issue 38, left open).
 PLANS_PER_VARIANT = 64
-_VARIANTS = None      # a WeakSet of every Variant, for clear_plans
+_VARIANTS = weakref.WeakSet()      # every Variant, for clear_plans
 
 
 def clear_plans() -> None:
     """Forget every launch plan: needed after changing a module-level knob a launcher reads (a block size)."""
-    for v in list(_VARIANTS or ()):
+    for v in list(_VARIANTS):
         v._plans.clear()
         v._last = None
 
@@ -220,7 +221,6 @@ _DERIVED: dict = {}      # address -> weak reference to an array made from a cal
 
 def derived(*bufs) -> None:
     """Declare arrays a launcher made from its arguments (a cached repack): plans using them replay for those alone."""
-    import weakref
     for b in bufs:
         _DERIVED[b.data.ptr] = weakref.ref(b)
 
@@ -271,7 +271,6 @@ def _plan(records, args, out):
 def _seen(args, out, plan):
     """What Variant's fast path compares the next call against: a weak reference, shape and dtype per array
     (a freed array never matches); None without a plan or with a non-array argument (the keyed path)."""
-    import weakref
     flat = (*args, *out) if type(out) is tuple else (*args, out)
     if plan is None or any(type(a) is not _ND for a in flat):
         return None
@@ -296,10 +295,6 @@ class Variant:
         self.plan, self.reads_back = plan, reads_back
         self._plans: dict = {}
         self._last = None       # (what the previous call passed, its plan): the fast path
-        global _VARIANTS
-        if _VARIANTS is None:
-            import weakref
-            _VARIANTS = weakref.WeakSet()
         _VARIANTS.add(self)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
