@@ -1,12 +1,6 @@
-"""kernellab: the helper package behind every lab.
-
-core/      knows no lab: device (facts, modes, the device record), build (compile, show, PTX,
-           occupancy), launch (Variant, input checks, aliasing), family (the Family type), check
-           (against a reference, exercises), bench (timing only), results (the one reader of
-           live/recorded frames, sentences and verdicts), cublas, plot
-<lab>.py   one module per lab (measuring, softmax, rmsnorm, add, gemv, vision, vit_block, ...)
-labs.py    the list of labs and their families; record, sanitize, explore: tools over all labs
-"""
+"""kernellab: the helper package behind every lab. core/ knows no lab (device, build, launch, family, check,
+bench, results, cublas, plot); a module or package per lab; labs.py lists the labs and their families;
+record, sanitize, explore: tools over all labs."""
 import sys as _sys
 
 from .core import device, build, launch, family, check, bench, results, plot  # noqa: F401

@@ -296,10 +296,9 @@ LAUNCHES = 100     # empty launches per event pair (back to back) and per graph
 
 @functools.lru_cache(maxsize=None)
 def roofs() -> dict:
-    """Measured once per process on this device, each roof from its p10 time (a roof is a ceiling): the copy
-    roof (the best of a copy kernel, cudaMemcpy and a 2-reads-1-write stream, far past L2 and near_l2), the
-    read roof (the best reader over as many bytes as the copy moves), and an empty launch's cost: alone,
-    back to back, from a graph, and on the host."""
+    """Measured once per process, each from its p10 time (a roof is a ceiling): the copy roof (a copy kernel,
+    cudaMemcpy, a 2-reads-1-write stream, near_l2), the read roof (the best reader over as many bytes), and
+    an empty launch's cost: alone, back to back, from a graph, and on the host."""
     import cupy
     n = _roof_elems()
     src = cupy.ones(n, cupy.float32)

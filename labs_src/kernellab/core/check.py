@@ -115,10 +115,9 @@ def _pairs(got, want):
 
 
 def variants(family, names=None, cases=None, dtype=None) -> None:
-    """Check every variant of a family against family.reference on its check_cases (irregular shapes x
-    hostile values), within family.tolerance(*inputs) where it has one (the worst error then reported as a
-    fraction of what is allowed). One line per variant; raises on the first mismatch. Compile-only: runs
-    the NumPy reference on the same cases and says so."""
+    """Check every variant of a family against family.reference on its check_cases, within family.tolerance
+    (the worst error then a fraction of what is allowed): a line per variant, raising on the first mismatch;
+    compile-only, the NumPy reference runs on the same cases."""
     fam = of(family)
     cases = fam.check_cases if cases is None else cases
     live = is_live()
@@ -194,13 +193,10 @@ def _bound(fn, inputs):
 def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
                    scalars=lambda *inputs: (), ptx_must_contain=(), step=None, strict=False, tolerance=None):
     """Grade a learner's kernel: no TODO left in its code, it compiles for sm_87 + sm_90 with each needle of
-    ptx_must_contain (a string, or a tuple any of whose strings will do) in its PTX; on a GPU, its outputs
-    match reference(*inputs) and it is timed against the lab's step=(label, fn); without one, blocks of it
-    run on the CPU (_on_cpu), else NOT CHECKED says exactly what was checked.
-
-    The kernel's arguments are the inputs, one output per array the reference returns, then
-    scalars(*inputs); grid(*inputs) gives the grid. A failure prints "NOT YET: <reason>" and returns None
-    (Run All goes on), or with strict=True (the solution cell) raises. Returns what was measured, or None."""
+    ptx_must_contain in its PTX; on a GPU, its outputs match reference(*inputs) and it is timed against
+    step=(label, fn); without one, blocks of it run on the CPU (_on_cpu). Its arguments: the inputs, one
+    output per array the reference returns, scalars(*inputs). A failure prints "NOT YET: <reason>" and
+    returns None (Run All goes on); strict=True (the solution cell) raises. Returns what was measured."""
     from .build import CompileError
     try:
         return _grade(src, kernel_name, make_input, reference, grid, block, scalars,

@@ -213,9 +213,8 @@ def release_cached() -> None:
 # ---- Jetson: power mode and clocks (a cold clock can fake a 4.5x slowdown) ---------------------
 
 def jetson_clocks(root: str = "/") -> dict:
-    """A Jetson's power mode (nvpmodel -q), GPU clocks (devfreq), EMC clocks (BPMP debugfs, needs root: else
-    None), clocks_fixed (as `sudo jetson_clocks` sets them; None when unknown) and a warning; {} off a
-    Jetson. `root`: a fake / (tests)."""
+    """A Jetson's power mode, GPU and EMC clocks (None where unreadable), clocks_fixed (as `sudo jetson_clocks`
+    sets them; None when unknown) and a warning; {} off a Jetson. `root`: a fake / (tests)."""
     import glob
     import subprocess
 

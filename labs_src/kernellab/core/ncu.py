@@ -136,9 +136,8 @@ def _band(readings, lo, hi, key, rel: bool):
 
 
 def limiter(readings, lo=None, hi=None) -> Limiter | None:
-    """The one rule turning one launch's readings {LIMITER_METRICS label: value} (lo, hi: of repeated readings,
-    else NOISE_PTS / NOISE_REL) into a limiter: the busiest unit whose band reaches SATURATED, else the top
-    stall reason, those whose band overlaps it tied. None without readings."""
+    """The one rule turning one launch's readings {LIMITER_METRICS label: value} (band: lo, hi, else NOISE_*) into
+    a limiter: the busiest unit whose band reaches SATURATED, else the top stall reason (overlapping ones tied)."""
     readings = {k: v for k, v in dict(readings).items() if v == v}
     units = {k: _band(readings, lo, hi, k, False) for k in UNITS if k in readings}
     stalls = {k: _band(readings, lo, hi, k, True) for k in readings if str(k).startswith("stall:")}
