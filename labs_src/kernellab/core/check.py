@@ -5,9 +5,11 @@ import re
 
 import numpy as np
 
-from .device import is_live
+from .build import ARCHS, CompileError, compile_source, nvrtc_compile
+from .device import is_live, need_gpu
 from .family import of
 from .frame import step_name
+from .launch import Variant, kernel_args, require
 
 # (rtol, atol) per output dtype. CuPy's NVRTC path flushes fp32 subnormals to zero
 # (-ftz=true), so atol sits above the fp32 subnormal range.
@@ -183,7 +185,6 @@ def _as_tuple(v):
 
 def _bound(fn, inputs):
     """A zero-argument call of a lab step on `inputs` (a Variant's out allocated here, outside the timing)."""
-    from .launch import Variant
     if isinstance(fn, Variant):
         out = fn.alloc_out(*inputs)
         return lambda: fn(*inputs, out=out)
@@ -197,7 +198,6 @@ def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
     step=(label, fn); without one, blocks of it run on the CPU (_on_cpu). Its arguments: the inputs, one
     output per array the reference returns, scalars(*inputs). A failure prints "NOT YET: <reason>" and
     returns None (Run All goes on); strict=True (the solution cell) raises. Returns what was measured."""
-    from .build import CompileError
     try:
         return _grade(src, kernel_name, make_input, reference, grid, block, scalars,
                       ptx_must_contain, step, tolerance or {})
@@ -261,8 +261,6 @@ def _on_cpu(src, kernel_name, inputs, wants, grid, block, scalars, tol):
 
 
 def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_must_contain, step, tol):
-    from .build import ARCHS, compile_source, nvrtc_compile
-    from .launch import kernel_args
     needles = _needles(ptx_must_contain)
     todo = todo_lines(src)
     if todo:       # the stubs mark the unfinished code with a `TODO;` statement (it does not compile)
@@ -324,8 +322,6 @@ def register(family, name: str, src: str, kernel_name: str, *, grid, block,
     """Add your own kernel to a family as variant `name`, checked (check.variants) and timed (bench.compare)
     beside the steps. It takes the family's inputs, the output(s) (alloc_out(*inputs), default one like the
     first input), then scalars(*inputs). Registering a name again replaces it; check.unregister removes it."""
-    from .build import compile_source
-    from .launch import Variant, kernel_args, require
     family = of(family)
     if not isinstance(name, str) or not name:
         raise ValueError("register: name must be a non-empty string such as '07_mine'")
@@ -335,7 +331,6 @@ def register(family, name: str, src: str, kernel_name: str, *, grid, block,
 
     def launcher(*inputs, out=None):
         if fn is None:
-            from .device import need_gpu
             need_gpu(f"running {name}")
         for k, a in enumerate(inputs):
             require(a, f"input {k}", dtype=dtypes if k == 0 else None)

@@ -7,10 +7,12 @@ never judges an end-to-end claim; a target without a threshold is never "missed"
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import pandas as pd
 
+from . import build
 from .device import ROOT, provenance
 from .frame import devices, one_source, pick, print_once, short_device, source
 
@@ -153,7 +155,6 @@ CLAIM_ARCH_FALLBACK = "sm_90"   # for a step that needs a newer GPU than the Ori
 
 def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
     """What a `ptx:<text>` or `ptxas:<what>[@threads]` claim counts in one step's kernel compiled for arch."""
-    from . import build       # no such kernel: an IndexError, which _counted reads as "no such step"
     if how.startswith(("ptxas:blocks_per_sm@", "ptxas:occupancy@")):   # from ptxas -v and the arch's SM limits
         what, threads = how.split(":", 1)[1].split("@")
         occ = build.occupancy(kernels, step, int(threads))
@@ -411,7 +412,6 @@ def speedup(df, num: str, den: str, by="case"):
 
 def claim_rows(df, rows):
     """A claims table from rows [(claim, seed_says, fast, slow, case)] ('1.6x' in seed_says: the claimed ratio)."""
-    import re
     out = []
     for claim, seed, fast, slow, case in rows:
         m = ratio_band(df, fast, slow, case)
