@@ -84,8 +84,7 @@ def _busy_us_per_8192() -> float:
 
 def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
             budget_s: float = 0.25) -> Timing:
-    """Median/p10/p90 µs of the zero-argument call `fn()`, from CUDA events around each call, L2 flushed
-    before each (flush=False: warm), behind a spacer longer than the host's cost of one call."""
+    """Median/p10/p90 µs of `fn()` from CUDA events, L2 flushed before each (flush=False: warm), behind a spacer."""
     need_gpu("timing")
     import cupy
     for _ in range(warmup):
@@ -119,8 +118,7 @@ def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
 # ---- host time, bare launches and CUDA graphs -----------------------------------------------------
 
 def host_us(fn, calls: int = 30, batches: int = 3) -> float:
-    """Host µs to *queue* one call of `fn`: the best of `batches` of `calls` back-to-back calls (host noise only
-    adds), gc paused, the GPU synchronized before each batch so a full queue never blocks the host."""
+    """Host µs to *queue* one call of `fn`: the best of `batches` (noise only adds), gc paused, the GPU idle first."""
     need_gpu("host timing")
     import gc
     import cupy

@@ -41,8 +41,7 @@ _SIZED = re.compile(r"_\d+$")
 
 
 def marker_of(family: str, step: str) -> str:
-    """The marker whose slice holds a kernel: its own, or, for a kernel one macro stamps per size
-    (softmax_10_cluster_2, _4, _8 from `// === softmax_10_cluster ===`), the marker without the size."""
+    """The marker whose slice holds a kernel: its own, or without the size of one stamped per size (_2, _4, _8)."""
     name = full_name(family, step)
     marks = steps(family)
     if name in marks or not _SIZED.search(name):
@@ -226,8 +225,7 @@ def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None, ex
 
 
 def define_changes_ptx(family: str, step: str, define: str, arch: str = "sm_90") -> bool:
-    """Whether -D<define> changes one step's PTX, line info and `.pragma "nounroll"` hints (on remainder
-    loops) ignored: e.g. whether a `#pragma unroll` changes anything."""
+    """Whether -D<define> changes one step's PTX (line info and remainder loops' `.pragma "nounroll"` ignored)."""
     def body(extra):
         return [ln for ln in ptx(family, step, arch, extra=extra) if ln and not ln.startswith((".loc", '.pragma "nounroll"'))]
     return body(()) != body((f"-D{define}",))

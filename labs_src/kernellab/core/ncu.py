@@ -42,9 +42,8 @@ LIMITER_METRICS = {
 
 def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics=NCU_METRICS,
         timeout: int = 300):
-    """The seed's Nsight Compute metrics of one launch of a step (or a baseline, with `kernel`: the regex of
-    the kernel to profile, default ^<kernels>_<NN>_), in a child process under `ncu`; where ncu cannot run
-    here, the command to run."""
+    """The seed's ncu metrics of one launch of a step (or baseline: give `kernel`, a regex) in a child process;
+    where ncu cannot run here, the command to run."""
     import os
     import shutil
     import subprocess

@@ -20,11 +20,6 @@ _VARIANT_STYLES = [(ls, mk) for ls in ("-", (0, (3, 1))) for mk in "os^vDPX<>h"]
 _BASELINE_STYLES = [("--", "x"), (":", "+"), ("-.", "*"), ((0, (5, 1, 1, 1)), "1"), ((0, (1, 3)), "2")]
 
 
-def _in_notebook() -> bool:
-    """True inside a Jupyter kernel (JupyterLab, nbval), where figures are displayed."""
-    return type(ipython()).__name__ == "ZMQInteractiveShell"
-
-
 def _figure(w=WIDTH, h=4.0, **kw):
     with plt.rc_context(STYLE):
         return plt.subplots(figsize=(w, h), dpi=DPI, **kw)
@@ -45,7 +40,7 @@ def _save(fig, name: str, metadata: dict | None = None):
     FIGURES.mkdir(exist_ok=True)
     with plt.rc_context(STYLE):
         fig.savefig(FIGURES / f"{name}.png", dpi=DPI, bbox_inches="tight", metadata=metadata)
-    if _in_notebook():
+    if type(ipython()).__name__ == "ZMQInteractiveShell":      # a Jupyter kernel (JupyterLab, nbval)
         from IPython.display import display
         display(fig)
         plt.close(fig)
@@ -129,8 +124,7 @@ def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
 
 
 def bars(df, name: str, title: str = "", value: str = "gbps"):
-    """One bar per variant/baseline per case (baselines hatched): GB/s with the roofs, or median_us. Cases
-    whose largest bars differ by more than SPAN x get a panel each; a panel spanning more gets a log axis."""
+    """A bar per step per case (baselines hatched), GB/s or median_us; cases SPAN x apart get a panel each."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
@@ -200,8 +194,7 @@ def progress(df, name: str, title: str = "", roof: str = "copy", case: str | Non
 
 def roofline(points, name: str, peak_gflops: float, copy_gbps: float, title: str = "", provenance: str = "",
              ceilings=()):
-    """Attainable GFLOP/s = min(peak, AI x bandwidth), points [(label, flop_per_byte, gflops_or_None)] placed;
-    ceilings: [(label, G ops/s)], other units' roofs, dashed."""
+    """min(peak, AI x bandwidth) with points [(label, AI, gflops or None)] and ceilings [(label, G ops/s)] dashed."""
     fig, ax = _figure(WIDTH, 4.2)
     ai = np.logspace(-2, 3, 200)
     ax.plot(ai, np.minimum(peak_gflops, ai * copy_gbps), "k-", label="roof")
@@ -232,8 +225,7 @@ def error_vs_fp64(sizes, errors: dict, name: str, title: str = "", provenance: s
 
 
 def device_roofline(fund, kernels, name="00_roofline", ceilings=()):
-    """The roofline of the device in `fund`, `kernels` [(label, flop_per_byte)] placed; ceilings: quantities
-    of `fund` drawn as extra roofs (e.g. "ex2.approx (SFU) throughput") where present."""
+    """The roofline of the device in `fund` with `kernels` [(label, AI)]; ceilings: quantities of `fund`."""
     if fund is None or fund.empty:
         print("SKIPPED: no measured or recorded fundamentals to draw a roofline from.")
         return None

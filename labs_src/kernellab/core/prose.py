@@ -207,8 +207,7 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
 
 
 def ablation(df, pairs, about=None) -> None:
-    """The ablation of bundled steps. pairs: (title, dtype, before, after, [(change, with it, without it)]):
-    per pair, each kernel's time over the after step's per case, then a `summary` per change."""
+    """Per (title, dtype, before, after, [(change, with, without)]): times over after's, a `summary` per change."""
     from IPython.display import display
     for title, dtype, before, after, changes in pairs:
         names = list(dict.fromkeys(n for n in [before, after] + [k for _, w, wo in changes for k in (w, wo)] if n))

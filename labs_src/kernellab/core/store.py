@@ -96,8 +96,7 @@ def stated_roofs(folder, roofs: dict, quantities: dict) -> tuple[dict, str | Non
 
 
 def settle(folder, quantities: dict, base: dict | None = None) -> dict:
-    """One device record: lab 00's roofs, each raised to the fastest row judged against it (a roof is a
-    ceiling), written into meta.json and that table; then every recorded fraction derived."""
+    """One device record's roofs, each raised to the fastest row judged against it, then every fraction derived."""
     meta_path = folder / "meta.json"
     meta = json.loads(meta_path.read_text())
     roofs, table = stated_roofs(folder, {**(base or {}), **(meta.get("roofs") or {})}, quantities)   # base: this run's

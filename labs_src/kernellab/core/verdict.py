@@ -231,8 +231,7 @@ def _ncu_reading(r, claimed, df) -> tuple:
 
 
 def limiters(family, quiet: bool = False):
-    """The recorded Nsight Compute readings of each launch in family.limiters: a row per LIMITER_METRICS
-    counter, a column per '<name> @ <case>'; None where none are recorded."""
+    """The recorded ncu readings of family.limiters: a row per counter, a column per '<name> @ <case>' (or None)."""
     from .device import load_recorded
     from .ncu import LIMITER_METRICS
     rec = load_recorded("ncu")
