@@ -406,10 +406,9 @@ def _wants_warm(shape, nbytes) -> bool:
 
 
 def compare(family, cases, names=None, baselines=True, reps=None, host=True):
-    """Time variants (and baselines) of a family on cases = [(shape, dtype), ...] on identical inputs, one
-    row per (case, name); compile-only: the recorded rows for the same cases. Columns: time_fn's (a
-    reads_back variant: its launches alone), gbps and the roof fractions, warm_us (no flush, for shapes of
-    <= WARM_ROWS rows that fit in L2; else NaN), host_us and bare_host_us (host µs per call of it and of bare())."""
+    """Time a family's variants and baselines on cases = [(shape, dtype), ...] (compile-only: the recorded rows):
+    time_fn's columns (reads_back: its launches alone), gbps, the roof fractions, warm_us (no flush, for shapes
+    of <= WARM_ROWS rows that fit in L2; else NaN), host_us and bare_host_us (of bare())."""
     import pandas as pd
     family = of(family)
     names = list(family.variants) if names is None else list(names)

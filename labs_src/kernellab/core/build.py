@@ -90,9 +90,8 @@ DEFINES: dict = {}      # family -> {NAME: value}: what every compile of kernels
 
 
 def define(family: str, **values) -> dict:
-    """Declare the constants a lab shares with kernels/<family>.cu: every compile of the file gets
-    -DNAME=value, so the Python value is the one source. The .cu keeps `#ifndef NAME / #define NAME default`
-    so it still compiles on its own (tests/test_constants.py checks the defaults). Returns `values`."""
+    """Declare the constants a lab shares with kernels/<family>.cu: every compile gets -DNAME=value (the .cu's
+    `#ifndef NAME` defaults keep it compiling alone; tests/test_constants.py checks them). Returns `values`."""
     got = DEFINES.setdefault(family, {})
     for k, v in values.items():
         if got.get(k, v) != v:

@@ -219,9 +219,8 @@ _UNWRITTEN = {np.dtype(np.float32): np.uint32(0x7FBADBAD), np.dtype(np.float16):
 
 
 def _on_cpu(src, kernel_name, inputs, wants, grid, block, scalars, tol):
-    """Without a GPU: run the first, second and last blocks of the launch on the CPU (core.emulate) and compare
-    what they wrote with the reference. None when it matched, or why the emulation could not run; raises
-    CheckError when the kernel computed something else, wrote nothing, crashed or hung."""
+    """Without a GPU: the first, second and last blocks run on the CPU (core.emulate), compared with the reference.
+    None when they match, else why the emulation could not run; CheckError when the kernel is wrong."""
     from . import emulate
     outs = []
     for w in wants:
@@ -319,9 +318,8 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
 
 def register(family, name: str, src: str, kernel_name: str, *, grid, block,
              scalars=lambda *inputs: (), dtypes=("float32",), overflow_safe=True, alloc_out=None):
-    """Add your own kernel to a family as variant `name`, checked (check.variants) and timed (bench.compare)
-    beside the steps. It takes the family's inputs, the output(s) (alloc_out(*inputs), default one like the
-    first input), then scalars(*inputs). Registering a name again replaces it; check.unregister removes it."""
+    """Add your own kernel to a family as variant `name` (taking the inputs, the output(s) alloc_out(*inputs),
+    then scalars(*inputs)), so the harness checks and times it; registered again, it is replaced."""
     family = of(family)
     if not isinstance(name, str) or not name:
         raise ValueError("register: name must be a non-empty string such as '07_mine'")

@@ -280,11 +280,10 @@ def _seen(args, out, plan):
 class Variant:
     """One step of a lab: a launcher plus what the harness needs to know about it.
 
-    inplace=True: out= may be exactly one of the inputs (no_alias). Launch plans (docs/design.md,
-    "Measuring honestly"): a call with out= is checked and launched once, and later calls with the same
-    _plan_key (or the very same arrays) replay its launches as bare RawKernel calls; a launcher doing other
-    GPU work on every call (a CuPy op, cuBLAS, a memset) says plan=False. reads_back=True: the launcher
-    copies to the host on every call (bench times its launches alone for GPU time)."""
+    inplace=True: out= may be exactly one of the inputs. Launch plans (docs/design.md, "Measuring honestly"):
+    later calls with out= and the same _plan_key (or the very same arrays) replay the first's launches as bare
+    RawKernel calls; a launcher doing other GPU work (a CuPy op, cuBLAS, a memset) says plan=False.
+    reads_back=True: it copies to the host on every call (bench times its launches alone)."""
 
     def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None, inplace=False,
                  plan=True, min_arch=None, reads_back=False):
