@@ -53,8 +53,7 @@ def flush_l2() -> None:
 
 
 def _keep_busy(us: float = 20.0) -> None:
-    """About `us` µs of register-only work queued before each timed call (pieces of at most PIECE_US), so the
-    events time the kernels, not the host queuing them."""
+    """About `us` µs of GPU work queued before a timed call, so the events time the kernels, not the host."""
     fma = build.kernel("measure", "measure_03_fma")
     per = _busy_us_per_8192()
     args = (_flush_buffer(), None, np.float32(1.0), np.float32(0.0))
@@ -172,8 +171,7 @@ def read_floor(buf):
 
 
 def wall(fn, reps: int = 20, flush: bool = True, before=None) -> dict:
-    """What the GPU sees when the host launches `fn` from idle (no spacer: a slow host shows as gaps), and the
-    host's µs to issue it. before(): untimed set-up before each call (a decoder's position)."""
+    """GPU and host µs of `fn` launched from idle (no spacer); before(): untimed set-up before each call."""
     need_gpu("timing")
     import cupy
     before = before or (lambda: None)

@@ -326,8 +326,7 @@ def resident_grid(fn, threads: int = 256) -> int:
 
 
 def resident_clusters(fn, threads: int, cs: int) -> int:
-    """Clusters of `cs` blocks of `fn` the GPU holds at once: cuOccupancyMaxActiveClusters (a cluster's blocks
-    share one GPC), else blocks per SM x SMs / cs (an upper bound)."""
+    """Clusters of `cs` blocks of `fn` the GPU holds at once (the driver's count, else an upper bound)."""
     import ctypes
     guess = max(1, blocks_per_sm(fn, threads) * info()["sms"] // cs)
     u, p = ctypes.c_uint, ctypes.c_void_p

@@ -25,8 +25,7 @@ class CheckError(AssertionError):
 
 
 def check(got, want, *, name: str = "result", rtol=None, atol=None, quiet=False) -> dict:
-    """Compare `got` with `want`: NaN and ±inf positions exactly, finite values within rtol/atol for got's
-    dtype. Raises CheckError with the worst element on mismatch, prints one line on success."""
+    """Compare `got` with `want`: NaN and ±inf positions exactly, finite values within rtol/atol (TOLERANCE)."""
     got_np = got.get() if hasattr(got, "get") else np.asarray(got)
     want_np = np.asarray(want)
     if got_np.shape != want_np.shape:

@@ -111,8 +111,7 @@ def banner() -> None:
 
 
 def facts(df=None) -> dict:
-    """SMs, L2, arch and name of the device `df` was measured on (df=None: this GPU, else the first recorded
-    one), from info() or meta.json; empty when unknown. Never a typed-in device fact."""
+    """SMs, L2, arch and name of the device `df` was measured on (df=None: this GPU, else the first recorded)."""
     if (df is None or (len(df) and (df["source"] == "live").any())) and is_live():
         d = info()
         return {"sms": d["sms"], "l2_bytes": d["l2_bytes"], "arch": d["arch"], "device": d["name"]}

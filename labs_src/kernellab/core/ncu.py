@@ -102,8 +102,7 @@ NOISE_PTS, NOISE_REL = 3.0, 0.10
 
 @dataclass(frozen=True)
 class Limiter:
-    """What limits one launch: kind 'unit' (`what` near saturation, `value` its busy %) or 'latency' (`what` the
-    top stall reason, `value` its cycles per issued instruction, `tied` those within its noise band)."""
+    """What limits one launch: kind 'unit' (`what`, `value` % busy) or 'latency' (the top stall, cycles/instruction)."""
     kind: str
     what: str
     value: float

@@ -12,8 +12,7 @@ MAX_ROWS = 40       # a table longer than this shows the fastest step per case i
 
 
 def table(df, columns=None, roof: str = "copy", full: bool = False):
-    """The device on screen's rows, rounded: the lean view (with vs_prev: time(previous row)/time(this row)
-    within a case) or `columns`; past MAX_ROWS rows, brief() or the first MAX_ROWS. full=True: the frame."""
+    """The device on screen's rows, rounded, lean (vs_prev: time(previous row)/time(this row)) or `columns`."""
     if df is None or df.empty:
         print("(no results: nothing measured here and nothing recorded)")
         return df
@@ -291,8 +290,7 @@ def each_device(df, sentence, *others, then: str = "") -> None:
 
 
 def device_table(df, roof: str = "copy", names=None, value: str = "median_us"):
-    """Every record side by side, a row per case: the fastest step on screen with, per device, its µs, fraction
-    of the roof and the fastest library's µs; or the steps `names`, each with `value` (e.g. "tokens/s")."""
+    """Every record side by side, a row per case of the fastest step on screen (or of `names`, with `value`)."""
     parts = [p for p in devices(df) if p is not None and len(p)]
     if not parts or "kind" not in parts[0]:
         print("(nothing to compare: one device or no results)")
