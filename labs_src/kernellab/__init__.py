@@ -1,12 +1,6 @@
-"""kernellab: the helper package behind every lab.
-
-core/      knows no lab: device (facts, modes, the device record), build (compile, show, PTX,
-           occupancy), launch (Variant, input checks, aliasing), family (the Family type), check
-           (against a reference, exercises), bench (timing only), results (the one reader of
-           live/recorded frames, sentences and verdicts), cublas, plot
-<lab>.py   one module per lab (measuring, softmax, rmsnorm, add, gemv, vision, vit_block, ...)
-labs.py    the list of labs and their families; record, sanitize, explore: tools over all labs
-"""
+"""kernellab: the helper package behind every lab. core/ knows no lab (device, build, launch, family, check,
+bench, results, cublas, plot); a module or package per lab; labs.py lists the labs and their families;
+record, sanitize, explore: tools over all labs."""
 import sys as _sys
 
 from .core import device, build, launch, family, check, bench, results, plot  # noqa: F401
@@ -25,9 +19,7 @@ __all__ = ["device", "build", "launch", "family", "check", "bench", "results", "
 
 from . import compat as _compat  # noqa: E402,F401  (old names, for saved notebooks)
 
-try:        # results.table keeps tables short itself; no cell is cut so that it hides the number a sentence quotes
-    import pandas as _pd
-    _pd.set_option("display.max_rows", 400)
-    _pd.set_option("display.max_colwidth", None)
-except ImportError:
-    pass
+import pandas as _pd  # noqa: E402
+
+_pd.set_option("display.max_rows", 400)     # results.table keeps tables short itself: no cell hides a quoted number
+_pd.set_option("display.max_colwidth", None)

@@ -1,18 +1,12 @@
 """python -m kernellab.ncu_record (make ncu): the seeds' Nsight Compute readings, recorded.
 
-Every claim of docs/claims.csv measured by `ncu:<metric>` names a family, its before and after
-steps and a case. For each (family, step, case) this runs one launch of that step under ncu
-(core.ncu, a child process) with every metric those claims ask for, and writes the readings to
-figures/reference/<device>/ncu.csv (family, name, case, metric, unit, value), which the labs'
-claims tables read (results.claims) without a GPU. It also profiles every launch a family names in
-`limiters` (a step or a baseline) with core.ncu.LIMITER_METRICS: the counters that say what limits
-it (results.limiters reads them). `--limiters` records only those, keeping the other readings.
-`--repeat=N` (default REPEAT) profiles each launch N times and records the median reading with the
-lowest and highest (`lo`, `hi`): the noise band core.ncu.limiter reads. `--only=KEY[,KEY...]`
-(family keys, e.g. attention_decode,vision:gelu_erf) records only those families' limiters, in that
-order, keeping the other readings. `--missing` skips the limiter launches this device already has
-readings of (a family's newly named limiters only).
-Needs a GPU and ncu with access to the performance counters (the H100 host has both)."""
+One launch under ncu (core.ncu) per (family, step, case) that a `ncu:<metric>` claim of docs/claims.csv
+names, with the metrics those claims ask for, and per launch a family names in `limiters`, with
+LIMITER_METRICS; written to figures/reference/<device>/ncu.csv, which results.claims and
+results.limiters read without a GPU. `--limiters`: only those. `--repeat=N`: each launch N times, the
+median recorded with the lowest and highest (`lo`, `hi`). `--only=KEY[,KEY...]`: those families'
+limiters only. `--missing`: only launches this device has no readings of. Partial runs keep the
+other readings. Needs a GPU and ncu with access to the performance counters."""
 from __future__ import annotations
 
 import sys
@@ -26,8 +20,7 @@ REPEAT = 3              # readings per launch: the median is recorded, with its 
 
 
 def shape_of(fam, case: str):
-    """(shape, dtype) whose case key is `case`, from the family's record and check cases and named
-    shapes; ValueError if none is."""
+    """(shape, dtype) of the family's cases and shapes whose case key is `case`."""
     dtypes = {dt for _, dt in fam.record_cases} or {"float32", "float16"}
     cands = list(fam.record_cases) + [(s, dt) for s in (fam.shapes or {}).values() for dt in dtypes]
     cands += [(s, dt) for s, _ in fam.check_cases for dt in dtypes]
@@ -58,8 +51,7 @@ def jobs(claims=None) -> dict:
 
 
 def limiter_jobs(only=None) -> list:
-    """[(family, step or baseline, shape, dtype, kernel regex)] over every family's limiters, or over
-    the families whose keys `only` lists, in its order."""
+    """[(family, step or baseline, shape, dtype, kernel regex)] of every family's limiters (or `only`'s)."""
     fams = list(families()) if only is None else [family_named(k) for k in only]
     return [(f, name, shape, dt, kernel) for f in fams for name, shape, dt, kernel in f.limiter_cases()]
 

@@ -1,16 +1,9 @@
-"""python -m kernellab.record [lab ...]: measure each lab's families on this GPU and write
-figures/reference/<device>/<name>.csv + meta.json, the device record. `make bench` runs this. A family
-key in place of a lab (vision:layernorm, gemv_batched) records that family alone; in a record several
-families share, the other families' rows stay as they were.
-
-Every row carries the fingerprint of the code it timed (core.store.stamp; composite rows also the
-steps they ran), so a test can tell when the code moved on and the record did not.
-The device record (meta.json) holds the roofs, the launch costs and the SM count, and every
-recorded fraction (frac_copy, frac_read) is derived from its roofs (core.store.settle, after every run):
-  * the roofs are those the recorded roof table states (lab 00's, from the run that recorded
-    it); a partial run (LABS_TO_RECORD=...) without it reuses them, so one device never has two;
-  * a roof that a recorded kernel beat is raised to that kernel's rate (a roof is a ceiling).
-python -m kernellab.record --rederive re-derives every recorded fraction from meta.json's roofs."""
+"""python -m kernellab.record [lab ...] (`make bench`): measure each lab's families on this GPU and write
+figures/reference/<device>/<name>.csv + meta.json, the device record. A family key in place of a lab
+(vision:layernorm) records that family alone, the other families' rows of a shared record kept.
+Every row carries the fingerprint of the code it timed (core.store.stamp). After every run, the roofs are
+settled (lab 00's recorded ones, each raised to a kernel that beat it) and every fraction derived from
+them (core.store.settle). --rederive re-derives every recorded fraction from meta.json's roofs."""
 from __future__ import annotations
 
 import sys
@@ -22,9 +15,8 @@ from .labs import LABS, families, family_named
 
 
 def settle(folder, base: dict | None = None) -> dict:
-    """One device record in `folder` (core.store.settle, with lab 00's roof quantities). Every lab's families
-    are loaded first: each recorded CSV's fractions are derived against its own family's roof, also after a
-    run that recorded only some labs (LABS_TO_RECORD)."""
+    """core.store.settle of `folder`, every lab's families loaded first (each CSV derived against its own
+    family's roof, also after a run of some labs)."""
     from .measuring import ROOF_QUANTITIES
     list(families())
     return store.settle(folder, ROOF_QUANTITIES, base)
@@ -40,8 +32,7 @@ def rederive() -> int:
 
 
 def summary(fam, df) -> None:
-    """Per case: the fastest step (from the data), its fraction of the copy roof, its ratio to
-    each baseline."""
+    """Per case: the fastest step, its fraction of the roof, its ratio to each baseline."""
     from .core.results import best
     for case, row in best(df).iterrows():
         at = df[df["case"] == case]

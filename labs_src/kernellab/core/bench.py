@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class Timing:
     reps: int
 
     def row(self) -> dict:
-        return {"median_us": self.median_us, "p10_us": self.p10_us, "p90_us": self.p90_us, "reps": self.reps}
+        return asdict(self)
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,16 +47,13 @@ def _flush_launch():
 
 
 def flush_l2() -> None:
-    """Evict L2 by READING a buffer of twice its size: the previous call's dirty lines are written
-    back during the flush and L2 is left clean (writing the buffer would leave dirty lines whose
-    write-back the next timed call pays for: µs, a visible share of a small kernel)."""
+    """Evict L2 by READING twice its size: a written buffer would leave dirty lines whose write-back (µs)
+    the next timed call pays for."""
     _flush_launch()()
 
 
 def _keep_busy(us: float = 20.0) -> None:
-    """About `us` µs of register-only work, queued before each timed call: the GPU stays busy while
-    Python queues the start event and the launches, so the events time the kernels, not the host.
-    A long spacer (a host issuing a whole tower) is a chain of pieces of at most PIECE_US each."""
+    """About `us` µs of GPU work queued before a timed call, so the events time the kernels, not the host."""
     fma = build.kernel("measure", "measure_03_fma")
     per = _busy_us_per_8192()
     args = (_flush_buffer(), None, np.float32(1.0), np.float32(0.0))
@@ -86,11 +83,7 @@ def _busy_us_per_8192() -> float:
 
 def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
             budget_s: float = 0.25) -> Timing:
-    """Median/p10/p90 of `fn()` in microseconds, from CUDA events around each call.
-    Nothing is allocated inside the timed region; `fn` must be a bound zero-arg call.
-    flush=True evicts L2 before every repetition; flush=False keeps the caches warm. Either way
-    a spacer kernel longer than the host's cost of one call precedes the start event, so the
-    time is the GPU's (a slow host would otherwise show up as kernel time for small calls)."""
+    """Median/p10/p90 µs of `fn()` from CUDA events, L2 flushed before each (flush=False: warm), behind a spacer."""
     need_gpu("timing")
     import cupy
     for _ in range(warmup):
@@ -124,9 +117,7 @@ def time_fn(fn, *, reps: int | None = None, warmup: int = 3, flush: bool = True,
 # ---- host time, bare launches and CUDA graphs -----------------------------------------------------
 
 def host_us(fn, calls: int = 30, batches: int = 3) -> float:
-    """Host µs per call of `fn`: perf_counter around `calls` back-to-back calls, the best of `batches`
-    (host noise only adds), gc paused. Launches are asynchronous: this is the Python + driver cost of
-    *queuing* a call; the GPU is synchronized before each batch so a full queue never blocks the host."""
+    """Host µs to *queue* one call of `fn`: the best of `batches` (noise only adds), gc paused, the GPU idle first."""
     need_gpu("host timing")
     import gc
     import cupy
@@ -147,8 +138,7 @@ def host_us(fn, calls: int = 30, batches: int = 3) -> float:
 
 
 def end_to_end_us(fn, calls: int = 100) -> float:
-    """Wall µs per call of `calls` back-to-back calls, synchronized once at the end, no spacer: what a
-    caller (a decoding engine) sees, about max(host time, GPU time) per call."""
+    """Wall µs per call of back-to-back calls, no spacer: what a caller sees, about max(host, GPU time)."""
     need_gpu("timing")
     import cupy
     fn()
@@ -165,8 +155,7 @@ FLOOR_READERS = ("measure_05_inflight_64B", "measure_05_inflight_128B", "measure
 
 
 def _reader_call(name, buf, n16):
-    """One of lab 00's readers over n16 float4 of buf: the grid-stride readers on a resident grid,
-    the row-order reader on one 256-thread block per 8 warps x 8 KiB."""
+    """One of lab 00's readers over n16 float4 of buf (ROWS_READER: a 256-thread block per 8 x 8 KiB)."""
     import cupy
     k = build.kernel("measure", name)
     grid = -(-n16 // (8 * 512)) if name == ROWS_READER else resident_grid(k)
@@ -175,17 +164,14 @@ def _reader_call(name, buf, n16):
 
 
 def read_floor(buf):
-    """A call that only reads the device array `buf` (16-byte aligned): the fastest of FLOOR_READERS
-    for its size, paying the same launch and ramp costs as any kernel. None if empty."""
+    """A call that only reads the device array `buf` (16-byte aligned): the fastest of FLOOR_READERS; None if empty."""
     n16 = buf.nbytes // 16
     return min((_reader_call(name, buf, n16) for name in FLOOR_READERS),
                key=lambda c: time_fn(c, reps=5).median_us) if n16 else None
 
 
 def wall(fn, reps: int = 20, flush: bool = True, before=None) -> dict:
-    """What the GPU sees when the host launches `fn` from idle: CUDA events around fn() after a
-    synchronize, no spacer (a slow host shows as gaps inside the interval), and the host's µs to
-    issue it. before(): untimed set-up before each call (a decoder's position)."""
+    """GPU and host µs of `fn` launched from idle (no spacer); before(): untimed set-up before each call."""
     need_gpu("timing")
     import cupy
     before = before or (lambda: None)
@@ -209,9 +195,7 @@ def wall(fn, reps: int = 20, flush: bool = True, before=None) -> dict:
 
 
 def split(fns, reps: int = 5):
-    """Per piece of a sequence of zero-argument calls: median GPU µs (CUDA events between
-    consecutive pieces, all queued behind a spacer so the GPU never waits for the host) and
-    median host µs to issue it. Returns (gpu, host) arrays."""
+    """(gpu, host): median µs per call of `fns`, events between consecutive calls, all behind a spacer."""
     need_gpu("timing")
     import cupy
     _ = [f() for f in fns]                    # warm-up
@@ -242,8 +226,7 @@ def _stats(t) -> Timing:
 
 
 def bare(fn):
-    """The launches `fn` makes (launch.record_launches) as bare RawKernel calls, arguments packed once:
-    the floor a launcher's host cost is compared with. None for a library call (no launch())."""
+    """The launches `fn` makes as bare RawKernel calls (a launcher's host-cost floor); None for a library call."""
     from .launch import record_launches
     recs = record_launches(fn)
     if not recs:
@@ -259,10 +242,7 @@ def bare(fn):
 
 
 class Graph:
-    """A sequence of launches captured once into a CUDA graph (CuPy stream capture) and
-    replayed with one call: the host pays for one graph launch instead of one launch per
-    kernel, and the GPU runs the kernels back to back. `fn` must not allocate (pass out=
-    buffers): the graph replays into the memory it was captured with."""
+    """The launches of fn() as a CUDA graph, replayed with one call into the memory they were captured with."""
 
     def __init__(self, fn, warmup: bool = True):
         need_gpu("capturing a CUDA graph")
@@ -299,8 +279,6 @@ def graph(fn, warmup: bool = True) -> Graph:
     return Graph(fn, warmup)
 
 
-# ---- roofs ------------------------------------------------------------------------------------
-
 def _roof_elems() -> int:
     import cupy
     l2 = info()["l2_bytes"] or (4 << 20)
@@ -314,15 +292,9 @@ LAUNCHES = 100     # empty launches per event pair (back to back) and per graph
 
 @functools.lru_cache(maxsize=None)
 def roofs() -> dict:
-    """Measured once per process on this device. A roof is a ceiling, so it comes from the fastest
-    tenth of its repetitions (p10 time; a kernel's median then sits below it by the run-to-run noise):
-    copy roof (read + write bytes; the best of a copy kernel, cudaMemcpy and a 2-reads-1-write
-    stream, far past L2 and near its size: near_l2), read roof
-    (the best of a streaming sum, the widest bytes-in-flight readers and the row-order reader, over
-    as many bytes as the copy moves), and what an empty launch costs: alone
-    between two events (launch_us), per launch when LAUNCHES run back to back in one event
-    pair (launch_b2b_us), per launch replayed from a CUDA graph (launch_graph_us), and on the
-    host per call (host_launch_us, host_graph_us for one graph of LAUNCHES kernels)."""
+    """Measured once per process, each from its p10 time (a roof is a ceiling): the copy roof (a copy kernel,
+    cudaMemcpy, a 2-reads-1-write stream, near_l2), the read roof (the best reader over as many bytes), and
+    an empty launch's cost: alone, back to back, from a graph, and on the host."""
     import cupy
     n = _roof_elems()
     src = cupy.ones(n, cupy.float32)
@@ -383,9 +355,7 @@ def roofs() -> dict:
 
 
 def near_l2(copy_k, mix_k, src, l2: int) -> float:
-    """The best copy (kernel, cudaMemcpy) and 2-reads-1-write stream over buffers of 1/2, 1 and 2
-    L2s: L2 is flushed, but what is written may still sit in L2 at the end event, so near L2's
-    size these move more bytes per second than far past it (the labs' shapes live there too)."""
+    """The best copy or 2r1w stream over 1/2, 1, 2 L2s (writes may sit in L2 at the end event: faster there)."""
     best = 0.0
     for k in (min(src.size // 3, int(f * l2) // 4) // 16 * 16 for f in (0.5, 1, 2)):
         a, b, c, k4 = src[:k], src[k:2 * k], src[2 * k:3 * k], np.int64(k // 4)
@@ -397,8 +367,7 @@ def near_l2(copy_k, mix_k, src, l2: int) -> float:
 
 
 def warm_up(kernel, grid: int, args, seconds: float = 0.3) -> None:
-    """Run `kernel` back to back for about `seconds`, so the GPU's clocks (and a Jetson's memory
-    clock) are up before anything is timed: a cold clock can fake a several-fold slowdown."""
+    """Run `kernel` back to back for `seconds`: a cold clock can fake a several-fold slowdown."""
     import cupy
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
@@ -408,18 +377,17 @@ def warm_up(kernel, grid: int, args, seconds: float = 0.3) -> None:
 
 
 def roof_values(df=None) -> dict:
-    """The roofs that go with a results frame: live ones for live rows; for recorded rows, the
-    device record of the device they were recorded on (df=None: the recorded device with the
-    most labs). Never another device's roofs."""
+    """The roofs of a results frame's device: live ones for live rows, else store.recorded_roofs(df)."""
     if is_live() and (df is None or not len(df) or (df["source"] == "live").any()):
         return {**roofs(), "device": info()["name"], "source": "live", "date": now()}
     return store.recorded_roofs(df)
 
 
 def measure(fn, nbytes: int, **kw) -> dict:
-    """Time fn and express it as GB/s of unique bytes and fractions of the two roofs (store.derive)."""
-    t = time_fn(fn, **kw)
-    return store.derive_row({**t.row(), "bytes": int(nbytes)}, roofs())
+    """time_fn(fn) with GB/s of `nbytes` and fractions of the two roofs (store.derive)."""
+    import pandas as pd
+    row = pd.DataFrame([{**time_fn(fn, **kw).row(), "bytes": int(nbytes)}])
+    return store.derive(row, roofs(), "both").iloc[0].to_dict()
 
 
 # ---- side-by-side comparison of a family's variants and baselines -----------------------------
@@ -436,17 +404,9 @@ def _wants_warm(shape, nbytes) -> bool:
 
 
 def compare(family, cases, names=None, baselines=True, reps=None, host=True):
-    """Time variants (and baselines) of a family on cases = [(shape, dtype), ...]. Live: measured
-    now, in this process, on identical inputs (the pools' cached blocks handed back after:
-    device.release_cached). Compile-only: the recorded rows for the same cases, from
-    figures/reference/<device>/<lab>.csv, marked 'recorded'. One row per (case, name):
-      median_us, p10_us, p90_us   GPU time with L2 flushed before every repetition (events + spacer;
-                                  a reads_back variant: its launches alone, bench.bare)
-      gbps, frac_copy, frac_read  unique bytes per second, and as fractions of the two roofs
-      warm_us                     GPU time without the flush (inputs L2-resident, as in a decoder),
-                                  for shapes of <= WARM_ROWS rows whose bytes fit in L2; else NaN
-      host_us, bare_host_us       host µs to queue one call (bench.host_us), and for bare RawKernel calls
-                                  making the same launches (variants: host_us / bare_host_us is the overhead)"""
+    """Time a family's variants and baselines on cases = [(shape, dtype), ...] (compile-only: the recorded rows):
+    time_fn's columns (reads_back: its launches alone), gbps, the roof fractions, warm_us (no flush, for shapes
+    of <= WARM_ROWS rows that fit in L2; else NaN), host_us and bare_host_us (of bare())."""
     import pandas as pd
     family = of(family)
     names = list(family.variants) if names is None else list(names)
@@ -499,8 +459,7 @@ MEMCPY = "memcpy x -> y (floor)"      # the name families give the memcpy baseli
 
 
 def memcpy(x, *_):
-    """Baseline factory: a device-to-device copy of x's bytes (cudaMemcpyAsync), timed like the kernels:
-    the floor of any kernel that reads x once and writes a same-size y once."""
+    """Baseline factory: cudaMemcpyAsync of x's bytes, the floor of a kernel reading x and writing a same-size y."""
     import cupy
     y = cupy.empty_like(x)
     return lambda: y.data.copy_from_device_async(x.data, x.nbytes)

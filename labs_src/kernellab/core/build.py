@@ -1,9 +1,6 @@
-"""Compile kernels/<family>.cu and show what the compiler made of it.
-
-Live mode compiles each family once per process with cupy.RawModule for the GPU at hand.
-Both modes can compile with NVRTC for sm_87 (Jetson Orin) and sm_90 (Hopper), with
-`-Xptxas -v`, to show registers, spills, shared memory and PTX: that needs no GPU.
-"""
+"""Compile kernels/<family>.cu and show what the compiler made of it: live, a cupy.RawModule per family
+for the GPU at hand; in both modes, NVRTC for sm_87 (Jetson Orin) and sm_90 (Hopper) with `-Xptxas -v`
+(registers, spills, shared memory, PTX), which needs no GPU."""
 from __future__ import annotations
 
 import functools
@@ -36,8 +33,7 @@ def steps(family: str) -> list[str]:
 
 
 def full_name(family: str, step: str) -> str:
-    """A kernel's full name from a step's: full_name('softmax', '04_online') == 'softmax_04_online'
-    (a full name is returned as it is)."""
+    """full_name('softmax', '04_online') == 'softmax_04_online' (a full name is returned as it is)."""
     return step if step.startswith(family + "_") else f"{family}_{step}"
 
 
@@ -45,8 +41,7 @@ _SIZED = re.compile(r"_\d+$")
 
 
 def marker_of(family: str, step: str) -> str:
-    """The marker whose slice holds a kernel: its own, or, for a kernel one macro stamps per size
-    (softmax_10_cluster_2, _4, _8 from `// === softmax_10_cluster ===`), the marker without the size."""
+    """The marker whose slice holds a kernel: its own, or without the size of one stamped per size (_2, _4, _8)."""
     name = full_name(family, step)
     marks = steps(family)
     if name in marks or not _SIZED.search(name):
@@ -70,27 +65,19 @@ def step_source(family: str, step: str) -> str:
 def include_dirs() -> tuple[str, ...]:
     """kernels/, CuPy's headers (incl. its bundled CUB/Thrust/libcu++), and the CUDA headers."""
     import cupy
-    inc = [str(KERNELS)]
     core = Path(cupy.__file__).parent / "_core" / "include"
-    inc.append(str(core))
-    for sub in ("libcudacxx", "cub", "thrust"):
-        if (core / "cupy" / "_cccl" / sub).is_dir():
-            inc.append(str(core / "cupy" / "_cccl" / sub))
+    inc = [str(KERNELS), str(core)] + [str(core / "cupy" / "_cccl" / sub) for sub in ("libcudacxx", "cub", "thrust")
+                                       if (core / "cupy" / "_cccl" / sub).is_dir()]
     cand = []
     try:
         from cuda import pathfinder
         cand.append(pathfinder.find_nvidia_header_directory("cudart"))
     except Exception:
         pass
-    for env in ("CUDA_PATH", "CUDA_HOME"):
-        if os.environ.get(env):
-            cand.append(os.path.join(os.environ[env], "include"))
-    cand.append("/usr/local/cuda/include")
-    for c in cand:
-        if c and os.path.exists(os.path.join(c, "cuda_fp16.h")):
-            inc.append(c)
-            break
-    return tuple(inc)
+    cand += [os.path.join(os.environ[e], "include") for e in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(e)]
+    cuda = next((c for c in [*cand, "/usr/local/cuda/include"] if c and os.path.exists(os.path.join(c, "cuda_fp16.h"))),
+                None)
+    return tuple(inc + ([cuda] if cuda else []))
 
 
 def _options(extra=()) -> tuple[str, ...]:
@@ -103,11 +90,8 @@ DEFINES: dict = {}      # family -> {NAME: value}: what every compile of kernels
 
 
 def define(family: str, **values) -> dict:
-    """Declare the constants a lab shares with kernels/<family>.cu (block sizes, registers a thread
-    holds, tiles): every compile of the file, RawModule and NVRTC, gets -DNAME=value, so the Python
-    value is the one source (as CuPy's examples/gemm prepends its #defines). The .cu keeps
-    `#ifndef NAME / #define NAME default / #endif`, so the file still reads and compiles on its own;
-    tests/test_constants.py checks every default against the value declared here. Returns `values`."""
+    """Declare the constants a lab shares with kernels/<family>.cu: every compile gets -DNAME=value (the .cu's
+    `#ifndef NAME` defaults keep it compiling alone; tests/test_constants.py checks them). Returns `values`."""
     got = DEFINES.setdefault(family, {})
     for k, v in values.items():
         if got.get(k, v) != v:
@@ -130,11 +114,8 @@ def defaults(family: str) -> dict:
     return dict(_DEFAULT.findall(source(family)))
 
 
-# ---- live: RawModule ----------------------------------------------------------------------
-
 def module(family: str, extra: tuple = ()):
-    """The family's cupy.RawModule (its defines, then `extra` options, e.g. a -D of an ablation
-    build), compiled once per process and per options (live mode only)."""
+    """The family's cupy.RawModule with its defines and `extra` options, compiled once (live only)."""
     return _module(family, (*defines(family), *extra))
 
 
@@ -167,14 +148,12 @@ CUPY_FLAGS = ("-ftz=true", "--device-as-default-execution-space")
 
 
 def nvrtc_options(arch: str, extra=()) -> list[str]:
-    """NVRTC options of the teaching compile for `arch`: RawModule's own, plus -Xptxas -v
-    (register/spill report) and -lineinfo, which change no instruction."""
+    """RawModule's NVRTC options for `arch`, plus -Xptxas -v and -lineinfo (which change no instruction)."""
     return [f"--gpu-architecture={arch}", *_options(), *CUPY_FLAGS, "-Xptxas", "-v", "-lineinfo", *extra]
 
 
 def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu", extra=()) -> tuple[str, str]:
-    """Compile to a cubin for `arch` with the options CuPy's RawModule uses, plus -Xptxas -v
-    (and `extra` options, e.g. a -D). Returns (ptx, log). No GPU needed."""
+    """(ptx, log) of `src` compiled for `arch` with nvrtc_options (no GPU needed)."""
     from cupy_backends.cuda.libs import nvrtc
     prog = nvrtc.createProgram(src, name, [], [])
     opts = nvrtc_options(arch, extra)
@@ -190,8 +169,7 @@ def nvrtc_compile(src: str, arch: str, name: str = "kernel.cu", extra=()) -> tup
 
 
 def compiled(family: str, arch: str, extra: tuple = ()) -> tuple[str, str]:
-    """(ptx, log) of kernels/<family>.cu for `arch` with its defines, compiled once per process
-    (extra: more NVRTC options, e.g. a -D that builds a variant of the file)."""
+    """(ptx, log) of kernels/<family>.cu for `arch` with its defines and `extra` options, compiled once."""
     return _compiled(family, arch, (*defines(family), *extra))
 
 
@@ -201,17 +179,8 @@ def _compiled(family: str, arch: str, options: tuple) -> tuple[str, str]:
 
 
 def entries(family: str, arch: str = "sm_90") -> list[str]:
-    """The names of every kernel kernels/<family>.cu compiles to (its PTX's .entry names, in file
-    order): the marked ones and those a macro stamps per size (softmax_10_cluster_2, _4, _8)."""
+    """Every kernel name kernels/<family>.cu compiles to (.entry names, in order; those stamped per size too)."""
     return re.findall(r"^\.visible \.entry (\w+)\(", compiled(family, arch)[0], re.M)
-
-
-def compile_all(family: str) -> None:
-    """Compile a family for every teaching arch (and, live, for this GPU). Raises on failure."""
-    for arch in ARCHS:
-        compiled(family, arch)
-    if is_live():
-        module(family).get_function(steps(family)[0])  # forces the RawModule's compile
 
 
 _FN = re.compile(r"Compiling entry function '(\w+)' for '(\w+)'")
@@ -243,8 +212,7 @@ def ptxas_info(family: str, archs=ARCHS):
 
 
 def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None, extra: tuple = ()) -> list[str]:
-    """The PTX lines of one kernel (its .entry body), optionally only those matching `grep`; extra:
-    NVRTC options of a variant build (compiled(family, arch, extra))."""
+    """The PTX lines of one kernel's .entry body (only those matching `grep`), of the build with `extra`."""
     name = full_name(family, step)
     text = compiled(family, arch, tuple(extra))[0]
     # the body ends at a closing brace alone on its line that is not an inline-asm block's
@@ -256,9 +224,7 @@ def ptx(family: str, step: str, arch: str = "sm_90", grep: str | None = None, ex
 
 
 def define_changes_ptx(family: str, step: str, define: str, arch: str = "sm_90") -> bool:
-    """Whether building kernels/<family>.cu with -D<define> changes the instructions of one step's
-    kernel: its PTX against the plain build, ignoring line info and `.pragma "nounroll"` hints (the
-    marks the compiler leaves on remainder loops). E.g. whether a `#pragma unroll` changes anything."""
+    """Whether -D<define> changes one step's PTX (line info and remainder loops' `.pragma "nounroll"` ignored)."""
     def body(extra):
         return [ln for ln in ptx(family, step, arch, extra=extra) if ln and not ln.startswith((".loc", '.pragma "nounroll"'))]
     return body(()) != body((f"-D{define}",))
@@ -267,7 +233,10 @@ def define_changes_ptx(family: str, step: str, define: str, arch: str = "sm_90")
 def show(family: str, step: str):
     """Display the marked slice of kernels/<family>.cu and compile it in the same cell."""
     from IPython.display import Markdown, display
-    compile_all(family)
+    for arch in ARCHS:
+        compiled(family, arch)
+    if is_live():
+        module(family).get_function(steps(family)[0])  # forces the RawModule's compile
     name = full_name(family, step)
     info = ptxas_info(family)
     info = info[info.kernel == name] if name in set(info.kernel) else \
@@ -286,8 +255,7 @@ def show_python(obj) -> None:
 
 
 def try_compile(src: str, name: str = "listing", arch: str = "sm_87") -> bool:
-    """Compile a listing (no GPU needed) and say whether it compiles; on failure print NVRTC's
-    error lines. For a report's printed code, which may not compile as printed."""
+    """Say whether a report's listing compiles (no GPU needed); on failure print NVRTC's error lines."""
     try:
         nvrtc_compile(src, arch, f"{name}.cu")
     except CompileError as e:
@@ -299,8 +267,7 @@ def try_compile(src: str, name: str = "listing", arch: str = "sm_87") -> bool:
 
 
 def compile_source(src: str, kernel_name: str):
-    """Compile an exercise's CUDA source. Live: returns the RawKernel. Both modes compile
-    it for sm_87 and sm_90 first, so a syntax error shows up without a GPU too."""
+    """Compile an exercise for sm_87 and sm_90 (errors show without a GPU); live, return its RawKernel."""
     for arch in ARCHS:
         nvrtc_compile(src, arch, f"{kernel_name}.cu")
     if not is_live():
@@ -309,15 +276,12 @@ def compile_source(src: str, kernel_name: str):
     return cupy.RawModule(code=src, options=_options()).get_function(kernel_name)
 
 
-# ---- occupancy -----------------------------------------------------------------------------------
-
 # Per-SM limits: registers, threads, blocks, shared memory (bytes).
 SM_LIMITS = {"sm_87": (65536, 1536, 16, 164 * 1024), "sm_90": (65536, 2048, 32, 228 * 1024)}
 
 
 def occupancy(family: str, name: str, threads: int, dyn_smem: int = 0):
-    """Blocks per SM for `threads`-thread blocks, per arch from ptxas -v (what limits it),
-    and, live, from cudaOccupancyMaxActiveBlocksPerMultiprocessor on this GPU."""
+    """Blocks per SM for `threads`-thread blocks per arch from ptxas -v (and what limits it), and live, the API's."""
     import pandas as pd
     name = full_name(family, name)
     info = ptxas_info(family)
@@ -351,23 +315,18 @@ def _grid(n4: int, threads=256) -> int:
 
 
 def blocks_per_sm(fn, threads: int, smem: int = 0) -> int:
-    """How many blocks of `threads` threads of kernel `fn` one SM holds at once (the occupancy
-    API: registers, shared memory and threads decide)."""
+    """How many blocks of `threads` threads of kernel `fn` one SM holds at once (the occupancy API)."""
     import cupy
     return int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, smem))
 
 
 def resident_grid(fn, threads: int = 256) -> int:
-    """Blocks that fill every SM exactly once (blocks per SM x SMs): a grid-stride kernel
-    launched with this many blocks keeps every resident thread busy."""
+    """Blocks per SM x SMs: the grid of a grid-stride kernel that keeps every resident thread busy."""
     return max(1, blocks_per_sm(fn, threads)) * info()["sms"]
 
 
-
 def resident_clusters(fn, threads: int, cs: int) -> int:
-    """Clusters of `cs` blocks of kernel `fn` (compiled with __cluster_dims__(cs)) that the GPU holds
-    at once: the driver's cuOccupancyMaxActiveClusters, which knows that a cluster's blocks must share
-    one GPC; where the call is unavailable, blocks per SM x SMs / cs (an upper bound)."""
+    """Clusters of `cs` blocks of `fn` the GPU holds at once (the driver's count, else an upper bound)."""
     import ctypes
     guess = max(1, blocks_per_sm(fn, threads) * info()["sms"] // cs)
     u, p = ctypes.c_uint, ctypes.c_void_p
@@ -383,9 +342,9 @@ def resident_clusters(fn, threads: int, cs: int) -> int:
         return guess
     return n.value if rc == 0 and n.value > 0 else guess
 
+
 def waves(blocks: int, sms: int, blocks_per_sm: int) -> dict:
-    """How a grid of `blocks` fills the GPU: blocks per wave (all SMs full), waves, and how full
-    the last wave is (the tail effect)."""
+    """How a grid of `blocks` fills the GPU: blocks per wave, waves, and how full the last wave is."""
     per_wave = sms * blocks_per_sm
     rem = blocks % per_wave
     return {"blocks": blocks, "blocks per wave": per_wave, "waves": round(blocks / per_wave, 2),

@@ -5,9 +5,11 @@ import re
 
 import numpy as np
 
-from .device import is_live
+from .build import ARCHS, CompileError, compile_source, nvrtc_compile
+from .device import is_live, need_gpu
 from .family import of
 from .frame import step_name
+from .launch import Variant, kernel_args, require
 
 # (rtol, atol) per output dtype. CuPy's NVRTC path flushes fp32 subnormals to zero
 # (-ftz=true), so atol sits above the fp32 subnormal range.
@@ -22,11 +24,8 @@ class CheckError(AssertionError):
     """A kernel's output does not match the reference."""
 
 
-
 def check(got, want, *, name: str = "result", rtol=None, atol=None, quiet=False) -> dict:
-    """Compare `got` with `want`: NaN and ±inf positions must match exactly, finite values
-    within rtol/atol for got's dtype. Raises CheckError with the worst element on mismatch,
-    prints one deterministic line on success."""
+    """Compare `got` with `want`: NaN and ±inf positions exactly, finite values within rtol/atol (TOLERANCE)."""
     got_np = got.get() if hasattr(got, "get") else np.asarray(got)
     want_np = np.asarray(want)
     if got_np.shape != want_np.shape:
@@ -82,8 +81,7 @@ PTX_MEANS = {
 
 
 def _needles(ptx_must_contain) -> list[tuple[str, ...]]:
-    """ptx_must_contain as a list of needles, each a tuple of alternatives: a string is a needle
-    of its own, a tuple of strings is one needle any of whose strings will do."""
+    """ptx_must_contain as a list of needles, each a tuple of alternatives (a string: a needle of its own)."""
     if not ptx_must_contain:          # none asked for (a GRADE written before the needles were)
         return []
     if isinstance(ptx_must_contain, (str, tuple)):
@@ -102,8 +100,7 @@ _TODO = re.compile(r"\bTODO\b")
 
 
 def code_only(src: str) -> str:
-    """CUDA source with its comments and string and character literals blanked out (newlines
-    kept, so line numbers still match the compiler's)."""
+    """CUDA source with its comments and literals blanked out, newlines kept (line numbers match)."""
     return _COMMENT_OR_LITERAL.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), src)
 
 
@@ -119,12 +116,9 @@ def _pairs(got, want):
 
 
 def variants(family, names=None, cases=None, dtype=None) -> None:
-    """Check every variant of a family against family.reference on the family's awkward
-    check_cases (irregular shapes x hostile values), with the family's tolerance(*inputs) where it
-    has one (then the worst error is reported as a fraction of what is allowed). Each case's input
-    and reference are made once for all the variants. One line per variant; raises on the first
-    mismatch. A step that needs a newer GPU (min_arch) is skipped loudly. Compile-only: runs the
-    NumPy reference on the same cases and says so."""
+    """Check every variant of a family against family.reference on its check_cases, within family.tolerance
+    (the worst error then a fraction of what is allowed): a line per variant, raising on the first mismatch;
+    compile-only, the NumPy reference runs on the same cases."""
     fam = of(family)
     cases = fam.check_cases if cases is None else cases
     live = is_live()
@@ -174,8 +168,7 @@ def _allowed_share(got, want, tol) -> float:
 
 
 def run_variant(family, name, *host_args):
-    """Run one variant on host (NumPy) inputs and return its output as NumPy (live), or
-    print what a GPU would do and return None (compile-only)."""
+    """One variant's output on NumPy inputs, as NumPy (live); compile-only, None and what a GPU would do."""
     family = of(family)
     if not is_live():
         print(f"SKIPPED (compile-only): on a GPU this runs {family.name} {name} on inputs of shape "
@@ -190,9 +183,7 @@ def _as_tuple(v):
 
 
 def _bound(fn, inputs):
-    """A zero-argument call of a lab step on the given inputs; a Variant gets its output
-    allocated here, outside any timed region."""
-    from .launch import Variant
+    """A zero-argument call of a lab step on `inputs` (a Variant's out allocated here, outside the timing)."""
     if isinstance(fn, Variant):
         out = fn.alloc_out(*inputs)
         return lambda: fn(*inputs, out=out)
@@ -201,36 +192,23 @@ def _bound(fn, inputs):
 
 def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
                    scalars=lambda *inputs: (), ptx_must_contain=(), step=None, strict=False, tolerance=None):
-    """Grade a learner's kernel: refuse a stub whose code (not its comments) still has a TODO,
-    compile it for sm_87 + sm_90 and require each needle of ptx_must_contain in its PTX (a needle
-    is a string, or a tuple of strings any one of which will do; PTX_MEANS says what each shows);
-    on a GPU, run it on make_input(), compare each output with reference(*inputs), then time it
-    and the lab's own step on the same inputs (bench.time_fn, L2 flushed) and print "your kernel
-    X µs, <step> Y µs". Without a GPU, the first, second and last blocks of the launch run on the CPU
-    (core.emulate: every CUDA thread a CPU thread) and what they write is compared with the reference:
-    "CHECKED ON THE CPU", or NOT YET with the difference; where the emulation cannot run (no C++
-    compiler), NOT CHECKED (no GPU), which names exactly what was checked.
-
-    The kernel's arguments are the inputs, then one output per array the reference returns,
-    then scalars(*inputs). grid(*inputs) gives the grid; block is a tuple. step=(label, fn):
-    fn(*cupy_inputs) runs the lab's step. Not strict (the learner's cell): a failure prints
-    "NOT YET: <reason>" and returns None, so Run All goes on. strict=True (the solution cell)
-    raises instead, so a solution that stops working fails the notebook's test.
-    Returns a dict of what was measured (None in compile-only mode, where nothing is)."""
-    from .build import CompileError
+    """Grade a learner's kernel: no TODO left in its code, it compiles for sm_87 + sm_90 with each needle of
+    ptx_must_contain in its PTX; on a GPU, its outputs match reference(*inputs) and it is timed against
+    step=(label, fn); without one, blocks of it run on the CPU (_on_cpu). Its arguments: the inputs, one
+    output per array the reference returns, scalars(*inputs). A failure prints "NOT YET: <reason>" and
+    returns None (Run All goes on); strict=True (the solution cell) raises. Returns what was measured."""
     try:
         return _grade(src, kernel_name, make_input, reference, grid, block, scalars,
                       ptx_must_contain, step, tolerance or {})
-    except (CheckError, CompileError, ValueError, TypeError) as e:
+    except Exception as e:
         if strict:
             raise
-        print(f"NOT YET: {e}")
-    except Exception as e:   # a crash on the GPU (illegal address, launch failure)
-        if strict:
-            raise
-        print(f"NOT YET: the kernel failed to run: {type(e).__name__}: {e}\n"
-              "An illegal memory access leaves the GPU context unusable: restart the kernel "
-              "(Kernel > Restart) after fixing the indexing.")
+        if isinstance(e, (CheckError, CompileError, ValueError, TypeError)):
+            print(f"NOT YET: {e}")
+        else:    # a crash on the GPU (illegal address, launch failure)
+            print(f"NOT YET: the kernel failed to run: {type(e).__name__}: {e}\n"
+                  "An illegal memory access leaves the GPU context unusable: restart the kernel "
+                  "(Kernel > Restart) after fixing the indexing.")
     return None
 
 
@@ -240,11 +218,8 @@ _UNWRITTEN = {np.dtype(np.float32): np.uint32(0x7FBADBAD), np.dtype(np.float16):
 
 
 def _on_cpu(src, kernel_name, inputs, wants, grid, block, scalars, tol):
-    """Without a GPU: run the first, second and last blocks of the learner's launch on the CPU
-    (core.emulate) and compare every output element they wrote with the reference. Returns None when
-    it matched (and says so), or why the emulation could not run (no C++ compiler, a construct the
-    emulator lacks); raises CheckError when the kernel computed something else, wrote nothing, crashed
-    or hung."""
+    """Without a GPU: the first, second and last blocks run on the CPU (core.emulate), compared with the reference.
+    None when they match, else why the emulation could not run; CheckError when the kernel is wrong."""
     from . import emulate
     outs = []
     for w in wants:
@@ -284,8 +259,6 @@ def _on_cpu(src, kernel_name, inputs, wants, grid, block, scalars, tol):
 
 
 def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_must_contain, step, tol):
-    from .build import ARCHS, compile_source, nvrtc_compile
-    from .launch import kernel_args
     needles = _needles(ptx_must_contain)
     todo = todo_lines(src)
     if todo:       # the stubs mark the unfinished code with a `TODO;` statement (it does not compile)
@@ -344,15 +317,8 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
 
 def register(family, name: str, src: str, kernel_name: str, *, grid, block,
              scalars=lambda *inputs: (), dtypes=("float32",), overflow_safe=True, alloc_out=None):
-    """Add your own kernel to a family as variant `name`, so the lab's harness checks it
-    (check.variants: the awkward shapes and hostile values) and times it (bench.compare)
-    beside the steps and baselines. The kernel takes the family's inputs, then the output(s)
-    (alloc_out(*inputs), default one array like the first input), then scalars(*inputs);
-    grid(*inputs) and block give the launch. Compiles for sm_87 + sm_90 now (raises on a
-    compile error), and on a GPU for this device. Registering the same name again replaces
-    your earlier version. Returns the Variant; check.unregister removes it."""
-    from .build import compile_source
-    from .launch import Variant, kernel_args, require
+    """Add your own kernel to a family as variant `name` (taking the inputs, the output(s) alloc_out(*inputs),
+    then scalars(*inputs)), so the harness checks and times it; registered again, it is replaced."""
     family = of(family)
     if not isinstance(name, str) or not name:
         raise ValueError("register: name must be a non-empty string such as '07_mine'")
@@ -360,17 +326,12 @@ def register(family, name: str, src: str, kernel_name: str, *, grid, block,
         raise ValueError(f"{family.name} already has a step named {name!r}; pick another name")
     fn = compile_source(src, kernel_name)
 
-    def _alloc(*inputs):
-        import cupy
-        return alloc_out(*inputs) if alloc_out else cupy.empty_like(inputs[0])
-
     def launcher(*inputs, out=None):
         if fn is None:
-            from .device import need_gpu
             need_gpu(f"running {name}")
         for k, a in enumerate(inputs):
             require(a, f"input {k}", dtype=dtypes if k == 0 else None)
-        out = _alloc(*inputs) if out is None else out
+        out = v.alloc_out(*inputs) if out is None else out
         outs = list(out) if isinstance(out, tuple) else [out]
         if all(a.size for a in inputs):
             fn(_as_tuple(grid(*inputs)), _as_tuple(block),
@@ -379,7 +340,7 @@ def register(family, name: str, src: str, kernel_name: str, *, grid, block,
 
     launcher.__name__ = name
     launcher.__doc__ = f"learner's kernel {kernel_name}, registered with check.register"
-    v = Variant(launcher, dtypes=dtypes, overflow_safe=overflow_safe, alloc_out=_alloc)
+    v = Variant(launcher, dtypes=dtypes, overflow_safe=overflow_safe, alloc_out=alloc_out)
     family.variants[name] = v
     print(f"{family.name}: registered {name} ({kernel_name}), compiled for sm_87 and sm_90; "
           f"steps now: {', '.join(family.variants)}")
@@ -396,8 +357,7 @@ def unregister(family, name: str) -> None:
 
 
 def error_sweep(family, names, sizes, dtype="float32", rows=4):
-    """Max relative error against the float64 reference for each variant at each row length:
-    {name: [err per size]} (live), or {} with a note (compile-only)."""
+    """{name: [max rel err against float64 per row length]} (live), or {} with a note (compile-only)."""
     if not is_live():
         print(f"SKIPPED (compile-only): on a GPU this measures each variant's error against float64 "
               f"at row lengths {sizes}.")

@@ -1,18 +1,11 @@
 """cuBLAS for the labs: gemm (cublasGemmEx) and bgemm (cublasGemmStridedBatchedEx), fp16 in, fp32
-accumulation (CUBLAS_COMPUTE_32F), fp16 or fp32 out: the report's cublasHgemm / cublasHgemmStridedBatched,
-on the current CuPy stream, so a CUDA graph (bench.graph, lab 06's block and tower) captures them.
+accumulation, fp16 or fp32 out (the report's cublasHgemm / cublasHgemmStridedBatched), on the current CuPy
+stream, so a CUDA graph (bench.graph) captures them.
 
-Why a ctypes binding and not CuPy's own (cupy_backends.cuda.libs.cublas.gemmEx / gemmStridedBatchedEx
-with cupy.cuda.device.get_cublas_handle()), as issue 33 item 6 asked: CuPy's wrappers set the handle's
-stream themselves (cublas._setStream), and that function checks runtime.streamIsCapturing and raises
-NotImplementedError("calling cuBLAS API during stream capture is currently unsupported") while a stream
-is being captured (CuPy 13 and 14.2, the version here: its cublas module links streamIsCapturing into
-_setStream). cuBLAS itself records into graphs; CuPy's binding cannot be reached during a capture, so
-lab 06's graphed block would lose its cuBLAS GEMMs. This module binds to the same libcublas that CuPy
-loads (found in /proc/self/maps) with its own handle, and sets the current stream on it per call.
-Checked on a GPU by tests/test_gpu_cublas.py: CuPy's gemmEx refuses a capture, this one is captured and
-replayed, and the host cost per call of both is printed there (measured by the lead on the GPU: this
-session had none, so no host-cost claim is made here)."""
+Why a ctypes binding and not CuPy's gemmEx (issue 33 item 6): CuPy's wrappers set the handle's stream
+through cublas._setStream, which raises NotImplementedError during a stream capture (CuPy 13 and 14.2),
+so lab 06's graphed block would lose its GEMMs. This binds the libcublas CuPy loaded (/proc/self/maps)
+with its own handle. tests/test_gpu_cublas.py checks both on a GPU and prints their host cost per call."""
 from __future__ import annotations
 
 import functools
@@ -28,15 +21,11 @@ def _cublas():
     import ctypes.util
     import cupy
     cupy.cuda.device.get_cublas_handle()        # CuPy loads libcublas into this process
-    path = None
     try:
         with open("/proc/self/maps") as f:
-            for line in f:
-                if "/libcublas.so" in line:         # (not libcublasLt)
-                    path = line.split()[-1]
-                    break
+            path = next((line.split()[-1] for line in f if "/libcublas.so" in line), None)   # (not libcublasLt)
     except OSError:
-        pass
+        path = None
     lib = ctypes.CDLL(path or ctypes.util.find_library("cublas") or "libcublas.so")
     i, ll, p = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
     lib.cublasCreate_v2.argtypes = [ctypes.POINTER(p)]
@@ -51,8 +40,7 @@ def _cublas():
 
 
 def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha, c_type=_R_16F):
-    """Column-major C = alpha op(A) B (cuBLAS's view), on the current CuPy stream; A and B fp16,
-    C fp16 (or c_type = _R_32F: fp32, one GemmEx only)."""
+    """Column-major C = alpha op(A) B on the current stream; A and B fp16, C fp16 (or _R_32F, batch 1)."""
     import ctypes
     import cupy
     lib, h = _cublas()
@@ -70,9 +58,7 @@ def _gemm_call(transa, m, n, k, A, lda, sA, B, ldb, sB, C, ldc, sC, batch, alpha
 
 
 def gemm(a, w, out):
-    """out = a @ w.T: a [M, K], w [N, K] (a Linear layer's weight), out [M, N]; fp16 in, fp32
-    accumulation, out fp16 (the report's cublasHgemm) or fp32 (its fp16-in, fp32-out prefill route),
-    one cublasGemmEx. Row-major out is column-major out^T = w a^T: cuBLAS sees w first, transposed."""
+    """out = a @ w.T (fp16 or fp32 out): one cublasGemmEx, seeing column-major out^T = w a^T (w first, transposed)."""
     require(a, "a", dtype="float16", ndim=2)
     require(w, "w", dtype="float16", ndim=2)
     M, K = a.shape
@@ -90,10 +76,8 @@ gemm_f32out = gemm      # an fp32 out selects the fp16-in, fp32-out route
 
 
 def bgemm(a, b, out, *, trans_b: bool, alpha: float = 1.0):
-    """out[i] = alpha * a[i] @ (b[i].T if trans_b else b[i]) for every head i: one
-    cublasGemmStridedBatchedEx (the report's cublasHgemmStridedBatched), fp16 in and out, fp32
-    accumulation, the softmax scale in alpha. Nothing is copied (cupy.matmul would copy a
-    transposed K)."""
+    """out[i] = alpha * a[i] @ (b[i].T if trans_b else b[i]) per head: one cublasGemmStridedBatchedEx, fp16,
+    no copy (cupy.matmul would copy a transposed K)."""
     require(a, "a", dtype="float16", ndim=3)
     require(b, "b", dtype="float16", ndim=3)
     B, M, K = a.shape

@@ -64,7 +64,7 @@ def slug(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def info() -> dict:
-    """Name, compute capability, SMs, L2, integrated flag and peak bandwidth of device 0."""
+    """The facts of device 0."""
     need_gpu("device.info()")
     import cupy
     dev = cupy.cuda.Device(0)
@@ -111,9 +111,7 @@ def banner() -> None:
 
 
 def facts(df=None) -> dict:
-    """SMs, L2, arch and name of the device the rows of `df` were measured on (live rows: this GPU;
-    recorded rows: their device record, meta.json), for models that need them; df=None: this GPU
-    live, else the first recorded device. Empty when unknown. Never a typed-in device fact."""
+    """SMs, L2, arch and name of the device `df` was measured on (df=None: this GPU, else the first recorded)."""
     if (df is None or (len(df) and (df["source"] == "live").any())) and is_live():
         d = info()
         return {"sms": d["sms"], "l2_bytes": d["l2_bytes"], "arch": d["arch"], "device": d["name"]}
@@ -125,8 +123,7 @@ def facts(df=None) -> dict:
 
 
 def live_only(would: str, fn):
-    """fn() on a GPU. Without one, a loud skip that says what a GPU would show, and None: the one
-    place a lab's cell meets the mode, so the cell itself never branches on it."""
+    """fn() on a GPU; without one, a loud skip saying what a GPU would show, and None."""
     if is_live():
         return fn()
     print(f"SKIPPED (compile-only): on a GPU this {would}")
@@ -156,8 +153,7 @@ TIMING_RULES = 2    # the bench rules a lab's record was timed under, written be
 
 
 def recorded_meta() -> dict:
-    """{slug: meta} for every recorded device (the facts of the devices on record; core/store.py
-    reads, writes and derives the rest of the device record)."""
+    """{slug: meta.json} of every recorded device."""
     return {meta.parent.name: json.loads(meta.read_text()) for meta in sorted(REFERENCE.glob("*/meta.json"))}
 
 
@@ -168,19 +164,17 @@ def _store():
 
 
 def save_recorded(lab: str, df, extra_meta: dict | None = None):
-    """The old name of store.save_recorded (the device record's files live in core/store.py)."""
+    """The old name of store.save_recorded."""
     return _store().save_recorded(lab, df, extra_meta)
 
 
 def load_recorded(lab: str):
-    """The old name of store.load_recorded (the one reader of the recorded CSVs, in core/store.py)."""
+    """The old name of store.load_recorded."""
     return _store().load_recorded(lab)
 
 
-# ---- prose computed from the results on screen -------------------------------------------------
-
 def provenance(df) -> str:
-    """'live on <device>, <date>' / 'recorded on <device>, <date>' for the rows of a results frame."""
+    """'live on <device>, <date>' / 'recorded on <device>, <date>' of a results frame."""
     if df is None or len(df) == 0 or "source" not in df:
         return "no data"
     return "; ".join(f"{src} on {dev}, {date}" for src, dev, date in
@@ -197,8 +191,7 @@ def torch():
 
 
 def torch_baseline(make):
-    """A torch baseline from make(torch, *torch views of the arrays (DLPack, no copy)) -> a zero-argument
-    call; None where torch is not installed."""
+    """A baseline factory: make(torch, *DLPack views of the arrays) -> a call; None without torch."""
     @functools.wraps(make)
     def baseline(*arrays):
         t = torch()
@@ -207,8 +200,7 @@ def torch_baseline(make):
 
 
 def release_cached() -> None:
-    """Hand the blocks that CuPy's and torch's memory pools keep cached back to the driver, so that
-    another process on the GPU (a second notebook, a parallel test worker) can have them."""
+    """Hand CuPy's and torch's cached pool blocks back to the driver, for other processes on the GPU."""
     import sys
     import cupy
     cupy.get_default_memory_pool().free_all_blocks()
@@ -220,12 +212,8 @@ def release_cached() -> None:
 # ---- Jetson: power mode and clocks (a cold clock can fake a 4.5x slowdown) ---------------------
 
 def jetson_clocks(root: str = "/") -> dict:
-    """The power mode and clocks of a Jetson, for the device record and lab 00's warning:
-    power_mode (nvpmodel -q, e.g. 'MAXN') and power_mode_id, the GPU clock (current / min / max,
-    MHz, devfreq in sysfs), the EMC (memory) clock (current / max, MHz, the BPMP debugfs, which
-    needs root: None when it cannot be read), clocks_fixed (True when the GPU's min clock equals
-    its max and the EMC runs at its max, as `sudo jetson_clocks` sets them; None when unknown) and
-    warning (a sentence; empty when the clocks are fixed). {} off a Jetson. `root`: a fake / (tests)."""
+    """A Jetson's power mode, GPU and EMC clocks (None where unreadable), clocks_fixed (as `sudo jetson_clocks`
+    sets them; None when unknown) and a warning; {} off a Jetson. `root`: a fake / (tests)."""
     import glob
     import subprocess
 

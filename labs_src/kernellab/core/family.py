@@ -1,7 +1,5 @@
-"""The family API, stated once: a `Family` is one ladder of steps (or one measured set, such as
-lab 00's fundamentals) and everything the notebooks, tests, benchmarks, sanitizer and recorder
-need to know about it. Every lab module builds its families as `Family(...)`; nothing is patched
-in afterwards, and no tool probes a family for optional attributes."""
+"""The family API: a `Family` is one ladder of steps (or one measured set) and everything the notebooks,
+tests and tools need to know about it, built as `Family(...)` with nothing patched in afterwards."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,23 +21,20 @@ FLOOR_TARGET = 0.95     # issue 38: a memory-bound kernel at >= 0.95 of its floo
 
 @dataclass(frozen=True)
 class Target:
-    """A target of an issue or a lab: `what` is measured by `measure(frame) -> float or
-    results.Measured` (NaN when the frame lacks it); met when the value is >= threshold (or <= with below=True). A target with
-    threshold None is shown as 'no threshold', never as missed."""
+    """A target: `what`, measured by `measure(frame) -> float or Measured`, met at >= threshold (<= with below);
+    threshold None: 'no threshold', never missed."""
     what: str
     measure: Callable
     threshold: float | None = None
     below: bool = False
     unit: str = "x"
-    floor: Callable | None = None    # the same figure with a floor (a read-only kernel or a plain copy of the same
-                                     # bytes) in place of the step: the best any kernel could score on this GPU
-                                     # (a target the floor misses is out of reach)
+    floor: Callable | None = None    # the same figure for the floor (a read or copy of the same bytes) in place of
+                                     # the step: the best any kernel could score here (a target it misses is out of reach)
 
 
 @dataclass(eq=False)
 class Family:
-    """One family of steps: a ladder of variants, its reference, inputs, cases, baselines and targets.
-    Each field is described in docs/design.md ("The family API")."""
+    """One family of steps; each field is described in docs/design.md ("The family API")."""
     name: str
     kernels: str
     variants: dict = field(default_factory=dict)
@@ -70,15 +65,13 @@ class Family:
         return f"Family({self.name!r}: {len(self.variants)} steps, {len(self.baselines)} baselines)"
 
     def limiter_cases(self) -> list:
-        """[(step or baseline, shape, dtype, kernel regex)] of `limiters`; a limiter without a dtype
-        takes the first record case's (float16 when there is none)."""
+        """[(step or baseline, shape, dtype, kernel regex)] of `limiters` (dtype by default the first record case's)."""
         first = (self.record_cases or [(None, "float16")])[0][1]
         return [(name, shape, rest[1] if len(rest) > 1 else first, rest[0]) for name, shape, *rest in self.limiters]
 
 
 def of(x) -> Family:
-    """The Family of `x`: a Family, or a lab module (its first family, the one named after it), so
-    `bench.compare(softmax, ...)` and `bench.compare(softmax.SOFTMAX, ...)` mean the same."""
+    """The Family of `x`: a Family, or a lab module's first family."""
     if isinstance(x, Family):
         return x
     if isinstance(x, ModuleType):

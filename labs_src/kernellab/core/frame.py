@@ -1,11 +1,6 @@
-"""Reading results frames, live or recorded: select rows, the one (device, source) a sentence speaks
-of, one number, the fastest step per case, the frame split by device, a line said once per cell, and
-today's names of recorded rows (the live / recorded switch itself, stale rows marked, is core/store.py's).
-
-A results frame has one row per (case, name): median_us, p10_us, p90_us (GPU time, L2 flushed),
-bytes, gbps, frac_copy, frac_read, warm_us, host_us, and device, date, source ('live' or
-'recorded'). `bench.compare` makes one live; without a GPU it returns the recorded rows. Cells
-never branch on the mode: they call the functions here, which read whatever frame they are given."""
+"""Reading results frames, live or recorded (bench.compare's: a row per case and name), so that cells never
+branch on the mode: select rows, the one (device, source) a sentence speaks of, one number, the fastest
+step per case, the frame split by device, a line said once per cell, and today's names of recorded rows."""
 from __future__ import annotations
 
 from .device import TIMING_RULES, provenance, recorded_meta
@@ -29,7 +24,7 @@ def one_source(df):
 
 
 def source(df) -> str:
-    """Where a sentence's numbers come from: the provenance of one_source(df)."""
+    """The provenance of one_source(df)."""
     return provenance(one_source(df))
 
 
@@ -48,14 +43,13 @@ def cases(df, name: str | None = None) -> list:
 
 
 def fastest(df, case: str, kind: str = "variant") -> str | None:
-    """The name of the fastest row of `kind` at one case (best(), for one case), or None."""
+    """The name of the fastest row of `kind` at one case, or None."""
     b = best(select(df, case=case), kind)
     return b.loc[case, "name"] if case in b.index else None
 
 
 def best(df, kind: str = "variant", names=None):
-    """Per case, the fastest row of `kind` ('variant' or 'baseline'; names: only these; ablations left out),
-    read from the data: a frame indexed by case with name, median_us and the fraction columns."""
+    """Per case, the fastest row of `kind` (names: only these; ablations left out), indexed by case."""
     d = one_source(select(df, kind=kind))
     if d is not None and len(d):
         d = d[~d["name"].str.contains(r"(?:^|_)ablate_")]   # an ablation row is not a step of the ladder
@@ -75,8 +69,7 @@ def sweep_best(df, keys, kind: str = "variant", names=None):
 
 
 def sweep_worst_frac(df, keys, kind: str = "variant", names=None, roof: str = "copy") -> float:
-    """The worst fraction of a roof that the fastest step (or, kind="baseline", names=[one]: that baseline)
-    reaches over a sweep's cases; NaN when the frame has none of them."""
+    """The worst fraction of a roof of sweep_best over a sweep's cases; NaN when the frame has none."""
     b = sweep_best(df, keys, kind, names)
     return float(b[f"frac_{roof}"].min()) if len(b) else float("nan")
 
@@ -89,8 +82,7 @@ def devices(df) -> list:
 
 
 def timing_rules(df, lab: str) -> int:
-    """The bench rules (device.TIMING_RULES) a frame was timed under: live, today's; a record, those
-    written beside it (1: older than the field)."""
+    """The device.TIMING_RULES a frame was timed under (a record older than the field: 1)."""
     if df is None or df.empty or "source" not in df or df["source"].iloc[0] == "live":
         return TIMING_RULES
     meta = next((m for m in recorded_meta().values() if m.get("device") == df["device"].iloc[0]), {})
@@ -101,7 +93,7 @@ _SAID: list = [None, set()]      # the cell being run (IPython's execution count
 
 
 def ipython():
-    """The IPython shell this runs in, or None (outside IPython, or IPython not installed)."""
+    """The IPython shell this runs in, or None."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -123,8 +115,7 @@ def print_once(line: str) -> None:
 
 # ---- names a recorded row may carry ---------------------------------------------------------------
 
-# Rows recorded under a name since renamed (the ablation keys now all read NN_ablate_what): old -> new. The one
-# map; store.read_csv (every read of a recorded CSV) applies it through renamed(), so the files stay as recorded.
+# Rows recorded under a name since renamed: old -> new, applied by store.read_csv (the files stay as recorded).
 RENAMED = {
     "ablate_07_no_prefetch": "07_ablate_no_prefetch",      # softmax
     "04_two_exp": "04_ablate_two_exp",                      # softmax_ablation

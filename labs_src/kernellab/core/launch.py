@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import weakref
 
 import numpy as np
 
@@ -32,8 +33,7 @@ def _allowed(dtype) -> tuple:
 
 def require(x, name: str = "x", *, dtype=None, ndim=None, shape=None, contiguous=True,
             align: int | None = None):
-    """Raise ValueError naming what was expected, before any launch. Cheap on purpose (it runs
-    on every call of every launcher): a few attribute reads, no allocation."""
+    """Raise ValueError naming what was expected, before any launch (cheap: it runs on every launcher call)."""
     if not isinstance(x, _ND or _ndarray()):
         raise ValueError(f"{name}: expected a cupy.ndarray on the GPU, got {type(x).__name__}")
     if dtype is not None:
@@ -55,12 +55,9 @@ def require(x, name: str = "x", *, dtype=None, ndim=None, shape=None, contiguous
 
 
 def no_alias(out, inputs, inplace_ok: bool = False) -> None:
-    """Raise ValueError when an output's bytes overlap an input's (a cheap pointer-range test,
-    before any launch). The kernels declare their pointers __restrict__: the compiler may then
-    reorder loads and stores, and read through the read-only cache (ld.global.nc), as if no
-    output byte were an input byte. inplace_ok=True allows one exception: out *is* an input's
-    exact buffer (same address, shape and dtype), for element-wise steps where each thread
-    reads an index before it writes that same index (the in-place residual add)."""
+    """Raise ValueError when an output's bytes overlap an input's: the kernels' pointers are __restrict__
+    (the compiler may reorder loads and stores and read through ld.global.nc). inplace_ok=True allows out
+    to *be* an input's exact buffer, for element-wise steps that read an index before writing it."""
     nd = _ND or _ndarray()
     for o in (out if isinstance(out, (tuple, list)) else (out,)):
         if not isinstance(o, nd) or not o.size:
@@ -82,12 +79,8 @@ def no_alias(out, inputs, inplace_ok: bool = False) -> None:
 
 
 def aligned(width: int, *arrays) -> bool:
-    """True when every array's base address is a multiple of `width` bytes: what a vector
-    load (float4, uint4: 16 bytes) needs before the launcher lets a kernel use it."""
-    for a in arrays:
-        if a.data.ptr % width:
-            return False
-    return True
+    """True when every array's base address is a multiple of `width` bytes (a 16-byte vector load needs 16)."""
+    return not any(a.data.ptr % width for a in arrays)
 
 
 def out_like(out, x, name="out", shape=None, dtype=None):
@@ -99,19 +92,12 @@ def out_like(out, x, name="out", shape=None, dtype=None):
     return out
 
 
-# ---- launching ---------------------------------------------------------------------------------
-
-_I32, _F32, _F64 = None, None, None
+_I32, _F32, _F64 = np.int32, np.float32, np.float64
 _RECORD: list | None = None     # set by record_launches: launches are noted, not changed
 
 
 def kernel_args(args) -> tuple:
-    """Python ints become int32 and floats float32, as the kernels declare them (CuPy would
-    otherwise pass 64-bit values). Arrays and NumPy scalars pass through."""
-    global _I32, _F32, _F64
-    if _I32 is None:
-        import numpy as np
-        _I32, _F32, _F64 = np.int32, np.float32, np.float64
+    """Python ints become int32 and floats float32, as the kernels declare them (CuPy would pass 64-bit)."""
     out = []
     for a in args:
         t = type(a)
@@ -136,8 +122,7 @@ _SPECIALISED: dict = {}     # (family, name, -D options) -> RawKernel
 
 
 def specialised(family: str, name: str, extra: tuple):
-    """Kernel `name` of a family compiled with `extra` options (e.g. -DDEC_GROUP=7 -DDEC_D=64: lab 07's
-    decode kernels specialised for a model's head layout), once per process and per options."""
+    """Kernel `name` of a family compiled with `extra` options (lab 07's -DDEC_GROUP=7 -DDEC_D=64), once."""
     k = _SPECIALISED.get((family, name, extra))
     if k is None:
         from .build import module
@@ -146,10 +131,8 @@ def specialised(family: str, name: str, extra: tuple):
 
 
 def launch(family: str, name: str, grid, block, args, smem: int = 0, extra: tuple = (), pdl: bool = False) -> None:
-    """Launch kernel `name` of a family with kernel_args(args); `extra`: compile options of a
-    specialised build (specialised()); pdl: as a programmatic dependent of the kernel ahead (core/pdl.py;
-    the caller checks pdl.supported()). Kept lean: it runs on every call of every launcher, and its
-    host cost adds to each kernel's (bench.host_us)."""
+    """Launch kernel `name` of a family with kernel_args(args); `extra`: a specialised() build's options;
+    pdl: as a programmatic dependent of the kernel ahead (core/pdl.py). Kept lean: its host cost is every step's."""
     k = (_KERNELS.get((family, name)) or kernel(family, name)) if not extra else \
         (_SPECIALISED.get((family, name, extra)) or specialised(family, name, extra))
     grid, block, args = _dims(grid), _dims(block), kernel_args(args)
@@ -169,10 +152,7 @@ class _Records(list):
 
 
 def record_launches(fn, keep_result: bool = False) -> list:
-    """Call fn() once and return the launches it made through launch():
-    [(RawKernel, grid, block, packed args, shared memory bytes)] (with keep_result, the list's
-    .result is fn's return value). Launches inside are noted, never changed; a recording in
-    progress (an outer one) gets them too."""
+    """The launches one call of fn() made through launch(): [(RawKernel, grid, block, args, smem)] (.result)."""
     global _RECORD
     prev, _RECORD = _RECORD, _Records()
     try:
@@ -193,14 +173,12 @@ def record_launches(fn, keep_result: bool = False) -> list:
 # failed lab 09's GPU tests after other tests in the same process (a stale plan replayed where it should not):
 # kept at 64 until the plan key is shown to cover everything a launcher decides from (issue 38, left open).
 PLANS_PER_VARIANT = 64
-_VARIANTS = None      # a WeakSet of every Variant, for clear_plans
+_VARIANTS = weakref.WeakSet()      # every Variant, for clear_plans
 
 
 def clear_plans() -> None:
-    """Forget every launch plan (build.Variant). Needed only after changing something a
-    launcher reads besides its arguments (a module-level knob such as a block size): the next
-    call of each step then validates and launches afresh."""
-    for v in list(_VARIANTS or ()):
+    """Forget every launch plan: needed after changing a module-level knob a launcher reads (a block size)."""
+    for v in list(_VARIANTS):
         v._plans.clear()
         v._last = None
 
@@ -209,17 +187,13 @@ _SCALAR = object()     # marks a non-array argument in a plan key
 
 
 def _plan_key(args, out) -> tuple:
-    """What determines a launcher's launches, as one flat tuple: each array's address, shape,
-    layout and dtype, and every other argument's value (unhashable ones make the key unusable:
-    the dict lookup raises TypeError)."""
-    global _ND
-    if _ND is None:
-        import cupy
-        _ND = cupy.ndarray
+    """Each array's address, shape, layout and dtype and every other argument's value, as one flat tuple
+    (an unhashable argument makes the dict lookup raise TypeError)."""
+    nd = _ND or _ndarray()
     parts = []
     add = parts.append
     for a in (*args, *out) if type(out) is tuple else (*args, out):
-        if type(a) is _ND:
+        if type(a) is nd:
             add(a.data.ptr)
             add(a.shape)
             add(a._c_contiguous or a.strides)
@@ -234,9 +208,8 @@ _WORKSPACE: dict = {}    # address -> a launcher's long-lived workspace buffer (
 
 
 def workspace(buf):
-    """Declare `buf` a launcher's workspace: kept for later calls, and every launch that reads it reads
-    only what an earlier launch of the same call wrote (split-KV partials). A launch plan may then
-    replay launches that use it (the plan keeps it alive), so such a launcher's host cost is a replay."""
+    """Declare `buf` a launcher's workspace (kept; each call reads only what it wrote first: split-KV
+    partials), so a launch plan may replay launches that use it."""
     _WORKSPACE[buf.data.ptr] = buf
     return buf
 
@@ -247,20 +220,15 @@ _DERIVED: dict = {}      # address -> weak reference to an array made from a cal
 
 
 def derived(*bufs) -> None:
-    """Declare arrays a launcher made from its arguments and keeps while they live (a cached repack): a
-    launch plan may use them, but only for a call with the very same argument objects."""
-    import weakref
+    """Declare arrays a launcher made from its arguments (a cached repack): plans using them replay for those alone."""
     for b in bufs:
         _DERIVED[b.data.ptr] = weakref.ref(b)
 
 
 def _plan(records, args, out):
-    """The recorded launches as one zero-argument call, every array argument replaced by its
-    address (so the plan keeps none of the call's arrays alive); None when a launch used memory
-    outside the call's own arrays and the declared workspaces (a temporary the launcher allocated:
-    a replay would write into freed memory) or passed something that is neither an array nor a
-    NumPy scalar."""
-    import numpy as np
+    """The recorded launches as one zero-argument call, arrays passed by address (kept alive by none);
+    None when a launch used memory outside the call's arrays, workspaces and derived arrays (a temporary:
+    a replay would write into freed memory) or an argument that is no array or NumPy scalar."""
     flat = (*args, *out) if type(out) is tuple else (*args, out)
     spans = [(a.data.ptr, a.data.ptr + a.nbytes) for a in flat if type(a) is _ND]
     calls, kept, identity_only = [], [], False
@@ -301,11 +269,8 @@ def _plan(records, args, out):
 
 
 def _seen(args, out, plan):
-    """What the fast path of Variant.__call__ compares the next call against: a weak reference
-    to each array passed (so nothing is kept alive, and a freed array never matches), with its
-    shape and dtype. None (no fast path) without a plan, or when an argument is not a CuPy
-    array (a scalar's value would need comparing: the keyed path does it)."""
-    import weakref
+    """What Variant's fast path compares the next call against: a weak reference, shape and dtype per array
+    (a freed array never matches); None without a plan or with a non-array argument (the keyed path)."""
     flat = (*args, *out) if type(out) is tuple else (*args, out)
     if plan is None or any(type(a) is not _ND for a in flat):
         return None
@@ -315,16 +280,10 @@ def _seen(args, out, plan):
 class Variant:
     """One step of a lab: a launcher plus what the harness needs to know about it.
 
-    inplace=True: out= may be exactly one of the inputs (an element-wise kernel, each thread reading
-    then writing one index); any other overlap of out and an input is a ValueError before the launch
-    (the kernels are __restrict__). Launch plans (docs/design.md, "Measuring honestly"): a call with
-    out= given is checked and launched once, and its launches are kept under a key of every array's
-    address, shape, layout and dtype and every other argument's value; a call with the same key (or
-    the very same array objects: no key built) replays them as bare RawKernel calls. Only launch()'s
-    launches replay: a launcher doing other GPU work on every call (a CuPy op, cuBLAS, a memset) says
-    plan=False, and after changing a module-level knob a launcher reads, call build.clear_plans().
-    reads_back=True: the launcher copies values to the host on every call (bench times its launches
-    alone for GPU time, the whole call for host time)."""
+    inplace=True: out= may be exactly one of the inputs. Launch plans (docs/design.md, "Measuring honestly"):
+    later calls with out= and the same _plan_key (or the very same arrays) replay the first's launches as bare
+    RawKernel calls; a launcher doing other GPU work (a CuPy op, cuBLAS, a memset) says plan=False.
+    reads_back=True: it copies to the host on every call (bench times its launches alone)."""
 
     def __init__(self, fn, dtypes=("float32",), overflow_safe=True, alloc_out=None, inplace=False,
                  plan=True, min_arch=None, reads_back=False):
@@ -335,10 +294,6 @@ class Variant:
         self.plan, self.reads_back = plan, reads_back
         self._plans: dict = {}
         self._last = None       # (what the previous call passed, its plan): the fast path
-        global _VARIANTS
-        if _VARIANTS is None:
-            import weakref
-            _VARIANTS = weakref.WeakSet()
         _VARIANTS.add(self)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -398,22 +353,19 @@ class Variant:
         return self._alloc(*args) if self._alloc else cupy.empty_like(args[0])
 
     def runs_here(self) -> bool:
-        """False on a GPU older than the step's min_arch (the harness then skips it, loudly)."""
+        """False on a GPU older than the step's min_arch."""
         if not self.min_arch:
             return True
         from .device import info
         return int(info()["arch"].split("_")[1]) >= self.min_arch
 
     def accepts(self, case) -> bool:
-        """False for cases this step is known not to survive: values >= 89 ('large', and the 1e4 of
-        'hostile') overflow a kernel that does not subtract the max."""
+        """False for the cases a kernel that does not subtract the max overflows on (values >= 89)."""
         return self.overflow_safe or case[1] not in ("large", "hostile")
 
 
 def variant(**kw):
-    """Decorator: @variant(dtypes=("float16",)) turns a launcher into a Variant
-    (inplace=True for an element-wise step that may write into one of its inputs; plan=False
-    for a launcher that does GPU work other than build.launch on every call)."""
+    """Decorator: @variant(dtypes=("float16",)) turns a launcher into a Variant."""
     return lambda fn: Variant(fn, **kw)
 
 
@@ -428,9 +380,8 @@ def int32_size(n: int) -> int:
 
 
 def host_or_device_index(x, hi: int, name: str, what: str):
-    """An index given as a Python int (checked here: 0 <= x < hi, else ValueError) or as an int32
-    device array of one element (read by the kernel, so a CUDA graph replays with a new value).
-    Returns (device pointer or 0, host value or 0), the pair such kernels take."""
+    """(device array or 0, host value or 0), the pair such kernels take, of an index given as a Python int
+    (checked: 0 <= x < hi) or as a one-element int32 device array (a CUDA graph replays with a new value)."""
     if isinstance(x, (int, np.integer)):
         if not 0 <= int(x) < hi:
             raise ValueError(f"{name}: expected 0 <= {name} < {what} ({hi}), got {int(x)}")
@@ -448,10 +399,8 @@ def _capturing(a) -> bool:
 
 
 def in_range(idx, hi: int, name: str = "idx") -> None:
-    """Raise ValueError (before any launch) unless every index is in [0, hi): one small
-    device-to-host copy of the min and max. A kernel that gathers with an index from memory would
-    otherwise read out of bounds and kill the context. A stream being captured into a CUDA graph
-    allows no copy, so there the check is left to the eager call that bench.graph makes first."""
+    """Raise ValueError unless every index is in [0, hi) (a gather out of bounds kills the context): a copy
+    of the min and max, skipped during a graph capture (which allows none; bench.graph's eager call checks)."""
     if idx.size and not _capturing(idx):
         lo_, hi_ = int(idx.min()), int(idx.max())
         if lo_ < 0 or hi_ >= hi:

@@ -8,8 +8,6 @@ from . import build
 from .device import is_live
 from .family import of
 
-# ---- Nsight Compute, where it is installed and allowed ------------------------------------------
-
 NCU_METRICS = {
     "gpu__time_duration.sum": "duration",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput (% of peak)",
@@ -44,11 +42,8 @@ LIMITER_METRICS = {
 
 def ncu(family, name: str, shape, dtype: str, kernel: str | None = None, metrics=NCU_METRICS,
         timeout: int = 300):
-    """Collect the seed's Nsight Compute metrics for one launch of one variant, in a child
-    process under `ncu`. name: a step, or one of the family's baselines (then give `kernel`).
-    kernel: a regex for the kernel to profile (default: the family's kernel with the variant's
-    step number, e.g. ^add_07_). Returns a table, or prints the command to run where ncu is
-    missing, there is no GPU, or profiling is not permitted."""
+    """The seed's ncu metrics of one launch of a step (or baseline: give `kernel`, a regex) in a child process;
+    where ncu cannot run here, the command to run."""
     import os
     import shutil
     import subprocess
@@ -107,10 +102,7 @@ NOISE_PTS, NOISE_REL = 3.0, 0.10
 
 @dataclass(frozen=True)
 class Limiter:
-    """What limits one launch, from its counters (`limiter`): kind 'unit' (a unit at or near saturation:
-    `what` names it, `value` its busy %) or 'latency' (no unit near saturation: `what` is the top stall
-    reason, `value` its stall cycles per issued instruction, `tied` the reasons within its noise band);
-    busiest and busy: the busiest unit and its %, for the sentence."""
+    """What limits one launch: kind 'unit' (`what`, `value` % busy) or 'latency' (the top stall, cycles/instruction)."""
     kind: str
     what: str
     value: float
@@ -142,11 +134,8 @@ def _band(readings, lo, hi, key, rel: bool):
 
 
 def limiter(readings, lo=None, hi=None) -> Limiter | None:
-    """The one rule that turns Nsight Compute readings into a limiter, for every lab's sentence:
-    readings: {LIMITER_METRICS label: value} of one launch (a column of results.limiters); lo, hi: the
-    lowest and highest of repeated readings (same keys), else a band of NOISE_PTS / NOISE_REL.
-    A unit whose band reaches SATURATED is the limiter (the busiest such); otherwise the top stall
-    reason is, with every other reason whose band overlaps it named as tied. None without readings."""
+    """The one rule turning one launch's readings {LIMITER_METRICS label: value} (band: lo, hi, else NOISE_*) into
+    a limiter: the busiest unit whose band reaches SATURATED, else the top stall reason (overlapping ones tied)."""
     readings = {k: v for k, v in dict(readings).items() if v == v}
     units = {k: _band(readings, lo, hi, k, False) for k in UNITS if k in readings}
     stalls = {k: _band(readings, lo, hi, k, True) for k in readings if str(k).startswith("stall:")}
@@ -167,8 +156,7 @@ def limiter(readings, lo=None, hi=None) -> Limiter | None:
 
 
 def limiter_of(lim, col: str) -> Limiter | None:
-    """`limiter` of one column of a results.limiters table ('<step> @ <case>'), with the band of its
-    repeated readings where the record has them (the table's attrs 'lo' / 'hi')."""
+    """`limiter` of one column of a results.limiters table, with its repeated readings' band (attrs lo / hi)."""
     if lim is None or col not in getattr(lim, "columns", ()):
         return None
     band = [lim.attrs[k][col].to_dict() if col in getattr(lim.attrs.get(k), "columns", ()) else None

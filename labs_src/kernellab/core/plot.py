@@ -1,11 +1,6 @@
-"""The few figure kinds. Every figure names its device, says live or recorded with the
-date, and is saved under figures/.
-
-Readable at notebook width: at most ~1000 px wide (figsize x dpi, legend included), text of
-9 pt or more, legends outside the data, a distinct line style and marker per line.
-In a notebook each helper shows its figure and returns None (so it is not drawn twice);
-elsewhere (scripts, tests) it returns the matplotlib Figure. Never a path.
-"""
+"""The few figure kinds, saved under figures/, each naming its device, live or recorded, and date. Readable at
+notebook width: <= ~1000 px wide, text >= 9 pt, legends outside the data, a line style and marker per line.
+In a notebook a helper shows its figure and returns None (not drawn twice); elsewhere, the Figure."""
 from __future__ import annotations
 
 import itertools
@@ -25,11 +20,6 @@ _VARIANT_STYLES = [(ls, mk) for ls in ("-", (0, (3, 1))) for mk in "os^vDPX<>h"]
 _BASELINE_STYLES = [("--", "x"), (":", "+"), ("-.", "*"), ((0, (5, 1, 1, 1)), "1"), ((0, (1, 3)), "2")]
 
 
-def _in_notebook() -> bool:
-    """True inside a Jupyter kernel (JupyterLab, nbval), where figures are displayed."""
-    return type(ipython()).__name__ == "ZMQInteractiveShell"
-
-
 def _figure(w=WIDTH, h=4.0, **kw):
     with plt.rc_context(STYLE):
         return plt.subplots(figsize=(w, h), dpi=DPI, **kw)
@@ -46,12 +36,11 @@ def _legend_outside(ax, below=False, **kw):
 
 
 def _save(fig, name: str, metadata: dict | None = None):
-    """Save figures/<name>.png (with PNG text `metadata`); show it in a notebook (return None) or return
-    the Figure."""
+    """Save figures/<name>.png (with PNG text `metadata`); show it in a notebook, else return the Figure."""
     FIGURES.mkdir(exist_ok=True)
     with plt.rc_context(STYLE):
         fig.savefig(FIGURES / f"{name}.png", dpi=DPI, bbox_inches="tight", metadata=metadata)
-    if _in_notebook():
+    if type(ipython()).__name__ == "ZMQInteractiveShell":      # a Jupyter kernel (JupyterLab, nbval)
         from IPython.display import display
         display(fig)
         plt.close(fig)
@@ -98,8 +87,7 @@ def _loglog(fig, ax, name, xlabel, ylabel, title, prov):
 
 
 def one_device(df):
-    """The rows of one device: the live ones, else the first recorded device's (a figure shows
-    one device; the tables beside it show every device)."""
+    """The rows of one device: the live ones, else the first recorded device's."""
     dev, src = df[["device", "source"]].iloc[0]
     live = df[df["source"] == "live"]
     if len(live):
@@ -108,8 +96,7 @@ def one_device(df):
 
 
 def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
-    """GB/s against size, one line per (variant or baseline, device), roofs drawn. Variants are
-    solid lines, baselines broken ones; every line has its own marker."""
+    """GB/s against size, a line per step (solid) or baseline (broken), roofs drawn."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
@@ -137,8 +124,7 @@ def sweep(df, name: str, x: str = "cols", title: str = "", logy=False):
 
 
 def bars(df, name: str, title: str = "", value: str = "gbps"):
-    """One bar per variant/baseline per case (baselines hatched): GB/s with the roofs, or median_us. Cases
-    whose largest bars differ by more than SPAN x get a panel each; a panel spanning more gets a log axis."""
+    """A bar per step per case (baselines hatched), GB/s or median_us; cases SPAN x apart get a panel each."""
     if df.empty:
         print(f"(no data for plot {name})")
         return None
@@ -172,9 +158,7 @@ def bars(df, name: str, title: str = "", value: str = "gbps"):
 
 
 def progress(df, name: str, title: str = "", roof: str = "copy", case: str | None = None):
-    """The end of a ladder: for one case (default: the first in df), each step in order as a
-    fraction of the copy (or read) roof, the baselines beside them (hatched), labelled with
-    where the numbers come from (live or recorded, device, date)."""
+    """The end of a ladder: at one case (default: the first), each step's fraction of the roof."""
     if roof not in ("copy", "read"):
         raise ValueError(f"roof must be 'copy' or 'read', not {roof!r}")
     if df is None or df.empty:
@@ -210,9 +194,7 @@ def progress(df, name: str, title: str = "", roof: str = "copy", case: str | Non
 
 def roofline(points, name: str, peak_gflops: float, copy_gbps: float, title: str = "", provenance: str = "",
              ceilings=()):
-    """Attainable GFLOP/s = min(peak, AI x bandwidth), with kernels placed as points.
-    points: [(label, flop_per_byte, gflops_or_None)]. ceilings: [(label, G ops/s)], other units'
-    roofs (SFU, instruction issue), drawn as min(ceiling, ops per byte x bandwidth), dashed."""
+    """min(peak, AI x bandwidth) with points [(label, AI, gflops or None)] and ceilings [(label, G ops/s)] dashed."""
     fig, ax = _figure(WIDTH, 4.2)
     ai = np.logspace(-2, 3, 200)
     ax.plot(ai, np.minimum(peak_gflops, ai * copy_gbps), "k-", label="roof")
@@ -243,9 +225,7 @@ def error_vs_fp64(sizes, errors: dict, name: str, title: str = "", provenance: s
 
 
 def device_roofline(fund, kernels, name="00_roofline", ceilings=()):
-    """The roofline of the device in `fund` (bench.fundamentals()), with `kernels` placed by
-    arithmetic intensity: [(label, flop_per_byte)]. ceilings: quantities of `fund` drawn as
-    extra roofs (e.g. "ex2.approx (SFU) throughput"); those absent from `fund` are left out."""
+    """The roofline of the device in `fund` with `kernels` [(label, AI)]; ceilings: quantities of `fund`."""
     if fund is None or fund.empty:
         print("SKIPPED: no measured or recorded fundamentals to draw a roofline from.")
         return None
@@ -259,8 +239,7 @@ def device_roofline(fund, kernels, name="00_roofline", ceilings=()):
 
 
 def stacked_shares(df, columns: dict, labels, notes, xlabel: str, title: str, name: str):
-    """Horizontal bars, one per row of df, each split into `columns` ({column: (label, colour)}) as
-    % of their sum, with `notes[i]` written after bar i (labels: the y tick labels)."""
+    """A bar per row of df split into `columns` ({column: (label, colour)}) as % of their sum, notes after."""
     if df is None or df.empty:
         print(f"(no data for plot {name})")
         return None

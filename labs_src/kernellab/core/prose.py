@@ -1,6 +1,4 @@
-"""Tables and sentences from results frames: the lean table of the device on screen (or the fastest
-step per case), every record side by side, host time against a library's call, one noise-aware summary
-line, the ablation of bundled steps, and `say`, through which every computed sentence is shown."""
+"""Tables and sentences from results frames, and `say`, through which every computed sentence is shown."""
 from __future__ import annotations
 
 import re
@@ -14,10 +12,7 @@ MAX_ROWS = 40       # a table longer than this shows the fastest step per case i
 
 
 def table(df, columns=None, roof: str = "copy", full: bool = False):
-    """A results frame for reading, of the device on screen: the lean view (case, step, µs median and
-    p10-p90, the fraction of the roof that applies, time(previous row)/time(this row) within a case) or the
-    given columns, rounded; past MAX_ROWS rows, brief() where the frame has steps, else its first MAX_ROWS rows.
-    full=True: every row and column of every device."""
+    """The device on screen's rows, rounded, lean (vs_prev: time(previous row)/time(this row)) or `columns`."""
     if df is None or df.empty:
         print("(no results: nothing measured here and nothing recorded)")
         return df
@@ -51,8 +46,7 @@ LIBRARY_NAMES = r"torch|cublas|cupy"
 
 
 def sweep_table(df, keys, torch_name: str, floor: str):
-    """Per case of a sweep (`keys`): the fastest step, its time and fraction of the copy roof, torch's time
-    over its time, and the floor's (a memcpy of the same bytes) time over its time: its fraction of the floor."""
+    """Per case of a sweep: the fastest step, its µs and copy roof fraction, torch's and the floor's time / its."""
     b = sweep_best(df, keys)
     out = b.reset_index()[["case", "name", "median_us", "frac_copy"]] if len(b) else b
     if len(b):
@@ -62,9 +56,7 @@ def sweep_table(df, keys, torch_name: str, floor: str):
 
 
 def brief(df, roof: str = "copy"):
-    """One row per case: the fastest step, its µs and fraction of the roof, its fraction of the floor (a
-    read-only kernel or copy of the same bytes) where the frame has one, and the fastest library baseline
-    with time(library) / time(step)."""
+    """Per case: the fastest step, its µs, fractions of the roof and floor, and the fastest library's time / its."""
     d = one_source(df)
     rows = []
     for case, r in best(d).iterrows():
@@ -160,8 +152,7 @@ HOST_TARGET = 1.1      # a default step's host µs per call, at most this times 
 
 
 def host_text(df, step: str, against: str = "torch") -> str:
-    """Host time per call of `step` against the fastest-to-issue baseline whose name has `against`
-    (medians, the worst case) and, above HOST_TARGET x, the measured reason (`bare_host_us`)."""
+    """Host time per call of `step` against the fastest `against` baseline, and above HOST_TARGET x, why."""
     d = one_source(df)
     if d is None or d.empty or "host_us" not in d:
         return f"Host time of `{step}`: not measured here and not recorded yet."
@@ -190,8 +181,7 @@ def host_text(df, step: str, against: str = "torch") -> str:
 
 
 def summary(df, step: str, against: str, prov: bool = True) -> str:
-    """One sentence: `step` against `against` over every case both have, the range of
-    time(against)/time(step), and where it loses or is within noise."""
+    """One sentence: the range of time(against)/time(step) over the cases, and where it loses or is within noise."""
     got = [(c, m) for c in cases(df, step) if (m := ratio_band(df, step, against, c)).ok]
     if not got:
         dev = df["device"].iloc[0] if df is not None and len(df) and "device" in df else None
@@ -216,9 +206,7 @@ def summary(df, step: str, against: str, prov: bool = True) -> str:
 
 
 def ablation(df, pairs, about=None) -> None:
-    """The ablation of bundled steps. pairs: (title, dtype, before, after, changes), changes a list of
-    (the change, the kernel with it, the kernel without it): per pair, a table of every kernel's time over the
-    after step's per case, then one `summary` per change. `about`: name -> what the kernel is."""
+    """Per (title, dtype, before, after, [(change, with, without)]): times over after's, a `summary` per change."""
     from IPython.display import display
     for title, dtype, before, after, changes in pairs:
         names = list(dict.fromkeys(n for n in [before, after] + [k for _, w, wo in changes for k in (w, wo)] if n))
@@ -263,8 +251,7 @@ def pairs(df, rows, title: str) -> None:
 
 
 def times(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> str:
-    """time(slow)/time(fast) as a short phrase judged by the noise rule: '**1.23×**', '1.02×
-    (within noise)', or '*(not recorded yet)*'."""
+    """time(slow)/time(fast): '**1.23×**', '1.02× (within noise)', or '*(not recorded yet)*'."""
     m = ratio_band(df, fast, slow, case, slow_case)
     if not m.ok:
         return "*(not recorded yet)*"
@@ -272,8 +259,7 @@ def times(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> 
 
 
 def compare_text(df, fast: str, slow: str, case: str) -> str:
-    """'`fast` is r× faster than `slow` at `case`', judged by the noise rule, or a note that it is
-    not measured or recorded yet."""
+    """'`fast` is r× faster than `slow` at `case`', judged by the noise rule."""
     m = ratio_band(df, fast, slow, case)
     if not m.ok:
         return f"`{fast}` vs `{slow}` at `{case}`: not measured here and not recorded yet"
@@ -284,8 +270,7 @@ def compare_text(df, fast: str, slow: str, case: str) -> str:
 
 
 def say(md: str) -> None:
-    """Show a computed sentence (Markdown in a notebook, text elsewhere): every sentence that quotes a
-    number or a verdict goes through here. A provenance after a finished clause joins it."""
+    """Show a computed sentence (Markdown in a notebook, text elsewhere); a provenance after a finished clause joins it."""
     md = re.sub(r"\.\s+\(((?:recorded|live) on [^()]*)\)\.?", r" (\1).", md)
     if ipython() is not None:
         from IPython.display import Markdown, display
@@ -295,9 +280,7 @@ def say(md: str) -> None:
 
 
 def each_device(df, sentence, *others, then: str = "") -> None:
-    """say(sentence(part, *others)) for the device on screen (the live GPU, else the reference
-    record), the other frames cut to that device; then `then`, a paragraph true on any device. Other
-    records are side by side in device_table, never in a second copy of the sentence."""
+    """say(sentence(part, *others)) for the device on screen, the other frames cut to that device; then `then`."""
     part = one_source(df)
     dev = part["device"].iloc[0] if part is not None and len(part) and "device" in part else None
     say(sentence(part, *[o if dev is None or o is None or "device" not in o else o[o["device"] == dev]
@@ -307,9 +290,7 @@ def each_device(df, sentence, *others, then: str = "") -> None:
 
 
 def device_table(df, roof: str = "copy", names=None, value: str = "median_us"):
-    """Every record (and the live GPU) side by side, one row per case: the fastest step on the device
-    on screen with, per device, its µs, its fraction of the roof and the fastest library's µs. names: these
-    steps or baselines instead, each with `value` (e.g. "tokens/s")."""
+    """Every record side by side, a row per case of the fastest step on screen (or of `names`, with `value`)."""
     parts = [p for p in devices(df) if p is not None and len(p)]
     if not parts or "kind" not in parts[0]:
         print("(nothing to compare: one device or no results)")
@@ -347,7 +328,7 @@ def unless_missing(value, text: str, missing: str = MISSING) -> str:
 
 
 def roof_text(df, name: str, case: str, target: float | None = None, roof: str = "copy") -> str:
-    """'`name` reaches f of the copy roof at `case`' (and the target's outcome, by the one rule)."""
+    """'`name` reaches f of the copy roof at `case`' (and the target's outcome)."""
     m = frac_band(df, name, case, roof)
     f = m.value
     if f != f:

@@ -1,9 +1,6 @@
-"""The device record, in one home: figures/reference/<device>/ holds one CSV per recorded family and a
-meta.json (roofs, launch costs, SM count, dates). Here it is read and written (save_recorded, load_recorded,
-read_csv: old row names read as today's), its roofs settled (stated_roofs, settle: a roof a kernel beat is
-raised to it), its fractions derived (derive: the one writer of gbps, frac_copy, frac_read, live or
-recorded), the live / recorded switch made (recorded, live_or_recorded), and the fingerprints of its rows
-compared with today's code (stale rows: kept only for a reason meta.json states, `stale_kept`, and marked)."""
+"""The device record, figures/reference/<device>/ (a CSV per record and a meta.json): read and written, its
+roofs settled, its fractions derived (derive: the one writer of gbps, frac_copy, frac_read), the live /
+recorded switch, and its rows' fingerprints compared with today's code (stale rows marked)."""
 from __future__ import annotations
 
 import functools
@@ -59,9 +56,7 @@ def load_recorded(lab: str):
 # ---- fractions: one writer ------------------------------------------------------------------------
 
 def derive(df, roofs: dict, roof="copy"):
-    """gbps and the fraction of the one roof that applies (frac_copy or frac_read; roof: "copy", "read",
-    "both", or one per row, row_roofs) of every row with bytes and a time; the other fraction NaN. The one
-    writer of these columns, live (bench) and recorded (settle)."""
+    """gbps and the fraction of the roof that applies ("copy", "read", "both", or one per row); the other NaN."""
     if "bytes" in df and "median_us" in df:
         roof = pd.Series(roof, index=df.index) if isinstance(roof, str) else roof
         gbps = df["bytes"] / df["median_us"] / 1e3
@@ -72,11 +67,6 @@ def derive(df, roofs: dict, roof="copy"):
     return df
 
 
-def derive_row(row: dict, roofs: dict, roof: str = "both") -> dict:
-    """derive() for one row (a dict with bytes and median_us)."""
-    return derive(pd.DataFrame([row]), roofs, roof).iloc[0].to_dict()
-
-
 def row_roofs(name: str, df):
     """The roof that applies to each row of a recorded CSV: its family's (told apart by the case key's op)."""
     fams = REGISTRY.get(name, [])
@@ -85,11 +75,8 @@ def row_roofs(name: str, df):
     return df["case"].astype(str).str.split(":").str[0].map(lambda op: by_op.get(op, default))
 
 
-# ---- roofs -------------------------------------------------------------------------------------------
-
 def recorded_roofs(df=None) -> dict:
-    """The roofs of the device record a recorded frame comes from (df=None: the device with the most
-    labs), with device, source and date; never another device's."""
+    """The roofs of the device record of df (df=None: the device with the most labs), with device, source, date."""
     metas = [m for m in recorded_meta().values() if "roofs" in m]
     if df is not None and len(df) and "device" in df:
         metas = [m for m in metas if m["device"] == df["device"].iloc[0]]
@@ -99,8 +86,7 @@ def recorded_roofs(df=None) -> dict:
 
 
 def stated_roofs(folder, roofs: dict, quantities: dict) -> tuple[dict, str | None]:
-    """The roofs a recorded table states by quantity (lab 00's ROOF_QUANTITIES) over `roofs`, and the
-    name of that table."""
+    """(`roofs` updated by lab 00's recorded table's quantities, that table's name)."""
     for path in sorted(folder.glob("*.csv")):
         m = pd.read_csv(path)
         if "quantity" in m and set(quantities.values()) & set(m["quantity"]):
@@ -110,9 +96,7 @@ def stated_roofs(folder, roofs: dict, quantities: dict) -> tuple[dict, str | Non
 
 
 def settle(folder, quantities: dict, base: dict | None = None) -> dict:
-    """One device record: the roofs lab 00's table states, each raised to the fastest row judged against it
-    where a kernel beat the micro-benchmarks (a roof is a ceiling), written into meta.json and that table
-    (which name the row that set it); then every recorded fraction derived."""
+    """One device record's roofs, each raised to the fastest row judged against it, then every fraction derived."""
     meta_path = folder / "meta.json"
     meta = json.loads(meta_path.read_text())
     roofs, table = stated_roofs(folder, {**(base or {}), **(meta.get("roofs") or {})}, quantities)   # base: this run's
@@ -158,8 +142,7 @@ def settle(folder, quantities: dict, base: dict | None = None) -> dict:
 # ---- frames: the live / recorded switch, written once ---------------------------------------------
 
 def recorded(lab: str, what: str, **eq):
-    """Compile-only: the recorded rows of `lab` (matching eq) with one line saying so, or an empty
-    frame and a line saying what a GPU would measure."""
+    """The recorded rows of `lab` (matching eq) and a line saying so, or an empty frame and what a GPU would measure."""
     rec = select(load_recorded(lab), **eq) if eq else load_recorded(lab)
     if rec is None or rec.empty:
         print_once(f"SKIPPED (compile-only): nothing recorded for {lab} yet (`make bench` on a GPU records it); "
@@ -170,8 +153,7 @@ def recorded(lab: str, what: str, **eq):
 
 
 def mark_stale(lab: str, rec):
-    """Recorded rows whose fingerprint differs from today's get a `note` ('recorded with an earlier
-    version of step NN'), and one line says so with the reason the record states for keeping them."""
+    """Recorded rows whose fingerprint differs from today's get a `note`, and one line says why they are kept."""
     notes = note(lab, rec)
     if any(notes):
         rec = rec.assign(note=notes)
@@ -184,8 +166,7 @@ def mark_stale(lab: str, rec):
 
 
 def live_or_recorded(lab: str, what: str, measure, **eq):
-    """The one switch: live, measure() -> rows (or a frame) tagged with this device and date;
-    compile-only, recorded(lab, what, **eq)."""
+    """The one switch: live, measure() tagged with this device and date; compile-only, recorded(lab, what, **eq)."""
     if not is_live():
         return recorded(lab, what, **eq)
     got = measure()
@@ -205,8 +186,7 @@ def _families(stem: str) -> list:
 
 @functools.lru_cache(maxsize=None)
 def expected(stem: str, name: str) -> tuple[str, str]:
-    """Today's (fingerprint, steps) of row `name` of record `stem`: a step or baseline, a composite row
-    (Family.steps), a family that records itself, else the whole family; ('', '') with no family loaded."""
+    """Today's (fingerprint, steps) of row `name` of record `stem`; ('', '') with no family loaded."""
     fams = _families(stem)
     for f in fams:
         if name in f.variants:
@@ -244,7 +224,6 @@ def stamp(stem: str, df):
 
 def stale(stem: str, df):
     """True for the rows whose recorded fingerprint differs from today's (none without a loaded family)."""
-    import pandas as pd
     names = row_names(df)
     if not _families(stem):
         return pd.Series(False, index=df.index)

@@ -7,10 +7,12 @@ never judges an end-to-end claim; a target without a threshold is never "missed"
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import pandas as pd
 
+from . import build
 from .device import ROOT, provenance
 from .frame import devices, one_source, pick, print_once, short_device, source
 
@@ -41,8 +43,7 @@ def band(df, name: str, case: str) -> Measured:
 
 
 def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> Measured:
-    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band; slow_case: the slow
-    side at another case (an int4 step against the fp16 step of the same shape)."""
+    """time(slow) / time(fast) at one case (> 1: `fast` is faster), with its band; slow_case: slow's case."""
     f, s = band(df, fast, case), band(df, slow, slow_case or case)
     if not (f.ok and s.ok):
         return NAN
@@ -52,8 +53,7 @@ def ratio_band(df, fast: str, slow: str, case: str, slow_case: str | None = None
 
 
 def worst_ratio(df, top, slow: str) -> Measured:
-    """The worst time(slow) / time(step) over `top` (a best() frame: a step per case), with its band: a target's
-    worst case over a sweep, e.g. the fastest step against its floor or a library (NAN where none is timed)."""
+    """The worst time(slow) / time(step) over `top` (a best() frame), with its band; NAN where none is timed."""
     r = [m for m in (ratio_band(df, n, slow, c) for c, n in zip(top.index, top["name"])) if m.ok]
     return min(r, key=lambda m: m.value) if r else NAN
 
@@ -64,12 +64,10 @@ def ratio(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> 
 
 
 def frac_band(df, name: str, case: str, roof: str = "copy") -> Measured:
-    """The fraction of a roof of one row, with its band (the fraction at p90 and at p10 time)."""
+    """The fraction of a roof of one row, with its band (at p90 and p10 time)."""
     f, t = pick(df, name, f"frac_{roof}", case=case), band(df, name, case)
     return Measured(f, f * t.value / t.hi, f * t.value / t.lo) if f == f and t.ok else Measured(f, f, f)
 
-
-# ---- verdicts ------------------------------------------------------------------------------------
 
 def within_noise(m: Measured, at: float = 1.0) -> bool:
     """True when `at` lies inside the band (at = 1: the two times' bands overlap)."""
@@ -78,8 +76,7 @@ def within_noise(m: Measured, at: float = 1.0) -> bool:
 
 def verdict(m: Measured, claimed: float | None = None, kind: str = "kernel",
             measured_kind: str = "kernel") -> str:
-    """The one verdict rule. m: measured time(before)/time(after); claimed: the claimed ratio (None: no
-    number); kind: the claim's kind; measured_kind: what m is a ratio of."""
+    """The one verdict rule on m = time(before)/time(after) against the claimed ratio (None: no number)."""
     if kind == "end-to-end" and measured_kind != "end-to-end":
         return "not measured here (end to end)"
     if not m.ok:
@@ -108,8 +105,7 @@ def target_outcome(m: Measured, threshold: float | None, below: bool = False) ->
 
 
 def targets(targets, df):
-    """The targets table of the device on screen (what, measured, threshold, outcome), every other
-    record in two columns of its own (`measured on <GPU>`, `outcome on <GPU>`); provenance printed once."""
+    """The targets table of the device on screen, each other record in columns `... on <GPU>`."""
     rows = []
     as_m = lambda v: v if isinstance(v, Measured) else Measured(float(v), float("nan"), float("nan"))  # noqa: E731
     parts, floors = devices(df), any(t.floor is not None for t in targets)
@@ -136,7 +132,7 @@ def targets(targets, df):
 
 
 def targets_met(tg) -> str:
-    """'k of n targets met' on the device on screen and on each other record in the table."""
+    """'k of n targets met' on each device of the table."""
     n = len(tg)
     said = [f"{int((tg['outcome'] == 'met').sum())} of {n} targets met"
             + (f" on {tg.attrs['device']}" if tg.attrs.get("device") else "")]
@@ -144,8 +140,6 @@ def targets_met(tg) -> str:
              if str(c).startswith("outcome on ")]
     return "; ".join(said)
 
-
-# ---- the claims file ------------------------------------------------------------------------------
 
 def claims_file():
     """docs/claims.csv: every claim of the seed reports, one row each (empty frame if absent)."""
@@ -160,30 +154,22 @@ CLAIM_ARCH_FALLBACK = "sm_90"   # for a step that needs a newer GPU than the Ori
 
 
 def _count(kernels: str, step: str, how: str, arch: str = CLAIM_ARCH) -> float:
-    """What a `ptx:<text>`, `ptxas:registers` / `ptxas:smem`, `ptxas:blocks_per_sm@T` or
-    `ptxas:occupancy@T` claim counts in one step's kernel compiled for arch."""
-    from . import build
+    """What a `ptx:<text>` or `ptxas:<what>[@threads]` claim counts in one step's kernel compiled for arch."""
     if how.startswith(("ptxas:blocks_per_sm@", "ptxas:occupancy@")):   # from ptxas -v and the arch's SM limits
         what, threads = how.split(":", 1)[1].split("@")
         occ = build.occupancy(kernels, step, int(threads))
         r = occ[(occ.arch == arch) & (occ.source == "ptxas -v")]
-        if not len(r):
-            raise ValueError(f"no kernel for step {step}")
         return float(r["blocks/SM" if what == "blocks_per_sm" else "occupancy"].iloc[0])
     if how in ("ptxas:registers", "ptxas:smem"):         # ptxas -v: registers, static shared memory bytes
         info = build.ptxas_info(kernels, (arch,))
-        r = info[info.kernel == (step if step.startswith(kernels + "_") else f"{kernels}_{step}")]
-        col = "registers" if how == "ptxas:registers" else "smem_bytes"
-        if not len(r):
-            raise ValueError(f"no kernel for step {step}")
-        return float(r[col].iloc[0])
+        r = info[info.kernel == build.full_name(kernels, step)]
+        return float(r["registers" if how == "ptxas:registers" else "smem_bytes"].iloc[0])
     texts = how.split(":", 1)[1].split("|")   # PTX instructions (any of); .ftz (CuPy's -ftz=true) is ignored
     return float(sum(any(t in line.replace(".ftz", "") for t in texts) for line in build.ptx(kernels, step, arch)))
 
 
 def _counted(r, kernels: str) -> tuple:
-    """(Measured after/before, verdict, shown) of a ptx/ptxas claim, from the kernels compiled for the
-    seeds' sm_87 (sm_90 for a step that needs it)."""
+    """(Measured after/before, verdict, shown) of a ptx/ptxas claim, compiled for sm_87 (else sm_90)."""
     for arch in (CLAIM_ARCH, CLAIM_ARCH_FALLBACK):
         try:
             after = _count(kernels, r.fast, r.how, arch)
@@ -213,8 +199,7 @@ def _counted(r, kernels: str) -> tuple:
 
 
 def _ncu_reading(r, claimed, df) -> tuple:
-    """(Measured, verdict, shown) of an `ncu:<metric>` claim from the recorded Nsight Compute readings
-    (make ncu): after/before for a counter, before/after for a duration."""
+    """(Measured, verdict, shown) of an `ncu:<metric>` claim: after/before for a counter, before/after for a duration."""
     from .device import load_recorded
     rec = load_recorded("ncu")
     dev = one_source(df)["device"].iloc[0] if df is not None and len(df) and "device" in df else None
@@ -246,9 +231,7 @@ def _ncu_reading(r, claimed, df) -> tuple:
 
 
 def limiters(family, quiet: bool = False):
-    """What limits each launch in family.limiters, from the recorded Nsight Compute readings: one row per
-    core.ncu.LIMITER_METRICS counter, one column per '<name> @ <case>'; None where none are recorded. Its
-    provenance (or their absence) is said unless quiet (a lab reading several families says it once)."""
+    """The recorded ncu readings of family.limiters: a row per counter, a column per '<name> @ <case>' (or None)."""
     from .device import load_recorded
     from .ncu import LIMITER_METRICS
     rec = load_recorded("ncu")
@@ -280,8 +263,7 @@ CLAIM_MEASURES: dict = {}      # claim id -> measure(frame) -> (Measured, verdic
 
 
 def claim_measure(cid: str):
-    """Register the measure of a claims row whose `how` is `lab:<name>`: frame on screen (one device's
-    rows, or None) -> (Measured, verdict, shown), so every table that lists the row judges it the same way."""
+    """Register the measure of a claims row whose `how` is `lab:<name>`: frame -> (Measured, verdict, shown)."""
     def reg(fn):
         CLAIM_MEASURES[cid] = fn
         return fn
@@ -309,10 +291,9 @@ def _lab_measure(r, part) -> tuple:
 
 
 def claims(lab: str, df, families=(), measured=None):
-    """The lab's 'seed claim vs measured here' table: docs/claims.csv's rows of `lab`, each judged by the
-    one rule: a ratio from the frames (df: one frame or a list of runs; the first run with both times), a
-    ptx/ptxas count from the compiled `families`, an ncu reading, a lab's own measure, or `measured` ({id:
-    Measured or float}) for an end-to-end row; else the row's reason. A column per other recorded device."""
+    """docs/claims.csv's rows of `lab`, each judged by the one rule: a ratio from df (a frame or a list of
+    runs), a ptx/ptxas count of `families`, an ncu reading, a lab's measure, or `measured[id]` (end to end);
+    else the row's reason. A column per other recorded device."""
     runs = [f for f in (df if isinstance(df, (list, tuple)) else [df]) if f is not None and len(f)]
     df = pd.concat(runs, ignore_index=True) if runs else None
     devs = list(dict.fromkeys(one_source(f)["device"].iloc[0] for f in runs)) if runs and "device" in df else []
@@ -400,7 +381,7 @@ OUTCOMES = ("holds", "smaller than claimed", "larger than claimed", "refuted", "
 
 
 def claims_summary(table) -> str:
-    """One sentence over a claims table: how many claims, how many judged, and each outcome's count."""
+    """One sentence over a claims table: how many claims, judged, and of each outcome."""
     if table is None or table.empty:
         return "No seed claims listed for this lab."
     v = table["verdict"]
@@ -429,9 +410,7 @@ def speedup(df, num: str, den: str, by="case"):
 
 
 def claim_rows(df, rows):
-    """A claims table from rows a lab gives, [(claim, seed_says, fast, slow, case)], judged by the one
-    rule ('1.6x' in seed_says is the claimed ratio)."""
-    import re
+    """A claims table from rows [(claim, seed_says, fast, slow, case)] ('1.6x' in seed_says: the claimed ratio)."""
     out = []
     for claim, seed, fast, slow, case in rows:
         m = ratio_band(df, fast, slow, case)
