@@ -66,7 +66,7 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "vision/report.py::say_beyond": "lab 05 steps 38, 39 (the exact GELU) against the steps they change (issue 38)",
     K + "vision/report.py::_limit_families,_ncu_device,vision_limits_text,say_vision_limits,limit_bullet,on_ncu_device":
         "lab 05's counters of the vision kernels short of their floor (issue 38 items 4, 5)",
-    K + "decoder/report.py::growth_text,contexts_text,token_fraction":
+    K + "decoder/report.py::growth_text,contexts_text":
         "lab 08's token against its floor at every context and torch.compile at 1.3x (issue 38 items 1, 5)",
     K + "labs.py::_common_case,_vs_library,HEADLINE_VS_LIBRARY,HEADLINE_DIGITS,headline_table,table_sha1":
         "the headline like for like (issue 34 item 9): one case on every device, labs 06/07/09 against torch, its table",
@@ -124,7 +124,7 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
         "decoder_sizes: every Qwen3 size and Qwen2.5-7B per path against its floor and transformers "
         "(issue 36 item 6; 607c255, 3773aae)",
     K + "torch_decoder.py::PREFILL_NAME,OURS_PREFILL,TRANSFORMERS_PREFILL,PROMPTS,prefill_rows,measure_prefill,"
-        "say_ttft,_ttft_vs,PREFILL": "time to first token on the record: our prefill against transformers' "
+        "_ttft_vs,PREFILL": "time to first token on the record: our prefill against transformers' "
         "(d949f98, 0479652)",
     K + "torch_models.py::_hf_class": "transformers' Qwen2ForCausalLM for Qwen2.5 checks (issue 36 item 1, 7030f1e)",
     K + "vision/reference.py::LN_VEC,LN36_VPT,LN36_THREADS,LN_SWEEP":

@@ -237,17 +237,18 @@ def ablation(df, pairs, about=None) -> None:
 
 
 def pairs(df, rows, title: str) -> None:
-    """A table of step pairs judged by the noise rule, for one device's frame: rows of (what changed, after,
-    before, case) or (..., the report's figure). It stands where a paragraph would only chain compare_text."""
+    """A table of pairs judged by the noise rule, for one device's frame: rows of (what, step, against, case)
+    or (..., the report's figure); `against` is the step before or a library. It stands where a paragraph
+    would only chain compare_text."""
     from IPython.display import display
     out = []
     for what, fast, slow, case, *said in rows:
         m = ratio_band(df, fast, slow, case)
-        out.append({"change": what, "after": fast, "before": slow, "case": case,
-                    "time before / after": round(m.value, 2) if m.ok else float("nan"),
+        out.append({"pair": what, "step": fast, "against": slow, "case": case,
+                    "time against / step": round(m.value, 2) if m.ok else float("nan"),
                     "verdict": "not recorded yet" if not m.ok else "within noise" if within_noise(m)
                     else "faster" if m.value > 1 else "slower", **({"the report": said[0]} if said else {})})
-    display(pd.DataFrame(out).set_index("change").rename_axis(f"{title} ({source(df)})"))
+    display(pd.DataFrame(out).set_index("pair").rename_axis(f"{title} ({source(df)})"))
 
 
 def times(df, fast: str, slow: str, case: str, slow_case: str | None = None) -> str:
