@@ -83,12 +83,12 @@ def info() -> dict:
         "jetson": jet,
         "peak_gbps": ORIN_PEAK_GBPS.get(jet) if jet else None,
         "sm_clock_mhz": (attrs.get("ClockRate") or 0) / 1000 or None,
+        "slug": slug(name),
     }
     # Peak DRAM bandwidth from the memory clock and bus width, except on Tegra (see above).
     clk, bus = attrs.get("MemoryClockRate"), attrs.get("GlobalMemoryBusWidth")
     if not jet and clk and bus:
         d["peak_gbps"] = round(2 * clk * 1e3 * bus / 8 / 1e9, 1)
-    d["slug"] = slug(name)
     return d
 
 
@@ -250,13 +250,11 @@ def jetson_clocks(root: str = "/") -> dict:
     emc_fixed = None if None in (out["emc_clock_mhz"], out["emc_clock_max_mhz"]) \
         else out["emc_clock_mhz"] >= out["emc_clock_max_mhz"]
     out["clocks_fixed"] = None if gpu_fixed is None and emc_fixed is None else gpu_fixed is not False and emc_fixed is not False
-    if out["clocks_fixed"] is False:
-        emc_txt = "" if emc_fixed is None else f", EMC {out['emc_clock_mhz']} of {out['emc_clock_max_mhz']} MHz"
-        out["warning"] = (f"clocks are not fixed (GPU {out['gpu_clock_min_mhz']}-{out['gpu_clock_max_mhz']} MHz{emc_txt}): "
-                          "a cold clock can make a kernel look several times slower than it is; run "
-                          "`sudo nvpmodel -m 0` (MAXN) and `sudo jetson_clocks` before measuring")
-    elif out["clocks_fixed"] is None:
-        out["warning"] = "clock state unknown (sysfs not readable here): run `sudo jetson_clocks` before measuring"
-    else:
-        out["warning"] = ""
+    emc_txt = "" if emc_fixed is None else f", EMC {out['emc_clock_mhz']} of {out['emc_clock_max_mhz']} MHz"
+    out["warning"] = {
+        False: f"clocks are not fixed (GPU {out['gpu_clock_min_mhz']}-{out['gpu_clock_max_mhz']} MHz{emc_txt}): a cold "
+               "clock can make a kernel look several times slower than it is; run `sudo nvpmodel -m 0` (MAXN) and "
+               "`sudo jetson_clocks` before measuring",
+        None: "clock state unknown (sysfs not readable here): run `sudo jetson_clocks` before measuring",
+    }.get(out["clocks_fixed"], "")
     return out
