@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import functools
+import importlib
 import os
 import platform
 import re
@@ -157,20 +158,15 @@ def recorded_meta() -> dict:
     return {meta.parent.name: json.loads(meta.read_text()) for meta in sorted(REFERENCE.glob("*/meta.json"))}
 
 
-def _store():
-    # core/store.py imports this module; looked up at call time, so the import graph stays one-way
-    import importlib
-    return importlib.import_module(__package__ + ".store")
-
-
+# core/store.py imports this module: store is looked up at call time, so the import graph stays one-way
 def save_recorded(lab: str, df, extra_meta: dict | None = None):
     """The old name of store.save_recorded."""
-    return _store().save_recorded(lab, df, extra_meta)
+    return importlib.import_module(__package__ + ".store").save_recorded(lab, df, extra_meta)
 
 
 def load_recorded(lab: str):
     """The old name of store.load_recorded."""
-    return _store().load_recorded(lab)
+    return importlib.import_module(__package__ + ".store").load_recorded(lab)
 
 
 def provenance(df) -> str:
