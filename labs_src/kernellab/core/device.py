@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import functools
+import importlib
 import os
 import platform
 import re
@@ -83,12 +84,12 @@ def info() -> dict:
         "jetson": jet,
         "peak_gbps": ORIN_PEAK_GBPS.get(jet) if jet else None,
         "sm_clock_mhz": (attrs.get("ClockRate") or 0) / 1000 or None,
+        "slug": slug(name),
     }
     # Peak DRAM bandwidth from the memory clock and bus width, except on Tegra (see above).
     clk, bus = attrs.get("MemoryClockRate"), attrs.get("GlobalMemoryBusWidth")
     if not jet and clk and bus:
         d["peak_gbps"] = round(2 * clk * 1e3 * bus / 8 / 1e9, 1)
-    d["slug"] = slug(name)
     return d
 
 
@@ -157,20 +158,15 @@ def recorded_meta() -> dict:
     return {meta.parent.name: json.loads(meta.read_text()) for meta in sorted(REFERENCE.glob("*/meta.json"))}
 
 
-def _store():
-    # core/store.py imports this module; looked up at call time, so the import graph stays one-way
-    import importlib
-    return importlib.import_module(__package__ + ".store")
-
-
+# core/store.py imports this module: store is looked up at call time, so the import graph stays one-way
 def save_recorded(lab: str, df, extra_meta: dict | None = None):
     """The old name of store.save_recorded."""
-    return _store().save_recorded(lab, df, extra_meta)
+    return importlib.import_module(__package__ + ".store").save_recorded(lab, df, extra_meta)
 
 
 def load_recorded(lab: str):
     """The old name of store.load_recorded."""
-    return _store().load_recorded(lab)
+    return importlib.import_module(__package__ + ".store").load_recorded(lab)
 
 
 def provenance(df) -> str:
@@ -250,13 +246,11 @@ def jetson_clocks(root: str = "/") -> dict:
     emc_fixed = None if None in (out["emc_clock_mhz"], out["emc_clock_max_mhz"]) \
         else out["emc_clock_mhz"] >= out["emc_clock_max_mhz"]
     out["clocks_fixed"] = None if gpu_fixed is None and emc_fixed is None else gpu_fixed is not False and emc_fixed is not False
-    if out["clocks_fixed"] is False:
-        emc_txt = "" if emc_fixed is None else f", EMC {out['emc_clock_mhz']} of {out['emc_clock_max_mhz']} MHz"
-        out["warning"] = (f"clocks are not fixed (GPU {out['gpu_clock_min_mhz']}-{out['gpu_clock_max_mhz']} MHz{emc_txt}): "
-                          "a cold clock can make a kernel look several times slower than it is; run "
-                          "`sudo nvpmodel -m 0` (MAXN) and `sudo jetson_clocks` before measuring")
-    elif out["clocks_fixed"] is None:
-        out["warning"] = "clock state unknown (sysfs not readable here): run `sudo jetson_clocks` before measuring"
-    else:
-        out["warning"] = ""
+    emc_txt = "" if emc_fixed is None else f", EMC {out['emc_clock_mhz']} of {out['emc_clock_max_mhz']} MHz"
+    out["warning"] = {
+        False: f"clocks are not fixed (GPU {out['gpu_clock_min_mhz']}-{out['gpu_clock_max_mhz']} MHz{emc_txt}): a cold "
+               "clock can make a kernel look several times slower than it is; run `sudo nvpmodel -m 0` (MAXN) and "
+               "`sudo jetson_clocks` before measuring",
+        None: "clock state unknown (sysfs not readable here): run `sudo jetson_clocks` before measuring",
+    }.get(out["clocks_fixed"], "")
     return out

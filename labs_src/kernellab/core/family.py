@@ -28,8 +28,7 @@ class Target:
     threshold: float | None = None
     below: bool = False
     unit: str = "x"
-    floor: Callable | None = None    # the same figure for the floor (a read or copy of the same bytes) in place of
-                                     # the step: the best any kernel could score here (a target it misses is out of reach)
+    floor: Callable | None = None    # the same figure at the floor (a copy or read of the same bytes): out of reach?
 
 
 @dataclass(eq=False)

@@ -1,6 +1,5 @@
 """Reading results frames, live or recorded (bench.compare's: a row per case and name), so that cells never
-branch on the mode: select rows, the one (device, source) a sentence speaks of, one number, the fastest
-step per case, the frame split by device, a line said once per cell, and today's names of recorded rows."""
+branch on the mode; and today's names of recorded rows."""
 from __future__ import annotations
 
 from .device import TIMING_RULES, provenance, recorded_meta

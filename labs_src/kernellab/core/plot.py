@@ -1,6 +1,5 @@
-"""The few figure kinds, saved under figures/, each naming its device, live or recorded, and date. Readable at
-notebook width: <= ~1000 px wide, text >= 9 pt, legends outside the data, a line style and marker per line.
-In a notebook a helper shows its figure and returns None (not drawn twice); elsewhere, the Figure."""
+"""The few figure kinds, saved under figures/, each naming its device, live or recorded, and date: <= ~1000 px
+wide, text >= 9 pt, legends outside the data, a line style and marker per line."""
 from __future__ import annotations
 
 import itertools
@@ -170,8 +169,7 @@ def progress(df, name: str, title: str = "", roof: str = "copy", case: str | Non
         print(f"(no data for plot {name}: no rows for case {case})")
         return None
     d = rows = one_device(d)
-    d = d.groupby("name", sort=False).agg(frac=(f"frac_{roof}", "median"), kind=("kind", "first"))
-    d = d.reset_index()
+    d = d.groupby("name", sort=False).agg(frac=(f"frac_{roof}", "median"), kind=("kind", "first")).reset_index()
     d = d.loc[list(d.index[d["kind"] != "baseline"]) + list(d.index[d["kind"] == "baseline"])]
     fig, ax = _figure(WIDTH, 0.32 * len(d) + 1.4)
     y = np.arange(len(d))[::-1]
@@ -262,9 +260,8 @@ def stacked_shares(df, columns: dict, labels, notes, xlabel: str, title: str, na
 
 
 def tokens(rows, floors, baselines, gains, name: str, title: str = "", prov: str = ""):
-    """Lab 08's picture. Left: tokens/s per weight path beside its read-only floor (hatched) and the torch
-    baselines (grey); right: the end-to-end gain of each swap (Amdahl), 1.0 marked.
-    rows/floors: {path: tokens/s}; baselines: {label: tokens/s}; gains: {swap: gain}."""
+    """Lab 08's picture: tokens/s per weight path ({path: tokens/s}) beside its floor and the torch baselines
+    ({label: tokens/s}); right, the end-to-end gain of each swap ({swap: gain}), 1.0 marked."""
     if not rows:
         print(f"(no data for plot {name})")
         return None

@@ -237,9 +237,8 @@ def ablation(df, pairs, about=None) -> None:
 
 
 def pairs(df, rows, title: str) -> None:
-    """A table of pairs judged by the noise rule, for one device's frame: rows of (what, step, against, case)
-    or (..., the report's figure); `against` is the step before or a library. It stands where a paragraph
-    would only chain compare_text."""
+    """A table of pairs judged by the noise rule, for one device's frame: rows (what, step, against, case[, the
+    report's figure]); `against` is the step before or a library."""
     from IPython.display import display
     out = []
     for what, fast, slow, case, *said in rows:
@@ -331,8 +330,7 @@ def unless_missing(value, text: str, missing: str = MISSING) -> str:
 def roof_text(df, name: str, case: str, target: float | None = None, roof: str = "copy") -> str:
     """'`name` reaches f of the copy roof at `case`' (and the target's outcome)."""
     m = frac_band(df, name, case, roof)
-    f = m.value
-    if f != f:
+    if not m.ok:
         return f"`{name}` at `{case}`: not measured here and not recorded yet"
     t = "" if target is None else f" (target {target:.2f}: **{target_outcome(m, target)}**)"
-    return f"`{name}` reaches **{f:.2f}** of the {roof} roof at `{case}`{t}"
+    return f"`{name}` reaches **{m:.2f}** of the {roof} roof at `{case}`{t}"

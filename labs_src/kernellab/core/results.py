@@ -1,6 +1,5 @@
-"""The one reader of results frames (live or recorded), and the one place that turns them into
-sentences and verdicts: the face of frame.py (reading), verdict.py (bands, the one verdict rule, targets,
-claims) and prose.py (tables and sentences), with store.py's live / recorded switch; a lab reads results.X."""
+"""The face a lab reads (results.X): frame.py (reading frames), verdict.py (bands, the verdict rule, targets,
+claims), prose.py (tables and sentences) and store.py's live / recorded switch."""
 from __future__ import annotations
 
 from .frame import (  # noqa: F401

@@ -1,6 +1,5 @@
-"""The device record, figures/reference/<device>/ (a CSV per record and a meta.json): read and written, its
-roofs settled, its fractions derived (derive: the one writer of gbps, frac_copy, frac_read), the live /
-recorded switch, and its rows' fingerprints compared with today's code (stale rows marked)."""
+"""The device record, figures/reference/<device>/ (a CSV per record and a meta.json): read, written, its roofs
+settled, its fractions derived (the one writer of gbps, frac_copy, frac_read), its stale rows marked."""
 from __future__ import annotations
 
 import functools

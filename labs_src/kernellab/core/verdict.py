@@ -1,9 +1,5 @@
-"""Verdicts: a measured value with its noise band, ratios of times with their bands, the one verdict
-rule (`verdict`; docs/design.md, "Results, sentences and verdicts"), targets, and the seed's claims
-(docs/claims.csv) judged by it. In short: overlapping p10-p90 bands are "within noise"; a measured gain
-"holds" within a factor HOLD of the claimed one in log terms (a claimed 2x holds from 1.59x to 2.83x),
-else it is "smaller" or "larger than claimed", or "refuted" when it goes the other way; a kernel ratio
-never judges an end-to-end claim; a target without a threshold is never "missed"."""
+"""Measured values with their p10-p90 bands, the one verdict rule (`verdict`; docs/design.md, "Results,
+sentences and verdicts"), targets, and the seed's claims (docs/claims.csv) judged by it."""
 from __future__ import annotations
 
 import math
@@ -16,7 +12,7 @@ from . import build
 from .device import ROOT, provenance
 from .frame import devices, one_source, pick, print_once, short_device, source
 
-HOLD = 1.5              # the factor, in log terms, within which a measured gain matches a claimed one
+HOLD = 1.5              # in log terms: a claimed 2x holds from 1.59x to 2.83x
 
 
 @dataclass(frozen=True)
@@ -144,9 +140,7 @@ def targets_met(tg) -> str:
 def claims_file():
     """docs/claims.csv: every claim of the seed reports, one row each (empty frame if absent)."""
     path = ROOT / "docs" / "claims.csv"
-    if not path.exists():
-        return pd.DataFrame()
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+    return pd.read_csv(path, dtype=str, keep_default_na=False) if path.exists() else pd.DataFrame()
 
 
 CLAIM_ARCH = "sm_87"     # compiler counts are read for the seeds' GPU (Jetson Orin), compiled offline
@@ -291,9 +285,7 @@ def _lab_measure(r, part) -> tuple:
 
 
 def claims(lab: str, df, families=(), measured=None):
-    """docs/claims.csv's rows of `lab`, each judged by the one rule: a ratio from df (a frame or a list of
-    runs), a ptx/ptxas count of `families`, an ncu reading, a lab's measure, or `measured[id]` (end to end);
-    else the row's reason. A column per other recorded device."""
+    """docs/claims.csv's rows of `lab` judged by the one rule (df: a frame or a list of runs), a column per other device."""
     runs = [f for f in (df if isinstance(df, (list, tuple)) else [df]) if f is not None and len(f)]
     df = pd.concat(runs, ignore_index=True) if runs else None
     devs = list(dict.fromkeys(one_source(f)["device"].iloc[0] for f in runs)) if runs and "device" in df else []
@@ -316,8 +308,7 @@ def claims(lab: str, df, families=(), measured=None):
     cf = claims_file()
     for r in (cf[cf["lab"] == lab].itertuples() if not cf.empty else []):
         claimed = float(r.claimed) if r.claimed not in ("", ">", "<", "0") else None
-        shown = None
-        extra = {}
+        shown, extra = None, {}
         if r.how == "ratio":
             m, v = ratio_on(runs, r, claimed)
             for d in others:
