@@ -10,7 +10,7 @@ import sys
 
 from .core import bench, progress, store
 from .core.device import REFERENCE, info, is_live, now
-from .core.store import derive, row_roofs, save_recorded, stated_roofs  # noqa: F401  (record.derive etc. stay importable)
+from .core.store import save_recorded
 from .labs import LABS, families, family_named
 
 
@@ -20,15 +20,6 @@ def settle(folder, base: dict | None = None) -> dict:
     from .measuring import ROOF_QUANTITIES
     list(families())
     return store.settle(folder, ROOF_QUANTITIES, base)
-
-
-def rederive() -> int:
-    """Every recorded device: settle() its record (roofs, then every fraction from them)."""
-    for meta_path in sorted(REFERENCE.glob("*/meta.json")):
-        raised = settle(meta_path.parent)
-        print(f"re-derived {meta_path.parent.name}'s fractions from its roofs"
-              + "".join(f"; {k} raised to {v}" for k, v in raised.items()))
-    return 0
 
 
 def summary(fam, df) -> None:
@@ -53,8 +44,12 @@ def _other_ops(fam):
 
 def main(labs) -> int:
     import pandas as pd
-    if labs[:1] == ["--rederive"]:
-        return rederive()
+    if labs[:1] == ["--rederive"]:          # every recorded device: its roofs, then every fraction from them
+        for meta_path in sorted(REFERENCE.glob("*/meta.json")):
+            raised = settle(meta_path.parent)
+            print(f"re-derived {meta_path.parent.name}'s fractions from its roofs"
+                  + "".join(f"; {k} raised to {v}" for k, v in raised.items()))
+        return 0
     if not is_live():
         print("kernellab.record needs a CUDA GPU: recorded results are measured, never typed in.")
         return 2
