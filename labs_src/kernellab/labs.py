@@ -1,5 +1,4 @@
-"""The labs and their families: the one list every tool over all labs reads (record, sanitize,
-the headline figure, the tests)."""
+"""The labs and their families: the one list every tool over all labs reads, and the README's headline figure."""
 from __future__ import annotations
 
 import importlib
@@ -21,8 +20,7 @@ def ladders(labs=None):
 
 
 def key(fam) -> str:
-    """A family's unique key: its record name, and its op where several share one record
-    ('vision:layernorm')."""
+    """A family's unique key: its record name, and its op where several share one record ('vision:layernorm')."""
     return f"{fam.name}:{fam.op}" if fam.op else fam.name
 
 
@@ -127,8 +125,7 @@ HEADLINE_DIGITS = 4
 
 
 def headline_table():
-    """What the headline figure draws, as the table `make headline` writes beside it
-    (figures/headline.csv; tests/test_records.py checks it against today's records)."""
+    """The table the headline figure draws (figures/headline.csv; tests/test_records.py checks it)."""
     return headline_rows().round(HEADLINE_DIGITS)
 
 

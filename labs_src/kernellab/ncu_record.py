@@ -1,12 +1,7 @@
-"""python -m kernellab.ncu_record (make ncu): the seeds' Nsight Compute readings, recorded.
-
-One launch under ncu (core.ncu) per (family, step, case) that a `ncu:<metric>` claim of docs/claims.csv
-names, with the metrics those claims ask for, and per launch a family names in `limiters`, with
-LIMITER_METRICS; written to figures/reference/<device>/ncu.csv, which results.claims and
-results.limiters read without a GPU. `--limiters`: only those. `--repeat=N`: each launch N times, the
-median recorded with the lowest and highest (`lo`, `hi`). `--only=KEY[,KEY...]`: those families'
-limiters only. `--missing`: only launches this device has no readings of. Partial runs keep the
-other readings. Needs a GPU and ncu with access to the performance counters."""
+"""python -m kernellab.ncu_record (make ncu): one launch under ncu per `ncu:<metric>` claim of docs/claims.csv
+(jobs) and per family limiter (LIMITER_METRICS), into figures/reference/<device>/ncu.csv. `--limiters`: only those.
+`--repeat=N`: each launch N times, the median kept with `lo` and `hi`. `--only=KEY[,KEY...]`: those families'
+limiters only. `--missing`: only launches this device has no readings of. Partial runs keep the other readings."""
 from __future__ import annotations
 
 import sys

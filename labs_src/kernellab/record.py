@@ -1,9 +1,7 @@
-"""python -m kernellab.record [lab ...] (`make bench`): measure each lab's families on this GPU and write
-figures/reference/<device>/<name>.csv + meta.json, the device record. A family key in place of a lab
-(vision:layernorm) records that family alone, the other families' rows of a shared record kept.
-Every row carries the fingerprint of the code it timed (core.store.stamp). After every run, the roofs are
-settled (lab 00's recorded ones, each raised to a kernel that beat it) and every fraction derived from
-them (core.store.settle). --rederive re-derives every recorded fraction from meta.json's roofs."""
+"""python -m kernellab.record [lab ...] (`make bench`): measure each lab's families on this GPU into
+figures/reference/<device>/<name>.csv + meta.json, each row stamped with its code's fingerprint; a family key
+(vision:layernorm) records that family alone. Then (and with --rederive alone) core.store.settle: the roofs,
+lab 00's raised to any kernel that beat them, and every fraction derived from them."""
 from __future__ import annotations
 
 import sys

@@ -385,8 +385,7 @@ WARM_ROWS = 64     # decode-size shapes (<= this many rows, and fitting in L2) a
 
 def compare(family, cases, names=None, baselines=True, reps=None, host=True):
     """Time a family's variants and baselines on cases = [(shape, dtype), ...] (compile-only: the recorded rows):
-    time_fn's columns (reads_back: its launches alone), gbps, the roof fractions, warm_us (no flush, for shapes
-    of <= WARM_ROWS rows that fit in L2; else NaN), host_us and bare_host_us (of bare())."""
+    RESULT_COLUMNS (a reads_back step: its launches alone timed; warm_us: WARM_ROWS' shapes only, else NaN)."""
     import pandas as pd
     family = of(family)
     names = list(family.variants) if names is None else list(names)
