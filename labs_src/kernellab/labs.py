@@ -108,13 +108,9 @@ def headline_rows():
                     top = best(at)
                     libs = at[(at["kind"] == "baseline") & at["name"].str.contains("torch|cublas", case=False)]
                     floor = at[at["name"].str.startswith("read-only kernel")]
-                    picks = []
-                    for r in [top.reset_index().iloc[0]] + ([libs.loc[libs["median_us"].idxmin()]] if len(libs) else []):
-                        if len(floor) and dt in QUANTISED:
-                            picks.append((r, float(floor["median_us"].min()) / float(r["median_us"]),
-                                          "its read-only floor"))
-                        else:
-                            picks.append((r, float(r[f"frac_{fam.roof}"]), f"the {fam.roof} roof"))
+                    picks = [(r, float(floor["median_us"].min()) / float(r["median_us"]), "its read-only floor")
+                             if len(floor) and dt in QUANTISED else (r, float(r[f"frac_{fam.roof}"]), f"the {fam.roof} roof")
+                             for r in [top.reset_index().iloc[0]] + ([libs.loc[libs["median_us"].idxmin()]] if len(libs) else [])]
                 for r, frac, ceiling in picks:
                     rows.append({"device": dev, "date": r["date"], "family": fam.name, "case": case, "name": r["name"],
                                  "kind": r["kind"], "frac": frac, "ceiling": ceiling})
