@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 MAX_ELEMS = 1 << 16          # awkward, but small: the sanitizer slows each launch a lot
@@ -76,16 +77,9 @@ _AT = re.compile(r"^=+\s+at (?:0x[0-9a-f]+ in )?([A-Za-z_]\w*)")
 
 def findings(text: str) -> dict:
     """{(what, kernel): count} from a compute-sanitizer log: the distinct problems it reported."""
-    out: dict = {}
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        m = _KIND.match(line)
-        if not m:
-            continue
-        kernel = next((a.group(1) for a in map(_AT.match, lines[i + 1:i + 4]) if a), "?")
-        key = (m.group(1).strip(), kernel)
-        out[key] = out.get(key, 0) + 1
-    return out
+    return Counter((m.group(1).strip(), next((a.group(1) for a in map(_AT.match, lines[i + 1:i + 4]) if a), "?"))
+                   for i, m in enumerate(map(_KIND.match, lines)) if m)
 
 
 def run(tools=TOOLS, timeout: int = 600) -> dict:
@@ -109,8 +103,7 @@ def run(tools=TOOLS, timeout: int = 600) -> dict:
             text, _ = p.communicate()
             text += f"\n(timed out after {timeout} s)"
         errs = sum(int(m) for m in _SUMMARY.findall(text))
-        done = "CHILD DONE" in text
-        if not done and not errs:
+        if "CHILD DONE" not in text and not errs:
             errs = -1            # the child did not finish: not a pass
         out[tool] = (errs, p.returncode, text)
     return out
