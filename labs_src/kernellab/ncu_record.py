@@ -27,11 +27,8 @@ def shape_of(fam, case: str):
 
 def _key(family: str, case: str) -> str:
     """The family's key: 'name:op' where the family has ops and the case names one, else 'name'."""
-    try:
-        family_named(f"{family}:{case.split(':')[0]}")
-        return f"{family}:{case.split(':')[0]}"
-    except ValueError:
-        return family
+    k = f"{family}:{case.split(':')[0]}"
+    return k if any(key(f) == k for f in families()) else family
 
 
 def jobs(claims=None) -> dict:
