@@ -82,12 +82,11 @@ PTX_MEANS = {
 
 
 def _needles(ptx_must_contain) -> list[tuple[str, ...]]:
-    """ptx_must_contain as a list of needles, each a tuple of alternatives (a string: a needle of its own)."""
-    if not ptx_must_contain:          # none asked for (a GRADE written before the needles were)
-        return []
+    """ptx_must_contain as a list of needles, each a tuple of alternatives (a string: a needle of its own); None
+    or empty: none asked for (a GRADE written before the needles were)."""
     if isinstance(ptx_must_contain, (str, tuple)):
         ptx_must_contain = [ptx_must_contain]
-    return [(n,) if isinstance(n, str) else tuple(n) for n in ptx_must_contain if n]
+    return [(n,) if isinstance(n, str) else tuple(n) for n in ptx_must_contain or () if n]
 
 
 def _say_needle(alts) -> str:
