@@ -90,14 +90,9 @@ def _interactive(w, controls: dict, render) -> None:
 def _softmax_steps(width: int) -> list[str]:
     """The steps with that load width: 8 the fp16 steps, 4 the float4 (`vec4`) steps, 1 the scalar fp32 ones."""
     from . import softmax
-    out = []
-    for n, v in softmax.SOFTMAX.variants.items():
-        if "check.register" in (v.__doc__ or ""):
-            continue                                    # a learner's own kernel: unknown width
-        w = 8 if "float16" in v.dtypes else 4 if "vec4" in n else 1
-        if w == width:
-            out.append(n)
-    return out
+    return [n for n, v in softmax.SOFTMAX.variants.items()
+            if "check.register" not in (v.__doc__ or "")          # a learner's own kernel: unknown width
+            and (8 if "float16" in v.dtypes else 4 if "vec4" in n else 1) == width]
 
 
 def softmax(cols: int = 4096, width: int = 4, step: str | None = None):

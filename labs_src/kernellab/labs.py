@@ -1,5 +1,4 @@
-"""The labs and their families: the one list every tool over all labs reads (record, sanitize,
-the headline figure, the tests)."""
+"""The labs and their families: the one list every tool over all labs reads, and the README's headline figure."""
 from __future__ import annotations
 
 import importlib
@@ -21,8 +20,7 @@ def ladders(labs=None):
 
 
 def key(fam) -> str:
-    """A family's unique key: its record name, and its op where several share one record
-    ('vision:layernorm')."""
+    """A family's unique key: its record name, and its op where several share one record ('vision:layernorm')."""
     return f"{fam.name}:{fam.op}" if fam.op else fam.name
 
 
@@ -110,13 +108,9 @@ def headline_rows():
                     top = best(at)
                     libs = at[(at["kind"] == "baseline") & at["name"].str.contains("torch|cublas", case=False)]
                     floor = at[at["name"].str.startswith("read-only kernel")]
-                    picks = []
-                    for r in [top.reset_index().iloc[0]] + ([libs.loc[libs["median_us"].idxmin()]] if len(libs) else []):
-                        if len(floor) and dt in QUANTISED:
-                            picks.append((r, float(floor["median_us"].min()) / float(r["median_us"]),
-                                          "its read-only floor"))
-                        else:
-                            picks.append((r, float(r[f"frac_{fam.roof}"]), f"the {fam.roof} roof"))
+                    picks = [(r, float(floor["median_us"].min()) / float(r["median_us"]), "its read-only floor")
+                             if len(floor) and dt in QUANTISED else (r, float(r[f"frac_{fam.roof}"]), f"the {fam.roof} roof")
+                             for r in [top.reset_index().iloc[0]] + ([libs.loc[libs["median_us"].idxmin()]] if len(libs) else [])]
                 for r, frac, ceiling in picks:
                     rows.append({"device": dev, "date": r["date"], "family": fam.name, "case": case, "name": r["name"],
                                  "kind": r["kind"], "frac": frac, "ceiling": ceiling})
@@ -127,8 +121,7 @@ HEADLINE_DIGITS = 4
 
 
 def headline_table():
-    """What the headline figure draws, as the table `make headline` writes beside it
-    (figures/headline.csv; tests/test_records.py checks it against today's records)."""
+    """The table the headline figure draws (figures/headline.csv; tests/test_records.py checks it)."""
     return headline_rows().round(HEADLINE_DIGITS)
 
 

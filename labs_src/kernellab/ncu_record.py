@@ -1,12 +1,7 @@
-"""python -m kernellab.ncu_record (make ncu): the seeds' Nsight Compute readings, recorded.
-
-One launch under ncu (core.ncu) per (family, step, case) that a `ncu:<metric>` claim of docs/claims.csv
-names, with the metrics those claims ask for, and per launch a family names in `limiters`, with
-LIMITER_METRICS; written to figures/reference/<device>/ncu.csv, which results.claims and
-results.limiters read without a GPU. `--limiters`: only those. `--repeat=N`: each launch N times, the
-median recorded with the lowest and highest (`lo`, `hi`). `--only=KEY[,KEY...]`: those families'
-limiters only. `--missing`: only launches this device has no readings of. Partial runs keep the
-other readings. Needs a GPU and ncu with access to the performance counters."""
+"""python -m kernellab.ncu_record (make ncu): one launch under ncu per `ncu:<metric>` claim of docs/claims.csv
+(jobs) and per family limiter (LIMITER_METRICS), into figures/reference/<device>/ncu.csv. `--limiters`: only those.
+`--repeat=N`: each launch N times, the median kept with `lo` and `hi`. `--only=KEY[,KEY...]`: those families'
+limiters only. `--missing`: only launches this device has no readings of. Partial runs keep the other readings."""
 from __future__ import annotations
 
 import sys
@@ -32,11 +27,8 @@ def shape_of(fam, case: str):
 
 def _key(family: str, case: str) -> str:
     """The family's key: 'name:op' where the family has ops and the case names one, else 'name'."""
-    try:
-        family_named(f"{family}:{case.split(':')[0]}")
-        return f"{family}:{case.split(':')[0]}"
-    except ValueError:
-        return family
+    k = f"{family}:{case.split(':')[0]}"
+    return k if any(key(f) == k for f in families()) else family
 
 
 def jobs(claims=None) -> dict:

@@ -1,16 +1,14 @@
-"""python -m kernellab.record [lab ...] (`make bench`): measure each lab's families on this GPU and write
-figures/reference/<device>/<name>.csv + meta.json, the device record. A family key in place of a lab
-(vision:layernorm) records that family alone, the other families' rows of a shared record kept.
-Every row carries the fingerprint of the code it timed (core.store.stamp). After every run, the roofs are
-settled (lab 00's recorded ones, each raised to a kernel that beat it) and every fraction derived from
-them (core.store.settle). --rederive re-derives every recorded fraction from meta.json's roofs."""
+"""python -m kernellab.record [lab ...] (`make bench`): measure each lab's families on this GPU into
+figures/reference/<device>/<name>.csv + meta.json, each row stamped with its code's fingerprint; a family key
+(vision:layernorm) records that family alone. Then (and with --rederive alone) core.store.settle: the roofs,
+lab 00's raised to any kernel that beat them, and every fraction derived from them."""
 from __future__ import annotations
 
 import sys
 
 from .core import bench, progress, store
 from .core.device import REFERENCE, info, is_live, now
-from .core.store import derive, row_roofs, save_recorded, stated_roofs  # noqa: F401  (record.derive etc. stay importable)
+from .core.store import save_recorded
 from .labs import LABS, families, family_named
 
 
@@ -20,15 +18,6 @@ def settle(folder, base: dict | None = None) -> dict:
     from .measuring import ROOF_QUANTITIES
     list(families())
     return store.settle(folder, ROOF_QUANTITIES, base)
-
-
-def rederive() -> int:
-    """Every recorded device: settle() its record (roofs, then every fraction from them)."""
-    for meta_path in sorted(REFERENCE.glob("*/meta.json")):
-        raised = settle(meta_path.parent)
-        print(f"re-derived {meta_path.parent.name}'s fractions from its roofs"
-              + "".join(f"; {k} raised to {v}" for k, v in raised.items()))
-    return 0
 
 
 def summary(fam, df) -> None:
@@ -53,8 +42,12 @@ def _other_ops(fam):
 
 def main(labs) -> int:
     import pandas as pd
-    if labs[:1] == ["--rederive"]:
-        return rederive()
+    if labs[:1] == ["--rederive"]:          # every recorded device: its roofs, then every fraction from them
+        for meta_path in sorted(REFERENCE.glob("*/meta.json")):
+            raised = settle(meta_path.parent)
+            print(f"re-derived {meta_path.parent.name}'s fractions from its roofs"
+                  + "".join(f"; {k} raised to {v}" for k, v in raised.items()))
+        return 0
     if not is_live():
         print("kernellab.record needs a CUDA GPU: recorded results are measured, never typed in.")
         return 2

@@ -10,21 +10,24 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 MAX_ELEMS = 1 << 16          # awkward, but small: the sanitizer slows each launch a lot
 PER_FAMILY = 4               # shapes per variant and dtype
 
 
+def _env() -> dict:
+    """This process's environment, kernellab importable in a child."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+
+
 def executable() -> str | None:
     """compute-sanitizer on PATH, under CUDA_HOME/CUDA_PATH, or in /usr/local/cuda."""
-    exe = shutil.which("compute-sanitizer")
-    if exe:
-        return exe
-    for d in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if d and os.path.exists(os.path.join(d, "bin", "compute-sanitizer")):
-            return os.path.join(d, "bin", "compute-sanitizer")
-    return None
+    dirs = (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")
+    return shutil.which("compute-sanitizer") or next(
+        (p for d in dirs if d and os.path.exists(p := os.path.join(d, "bin", "compute-sanitizer"))), None)
 
 
 def cases(family) -> list:
@@ -74,16 +77,9 @@ _AT = re.compile(r"^=+\s+at (?:0x[0-9a-f]+ in )?([A-Za-z_]\w*)")
 
 def findings(text: str) -> dict:
     """{(what, kernel): count} from a compute-sanitizer log: the distinct problems it reported."""
-    out: dict = {}
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        m = _KIND.match(line)
-        if not m:
-            continue
-        kernel = next((a.group(1) for a in map(_AT.match, lines[i + 1:i + 4]) if a), "?")
-        key = (m.group(1).strip(), kernel)
-        out[key] = out.get(key, 0) + 1
-    return out
+    return Counter((m.group(1).strip(), next((a.group(1) for a in map(_AT.match, lines[i + 1:i + 4]) if a), "?"))
+                   for i, m in enumerate(map(_KIND.match, lines)) if m)
 
 
 def run(tools=TOOLS, timeout: int = 600) -> dict:
@@ -92,14 +88,11 @@ def run(tools=TOOLS, timeout: int = 600) -> dict:
     if exe is None:
         raise FileNotFoundError("compute-sanitizer not found (it ships with the CUDA toolkit: "
                                 "put its bin/ on PATH or set CUDA_HOME)")
-    env = dict(os.environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
     procs = {}
     for tool in tools:
         cmd = [exe, "--tool", tool, "--error-exitcode", "99", "--print-limit", "200"]
         cmd += [sys.executable, "-m", "kernellab.sanitize", "--child"]
-        procs[tool] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        procs[tool] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
     out = {}
     t0 = time.time()
     for tool, p in procs.items():
@@ -110,8 +103,7 @@ def run(tools=TOOLS, timeout: int = 600) -> dict:
             text, _ = p.communicate()
             text += f"\n(timed out after {timeout} s)"
         errs = sum(int(m) for m in _SUMMARY.findall(text))
-        done = "CHILD DONE" in text
-        if not done and not errs:
+        if "CHILD DONE" not in text and not errs:
             errs = -1            # the child did not finish: not a pass
         out[tool] = (errs, p.returncode, text)
     return out
@@ -214,15 +206,12 @@ def sweep(names=None, timeout: int = 300) -> dict:
     """sweep_child per family in its own process (a context-killing launch fails only its family):
     {family: (returncode, output)}."""
     from .labs import key, ladders
-    env = dict(os.environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
     out = {}
     for fam in ladders():
         if names and key(fam) not in names:
             continue
         p = subprocess.run([sys.executable, "-m", "kernellab.sanitize", "--sweep", key(fam)],
-                           capture_output=True, text=True, timeout=timeout, env=env)
+                           capture_output=True, text=True, timeout=timeout, env=_env())
         out[key(fam)] = (p.returncode, p.stdout + p.stderr)
     return out
 

@@ -274,9 +274,7 @@ class Graph:
         self._graph.launch(cupy.cuda.get_current_stream())
 
 
-def graph(fn, warmup: bool = True) -> Graph:
-    """Capture the launches of one call of `fn` as a CUDA graph; calling the result replays them."""
-    return Graph(fn, warmup)
+graph = Graph      # graph(fn): capture one call's launches; calling the result replays them
 
 
 def _roof_elems() -> int:
@@ -303,7 +301,11 @@ def roofs() -> dict:
     copy_k = build.kernel("measure", "measure_01_copy")
     empty_k = build.kernel("measure", "measure_00_empty")
     g = _grid(n // 4)
-    warm_up(copy_k, g, (src, dst, n4))     # clocks up before the first roof: a cold GPU fakes a slow roof
+    t0 = time.perf_counter()      # clocks up before the first roof: a cold GPU fakes a several-fold slower roof
+    while time.perf_counter() - t0 < 0.3:
+        for _ in range(20):
+            copy_k((g,), (256,), (src, dst, n4))
+        cupy.cuda.Device().synchronize()
     t_copy = time_fn(lambda: copy_k((g,), (256,), (src, dst, n4)))  # noqa: F821
     t_memcpy = time_fn(lambda: dst.data.copy_from_device_async(src.data, src.nbytes))  # noqa: F821
     # 2 reads : 1 write (a residual add's mix): DRAM reads cost less than writes, so this moves more
@@ -366,28 +368,11 @@ def near_l2(copy_k, mix_k, src, l2: int) -> float:
     return best
 
 
-def warm_up(kernel, grid: int, args, seconds: float = 0.3) -> None:
-    """Run `kernel` back to back for `seconds`: a cold clock can fake a several-fold slowdown."""
-    import cupy
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        for _ in range(20):
-            kernel((grid,), (256,), args)
-        cupy.cuda.Device().synchronize()
-
-
 def roof_values(df=None) -> dict:
     """The roofs of a results frame's device: live ones for live rows, else store.recorded_roofs(df)."""
     if is_live() and (df is None or not len(df) or (df["source"] == "live").any()):
         return {**roofs(), "device": info()["name"], "source": "live", "date": now()}
     return store.recorded_roofs(df)
-
-
-def measure(fn, nbytes: int, **kw) -> dict:
-    """time_fn(fn) with GB/s of `nbytes` and fractions of the two roofs (store.derive)."""
-    import pandas as pd
-    row = pd.DataFrame([{**time_fn(fn, **kw).row(), "bytes": int(nbytes)}])
-    return store.derive(row, roofs(), "both").iloc[0].to_dict()
 
 
 # ---- side-by-side comparison of a family's variants and baselines -----------------------------
@@ -398,15 +383,9 @@ RESULT_COLUMNS = ["lab", "case", "name", "kind", "dtype", "rows", "cols", "media
 WARM_ROWS = 64     # decode-size shapes (<= this many rows, and fitting in L2) are also timed warm
 
 
-def _wants_warm(shape, nbytes) -> bool:
-    rows = shape[0] if len(shape) > 1 else 1
-    return rows <= WARM_ROWS and nbytes <= (info()["l2_bytes"] or 0)
-
-
 def compare(family, cases, names=None, baselines=True, reps=None, host=True):
     """Time a family's variants and baselines on cases = [(shape, dtype), ...] (compile-only: the recorded rows):
-    time_fn's columns (reads_back: its launches alone), gbps, the roof fractions, warm_us (no flush, for shapes
-    of <= WARM_ROWS rows that fit in L2; else NaN), host_us and bare_host_us (of bare())."""
+    RESULT_COLUMNS (a reads_back step: its launches alone timed; warm_us: WARM_ROWS' shapes only, else NaN)."""
     import pandas as pd
     family = of(family)
     names = list(family.variants) if names is None else list(names)
@@ -422,7 +401,8 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
     for (shape, dt), key in zip(cases, keys):
         args = [cupy.asarray(a) for a in family.make_input(shape, dt, "randn")]
         nbytes = family.bytes_moved(*args)
-        warm = _wants_warm(shape, nbytes)
+        rows_n = shape[0] if len(shape) > 1 else 1
+        warm = rows_n <= WARM_ROWS and nbytes <= (info()["l2_bytes"] or 0)
         out = None
         for nm in names + base:
             if bar is not None:
@@ -445,7 +425,7 @@ def compare(family, cases, names=None, baselines=True, reps=None, host=True):
             b = None if (is_base or not host) else bare(fn)
             res["bare_host_us"] = host_us(b) if b is not None else float("nan")
             rows.append({"lab": family.name, "case": key, "name": nm, "kind": "baseline" if is_base else "variant",
-                         "dtype": dt, "rows": shape[0] if len(shape) > 1 else 1, "cols": shape[-1], **res})
+                         "dtype": dt, "rows": rows_n, "cols": shape[-1], **res})
         del args, out
     release_cached()
     df = pd.DataFrame(rows, columns=[c for c in RESULT_COLUMNS if c not in ("device", "date", "source")])

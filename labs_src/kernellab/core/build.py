@@ -233,12 +233,10 @@ def define_changes_ptx(family: str, step: str, define: str, arch: str = "sm_90")
 def show(family: str, step: str):
     """Display the marked slice of kernels/<family>.cu and compile it in the same cell."""
     from IPython.display import Markdown, display
-    for arch in ARCHS:
-        compiled(family, arch)
+    name = full_name(family, step)
+    info = ptxas_info(family)                           # compiles for every arch of ARCHS
     if is_live():
         module(family).get_function(steps(family)[0])  # forces the RawModule's compile
-    name = full_name(family, step)
-    info = ptxas_info(family)
     info = info[info.kernel == name] if name in set(info.kernel) else \
         info[[marker_of(family, k) == name for k in info.kernel]]      # a marker of kernels stamped per size
     many = info.kernel.nunique() > 1

@@ -1,6 +1,7 @@
 """Input validation before a launch, and comparison against a NumPy reference."""
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -81,12 +82,11 @@ PTX_MEANS = {
 
 
 def _needles(ptx_must_contain) -> list[tuple[str, ...]]:
-    """ptx_must_contain as a list of needles, each a tuple of alternatives (a string: a needle of its own)."""
-    if not ptx_must_contain:          # none asked for (a GRADE written before the needles were)
-        return []
+    """ptx_must_contain as a list of needles, each a tuple of alternatives (a string: a needle of its own); None
+    or empty: none asked for (a GRADE written before the needles were)."""
     if isinstance(ptx_must_contain, (str, tuple)):
         ptx_must_contain = [ptx_must_contain]
-    return [(n,) if isinstance(n, str) else tuple(n) for n in ptx_must_contain if n]
+    return [(n,) if isinstance(n, str) else tuple(n) for n in ptx_must_contain or () if n]
 
 
 def _say_needle(alts) -> str:
@@ -180,14 +180,6 @@ def run_variant(family, name, *host_args):
 
 def _as_tuple(v):
     return v if isinstance(v, tuple) else (v,)
-
-
-def _bound(fn, inputs):
-    """A zero-argument call of a lab step on `inputs` (a Variant's out allocated here, outside the timing)."""
-    if isinstance(fn, Variant):
-        out = fn.alloc_out(*inputs)
-        return lambda: fn(*inputs, out=out)
-    return lambda: fn(*inputs)
 
 
 def grade_exercise(src, kernel_name, *, make_input, reference, grid, block,
@@ -306,7 +298,9 @@ def _grade(src, kernel_name, make_input, reference, grid, block, scalars, ptx_mu
     line = f"your kernel {mine.median_us:.1f} µs"
     if step is not None:
         label, step_fn = step
-        theirs = time_fn(_bound(step_fn, dev_in))
+        if isinstance(step_fn, Variant):     # its out allocated here, outside the timing
+            step_fn = functools.partial(step_fn, out=step_fn.alloc_out(*dev_in))
+        theirs = time_fn(lambda: step_fn(*dev_in))
         result.update(step=label, step_us=theirs.median_us)
         r = theirs.median_us / mine.median_us
         line += (f", {label} {theirs.median_us:.1f} µs: yours is {r:.2f}x "

@@ -214,13 +214,12 @@ def workspace(buf):
     return buf
 
 
-_DERIVED: dict = {}      # address -> weak reference to an array made from a call's own arguments and kept
-#                          with them (derived(): gemv.tiles' repack of a weight): a plan that uses one is
-#                          replayed only for the very same argument objects (Variant's identity fast path)
+_DERIVED: dict = {}      # address -> weak reference to an array derived() declares (gemv.tiles' repack of a weight)
 
 
 def derived(*bufs) -> None:
-    """Declare arrays a launcher made from its arguments (a cached repack): plans using them replay for those alone."""
+    """Declare arrays a launcher made from its arguments and keeps with them (a cached repack): a plan using one
+    replays only for the very same argument objects (Variant's identity fast path)."""
     for b in bufs:
         _DERIVED[b.data.ptr] = weakref.ref(b)
 
