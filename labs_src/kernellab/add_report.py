@@ -1,5 +1,4 @@
-"""Add (lab 03): the tables and lines under the lab's cells, every number and verdict computed from the frames on
-screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""Add (lab 03): the tables and lines under the lab's cells, computed from the frames on screen."""
 from __future__ import annotations
 
 import pandas as pd
@@ -41,8 +40,7 @@ def inflight_table(big, fund):
 
 
 def say_inflight(big, inflight) -> None:
-    """The fp16 rows of inflight_table: whether the add rises with the bytes in flight as lab 00's sweep does,
-    and whether Little's law with the idle latency explains it; nothing until every fraction is there."""
+    """Whether the fp16 adds rise with bytes in flight as lab 00's sweep does, and Little's law explains it."""
     f16 = inflight[inflight.dtype == "float16"]
     fr, sw, law = (list(f16[c]) for c in ("fraction of copy roof at 64M", SWEEP, LAW))
     if any(v != v for v in fr + sw):

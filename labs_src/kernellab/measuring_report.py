@@ -1,5 +1,4 @@
-"""Measuring (lab 00): the tables and lines under the lab's cells, every number and verdict computed from the frames on
-screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""Measuring (lab 00): the tables and lines under the lab's cells, computed from the frames on screen."""
 from __future__ import annotations
 
 from . import rmsnorm, softmax

@@ -9,14 +9,7 @@ A "dtype" here names a data path, as the report's kernels do:
 The logits head (fp16 in, fp32 out) is the family LOGITS, the prefill kernels BATCHED
 (Y[N, K] = X[N, M] . W^T), the fp32 <-> fp16 conversions CONVERT; FAMILIES lists all four.
 
-This is the lab's face: every public name of the lab is here (gemv.GEMV.variants, gemv.pack, ...). The code:
-  reference.py  inputs, quantisers, float64 references, tolerances, the shapes and cases
-  layout.py     steps 36 / 37's tile-major weight layout and its cache (tiles)
-  steps.py      the launchers, VARIANTS and BEST, pack / unpack, the baselines, LOGITS
-  prefill.py    the batched steps (BATCHED), the conversions (CONVERT), the cuBLAS routes
-  report.py     models on paper, the targets, readers for the sentences, GEMV (its targets live here)
-  ablation.py   ABLATION: each bundled step's changes one at a time
-  prose.py      the sentences under the lab's tables, one call a cell
+This is the lab's face: every public name of the lab is here (gemv.GEMV.variants, gemv.pack, ...).
 """
 # ruff: noqa: F401   (the face re-exports the lab's names)
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""GEMV's prefill: the batched steps (BATCHED: Y[N, K] = X[N, M] . W[K, M]^T), the fp32 <-> fp16
-conversions (CONVERT) and the report's cuBLAS routes they are timed against."""
+"""GEMV's prefill: the batched steps (BATCHED), the conversions (CONVERT) and the report's cuBLAS routes."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,4 @@
-"""GEMV (lab 04): the sentences and the pairs tables under the lab's tables. Each reads the frames on screen
-through results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
-`*_said(part)` / `*_text(part)` return one device's Markdown (for results.each_device); `say_*` prints."""
+"""GEMV (lab 04): the sentences and pairs tables under the lab's tables, one call a cell."""
 from __future__ import annotations
 
 from ..core import results
@@ -110,8 +108,7 @@ def say_seed_times() -> None:
 
 
 def launch_share(d) -> str:
-    """One device's fp16 rows: an empty kernel's share of the fastest step at 4096 x 4096, the weights'
-    time at the read roof, and the read-only kernel's time."""
+    """An empty kernel's share of the fastest fp16 step at 4096 x 4096, beside the read roof's and floor's times."""
     from ..core.bench import roof_values
     rv, best = roof_values(d), results.fastest(d, QO16) or BEST["float16"]
     t, tf = time_us(d, best, QO16), time_us(d, FLOOR, QO16)

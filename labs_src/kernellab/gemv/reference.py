@@ -1,8 +1,4 @@
-"""GEMV's inputs, quantisers and float64 references: y[K] = W[K, M] . x[M], W row-major.
-
-A "dtype" names a data path (PATHS; the lab's docstring, kernellab.gemv, lists them). Here too: the
-shapes and cases the lab checks and times, and the inputs and references of the logits head, the
-prefill (batched) kernels and the fp32 <-> fp16 conversions."""
+"""GEMV's inputs, quantisers, float64 references, shapes and cases; a "dtype" is a data path (PATHS)."""
 from __future__ import annotations
 
 import numpy as np

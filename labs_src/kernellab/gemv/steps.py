@@ -1,6 +1,4 @@
-"""GEMV's steps: the launchers of kernels/gemv.cu, VARIANTS and BEST, the arrays BEST reads
-(pack, unpack, read_by), the baselines (cuBLAS, torch, the read-only floor, compute only) and the
-logits head (LOGITS: fp16 in, fp16 weight, fp32 out)."""
+"""GEMV's steps: the launchers of kernels/gemv.cu, VARIANTS, BEST, pack / unpack, the baselines, LOGITS."""
 from __future__ import annotations
 
 import numpy as np
@@ -304,8 +302,7 @@ def unpack(*weights):
 
 
 def read_by(weights) -> tuple:
-    """The arrays of a path's weights that its default step reads: pack()'s Wi and Mi (the scales and
-    zeros beside them are for unpack), or every array."""
+    """The arrays of a path's weights its default step reads: pack()'s Wi and Mi, or every array."""
     return tuple(weights[:2]) if weights and weights[0].ndim == 5 else tuple(weights)
 
 
@@ -313,8 +310,7 @@ DISPATCH_M = 2048           # the report's threshold between steps 07 and 08
 
 
 def f32_fp16w_dispatch(W, x, out=None, threshold=DISPATCH_M):
-    """The report's MatmulLayer::forward for fp32 input x fp16 weight: M >= threshold -> the
-    block-per-row kernel (step 08), else the warp-per-row kernel (step 07)."""
+    """The report's MatmulLayer::forward: M >= threshold -> step 08 (block per row), else 07."""
     name = "08_f32_fp16w_block" if x.shape[0] >= threshold else "07_f32_fp16w_warp"
     return VARIANTS[name](W, x, out=out)
 

@@ -1,9 +1,4 @@
-"""Softmax family: the ladder of seed 001 (naive -> safe -> warp shuffle -> online -> vectorised).
-
-reference.py  shapes, the sweep, inputs (awkward shapes x hostile values), the float64 reference
-steps.py      the launchers (the Python mirror of kernels/softmax.cu), the ablation, the baselines
-report.py     the DRAM-pass model, the sweep's best steps, targets, limiters, the family, the claims
-prose.py      the sentences under the lab's tables, one call a cell"""
+"""Softmax family: the ladder of seed 001 (naive -> safe -> warp shuffle -> online -> vectorised)."""
 from __future__ import annotations
 
 # The face: every name the labs, the tests and a saved notebook read as softmax.X (FAMILY: core.fingerprint reads it).

@@ -1,6 +1,4 @@
-"""Softmax (lab 01): the sentences under the lab's tables. Each reads the frames on screen through
-results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
-`*_said(part, ...)` returns one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""Softmax (lab 01): the sentences and pairs tables under the lab's tables, one call a cell."""
 from __future__ import annotations
 
 from ..core import device, results
@@ -56,8 +54,7 @@ def half_said(part) -> str:
 
 
 def fp16_said(part) -> str:
-    """The fp16 target, 0.80 of the copy roof, at 4096 x 4096 and 32768 x 1024, judged on the fastest launcher (its
-    fraction and floor are in the table above), and that launcher against another that runs the same kernel."""
+    """The fp16 target (0.80 of the copy roof) on the fastest launcher, and it against a same-kernel launcher."""
     said = []
     for case in (FP16_SQUARE, "32768x1024:float16"):
         if (top := results.fastest(part, case)) is None:
@@ -70,8 +67,7 @@ def fp16_said(part) -> str:
 
 
 def fixed_said(part) -> str:
-    """Twice the rows against the time: the extra rows' rate, and the time at zero rows: a fixed cost per launch
-    where its band stays above 0."""
+    """Twice the rows against the time: the extra rows' rate and the time at zero rows (a fixed cost)."""
     from ..core.bench import roof_values
     best16 = results.fastest(part, FP16_SQUARE) or BEST["float16"]
     t1, t2 = (results.band(part, best16, c) for c in (FP16_SQUARE, FP16_DOUBLE))

@@ -1,5 +1,4 @@
-"""Softmax (lab 01): the steps' launchers (the Python mirror of kernels/softmax.cu), the ablation of
-steps 04 -> 05, the library baselines, and the families of the ablation and of rows of at most 1024."""
+"""Softmax (lab 01): the launchers of kernels/softmax.cu, the ablation, the baselines, SHORT."""
 from __future__ import annotations
 
 import functools
@@ -217,8 +216,7 @@ def cluster_geometry(C: int, dtype: str = "float32", caps=CLUSTER_THREADS) -> tu
 
 @variant(dtypes=("float32", "float16"), min_arch=90)
 def cluster(x, out=None):
-    """Step 10: step 09's dispatch, with rows of CLUSTER_FROM elements or more spread over a
-    thread-block cluster (sm_90) that exchanges (m, d) through distributed shared memory."""
+    """Step 10: step 09, with rows of CLUSTER_FROM or more over a cluster exchanging (m, d) through DSMEM."""
     dt = "float16" if x.dtype == np.float16 else "float32"
     out_, R, C = _prep(x, out, dt)
     g = cluster_geometry(C, dt) if R and C >= CLUSTER_FROM else None
