@@ -17,22 +17,14 @@ from __future__ import annotations
 import sys
 import types
 
-import numpy as np
-
-from ..core.device import info, is_live, torch as torch_module
-from ..core.family import Family, Target
-from ..core.launch import aligned, derived, launch, out_like, require, variant
-from ..core.results import fastest, pick, ratio, ratio_band
 from .reference import (
-    BPATHS, CASES, CHECK_CASES, CHECK_K, CHECK_M, DOWN, DOWN25, FAMILY, GROUP, INT32_MAX, KV, NAME, PATHS, Q25, QO,
-    RECORD_CASES, SHAPES, TARGET_SHAPES, UP, UP25, VOCAB, WARP_ROWS, bytes_moved, case_key, dense_weight,
-    dequantize_int4, dequantize_int8, make_input, quantize_int4, quantize_int8, reference, tolerance, unpack_int4)
-from .layout import forget, interleave_int4, interleave_w8a16, tiles, untile
+    CASES, DOWN, FAMILY, GROUP, INT32_MAX, KV, PATHS, QO, SHAPES, TARGET_SHAPES, UP, UP25, VOCAB, bytes_moved, case_key,
+    dense_weight, dequantize_int4, dequantize_int8, make_input, quantize_int4, quantize_int8, reference, tolerance, unpack_int4)
+from .layout import interleave_int4, interleave_w8a16, tiles
 from .steps import (
-    BASELINES, BEST, COMPUTE_ONLY, DISPATCH_M, FAST, FAST_G, FAST_STREAM, FLOOR, LOGITS, ROWS_MIN_WARPS_PER_SM,
-    TILE_SPLIT, VARIANTS, f32_fp16w_dispatch, fast_threads, pack, read_by, tile_split, unpack, validate)
-from .prefill import (
-    BATCH_TOKENS, BATCHED, BATCHED_CASES, CONV, CONVERT, CONVERT_SHAPES, GEMMEX, VIT, crossover_cases)
+    BASELINES, BEST, COMPUTE_ONLY, FAST, FAST_G, FAST_STREAM, FLOOR, LOGITS, ROWS_MIN_WARPS_PER_SM, TILE_SPLIT, VARIANTS,
+    f32_fp16w_dispatch, fast_threads, pack, read_by, tile_split, unpack)
+from .prefill import BATCH_TOKENS, BATCHED, BATCHED_CASES, CONVERT, GEMMEX
 from .report import (
     GEMV, check_variants, first_win, int32_offsets, ladder, loop_instructions, orin_model, targets, time_us, waves,
     warm_vs_flushed, int4_table, w8a16_table, limits_table, AS_WRITTEN, as_written, as_written_cases,
