@@ -62,12 +62,6 @@ def sweep_said(part) -> str:
                "no point gets within 10% of the roof") + f" ({results.source(part)}).")
 
 
-def say_sweep(sweep, fund=None) -> None:
-    """sweep_said for the device on screen; nothing without a sweep."""
-    if not sweep.empty:
-        results.each_device(sweep, sweep_said)
-
-
 def little_said(part) -> str:
     """Lab 03's fp16 add steps: Little's law's prediction and the measured sweep's fraction at their bytes in flight."""
     roof = value(part, "read roof")

@@ -10,8 +10,7 @@ from .steps import (  # noqa: F401
 from .report import (  # noqa: F401
     SOFTMAX, best_per_length, dram_passes, kernel_run, long_limits_text, narrow_limits_text, passes_table, ran_text)
 from .prose import (  # noqa: F401
-    ABLATION_PAIRS, SEED_PAIRS, STEP07_PAIRS, fixed_said, fp16_said, half_said, logits_said, say_mine,
-    say_naive_sweep, say_short_rows)
+    ABLATION_PAIRS, SEED_PAIRS, STEP07_PAIRS, fixed_said, fp16_said, half_said, logits_said, say_short_rows)
 
 FAMILIES = [SOFTMAX, ABLATION, SHORT]
 

@@ -82,17 +82,6 @@ def fixed_said(part) -> str:
             + f" ({results.source(part)}).")
 
 
-def say_naive_sweep(sw) -> None:
-    """The naive kernel over the sweep: its range and median of times, and where it is fastest and slowest."""
-    nv = results.one_source(results.select(sw, name="01_naive"))
-    if len(nv):
-        t = nv.set_index("cols")["median_us"].sort_index() / 1e3
-        lo, hi = t.index[0], t.index[-1]
-        results.say(f"The naive kernel takes {t.min():.2f}–{t.max():.2f} ms across row lengths at the same total "
-                    f"(median {t.median():.2f} ms; rows of {lo}: {t[lo]:.2f} ms, rows of {hi}: {t[hi]:.2f} ms), "
-                    f"fastest at rows of {t.idxmin()}, slowest at rows of {t.idxmax()} ({results.source(nv)}).")
-
-
 def logits_said(part) -> str:
     """The logits row: one SM of the GPU, step 05's fraction of the copy roof there, and step 10 against it."""
     facts = device.facts(part)
@@ -101,10 +90,3 @@ def logits_said(part) -> str:
             f"{_fmt(fc, '.3f')} of the copy roof there; step 10 splits the row over a cluster of blocks: "
             f"{results.compare_text(part, '10_cluster', '05_online_vec4', '1x151936:float32')} "
             f"({results.source(part)}).") if facts else "No device facts for this record."
-
-
-def say_mine(mine, name: str = "99_mine", step: str = "03_warp_per_row") -> None:
-    """Your variant against a step of the ladder, by the noise rule; or that it has no timing without a GPU."""
-    timed = mine is not None and len(mine) and name in set(mine["name"])
-    results.say(results.summary(mine, name, step) if timed else f"No timing of `{name}` here: a kernel of yours has no "
-                "recorded results, so it is timed only live, on a GPU.")
