@@ -218,7 +218,7 @@ plot.sweep(fw, "04_gemv_f16w_dispatch", x="cols",
            title="fp32 x fp16-weight GEMV, K = 4096: warp per row vs block per row, by M")
 
 # %%
-gemv.say_f16w_switch(fw, fw_cases)
+gemv.switches(fw, "f16w")
 
 
 # %% [markdown]
@@ -587,14 +587,13 @@ for k, m in ((4096, 4096), (12288, 4096)):
                x="rows", title=f"prefill fp16 {k} x {m}: batched GEMV kernels vs cuBLAS, by tokens (GB/s)")
 
 # %%
-gemv.say_crossover(xo)
+gemv.switches(xo, "fp16")
 
 
 # %%
 xw = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["f32_fp16w"],
                    names=["40_batched_f16w_sdata", "14_batched_f16w_half2", "15_batched_f16w_half2x2"], host=False)
-gemv.say_crossover(xw, "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)", "15_batched_f16w_half2x2", "f32_fp16w",
-                   ((4096, 4096),))
+gemv.switches(xw, "f32_fp16w")
 
 # %% [markdown]
 # ## Ablations: each bundled step, one change at a time

@@ -1,9 +1,11 @@
 """GEMV (lab 04): the sentences and pairs tables under the lab's tables, one call a cell."""
 from __future__ import annotations
 
+import pandas as pd
+
 from ..core import results
 from .prefill import BATCH_TOKENS
-from .reference import KV, QO, TARGET_SHAPES, UP, case_key
+from .reference import CASES, KV, QO, TARGET_SHAPES, UP, case_key
 from .report import GEMV, first_win, time_us
 from .steps import BEST, FLOOR, LOGITS
 
@@ -28,16 +30,24 @@ PAIRS = {
     "evict_first": ([("the evict-first policy, clean L2", "22_fp16_fast_stream", "22_fp16_fast", c) for c in (UP16, QO16)],
                     "evict-first against plain __ldg"),
 }
+# gemv.switches(frame, key): (the switch, the challenger, the step it replaces, the cases in order, the report's switch)
+HGEMM = "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)"
+SWITCHES = {
+    "f16w": [("block per row (08) over warp per row (07), K = 4096, by M", "08_f32_fp16w_block", "07_f32_fp16w_warp",
+              [case_key(s, d) for s, d in CASES["f32_fp16w"]], "M = 2048")],
+    "fp16": [(f"cuBLAS over step 17, {k}×{m}, by tokens", CUB, "17_batched_fp16_float4",
+              [case_key((n, k, m), "float16") for n in BATCH_TOKENS], "8 tokens") for k, m in ((4096, 4096), (12288, 4096))],
+    "f32_fp16w": [("the Hgemm route over step 15, 4096×4096, by tokens", HGEMM, "15_batched_f16w_half2x2",
+                   [case_key((n, 4096, 4096), "f32_fp16w") for n in BATCH_TOKENS], "8 tokens")],
+}
 
 
-def say_f16w_switch(fw, fw_cases) -> None:
-    """Where the block-per-row fp16-weight kernel first wins beyond the noise, against the report's 2048."""
-    win, r = first_win(fw, "08_f32_fp16w_block", "07_f32_fp16w_warp", fw_cases)
-    results.say("Not measured or recorded yet: on a GPU this finds the M where the block-per-row kernel starts to win."
-                if fw.empty else
-                f"The block-per-row kernel first wins beyond the noise at **M = {win.split('x')[1].split(':')[0]}** "
-                f"({r:.2f}×), against the report's switch at 2048 ({results.source(fw)})." if win else
-                f"The block-per-row kernel never wins beyond the noise up to M = 16384 ({results.source(fw)}).")
+def switches(df, key):
+    """Where each challenger first beats the step it replaces beyond the noise (first_win), beside the report's switch."""
+    rows = [(what, *first_win(df, a, b, cases), said) for what, a, b, cases, said in SWITCHES[key]]
+    return pd.DataFrame([{"switch": what, "first faster beyond the noise at": at or ("never" if len(df) else "not recorded yet"),
+                          "time replaced / new": round(r, 2), "the report switches at": said} for what, at, r, said in rows]
+                        ).set_index("switch").rename_axis(results.source(df))
 
 
 def say_fp16_fast(f16) -> None:
@@ -83,20 +93,6 @@ def default_said(part, w8) -> str:
     return ("`gemv.BEST` makes these the defaults that lab 08's token step runs: " + "; ".join(said)
             + f" ({results.source(part)}). Where a default is within noise of the step before it, it is a choice "
             "(a layout an engine makes once, at load time), not a measured gain at that shape.")
-
-
-def say_crossover(xo, library=CUB, step="17_batched_fp16_float4", path="float16",
-                  shapes=((4096, 4096), (12288, 4096))) -> None:
-    """Where `library` (a call or a route) first beats the batched `step` beyond the noise, by tokens, at each (K, M)."""
-    lines = []
-    for k, m in shapes:
-        win, r = first_win(xo, library, step, [case_key((n, k, m), path) for n in BATCH_TOKENS])
-        if win:
-            lines.append(f"at {k}×{m}, `{library}` first beats `{step}` at **{win.split('x')[0]} tokens** ({r:.2f}×)")
-        elif not xo.empty:
-            lines.append(f"at {k}×{m}, `{library}` never beats `{step}` up to {BATCH_TOKENS[-1]} tokens")
-    results.say("Not measured or recorded yet: on a GPU this sweeps 1…512 tokens." if not lines else
-                "; ".join(lines) + f" (the report switches at 8) ({results.source(xo)}).")
 
 
 def say_seed_times() -> None:
