@@ -21,9 +21,7 @@ SWEEP, LAW = "lab 00's read sweep (of read roof)", "Little's law, idle latency (
 
 
 def inflight_table(big, fund):
-    """Per residual-add step: its bytes in flight (blocks per SM from ptxas, on the arch of big's device), its
-    fraction of the copy roof at 2^26 (big), and, from lab 00's record of that device (fund), what the measured
-    read sweep and Little's law with the idle latency give at those bytes."""
+    """Per add step: its bytes in flight, fraction of the copy roof at 2^26, and lab 00's sweep and Little's law there."""
     arch = device.facts(big).get("arch", "sm_90")
     arch = arch if arch in build.ARCHS else "sm_90"      # ptxas occupancy is computed for the teaching archs
     fd = fund[fund["device"] == big["device"].iloc[0]] if len(big) and len(fund) else fund

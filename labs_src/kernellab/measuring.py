@@ -46,9 +46,8 @@ def _rate(kernel: str, args, per_thread_ops: float, iters: int) -> float:
 
 
 def fundamentals():
-    """Everything lab 00 measures, as a table of (quantity, value, unit) (compile-only: the recorded table).
-    The bytes in flight for the read roof are derived here, per device, from the table's own read roof and
-    DRAM latency (a roof raised after the recording would otherwise leave a row that no longer matches it)."""
+    """Everything lab 00 measures as (quantity, value, unit); the read roof's bytes in flight derived per
+    device (a roof raised after the recording would otherwise leave a row that no longer matches it)."""
     return derive_inflight(live_or_recorded("measuring", "every row of this table", _fundamentals))
 
 
@@ -271,8 +270,7 @@ def little(fund, bytes_per_thread, threads_per_sm=None) -> float:
 
 
 def sweep_fraction(fund, bytes_per_thread) -> float:
-    """The fraction of the read roof the measured sweep reached with `bytes_per_thread` in flight per thread
-    (interpolated on log2 of the bytes, clamped to the sweep's ends): the measured counterpart of little()."""
+    """The read roof's fraction the sweep reached at `bytes_per_thread` (log2-interpolated): little()'s measured twin."""
     pts = [(np.log2(b), value(fund, f"read with {b} B in flight per thread")) for b in INFLIGHT_BYTES]
     pts = [(x, y) for x, y in pts if not np.isnan(y)]
     if not pts:

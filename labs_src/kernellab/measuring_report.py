@@ -83,8 +83,7 @@ def trips_said(part) -> str:
 
 
 def say_softmax_registers(occ) -> None:
-    """Lab 01's softmax kernel (occ, build.occupancy's frame): floats per thread, the share of an SM's registers
-    a 1024-thread block takes, and how many such blocks fit."""
+    """Lab 01's softmax kernel: floats per thread, its block's share of an SM's registers, blocks that fit."""
     byarch = occ[occ["source"] == "ptxas -v"]
     share = ", ".join(f"{r.registers * r.threads / 65536:.0%} on {r.arch}" for r in byarch.itertuples())
     results.say(f"{softmax.VEC_PER_THREAD} `float4` = {4 * softmax.VEC_PER_THREAD} floats per thread in registers: a "

@@ -41,10 +41,8 @@ _UNSET = object()
 
 
 class _Face(types.ModuleType):
-    """gemv.X = v also rebinds X in each module of the package that holds the same object, so that a
-    patched constant reaches the launchers that name it, as when gemv was one module (the tests patch
-    gemv.GROUP and read a step's fingerprint). Mutable state (VARIANTS, BEST, TILE_SPLIT, FAST_G, ...)
-    is one object everywhere: change it in place."""
+    """gemv.X = v also rebinds X in the package's modules holding the same object (tests patch gemv.GROUP).
+    Mutable state (VARIANTS, BEST, TILE_SPLIT, FAST_G, ...) is one object everywhere: change it in place."""
 
     def __setattr__(self, name, value):
         old = self.__dict__.get(name, _UNSET)

@@ -70,8 +70,7 @@ def _alloc(path):
 
 
 def _step(name, path, kind, wvec=16, xvec=16, int32=False):
-    """A launcher for one kernel. kind: 'block128' (the seed's 128-thread block per row),
-    'block256' (256 threads per row), 'warp' (a warp per row, 8 rows per block)."""
+    """A launcher for one kernel: 'block128' / 'block256' threads per row, or 'warp' (a warp per row, 8 rows a block)."""
     wbytes = np.dtype(PATHS[path][0]).itemsize
     threads = {"block128": SEED_BLOCK, "block256": 256, "warp": 256}[kind]
 
@@ -97,8 +96,7 @@ FAST_STREAM: dict = {}      # name -> forced 0/1 for the L2 evict-first weight l
 
 
 def fast_threads(K, M, vec, R, U, sms=None, warps_per_sm=48) -> int:
-    """Threads per row G (32..256) for the fast template: the smallest power of two that gives
-    the grid at least `warps_per_sm` warps per SM, while each thread still has U vectors to load."""
+    """Threads per row G (32..256): the smallest power of two giving `warps_per_sm` warps per SM, U vectors a thread."""
     sms = sms or info()["sms"]
     G, nv = 32, M // vec
     while G < 256 and (K / R) * G / 32 < sms * warps_per_sm and nv >= 2 * G * U:
@@ -353,8 +351,7 @@ FLOOR = "read-only kernel (same weight bytes)"
 
 
 def _read_floor(*args):
-    """The floor of any GEMV of these inputs: lab 00's fastest reader over the weight's own bytes
-    (bench.read_floor; 256 B in flight per thread is what step 27 asks for)."""
+    """The floor of any GEMV of these inputs: lab 00's fastest reader over the weight's own bytes (bench.read_floor)."""
     from ..core.bench import read_floor
     return read_floor(args[0]) if aligned(16, args[0]) else None
 

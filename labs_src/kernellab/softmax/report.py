@@ -72,15 +72,12 @@ def worst_vs_torch(df):
 
 
 def worst_of_floor(df):
-    """Worst over the sweep (both dtypes) of time(memcpy floor) / time(best step): the best step's fraction of
-    a copy of the same bytes, with its band."""
+    """The best step's worst fraction of a memcpy of the same bytes over the sweep (both dtypes), with its band."""
     return worst_ratio(df, sweep_best(df, _keys(32, 2 ** 18)), COPY_FLOOR)
 
 
 def kernel_run(step: str, case: str) -> str:
-    """The step whose kernel the launcher of `step` runs at `case` ('RxC:dtype'), following the hand-offs of steps
-    11-13, 10 and 09. Two launchers that map to the same step time the same kernel: a "fastest" between them is a
-    pick within noise."""
+    """The step whose kernel `step`'s launcher runs at `case` (the hand-offs of 11-13, 10, 09): same step, same kernel."""
     shape, dt = case.split(":")
     C = int(shape.split("x")[-1])
     if step in ("11_cluster_resident", "11_ablate_fp32_max", "12_cluster_prefetch", "13_cluster_one_exp"):

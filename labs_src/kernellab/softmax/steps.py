@@ -153,8 +153,7 @@ RPW_BLOCK = 128
 
 
 def rows_per_warp_geometry(C: int, dtype: str) -> tuple | None:
-    """Step 09's (lanes per row, 16-byte loads per lane) for a row of C elements: a lane per 16-byte vector,
-    rounded up to a power of two, at most 32; None past 32 lanes' registers (then steps 05 / 07 take it)."""
+    """Step 09's (lanes per row, 16-byte loads per lane) for C elements; None past 32 lanes (steps 05 / 07 take it)."""
     width = 8 if dtype == "float16" else 4
     vecs = -(-C // width)
     lpr = min(32, 1 << max(0, vecs - 1).bit_length())
@@ -244,8 +243,7 @@ def resident_clusters(name, threads, cs) -> int:
 
 
 def _cluster_rows(f32, f16, x, out):
-    """Steps 11-13's launch, of kernel `f32` or `f16` (+ _<cluster size>): the clusters the GPU holds at once, each
-    walking rows; rows under CLUSTER_FROM, too long for 8 blocks or not 16-byte aligned go to step 10."""
+    """Steps 11-13: resident clusters walking rows; rows step 10 must take (short, too long, unaligned) go there."""
     dt = "float16" if x.dtype == np.float16 else "float32"
     out_, R, C = _prep(x, out, dt)
     g = cluster11_geometry(C, dt) if R and C >= CLUSTER_FROM else None
