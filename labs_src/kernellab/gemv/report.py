@@ -42,16 +42,15 @@ def waves(K, rows_per_block, threads, sms, blocks_per_sm) -> dict:
     return {**_waves(blocks, sms, blocks_per_sm), "warps per SM (avg)": round(blocks * threads / 32 / sms, 1)}
 
 
-def orin_model(shapes=None, gbps=None, frac=0.85):
+def orin_model(shapes=None, frac=0.85):
     """Jetson Orin on paper (a MODEL, not a measurement): unique bytes / (frac x roof) per path."""
-    gbps = gbps or ORIN_PEAK_GBPS
-    shapes = shapes or {k: v for k, v in SHAPES.items()}
+    shapes = shapes or SHAPES
     rows = []
     for nm, (K, M) in shapes.items():
         b16 = 2 * K * M + 2 * M + 2 * K
         b8 = K * M + 4 * K * -(-M // GROUP) + 4 * M + 4 * K
         b4 = K * -(-M // 2) + 3 * K * -(-M // GROUP) + 2 * M + 4 * K
-        for board, bw in gbps.items():
+        for board, bw in ORIN_PEAK_GBPS.items():
             rows.append({"shape": nm, "board": f"Orin {board}", "roof GB/s": bw, "rows per SM (16 SMs)": round(K / 16, 1),
                          "fp16 µs (model)": b16 / (frac * bw) / 1e3, "int8 µs (model)": b8 / (frac * bw) / 1e3,
                          "int4 µs (model)": b4 / (frac * bw) / 1e3})
@@ -110,12 +109,12 @@ def targets(df):
 
 # ---- small readers of a results frame, for the lab's sentences ----------------------------------
 
-def ladder(df, names, cases=None):
+def ladder(df, names):
     """Each step's speed-up over the one before (and the last over the first), per case."""
     if df is None or df.empty:
         return pd.DataFrame()
     print(f"Speed-ups, time(before) / time(after): {source(df)}")
-    cases = cases or list(dict.fromkeys(df["case"]))
+    cases = list(dict.fromkeys(df["case"]))
     pairs = [*zip(names, names[1:]), (names[0], names[-1])]
     return pd.DataFrame({f"{b} vs {a}": [ratio(df, b, a, c) for c in cases] for a, b in pairs}, index=cases).round(2)
 
@@ -142,17 +141,16 @@ def loop_instructions(step: str, arch: str = "sm_90") -> dict:
             "instructions per weight byte": round(len(real) / wbytes, 2) if wbytes else float("nan")}
 
 
-def warm_vs_flushed(name, cases, family=None):
+def warm_vs_flushed(name, cases):
     """Live only: one variant's time with L2 flushed and warm (no flush), per case."""
-    fam = family or GEMV                  # the fp16 family (defined below in this module)
     if not is_live():
         print(f"SKIPPED (compile-only): on a GPU this times {name} flushed and warm at {[s for s, _ in cases]}.")
         return pd.DataFrame()
     import cupy
     rows = []
     for shape, dt in cases:
-        args = [cupy.asarray(a) for a in fam.make_input(shape, dt)]
-        v = fam.variants[name]
+        args = [cupy.asarray(a) for a in GEMV.make_input(shape, dt)]
+        v = GEMV.variants[name]
         out = v.alloc_out(*args)
         f = lambda: v(*args, out=out)   # noqa: E731
         fl, wm = time_fn(f).median_us, time_fn(f, flush=False).median_us
