@@ -240,11 +240,9 @@ from kernellab.core.device import ORIN_PEAK_GBPS, ORIN_SMS
 roof = bench.roof_values(f32)
 per_sm = pd.DataFrame([{"GPU": f"Orin {k} (datasheet)", "SMs": ORIN_SMS[k], "GB/s": v, "GB/s per SM": v / ORIN_SMS[k]}
                        for k, v in ORIN_PEAK_GBPS.items()])
-if roof:
-    n_sm = kl.device.facts().get("sms")
-    if n_sm:
-        per_sm.loc[len(per_sm)] = {"GPU": f"{roof['device']} (read roof, {roof['source']})", "SMs": n_sm,
-                                   "GB/s": roof["read_gbps"], "GB/s per SM": roof["read_gbps"] / n_sm}
+if roof and (n_sm := kl.device.facts().get("sms")):
+    per_sm.loc[len(per_sm)] = {"GPU": f"{roof['device']} (read roof, {roof['source']})", "SMs": n_sm,
+                               "GB/s": roof["read_gbps"], "GB/s per SM": roof["read_gbps"] / n_sm}
 per_sm.round(1)
 
 # %% [markdown]
