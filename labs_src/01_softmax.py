@@ -290,7 +290,8 @@ softmax.dispatch_table()
 # bytes, from 32 to 1024 columns:
 
 # %%
-softmax.say_short_rows(short)
+for against in ("torch.softmax", "05_online_vec4"):
+    results.each_device(short, lambda part: results.summary(part, "09_dispatch", against))
 
 # %% [markdown]
 # ## Step 10: one long row over a thread-block cluster (sm_90)

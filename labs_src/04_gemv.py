@@ -326,7 +326,8 @@ pd.DataFrame([{"shape": f"{k}x{m}", "SMs": sms_here, "step 10 warps per SM": rou
 gemv.ladder(f16, ["09_fp16_half2", "10_fp16_v2", "22_fp16_fast"])
 
 # %%
-gemv.say_fp16_fast(f16)
+results.say(results.summary(f16, "22_fp16_fast", "10_fp16_v2") + " Against cuBLAS: "
+            + results.summary(f16, "22_fp16_fast", "cuBLAS (cupy.matmul)", prov=False))
 
 
 # %% [markdown]

@@ -50,12 +50,6 @@ def switches(df, key):
                         ).set_index("switch").rename_axis(results.source(df))
 
 
-def say_fp16_fast(f16) -> None:
-    """Step 22 against step 10, then against cuBLAS."""
-    results.say(results.summary(f16, "22_fp16_fast", "10_fp16_v2") + " Against cuBLAS: "
-                + results.summary(f16, "22_fp16_fast", CUB, prov=False))
-
-
 def floor_text(d) -> str:
     """One device: step 27 against the read-only floor and cuBLAS, and any step beating the floor."""
     of_floor = [results.ratio(d, "27_fp16_rows", FLOOR, c) for c in CASES16]

@@ -9,8 +9,7 @@ from .steps import (  # noqa: F401
     fp16_vec8, online_vec4, rows_per_warp_geometry, safe_v1)
 from .report import (  # noqa: F401
     SOFTMAX, best_per_length, dram_passes, kernel_run, long_limits_text, narrow_limits_text, passes_table, ran_text)
-from .prose import (  # noqa: F401
-    ABLATION_PAIRS, SEED_PAIRS, STEP07_PAIRS, fixed_said, fp16_said, half_said, logits_said, say_short_rows)
+from .prose import ABLATION_PAIRS, SEED_PAIRS, STEP07_PAIRS, fixed_said, fp16_said, half_said, logits_said  # noqa: F401
 
 FAMILIES = [SOFTMAX, ABLATION, SHORT]
 

@@ -34,12 +34,6 @@ def _fmt(v, spec=".2f", unit=""):
     return f"{v:{spec}}{unit}" if v == v else "*(not recorded yet)*"
 
 
-def say_short_rows(short) -> None:
-    """The short-row family: step 09 against torch and against step 05 (its fractions of the roof: the table)."""
-    results.each_device(short, lambda part: results.summary(part, "09_dispatch", "torch.softmax"))
-    results.each_device(short, lambda part: results.summary(part, "09_dispatch", "05_online_vec4"))
-
-
 def half_said(part) -> str:
     """Step 06 (fp16) over step 05 (fp32) at the target shapes, and the copy-roof fractions of 05, 06, 07."""
     half = [1 / results.ratio(part, "06_fp16_vec8", "05_online_vec4", case_key(s, "float16"),
