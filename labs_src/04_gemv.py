@@ -479,7 +479,8 @@ dec = pd.concat([f32, i8, f16, i4])
 gemv.int4_table(f16, i8, i4)
 
 # %%
-results.each_device(i4, gemv.int4_tiles_said)
+results.each_device(i4, lambda part: results.summary(part, "35_int4_pipelined", "28_int4_mma") + " "
+                    + results.summary(part, "36_int4_tiles", "28_int4_mma", prov=False))
 
 
 # %% [markdown]

@@ -31,7 +31,7 @@ from .report import (
     as_written_claims, as_written_names, as_written_ptx, check_as_written)
 from .ablation import ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF, unroll_pragma_changes
 from .prose import (
-    PAIRS, SWITCHES, default_said, floor_text, int4_tiles_said, launch_share, say_as_written, say_seed_times, switches)
+    PAIRS, SWITCHES, default_said, floor_text, launch_share, say_as_written, say_seed_times, switches)
 
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
 

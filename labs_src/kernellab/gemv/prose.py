@@ -66,12 +66,6 @@ def floor_text(d) -> str:
             "No step beats the floor beyond the noise; where a step is close to 1.0, only fewer bytes can make it faster."))
 
 
-def int4_tiles_said(part) -> str:
-    """Steps 35 and 36 against step 28 (int4)."""
-    return (results.summary(part, "35_int4_pipelined", "28_int4_mma")
-            + " " + results.summary(part, "36_int4_tiles", "28_int4_mma", prov=False))
-
-
 def default_said(part, w8) -> str:
     """Whether the int4 and W8A16 defaults (gemv.BEST) beat the step they follow beyond the noise, and at how
     many shapes: a default that is within noise somewhere is a choice there, not a measured best."""
