@@ -242,14 +242,12 @@ else:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     plt.show()
+    each(sweep, report.sweep_said)
 
 # %% [markdown]
 # Below the roof the measurement falls short of the model (measured / predicted below 1): the chase
 # measured the latency of an idle memory system, and under load requests queue, so the latency a
 # streaming kernel sees is longer. Budget more bytes in flight than the idle-latency estimate.
-
-# %%
-report.say_sweep(sweep)
 
 # %% [markdown]
 # **Predict the ladder before timing it.** Every later lab has steps that differ in the bytes

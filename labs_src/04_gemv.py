@@ -218,7 +218,7 @@ plot.sweep(fw, "04_gemv_f16w_dispatch", x="cols",
            title="fp32 x fp16-weight GEMV, K = 4096: warp per row vs block per row, by M")
 
 # %%
-gemv.say_f16w_switch(fw, fw_cases)
+gemv.switches(fw, "f16w")
 
 
 # %% [markdown]
@@ -240,11 +240,9 @@ from kernellab.core.device import ORIN_PEAK_GBPS, ORIN_SMS
 roof = bench.roof_values(f32)
 per_sm = pd.DataFrame([{"GPU": f"Orin {k} (datasheet)", "SMs": ORIN_SMS[k], "GB/s": v, "GB/s per SM": v / ORIN_SMS[k]}
                        for k, v in ORIN_PEAK_GBPS.items()])
-if roof:
-    n_sm = kl.device.facts().get("sms")
-    if n_sm:
-        per_sm.loc[len(per_sm)] = {"GPU": f"{roof['device']} (read roof, {roof['source']})", "SMs": n_sm,
-                                   "GB/s": roof["read_gbps"], "GB/s per SM": roof["read_gbps"] / n_sm}
+if roof and (n_sm := kl.device.facts().get("sms")):
+    per_sm.loc[len(per_sm)] = {"GPU": f"{roof['device']} (read roof, {roof['source']})", "SMs": n_sm,
+                               "GB/s": roof["read_gbps"], "GB/s per SM": roof["read_gbps"] / n_sm}
 per_sm.round(1)
 
 # %% [markdown]
@@ -328,7 +326,8 @@ pd.DataFrame([{"shape": f"{k}x{m}", "SMs": sms_here, "step 10 warps per SM": rou
 gemv.ladder(f16, ["09_fp16_half2", "10_fp16_v2", "22_fp16_fast"])
 
 # %%
-gemv.say_fp16_fast(f16)
+results.say(results.summary(f16, "22_fp16_fast", "10_fp16_v2") + " Against cuBLAS: "
+            + results.summary(f16, "22_fp16_fast", "cuBLAS (cupy.matmul)", prov=False))
 
 
 # %% [markdown]
@@ -480,7 +479,8 @@ dec = pd.concat([f32, i8, f16, i4])
 gemv.int4_table(f16, i8, i4)
 
 # %%
-results.each_device(i4, gemv.int4_tiles_said)
+results.each_device(i4, lambda part: results.summary(part, "35_int4_pipelined", "28_int4_mma") + " "
+                    + results.summary(part, "36_int4_tiles", "28_int4_mma", prov=False))
 
 
 # %% [markdown]
@@ -587,14 +587,13 @@ for k, m in ((4096, 4096), (12288, 4096)):
                x="rows", title=f"prefill fp16 {k} x {m}: batched GEMV kernels vs cuBLAS, by tokens (GB/s)")
 
 # %%
-gemv.say_crossover(xo)
+gemv.switches(xo, "fp16")
 
 
 # %%
 xw = bench.compare(gemv.BATCHED, gemv.BATCHED_CASES["f32_fp16w"],
                    names=["40_batched_f16w_sdata", "14_batched_f16w_half2", "15_batched_f16w_half2x2"], host=False)
-gemv.say_crossover(xw, "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)", "15_batched_f16w_half2x2", "f32_fp16w",
-                   ((4096, 4096),))
+gemv.switches(xw, "f32_fp16w")
 
 # %% [markdown]
 # ## Ablations: each bundled step, one change at a time

@@ -1,5 +1,4 @@
-"""Add family (seed 004): element-wise residual adds (fp32, fp16), the broadcast bias add
-(family BIAS) and DeepStack's in-place add into a slice of rows (add_into_rows)."""
+"""Add family (seed 004): residual adds (fp32, fp16), the bias add (BIAS) and DeepStack's add_into_rows."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,4 @@
-"""Add (lab 03): the tables and lines under the lab's cells, every number and verdict computed from the frames on
-screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""Add (lab 03): the tables and lines under the lab's cells, computed from the frames on screen."""
 from __future__ import annotations
 
 import pandas as pd
@@ -22,9 +21,7 @@ SWEEP, LAW = "lab 00's read sweep (of read roof)", "Little's law, idle latency (
 
 
 def inflight_table(big, fund):
-    """Per residual-add step: its bytes in flight (blocks per SM from ptxas, on the arch of big's device), its
-    fraction of the copy roof at 2^26 (big), and, from lab 00's record of that device (fund), what the measured
-    read sweep and Little's law with the idle latency give at those bytes."""
+    """Per add step: its bytes in flight, fraction of the copy roof at 2^26, and lab 00's sweep and Little's law there."""
     arch = device.facts(big).get("arch", "sm_90")
     arch = arch if arch in build.ARCHS else "sm_90"      # ptxas occupancy is computed for the teaching archs
     fd = fund[fund["device"] == big["device"].iloc[0]] if len(big) and len(fund) else fund
@@ -41,8 +38,7 @@ def inflight_table(big, fund):
 
 
 def say_inflight(big, inflight) -> None:
-    """The fp16 rows of inflight_table: whether the add rises with the bytes in flight as lab 00's sweep does,
-    and whether Little's law with the idle latency explains it; nothing until every fraction is there."""
+    """Whether the fp16 adds rise with bytes in flight as lab 00's sweep does, and Little's law explains it."""
     f16 = inflight[inflight.dtype == "float16"]
     fr, sw, law = (list(f16[c]) for c in ("fraction of copy roof at 64M", SWEEP, LAW))
     if any(v != v for v in fr + sw):

@@ -1,7 +1,4 @@
-"""Lab 00, measuring: the device's fundamentals, measured (or recorded): the roofs, what a launch
-costs (alone, back to back, from a graph, on the host), warm vs flushed L2, the CPU-timer
-pitfall, DRAM and L2 latency (pointer chase), the bytes-in-flight sweep (Little's law) and the
-compute ceilings. One Family, `MEASURING`, recorded like every other lab."""
+"""Lab 00, measuring: the device's fundamentals, measured or recorded; one Family, MEASURING."""
 from __future__ import annotations
 
 import time
@@ -49,9 +46,8 @@ def _rate(kernel: str, args, per_thread_ops: float, iters: int) -> float:
 
 
 def fundamentals():
-    """Everything lab 00 measures, as a table of (quantity, value, unit) (compile-only: the recorded table).
-    The bytes in flight for the read roof are derived here, per device, from the table's own read roof and
-    DRAM latency (a roof raised after the recording would otherwise leave a row that no longer matches it)."""
+    """Everything lab 00 measures as (quantity, value, unit); the read roof's bytes in flight derived per
+    device (a roof raised after the recording would otherwise leave a row that no longer matches it)."""
     return derive_inflight(live_or_recorded("measuring", "every row of this table", _fundamentals))
 
 
@@ -267,16 +263,14 @@ def value(fund, quantity: str, default=float("nan")) -> float:
 
 
 def little(fund, bytes_per_thread, threads_per_sm=None) -> float:
-    """Little's law's GB/s with `bytes_per_thread` in flight in each of `threads_per_sm` resident threads
-    (default: the sweep's): min(read roof, bytes in flight on all SMs / DRAM latency)."""
+    """Little's law's GB/s: min(read roof, bytes in flight on all SMs / DRAM latency)."""
     thr = value(fund, "threads per SM in the sweep") if threads_per_sm is None else threads_per_sm
     inflight_all = bytes_per_thread * thr * value(fund, "SMs")
     return min(value(fund, "read roof"), inflight_all / value(fund, "DRAM latency (pointer chase)"))
 
 
 def sweep_fraction(fund, bytes_per_thread) -> float:
-    """The fraction of the read roof the measured sweep reached with `bytes_per_thread` in flight per thread
-    (interpolated on log2 of the bytes, clamped to the sweep's ends): the measured counterpart of little()."""
+    """The read roof's fraction the sweep reached at `bytes_per_thread` (log2-interpolated): little()'s measured twin."""
     pts = [(np.log2(b), value(fund, f"read with {b} B in flight per thread")) for b in INFLIGHT_BYTES]
     pts = [(x, y) for x, y in pts if not np.isnan(y)]
     if not pts:
@@ -286,8 +280,7 @@ def sweep_fraction(fund, bytes_per_thread) -> float:
 
 
 def inflight(fund):
-    """The bytes-in-flight sweep of fundamentals() next to Little's law's prediction, one block of rows per
-    device of `fund` (each from that device's own roof, latency and SMs)."""
+    """The bytes-in-flight sweep beside Little's law's prediction, per device of `fund`."""
     rows = []
     for part in devices(fund) if fund is not None and not fund.empty else []:
         thr, roof = value(part, "threads per SM in the sweep"), value(part, "read roof")

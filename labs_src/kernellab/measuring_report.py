@@ -1,5 +1,4 @@
-"""Measuring (lab 00): the tables and lines under the lab's cells, every number and verdict computed from the frames on
-screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""Measuring (lab 00): the tables and lines under the lab's cells, computed from the frames on screen."""
 from __future__ import annotations
 
 from . import rmsnorm, softmax
@@ -63,12 +62,6 @@ def sweep_said(part) -> str:
                "no point gets within 10% of the roof") + f" ({results.source(part)}).")
 
 
-def say_sweep(sweep, fund=None) -> None:
-    """sweep_said for the device on screen; nothing without a sweep."""
-    if not sweep.empty:
-        results.each_device(sweep, sweep_said)
-
-
 def little_said(part) -> str:
     """Lab 03's fp16 add steps: Little's law's prediction and the measured sweep's fraction at their bytes in flight."""
     roof = value(part, "read roof")
@@ -90,8 +83,7 @@ def trips_said(part) -> str:
 
 
 def say_softmax_registers(occ) -> None:
-    """Lab 01's softmax kernel (occ, build.occupancy's frame): floats per thread, the share of an SM's registers
-    a 1024-thread block takes, and how many such blocks fit."""
+    """Lab 01's softmax kernel: floats per thread, its block's share of an SM's registers, blocks that fit."""
     byarch = occ[occ["source"] == "ptxas -v"]
     share = ", ".join(f"{r.registers * r.threads / 65536:.0%} on {r.arch}" for r in byarch.itertuples())
     results.say(f"{softmax.VEC_PER_THREAD} `float4` = {4 * softmax.VEC_PER_THREAD} floats per thread in registers: a "

@@ -187,8 +187,7 @@ LOADS = {"01_f32_cub": (16, 1), "02_f32_shfl": (16, 4), "03_f32_fp16w_cub": (16,
 
 
 def round_trips(step, C, itemsize, R=1, sms=None) -> dict:
-    """The latency model of one row: a thread waits one DRAM round trip per batch of loads in flight, so
-    the first pass takes ceil(loads per thread / loads in flight) round trips, however fast DRAM streams."""
+    """The latency model of one row: ceil(loads per thread / loads in flight) DRAM round trips in the first pass."""
     width, unroll = LOADS[step]
     loads = -(-C * itemsize // width)
     if step == "08_onepass":                # the launcher's geometry (onepass_threads), without a GPU
@@ -216,8 +215,7 @@ _FOUR = [   # step 02's four changes, bundled again in 04 and 06: (the change, i
 
 
 def _bundle(before, after, width=None, named=None):
-    """One data path's ABLATION_PAIRS entry and ABLATION_STEPS rows. width: (the change, its ablation, what
-    that is); named: _FOUR's ablations by another name."""
+    """One data path's ABLATION_PAIRS entry and ABLATION_STEPS rows (width: the change, its ablation, what it is)."""
     s, names = f"step {after[:2]}", {k: f"{after[:2]}_ablate_{k}" for _, k, _ in _FOUR} | (named or {})
     undo = [width[:2]] if width else []
     changes = [(c, after, a) for c, a in undo] + [(c, names["no_ldg"] if k == "plain" else after, names[k])
@@ -292,8 +290,7 @@ BASELINES = {"cupy composite": _composite, "torch rms_norm": _torch, MEMCPY: mem
 
 
 def memcpy_counts_its_own_bytes(df):
-    """A copy of a results frame whose memcpy floor's GB/s (and roof fractions) count only x and y, not the
-    weight the kernels also read (bench.compare charges every row the family's bytes_moved)."""
+    """A results frame whose memcpy floor counts only x and y, not the weight the kernels also read."""
     df = df.copy()
     if df.empty or "name" not in df:
         return df

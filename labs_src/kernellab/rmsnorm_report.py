@@ -1,5 +1,4 @@
-"""RMSNorm (lab 02): the tables and lines under the lab's cells, every number and verdict computed from the frames on
-screen. `*_said(part, ...)`: one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""RMSNorm (lab 02): the tables and lines under the lab's cells, computed from the frames on screen."""
 from __future__ import annotations
 
 from . import rmsnorm
@@ -23,8 +22,7 @@ def say_bytes_per_call() -> None:
 
 
 def round_trips_said(r, rt) -> str:
-    """One device's timings r beside the round-trip table rt: steps 05 and 06 at one fp16 row, and the µs
-    per extra round trip against lab 00's DRAM latency."""
+    """Steps 05 and 06 at one fp16 row, and the µs per extra round trip against lab 00's DRAM latency."""
     one16 = rmsnorm.case_key((1, 4096), "float16")
     n05, n06 = (int(rt[(rt.step == s) & (rt.path == "float16")]["round trips (first pass)"].iloc[0])
                 for s in ("05_fp16_half2_cub", "06_fp16_uint4"))
@@ -39,8 +37,7 @@ def round_trips_said(r, rt) -> str:
 
 
 def say_round_trips(res, abl, rt) -> None:
-    """round_trips_said for the device on screen (timings res, round trips rt), then the ablations (abl) of
-    steps 05 -> 06 and 01 -> 02 at one row: the two changes the model covers, the reduction, all of them."""
+    """round_trips_said on the device on screen, then the ablations of 05 -> 06 and 01 -> 02 at one row."""
     results.each_device(res, round_trips_said, rt)
     one16, one32 = (rmsnorm.case_key((1, 4096), p) for p in ("float16", "float32"))
     results.pairs(abl, [(f"the {what} alone", "06_fp16_uint4", f"06_ablate_{k}", one16) for what, k in (
@@ -62,8 +59,7 @@ def say_launch_share(res) -> None:
 
 
 def ldg_said(part) -> str:
-    """Over every recorded fp16 shape: steps 05 -> 06, `__ldg` alone and `__restrict__` alone, and where an
-    explicit `__ldg` is beyond the noise though the PTX already uses the read-only path."""
+    """Steps 05 -> 06 over every fp16 shape: `__ldg` alone and `__restrict__` alone, by the noise rule."""
     cs = results.cases(part, "07_fp16_restrict_no_ldg")
     ldg = [results.ratio_band(part, "06_fp16_uint4", "07_fp16_restrict_no_ldg", c) for c in cs]
     apart = [f"`{c}`" for c, m in zip(cs, ldg) if m.ok and not results.within_noise(m)]

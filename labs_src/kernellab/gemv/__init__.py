@@ -9,14 +9,7 @@ A "dtype" here names a data path, as the report's kernels do:
 The logits head (fp16 in, fp32 out) is the family LOGITS, the prefill kernels BATCHED
 (Y[N, K] = X[N, M] . W^T), the fp32 <-> fp16 conversions CONVERT; FAMILIES lists all four.
 
-This is the lab's face: every public name of the lab is here (gemv.GEMV.variants, gemv.pack, ...). The code:
-  reference.py  inputs, quantisers, float64 references, tolerances, the shapes and cases
-  layout.py     steps 36 / 37's tile-major weight layout and its cache (tiles)
-  steps.py      the launchers, VARIANTS and BEST, pack / unpack, the baselines, LOGITS
-  prefill.py    the batched steps (BATCHED), the conversions (CONVERT), the cuBLAS routes
-  report.py     models on paper, the targets, readers for the sentences, GEMV (its targets live here)
-  ablation.py   ABLATION: each bundled step's changes one at a time
-  prose.py      the sentences under the lab's tables, one call a cell
+This is the lab's face: every public name of the lab is here (gemv.GEMV.variants, gemv.pack, ...).
 """
 # ruff: noqa: F401   (the face re-exports the lab's names)
 from __future__ import annotations
@@ -24,30 +17,21 @@ from __future__ import annotations
 import sys
 import types
 
-import numpy as np
-
-from ..core.device import info, is_live, torch as torch_module
-from ..core.family import Family, Target
-from ..core.launch import aligned, derived, launch, out_like, require, variant
-from ..core.results import fastest, pick, ratio, ratio_band
 from .reference import (
-    BPATHS, CASES, CHECK_CASES, CHECK_K, CHECK_M, DOWN, DOWN25, FAMILY, GROUP, INT32_MAX, KV, NAME, PATHS, Q25, QO,
-    RECORD_CASES, SHAPES, TARGET_SHAPES, UP, UP25, VOCAB, WARP_ROWS, bytes_moved, case_key, dense_weight,
-    dequantize_int4, dequantize_int8, make_input, quantize_int4, quantize_int8, reference, tolerance, unpack_int4)
-from .layout import forget, interleave_int4, interleave_w8a16, tiles, untile
+    CASES, DOWN, FAMILY, GROUP, INT32_MAX, KV, PATHS, QO, SHAPES, TARGET_SHAPES, UP, UP25, VOCAB, bytes_moved, case_key,
+    dense_weight, dequantize_int4, dequantize_int8, make_input, quantize_int4, quantize_int8, reference, tolerance, unpack_int4)
+from .layout import interleave_int4, interleave_w8a16, tiles
 from .steps import (
-    BASELINES, BEST, COMPUTE_ONLY, DISPATCH_M, FAST, FAST_G, FAST_STREAM, FLOOR, LOGITS, ROWS_MIN_WARPS_PER_SM,
-    TILE_SPLIT, VARIANTS, f32_fp16w_dispatch, fast_threads, pack, read_by, tile_split, unpack, validate)
-from .prefill import (
-    BATCH_TOKENS, BATCHED, BATCHED_CASES, CONV, CONVERT, CONVERT_SHAPES, GEMMEX, VIT, crossover_cases)
+    BASELINES, BEST, COMPUTE_ONLY, FAST, FAST_G, FAST_STREAM, FLOOR, LOGITS, ROWS_MIN_WARPS_PER_SM, TILE_SPLIT, VARIANTS,
+    f32_fp16w_dispatch, fast_threads, pack, read_by, tile_split, unpack)
+from .prefill import BATCH_TOKENS, BATCHED, BATCHED_CASES, CONVERT, GEMMEX
 from .report import (
     GEMV, check_variants, first_win, int32_offsets, ladder, loop_instructions, orin_model, targets, time_us, waves,
     warm_vs_flushed, int4_table, w8a16_table, limits_table, AS_WRITTEN, as_written, as_written_cases,
     as_written_claims, as_written_names, as_written_ptx, check_as_written)
 from .ablation import ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF, unroll_pragma_changes
 from .prose import (
-    PAIRS, default_said, floor_text, int4_tiles_said, launch_share, say_as_written, say_crossover, say_f16w_switch,
-    say_fp16_fast, say_seed_times)
+    PAIRS, SWITCHES, default_said, floor_text, launch_share, say_as_written, say_seed_times, switches)
 
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
 
@@ -56,10 +40,8 @@ _UNSET = object()
 
 
 class _Face(types.ModuleType):
-    """gemv.X = v also rebinds X in each module of the package that holds the same object, so that a
-    patched constant reaches the launchers that name it, as when gemv was one module (the tests patch
-    gemv.GROUP and read a step's fingerprint). Mutable state (VARIANTS, BEST, TILE_SPLIT, FAST_G, ...)
-    is one object everywhere: change it in place."""
+    """gemv.X = v also rebinds X in the package's modules holding the same object (tests patch gemv.GROUP).
+    Mutable state (VARIANTS, BEST, TILE_SPLIT, FAST_G, ...) is one object everywhere: change it in place."""
 
     def __setattr__(self, name, value):
         old = self.__dict__.get(name, _UNSET)

@@ -111,7 +111,6 @@ ABLATION = Family(
 
 
 def unroll_pragma_changes(step, arch="sm_90") -> bool:
-    """Whether the `#pragma unroll 4` (the course's; the report's text names none) changes a step's
-    instructions (steps 04 and 06): its PTX against the build with -DGEMV_NO_UNROLL_PRAGMA."""
+    """Whether the course's `#pragma unroll 4` changes a step's PTX (against -DGEMV_NO_UNROLL_PRAGMA)."""
     from ..core import build
     return build.define_changes_ptx(FAMILY, step, "GEMV_NO_UNROLL_PRAGMA", arch)

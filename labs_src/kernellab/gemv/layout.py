@@ -1,6 +1,4 @@
-"""The offline layout of steps 36 and 37: a matrix's quantised weights in tile-major load order
-(_tile_major, its inverse untile), made once per weight as engines repack at load time, and the
-cache (tiles) that gives a learner's call with the quantiser's arrays the same repack."""
+"""Steps 36 / 37's offline tile-major layout (as engines repack at load time) and its cache (tiles)."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,8 +41,7 @@ def interleave_w8a16(W, scales):
 
 
 def untile(Wi, K):
-    """The inverse of _tile_major's weight layout: Wi [T, G, 2C, 32, 16] -> the row-major bytes [K, G * 64C]
-    (uint8: view as int8 for W8A16). NumPy or CuPy, as given."""
+    """The inverse of _tile_major's weight layout (uint8: view as int8 for W8A16); NumPy or CuPy."""
     xp = np if isinstance(Wi, np.ndarray) else __import__("cupy")
     T, Gn, C2 = Wi.shape[:3]
     return xp.ascontiguousarray(Wi.reshape(T, Gn, C2 // 2, 2, 8, 4, 16).transpose(0, 3, 4, 1, 2, 5, 6)

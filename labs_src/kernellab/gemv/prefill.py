@@ -1,5 +1,4 @@
-"""GEMV's prefill: the batched steps (BATCHED: Y[N, K] = X[N, M] . W[K, M]^T), the fp32 <-> fp16
-conversions (CONVERT) and the report's cuBLAS routes they are timed against."""
+"""GEMV's prefill: the batched steps (BATCHED), the conversions (CONVERT) and the report's cuBLAS routes."""
 from __future__ import annotations
 
 import numpy as np
@@ -89,8 +88,7 @@ CONVERT = Family(
 # ---- the report's cuBLAS routes and the prefill family -------------------------------------------
 
 def _hgemm_route(X, W):
-    """The report's route for fp32 tokens x fp16 weight at batch >= 8: X -> fp16 (step 19),
-    cublasHgemm (cupy.matmul on fp16, tensor cores), Y -> fp32 (step 21). Scratch allocated here."""
+    """The report's route for fp32 tokens x fp16 weight at batch >= 8: step 19, cublasHgemm, step 21."""
     if X.dtype != np.float32 or W.dtype != np.float16:
         return None
     import cupy
@@ -110,10 +108,7 @@ GEMMEX = "cuBLAS GemmEx route (f16 in, f32 out)"
 
 
 def _gemmex_route(X, W):
-    """The report's BatchedMatmulLayer route for fp16 tokens x fp16 weight -> fp32 out (the
-    fp16-input, fp32-output prefill): one cublasGemmEx with fp16 A and B, fp32 C and fp32
-    accumulation (tensor cores), beside the Hgemm route. Its output is fp32: twice the output bytes
-    of the fp16 path's steps, as in the engine. Scratch allocated here."""
+    """The report's fp16-in, fp32-out prefill: one cublasGemmEx (fp16 A, B; fp32 C and accumulation)."""
     if X.dtype != np.float16 or W.dtype != np.float16:
         return None
     import cupy

@@ -1,11 +1,11 @@
-"""GEMV (lab 04): the sentences and the pairs tables under the lab's tables. Each reads the frames on screen
-through results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
-`*_said(part)` / `*_text(part)` return one device's Markdown (for results.each_device); `say_*` prints."""
+"""GEMV (lab 04): the sentences and pairs tables under the lab's tables, one call a cell."""
 from __future__ import annotations
+
+import pandas as pd
 
 from ..core import results
 from .prefill import BATCH_TOKENS
-from .reference import KV, QO, TARGET_SHAPES, UP, case_key
+from .reference import CASES, KV, QO, TARGET_SHAPES, UP, case_key
 from .report import GEMV, first_win, time_us
 from .steps import BEST, FLOOR, LOGITS
 
@@ -30,22 +30,24 @@ PAIRS = {
     "evict_first": ([("the evict-first policy, clean L2", "22_fp16_fast_stream", "22_fp16_fast", c) for c in (UP16, QO16)],
                     "evict-first against plain __ldg"),
 }
+# gemv.switches(frame, key): (the switch, the challenger, the step it replaces, the cases in order, the report's switch)
+HGEMM = "cuBLAS Hgemm route (f32->f16, Hgemm, f16->f32)"
+SWITCHES = {
+    "f16w": [("block per row (08) over warp per row (07), K = 4096, by M", "08_f32_fp16w_block", "07_f32_fp16w_warp",
+              [case_key(s, d) for s, d in CASES["f32_fp16w"]], "M = 2048")],
+    "fp16": [(f"cuBLAS over step 17, {k}×{m}, by tokens", CUB, "17_batched_fp16_float4",
+              [case_key((n, k, m), "float16") for n in BATCH_TOKENS], "8 tokens") for k, m in ((4096, 4096), (12288, 4096))],
+    "f32_fp16w": [("the Hgemm route over step 15, 4096×4096, by tokens", HGEMM, "15_batched_f16w_half2x2",
+                   [case_key((n, 4096, 4096), "f32_fp16w") for n in BATCH_TOKENS], "8 tokens")],
+}
 
 
-def say_f16w_switch(fw, fw_cases) -> None:
-    """Where the block-per-row fp16-weight kernel first wins beyond the noise, against the report's 2048."""
-    win, r = first_win(fw, "08_f32_fp16w_block", "07_f32_fp16w_warp", fw_cases)
-    results.say("Not measured or recorded yet: on a GPU this finds the M where the block-per-row kernel starts to win."
-                if fw.empty else
-                f"The block-per-row kernel first wins beyond the noise at **M = {win.split('x')[1].split(':')[0]}** "
-                f"({r:.2f}×), against the report's switch at 2048 ({results.source(fw)})." if win else
-                f"The block-per-row kernel never wins beyond the noise up to M = 16384 ({results.source(fw)}).")
-
-
-def say_fp16_fast(f16) -> None:
-    """Step 22 against step 10, then against cuBLAS."""
-    results.say(results.summary(f16, "22_fp16_fast", "10_fp16_v2") + " Against cuBLAS: "
-                + results.summary(f16, "22_fp16_fast", CUB, prov=False))
+def switches(df, key):
+    """Where each challenger first beats the step it replaces beyond the noise (first_win), beside the report's switch."""
+    rows = [(what, *first_win(df, a, b, cases), said) for what, a, b, cases, said in SWITCHES[key]]
+    return pd.DataFrame([{"switch": what, "first faster beyond the noise at": at or ("never" if len(df) else "not recorded yet"),
+                          "time replaced / new": round(r, 2), "the report switches at": said} for what, at, r, said in rows]
+                        ).set_index("switch").rename_axis(results.source(df))
 
 
 def floor_text(d) -> str:
@@ -62,12 +64,6 @@ def floor_text(d) -> str:
             "floor is no floor: a better reader would move those bytes faster (the device record then raises its "
             "read roof to the fastest row, so no fraction exceeds 1)." if beats else
             "No step beats the floor beyond the noise; where a step is close to 1.0, only fewer bytes can make it faster."))
-
-
-def int4_tiles_said(part) -> str:
-    """Steps 35 and 36 against step 28 (int4)."""
-    return (results.summary(part, "35_int4_pipelined", "28_int4_mma")
-            + " " + results.summary(part, "36_int4_tiles", "28_int4_mma", prov=False))
 
 
 def default_said(part, w8) -> str:
@@ -87,20 +83,6 @@ def default_said(part, w8) -> str:
             "(a layout an engine makes once, at load time), not a measured gain at that shape.")
 
 
-def say_crossover(xo, library=CUB, step="17_batched_fp16_float4", path="float16",
-                  shapes=((4096, 4096), (12288, 4096))) -> None:
-    """Where `library` (a call or a route) first beats the batched `step` beyond the noise, by tokens, at each (K, M)."""
-    lines = []
-    for k, m in shapes:
-        win, r = first_win(xo, library, step, [case_key((n, k, m), path) for n in BATCH_TOKENS])
-        if win:
-            lines.append(f"at {k}×{m}, `{library}` first beats `{step}` at **{win.split('x')[0]} tokens** ({r:.2f}×)")
-        elif not xo.empty:
-            lines.append(f"at {k}×{m}, `{library}` never beats `{step}` up to {BATCH_TOKENS[-1]} tokens")
-    results.say("Not measured or recorded yet: on a GPU this sweeps 1…512 tokens." if not lines else
-                "; ".join(lines) + f" (the report switches at 8) ({results.source(xo)}).")
-
-
 def say_seed_times() -> None:
     """The bandwidth the report's Orin times imply."""
     implied = {k: f.bytes_moved(*f.make_input((4096, 4096), dt)) / ms / 1e6 for k, (f, dt, ms) in SEED_MS.items()}
@@ -110,8 +92,7 @@ def say_seed_times() -> None:
 
 
 def launch_share(d) -> str:
-    """One device's fp16 rows: an empty kernel's share of the fastest step at 4096 x 4096, the weights'
-    time at the read roof, and the read-only kernel's time."""
+    """An empty kernel's share of the fastest fp16 step at 4096 x 4096, beside the read roof's and floor's times."""
     from ..core.bench import roof_values
     rv, best = roof_values(d), results.fastest(d, QO16) or BEST["float16"]
     t, tf = time_us(d, best, QO16), time_us(d, FLOOR, QO16)

@@ -1,8 +1,4 @@
-"""GEMV's inputs, quantisers and float64 references: y[K] = W[K, M] . x[M], W row-major.
-
-A "dtype" names a data path (PATHS; the lab's docstring, kernellab.gemv, lists them). Here too: the
-shapes and cases the lab checks and times, and the inputs and references of the logits head, the
-prefill (batched) kernels and the fp32 <-> fp16 conversions."""
+"""GEMV's inputs, quantisers, float64 references, shapes and cases; a "dtype" is a data path (PATHS)."""
 from __future__ import annotations
 
 import numpy as np
@@ -45,8 +41,7 @@ def case_key(shape, dtype) -> str:
 # ---- inputs, quantisers, references ----------------------------------------------------------
 
 def _randn(rng, shape, tile_rows=2048):
-    """N(0, 1) in float32. Tall matrices repeat a 2048-row block (generating 600M normals on the
-    host would take longer than every kernel in the lab): fine for timing and for checks."""
+    """N(0, 1) float32; tall matrices repeat a 2048-row block (600M normals on the host would outlast the lab)."""
     if len(shape) == 2 and shape[0] > 2 * tile_rows:
         base = rng.standard_normal((tile_rows, shape[1]), dtype=np.float32)
         return np.resize(base, shape)
@@ -62,8 +57,7 @@ def _grouped(W, group, edge=False):
 
 
 def quantize_int8(W, group=GROUP):
-    """Symmetric per-group int8: for each row and each group of `group` columns, scale =
-    max|w| / 127, q = round(w / scale) in [-127, 127]. Returns (q int8 [K, M], scales fp32 [K, G])."""
+    """Symmetric per-group int8, scale = max|w| / 127 per row and group: (q int8 [K, M], scales fp32 [K, G])."""
     g, K, M, G = _grouped(W, group)
     amax = np.abs(g).max(axis=2)
     scales = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
@@ -109,8 +103,7 @@ def dequantize_int4(packed, scales, zeros, M, group=GROUP):
 
 
 def _hostile_float(W, x, top):
-    """Rows 0-5 of W: a NaN; a +inf; +inf and -inf (NaN); the largest value; an fp16 subnormal-sized
-    value; an inf meeting x == 0 (inf * 0 = NaN)."""
+    """Rows 0-5 of W: NaN; +inf; +inf and -inf; the largest value; an fp16-subnormal-sized value; inf meeting x == 0."""
     K, M = W.shape
     for r, c, v in ((0, 0, np.nan), (1, min(1, M - 1), np.inf), (2, 0, np.inf), (2, M - 1, -np.inf),
                     (3, M // 3, top), (3, 0, -top), (4, M - 1, 6e-8)):

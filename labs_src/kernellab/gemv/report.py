@@ -1,6 +1,4 @@
-"""GEMV's report: models on paper (int32 offsets, waves, Jetson Orin), the issue's targets read from
-the results on screen, the small readers behind the lab's sentences, and GEMV, the family those
-targets are part of."""
+"""GEMV's report: models on paper, the targets, the tables and readers behind the lab's sentences, GEMV."""
 from __future__ import annotations
 
 import re
@@ -22,8 +20,7 @@ from .steps import BASELINES, BEST, COMPUTE_ONLY, FAST, FLOOR, LOGITS, VARIANTS
 
 
 def int32_offsets(shapes=None):
-    """Where row * M (the element offset of the last row) leaves int32, per shape and weight dtype:
-    the element offset, and the byte offset for fp16 and fp32 weights."""
+    """Where the last row's offset (K-1) * M leaves int32, as elements and as fp16 / fp32 bytes."""
     shapes = shapes or {**SHAPES, "vocab_152064x14336 (wider model)": (152064, 14336)}
     rows = []
     for nm, (K, M) in shapes.items():
@@ -45,17 +42,15 @@ def waves(K, rows_per_block, threads, sms, blocks_per_sm) -> dict:
     return {**_waves(blocks, sms, blocks_per_sm), "warps per SM (avg)": round(blocks * threads / 32 / sms, 1)}
 
 
-def orin_model(shapes=None, gbps=None, frac=0.85):
-    """Jetson Orin on paper (a MODEL, not a measurement): time = unique bytes / (frac x roof) for
-    the fp16 and int8/int4 paths, and the rows each of its 16 SMs gets."""
-    gbps = gbps or ORIN_PEAK_GBPS
-    shapes = shapes or {k: v for k, v in SHAPES.items()}
+def orin_model(shapes=None, frac=0.85):
+    """Jetson Orin on paper (a MODEL, not a measurement): unique bytes / (frac x roof) per path."""
+    shapes = shapes or SHAPES
     rows = []
     for nm, (K, M) in shapes.items():
         b16 = 2 * K * M + 2 * M + 2 * K
         b8 = K * M + 4 * K * -(-M // GROUP) + 4 * M + 4 * K
         b4 = K * -(-M // 2) + 3 * K * -(-M // GROUP) + 2 * M + 4 * K
-        for board, bw in gbps.items():
+        for board, bw in ORIN_PEAK_GBPS.items():
             rows.append({"shape": nm, "board": f"Orin {board}", "roof GB/s": bw, "rows per SM (16 SMs)": round(K / 16, 1),
                          "fp16 µs (model)": b16 / (frac * bw) / 1e3, "int8 µs (model)": b8 / (frac * bw) / 1e3,
                          "int4 µs (model)": b4 / (frac * bw) / 1e3})
@@ -70,9 +65,7 @@ def time_us(df, name, case) -> float:
 
 
 def _vs(slow_case, fast_case=None, slow=None, fast=None, floor=False):
-    """A target's measure: time(slow at slow_case) / time(fast at fast_case), each side the named
-    row or, by default, the fastest of our steps there (read from the data); floor=True puts the
-    read-only floor in place of the fast side: the best any kernel could score."""
+    """A target's measure: time(slow) / time(fast), each the named row or our fastest; floor=True: FLOOR as fast."""
     def m(df):
         fc = fast_case or slow_case
         f = FLOOR if floor else fast or fastest(df, fc)
@@ -116,21 +109,18 @@ def targets(df):
 
 # ---- small readers of a results frame, for the lab's sentences ----------------------------------
 
-def ladder(df, names, cases=None):
-    """The ladder table: each step's speed-up over the step before it (and the last over the
-    first), per case. A column isolates one change only where the pair makes one; the bundled
-    pairs (ABLATION_PAIRS) are taken apart by the ablation family."""
+def ladder(df, names):
+    """Each step's speed-up over the one before (and the last over the first), per case."""
     if df is None or df.empty:
         return pd.DataFrame()
     print(f"Speed-ups, time(before) / time(after): {source(df)}")
-    cases = cases or list(dict.fromkeys(df["case"]))
+    cases = list(dict.fromkeys(df["case"]))
     pairs = [*zip(names, names[1:]), (names[0], names[-1])]
     return pd.DataFrame({f"{b} vs {a}": [ratio(df, b, a, c) for c in cases] for a, b in pairs}, index=cases).round(2)
 
 
 def first_win(df, challenger: str, incumbent: str, cases) -> tuple:
-    """The first case (in order) where `challenger` is faster than `incumbent` beyond the noise
-    (the one rule: their p10-p90 bands do not overlap), with the ratio, or (None, nan)."""
+    """The first case where `challenger` beats `incumbent` beyond the noise, with the ratio, or (None, nan)."""
     for c in cases:
         m = ratio_band(df, challenger, incumbent, c)
         if m.ok and m.value > 1 and not within_noise(m):
@@ -139,9 +129,7 @@ def first_win(df, challenger: str, incumbent: str, cases) -> tuple:
 
 
 def loop_instructions(step: str, arch: str = "sm_90") -> dict:
-    """For a step of the fast template: PTX instructions in its main (largest) loop and the weight
-    bytes one thread loads per trip, i.e. the instructions per byte that dequantisation costs
-    (PTX, before ptxas, without moves: a guide, not a SASS count)."""
+    """PTX instructions per weight byte in a fast-template step's main loop (a guide, not a SASS count)."""
     lines = ptx(FAMILY, step, arch)
     marks = [i for i, l in enumerate(lines) if re.match(r"\$L__BB\d+_\d+:", l)] + [len(lines)]
     body = max((lines[a:b] for a, b in zip(marks, marks[1:])), key=len)
@@ -153,19 +141,16 @@ def loop_instructions(step: str, arch: str = "sm_90") -> dict:
             "instructions per weight byte": round(len(real) / wbytes, 2) if wbytes else float("nan")}
 
 
-def warm_vs_flushed(name, cases, family=None):
-    """Live only: one variant's GPU time with L2 flushed (DRAM) and warm (no flush: whatever of W and
-    x fits stays in L2), per case. An engine decoding a large model streams every weight from DRAM
-    (the flushed figure); x, a few KB written by the previous kernel, is in L2 either way."""
-    fam = family or GEMV                  # the fp16 family (defined below in this module)
+def warm_vs_flushed(name, cases):
+    """Live only: one variant's time with L2 flushed and warm (no flush), per case."""
     if not is_live():
         print(f"SKIPPED (compile-only): on a GPU this times {name} flushed and warm at {[s for s, _ in cases]}.")
         return pd.DataFrame()
     import cupy
     rows = []
     for shape, dt in cases:
-        args = [cupy.asarray(a) for a in fam.make_input(shape, dt)]
-        v = fam.variants[name]
+        args = [cupy.asarray(a) for a in GEMV.make_input(shape, dt)]
+        v = GEMV.variants[name]
         out = v.alloc_out(*args)
         f = lambda: v(*args, out=out)   # noqa: E731
         fl, wm = time_fn(f).median_us, time_fn(f, flush=False).median_us
@@ -192,8 +177,7 @@ def _fastest16(f16, k, m) -> float:
 
 
 def int4_table(f16, i8, i4):
-    """Per int4 shape: the int8 default, int4 steps 26, 28, 35, 36 and the int4 floor, each as time(our fastest
-    fp16 GEMV) / its time (> 1: faster), and each tiled step's fraction of its floor."""
+    """Per int4 shape: int8, int4 steps and the floor as time(fastest fp16) / theirs; tiled steps of their floor."""
     b8, rows = BEST["int8"], []
     for part in devices(i4)[:1]:         # the device on screen; every record side by side: results.device_table
         on = _on(part)
@@ -208,8 +192,7 @@ def int4_table(f16, i8, i4):
 
 
 def w8a16_table(f16, i8, w8):
-    """Per W8A16 shape: steps 29 and 37 against our fastest fp16 GEMV, the default against the fp32-x int8 step,
-    the int8 floor against fp16, and each step's fraction of its floor."""
+    """Per W8A16 shape: steps 29 / 37 against fastest fp16 and int8, the floor, and fractions of it."""
     b8, b29, rows = BEST["int8"], BEST["w8a16"], []
     for part in devices(w8)[:1]:
         on = _on(part)
@@ -225,9 +208,7 @@ def w8a16_table(f16, i8, w8):
 
 
 def limits_table(i8, i4, w8):
-    """Per shape of the int8, int4 and W8A16 defaults: the kernel, its floor (the bytes alone) and its compute-only
-    build (the instructions alone), which of the two takes longer by the noise rule, and the kernel against the
-    larger (with a `device` column)."""
+    """Per shape of the quantised defaults: kernel, floor (bytes alone), compute only (instructions alone)."""
     rows = []
     for part in devices(w8)[:1]:
         on = _on(part)

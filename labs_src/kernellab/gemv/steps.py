@@ -1,6 +1,4 @@
-"""GEMV's steps: the launchers of kernels/gemv.cu, VARIANTS and BEST, the arrays BEST reads
-(pack, unpack, read_by), the baselines (cuBLAS, torch, the read-only floor, compute only) and the
-logits head (LOGITS: fp16 in, fp16 weight, fp32 out)."""
+"""GEMV's steps: the launchers of kernels/gemv.cu, VARIANTS, BEST, pack / unpack, the baselines, LOGITS."""
 from __future__ import annotations
 
 import numpy as np
@@ -72,8 +70,7 @@ def _alloc(path):
 
 
 def _step(name, path, kind, wvec=16, xvec=16, int32=False):
-    """A launcher for one kernel. kind: 'block128' (the seed's 128-thread block per row),
-    'block256' (256 threads per row), 'warp' (a warp per row, 8 rows per block)."""
+    """A launcher for one kernel: 'block128' / 'block256' threads per row, or 'warp' (a warp per row, 8 rows a block)."""
     wbytes = np.dtype(PATHS[path][0]).itemsize
     threads = {"block128": SEED_BLOCK, "block256": 256, "warp": 256}[kind]
 
@@ -99,8 +96,7 @@ FAST_STREAM: dict = {}      # name -> forced 0/1 for the L2 evict-first weight l
 
 
 def fast_threads(K, M, vec, R, U, sms=None, warps_per_sm=48) -> int:
-    """Threads per row G (32..256) for the fast template: the smallest power of two that gives
-    the grid at least `warps_per_sm` warps per SM, while each thread still has U vectors to load."""
+    """Threads per row G (32..256): the smallest power of two giving `warps_per_sm` warps per SM, U vectors a thread."""
     sms = sms or info()["sms"]
     G, nv = 32, M // vec
     while G < 256 and (K / R) * G / 32 < sms * warps_per_sm and nv >= 2 * G * U:
@@ -304,8 +300,7 @@ def unpack(*weights):
 
 
 def read_by(weights) -> tuple:
-    """The arrays of a path's weights that its default step reads: pack()'s Wi and Mi (the scales and
-    zeros beside them are for unpack), or every array."""
+    """The arrays of a path's weights its default step reads: pack()'s Wi and Mi, or every array."""
     return tuple(weights[:2]) if weights and weights[0].ndim == 5 else tuple(weights)
 
 
@@ -313,8 +308,7 @@ DISPATCH_M = 2048           # the report's threshold between steps 07 and 08
 
 
 def f32_fp16w_dispatch(W, x, out=None, threshold=DISPATCH_M):
-    """The report's MatmulLayer::forward for fp32 input x fp16 weight: M >= threshold -> the
-    block-per-row kernel (step 08), else the warp-per-row kernel (step 07)."""
+    """The report's MatmulLayer::forward: M >= threshold -> step 08 (block per row), else 07."""
     name = "08_f32_fp16w_block" if x.shape[0] >= threshold else "07_f32_fp16w_warp"
     return VARIANTS[name](W, x, out=out)
 
@@ -357,8 +351,7 @@ FLOOR = "read-only kernel (same weight bytes)"
 
 
 def _read_floor(*args):
-    """The floor of any GEMV of these inputs: lab 00's fastest reader over the weight's own bytes
-    (bench.read_floor; 256 B in flight per thread is what step 27 asks for)."""
+    """The floor of any GEMV of these inputs: lab 00's fastest reader over the weight's own bytes (bench.read_floor)."""
     from ..core.bench import read_floor
     return read_floor(args[0]) if aligned(16, args[0]) else None
 

@@ -1,9 +1,4 @@
-"""Softmax family: the ladder of seed 001 (naive -> safe -> warp shuffle -> online -> vectorised).
-
-reference.py  shapes, the sweep, inputs (awkward shapes x hostile values), the float64 reference
-steps.py      the launchers (the Python mirror of kernels/softmax.cu), the ablation, the baselines
-report.py     the DRAM-pass model, the sweep's best steps, targets, limiters, the family, the claims
-prose.py      the sentences under the lab's tables, one call a cell"""
+"""Softmax family: the ladder of seed 001 (naive -> safe -> warp shuffle -> online -> vectorised)."""
 from __future__ import annotations
 
 # The face: every name the labs, the tests and a saved notebook read as softmax.X (FAMILY: core.fingerprint reads it).
@@ -14,9 +9,7 @@ from .steps import (  # noqa: F401
     fp16_vec8, online_vec4, rows_per_warp_geometry, safe_v1)
 from .report import (  # noqa: F401
     SOFTMAX, best_per_length, dram_passes, kernel_run, long_limits_text, narrow_limits_text, passes_table, ran_text)
-from .prose import (  # noqa: F401
-    ABLATION_PAIRS, SEED_PAIRS, STEP07_PAIRS, fixed_said, fp16_said, half_said, logits_said, say_mine,
-    say_naive_sweep, say_short_rows)
+from .prose import ABLATION_PAIRS, SEED_PAIRS, STEP07_PAIRS, fixed_said, fp16_said, half_said, logits_said  # noqa: F401
 
 FAMILIES = [SOFTMAX, ABLATION, SHORT]
 

@@ -1,6 +1,4 @@
-"""Softmax (lab 01): the sentences under the lab's tables. Each reads the frames on screen through
-results' functions (every number and verdict computed, none typed in); a notebook cell is one call.
-`*_said(part, ...)` returns one device's Markdown (for results.each_device); `say_*(frame)` prints."""
+"""Softmax (lab 01): the sentences and pairs tables under the lab's tables, one call a cell."""
 from __future__ import annotations
 
 from ..core import device, results
@@ -36,12 +34,6 @@ def _fmt(v, spec=".2f", unit=""):
     return f"{v:{spec}}{unit}" if v == v else "*(not recorded yet)*"
 
 
-def say_short_rows(short) -> None:
-    """The short-row family: step 09 against torch and against step 05 (its fractions of the roof: the table)."""
-    results.each_device(short, lambda part: results.summary(part, "09_dispatch", "torch.softmax"))
-    results.each_device(short, lambda part: results.summary(part, "09_dispatch", "05_online_vec4"))
-
-
 def half_said(part) -> str:
     """Step 06 (fp16) over step 05 (fp32) at the target shapes, and the copy-roof fractions of 05, 06, 07."""
     half = [1 / results.ratio(part, "06_fp16_vec8", "05_online_vec4", case_key(s, "float16"),
@@ -56,8 +48,7 @@ def half_said(part) -> str:
 
 
 def fp16_said(part) -> str:
-    """The fp16 target, 0.80 of the copy roof, at 4096 x 4096 and 32768 x 1024, judged on the fastest launcher (its
-    fraction and floor are in the table above), and that launcher against another that runs the same kernel."""
+    """The fp16 target (0.80 of the copy roof) on the fastest launcher, and it against a same-kernel launcher."""
     said = []
     for case in (FP16_SQUARE, "32768x1024:float16"):
         if (top := results.fastest(part, case)) is None:
@@ -70,8 +61,7 @@ def fp16_said(part) -> str:
 
 
 def fixed_said(part) -> str:
-    """Twice the rows against the time: the extra rows' rate, and the time at zero rows: a fixed cost per launch
-    where its band stays above 0."""
+    """Twice the rows against the time: the extra rows' rate and the time at zero rows (a fixed cost)."""
     from ..core.bench import roof_values
     best16 = results.fastest(part, FP16_SQUARE) or BEST["float16"]
     t1, t2 = (results.band(part, best16, c) for c in (FP16_SQUARE, FP16_DOUBLE))
@@ -86,17 +76,6 @@ def fixed_said(part) -> str:
             + f" ({results.source(part)}).")
 
 
-def say_naive_sweep(sw) -> None:
-    """The naive kernel over the sweep: its range and median of times, and where it is fastest and slowest."""
-    nv = results.one_source(results.select(sw, name="01_naive"))
-    if len(nv):
-        t = nv.set_index("cols")["median_us"].sort_index() / 1e3
-        lo, hi = t.index[0], t.index[-1]
-        results.say(f"The naive kernel takes {t.min():.2f}–{t.max():.2f} ms across row lengths at the same total "
-                    f"(median {t.median():.2f} ms; rows of {lo}: {t[lo]:.2f} ms, rows of {hi}: {t[hi]:.2f} ms), "
-                    f"fastest at rows of {t.idxmin()}, slowest at rows of {t.idxmax()} ({results.source(nv)}).")
-
-
 def logits_said(part) -> str:
     """The logits row: one SM of the GPU, step 05's fraction of the copy roof there, and step 10 against it."""
     facts = device.facts(part)
@@ -105,10 +84,3 @@ def logits_said(part) -> str:
             f"{_fmt(fc, '.3f')} of the copy roof there; step 10 splits the row over a cluster of blocks: "
             f"{results.compare_text(part, '10_cluster', '05_online_vec4', '1x151936:float32')} "
             f"({results.source(part)}).") if facts else "No device facts for this record."
-
-
-def say_mine(mine, name: str = "99_mine", step: str = "03_warp_per_row") -> None:
-    """Your variant against a step of the ladder, by the noise rule; or that it has no timing without a GPU."""
-    timed = mine is not None and len(mine) and name in set(mine["name"])
-    results.say(results.summary(mine, name, step) if timed else f"No timing of `{name}` here: a kernel of yours has no "
-                "recorded results, so it is timed only live, on a GPU.")

@@ -1,5 +1,4 @@
-"""Softmax (lab 01): the shapes, the sweep, the checks' awkward cases and hostile values, and the
-float64 reference with its tolerance."""
+"""Softmax (lab 01): the shapes, the sweep, the inputs, the float64 reference and its tolerance."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,4 @@
-"""Softmax (lab 01): what the frames say. The DRAM-pass model, the best step per row length over the
-sweep, the targets, what limits the long rows (Nsight Compute), the lab's family, and the seed's
-correctness claims checked in NumPy."""
+"""Softmax (lab 01): the DRAM-pass model, the sweep's best steps, targets, limiters, SOFTMAX, the claims."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +21,7 @@ L1_BYTES = {"sm_70": 128 << 10, "sm_75": 96 << 10, "sm_80": 192 << 10, "sm_86": 
 
 
 def dram_passes(cols, itemsize, blocks_per_sm, sms, l1_bytes, l2_bytes, reads=3, writes=1) -> dict:
-    """Where the re-reads of a row are served from, the passes that cross DRAM (the first read and every write
-    always do), and the bound 2 / DRAM passes: the most of the copy roof (1 read + 1 write) such a kernel reaches."""
+    """The DRAM passes of a row (where its re-reads are served from) and the bound 2 / passes of the copy roof."""
     row = cols * itemsize
     per_sm, gpu = row * blocks_per_sm, row * blocks_per_sm * sms
     where = "L1" if per_sm < l1_bytes else "L2" if gpu < l2_bytes else "DRAM"   # L1 also holds smem
@@ -35,8 +32,7 @@ def dram_passes(cols, itemsize, blocks_per_sm, sms, l1_bytes, l2_bytes, reads=3,
 
 
 def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
-    """Per fp32 row length of `df`: the model's DRAM passes for `step` beside its measured fraction of the copy roof
-    and the passes that fraction implies (2 / fraction); empty without rows of `step` or the device's facts."""
+    """Per fp32 row length: the model's DRAM passes for `step` beside the measured fraction's 2 / fraction."""
     d = one_source(df[(df["name"] == step) & (df["dtype"] == "float32")]) if len(df) else df   # one device
     facts = facts_of(d)
     if d is None or d.empty or not facts:
@@ -66,8 +62,7 @@ def _keys(lo, hi):
 
 
 def worst_frac(lo, hi, floor=False):
-    """The best step's worst fraction of the copy roof over the sweep's rows of lo..hi columns (fp32 and fp16);
-    floor=True: a memcpy's of the same bytes (no kernel does much better); NaN when the frame lacks them."""
+    """The best step's worst fraction of the copy roof over lo..hi columns; floor=True: the memcpy's."""
     return lambda df: sweep_worst_frac(df, _keys(lo, hi), *(("baseline", [COPY_FLOOR]) if floor else ()))
 
 
@@ -77,15 +72,12 @@ def worst_vs_torch(df):
 
 
 def worst_of_floor(df):
-    """Worst over the sweep (both dtypes) of time(memcpy floor) / time(best step): the best step's fraction of
-    a copy of the same bytes, with its band."""
+    """The best step's worst fraction of a memcpy of the same bytes over the sweep (both dtypes), with its band."""
     return worst_ratio(df, sweep_best(df, _keys(32, 2 ** 18)), COPY_FLOOR)
 
 
 def kernel_run(step: str, case: str) -> str:
-    """The step whose kernel the launcher of `step` runs at `case` ('RxC:dtype'), following the hand-offs of steps
-    11-13, 10 and 09. Two launchers that map to the same step time the same kernel: a "fastest" between them is a
-    pick within noise."""
+    """The step whose kernel `step`'s launcher runs at `case` (the hand-offs of 11-13, 10, 09): same step, same kernel."""
     shape, dt = case.split(":")
     C = int(shape.split("x")[-1])
     if step in ("11_cluster_resident", "11_ablate_fp32_max", "12_cluster_prefetch", "13_cluster_one_exp"):
@@ -108,8 +100,7 @@ def ran_text(step: str, case: str) -> str:
 
 
 def best_per_length(df, full: bool = False):
-    """results.sweep_table of the device on screen, with the step whose kernel the fastest launcher ran
-    (kernel_run); full=True: one block of rows per recorded device, with a device column."""
+    """results.sweep_table with the step whose kernel the fastest launcher ran; full=True: every device."""
     parts = []
     for part in (devices(df) if full else devices(df)[:1]):
         out = sweep_table(part, _keys(32, 2 ** 18), "torch.softmax", COPY_FLOOR)
@@ -143,8 +134,7 @@ LIMITERS = (("10_cluster", LIMIT_LONG, r"^softmax_10_cluster_fp16", "float16"),
 
 
 def long_limits_text(lim) -> str:
-    """What limits step 10 and step 13 on long fp16 rows by the one rule (core.ncu.limiter), and torch's DRAM bytes
-    against step 10's, from results.limiters(SOFTMAX): the table above holds every counter (occupancy, registers)."""
+    """What limits steps 10 and 13 on long fp16 rows (the one rule), and torch's DRAM bytes against 10's."""
     a, t, s13 = (f"{n} @ {case_key(LIMIT_LONG, 'float16')}" for n in ("10_cluster", "torch.softmax", "13_cluster_one_exp"))
     if lim is None or not {a, t} <= set(lim.columns):
         return NO_COUNTERS
@@ -156,8 +146,7 @@ def long_limits_text(lim) -> str:
 
 
 def narrow_limits_text(lim) -> str:
-    """What limits `09_dispatch` on narrow fp16 rows (LIMIT_NARROW) by the one rule, from results.limiters(SOFTMAX):
-    the fp16 widths that stay short of the memcpy floor."""
+    """What limits `09_dispatch` on narrow fp16 rows (the one rule), at the widths short of the floor."""
     c = f"09_dispatch @ {case_key(LIMIT_NARROW, 'float16')}"
     if lim is None or c not in lim.columns:
         return NO_COUNTERS

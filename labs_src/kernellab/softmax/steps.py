@@ -1,5 +1,4 @@
-"""Softmax (lab 01): the steps' launchers (the Python mirror of kernels/softmax.cu), the ablation of
-steps 04 -> 05, the library baselines, and the families of the ablation and of rows of at most 1024."""
+"""Softmax (lab 01): the launchers of kernels/softmax.cu, the ablation, the baselines, SHORT."""
 from __future__ import annotations
 
 import functools
@@ -154,8 +153,7 @@ RPW_BLOCK = 128
 
 
 def rows_per_warp_geometry(C: int, dtype: str) -> tuple | None:
-    """Step 09's (lanes per row, 16-byte loads per lane) for a row of C elements: a lane per 16-byte vector,
-    rounded up to a power of two, at most 32; None past 32 lanes' registers (then steps 05 / 07 take it)."""
+    """Step 09's (lanes per row, 16-byte loads per lane) for C elements; None past 32 lanes (steps 05 / 07 take it)."""
     width = 8 if dtype == "float16" else 4
     vecs = -(-C // width)
     lpr = min(32, 1 << max(0, vecs - 1).bit_length())
@@ -217,8 +215,7 @@ def cluster_geometry(C: int, dtype: str = "float32", caps=CLUSTER_THREADS) -> tu
 
 @variant(dtypes=("float32", "float16"), min_arch=90)
 def cluster(x, out=None):
-    """Step 10: step 09's dispatch, with rows of CLUSTER_FROM elements or more spread over a
-    thread-block cluster (sm_90) that exchanges (m, d) through distributed shared memory."""
+    """Step 10: step 09, with rows of CLUSTER_FROM or more over a cluster exchanging (m, d) through DSMEM."""
     dt = "float16" if x.dtype == np.float16 else "float32"
     out_, R, C = _prep(x, out, dt)
     g = cluster_geometry(C, dt) if R and C >= CLUSTER_FROM else None
@@ -246,8 +243,7 @@ def resident_clusters(name, threads, cs) -> int:
 
 
 def _cluster_rows(f32, f16, x, out):
-    """Steps 11-13's launch, of kernel `f32` or `f16` (+ _<cluster size>): the clusters the GPU holds at once, each
-    walking rows; rows under CLUSTER_FROM, too long for 8 blocks or not 16-byte aligned go to step 10."""
+    """Steps 11-13: resident clusters walking rows; rows step 10 must take (short, too long, unaligned) go there."""
     dt = "float16" if x.dtype == np.float16 else "float32"
     out_, R, C = _prep(x, out, dt)
     g = cluster11_geometry(C, dt) if R and C >= CLUSTER_FROM else None
