@@ -1,12 +1,7 @@
 """Lab 08: a Qwen3 decoder that generates tokens with the course's kernels.
 
-One job per file, each saying more in its own docstring; this face keeps every public name of the one-module
-lab 08, and the private ones tests and torch_decoder call: config.py (Config, QWEN3_8B, SMALL, TINY), weights.py
-(Hugging Face names and layouts, random weights, safetensors and checkpoints with NumPy), reference.py (float64,
-with fp16 storage emulated), bytes_model.py (bytes per token, the Orin model, the seeds' tokens/s), steps.py (the
-new kernels of kernels/decoder.cu and the exercise), engine.py (GpuOps, NumpyOps, Decoder: one CUDA graph replays
-every token), measure.py (tokens/s rows, floors, swaps, the DECODER family), report.py (sentences and the plot),
-then prefill.py, sample.py, text.py, fit.py and fused.py.
+This face keeps every public name of the one-module lab 08 and the private ones tests and torch_decoder
+call; each file's docstring says its job.
 """
 from __future__ import annotations
 
