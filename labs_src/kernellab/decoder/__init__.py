@@ -32,7 +32,7 @@ from .measure import (  # noqa: F401
 from .report import (  # noqa: F401
     claims_table, gemv_limits, launch_share, launches_per_token, plot_tokens, ran, ran_text, say_bytes,
     say_fp16_storage, say_launches, say_orin, say_seeds, say_tokens, say_vs_torch, seed_span, tokens_text,
-    TOKEN_GEMV_CASES, alone_us, targets_table)
+    TOKEN_GEMV_CASES, targets_table)
 from .sample import (  # noqa: F401
     SAMPLE, Sampling, check_params, distribution, draw, margin, reference_sample, sample, sample_into,
     sample_launches, sample_reference, uniform)
