@@ -12,13 +12,8 @@ PREFILL  Qwen3-VL's ViT attention: 16 heads x 72, N tokens, non-causal. The repo
          tensor cores (mma.sync m16n8k16, FlashAttention-2 order, head dim padded to 80) ->
          cp.async double buffering -> a padded row stride (fewer bank conflicts) -> two query tiles.
 
-Also: Qwen3's RoPE (theta 1e6, rotate-half) fused with the KV-cache append (rope_append), the
-launchers lab 08's decoder calls (preallocated outputs, device-side length and position, so one
-CUDA graph replays every token), float64 references, the merge rule on the host, and an Orin
-model on paper.
-
-One job per file, imports running down this list: reference, steps, report, stale, prose, causal, ablation
-(each file's docstring says its job); this face re-exports every name, so `A.decode` reads as before.
+Also RoPE fused with the KV-cache append (rope_append) and an Orin model on paper. This face re-exports
+every name of reference, steps, report, stale, prose, causal and ablation, so `A.decode` reads as before.
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+import pandas as pd
+
 from ..core.device import ORIN_PEAK_GBPS, facts
 from ..core.device import ORIN_SMS as _ORIN_SMS
 from ..core.family import Family, Target
@@ -111,7 +113,6 @@ def targets_vs_floor(targets, df):
 def gqa_vs_split(df):
     """Step 04 against step 03 per KV length on df's first device: time(03)/time(04) by the noise rule, the
     blocks each launches (computed by chunks_for) and the cache's bytes against that device's L2 (device.facts)."""
-    import pandas as pd
     d = one_source(df)
     f = facts(d) if d is not None and len(d) else {}
     rows = []
@@ -209,7 +210,6 @@ def prefill_compare(min_n=64, row_n=1024):
     """The prefill ladder at N >= min_n. Live, step 11 is timed at N = row_n only (it takes
     milliseconds beyond) and the cuBLAS path where its N^2 scores fit in half the free memory;
     without a GPU, every recorded row (make bench times every step at every N)."""
-    import pandas as pd
     from ..core import bench
     from ..core.device import is_live
     cases = [c for c in PREFILL.record_cases if c[0][1] >= min_n]
@@ -356,7 +356,6 @@ def orin_decode_model(dec=None, lengths=DEC_LENGTHS, gbps=ORIN_GBPS, bound=0.5):
     device on screen (the premise measured there, not assumed). Per length, what the same record measured
     bounds the read-only floor (a kernel that only reads the cache): its bytes where it reaches `bound` of
     the read roof, else launch and ramp, where the bytes-only time is a lower bound. A model, labelled so."""
-    import pandas as pd
     per_sm = blocks_per_sm_on("sm_87")
     d = one_source(dec) if dec is not None and len(dec) else None
     longest = dec_case_key((HQ, max(lengths)), "float16")

@@ -1,12 +1,7 @@
 """Lab 08: a Qwen3 decoder that generates tokens with the course's kernels.
 
-One job per file, each saying more in its own docstring; this face keeps every public name of the one-module
-lab 08, and the private ones tests and torch_decoder call: config.py (Config, QWEN3_8B, SMALL, TINY), weights.py
-(Hugging Face names and layouts, random weights, safetensors and checkpoints with NumPy), reference.py (float64,
-with fp16 storage emulated), bytes_model.py (bytes per token, the Orin model, the seeds' tokens/s), steps.py (the
-new kernels of kernels/decoder.cu and the exercise), engine.py (GpuOps, NumpyOps, Decoder: one CUDA graph replays
-every token), measure.py (tokens/s rows, floors, swaps, the DECODER family), report.py (sentences and the plot),
-then prefill.py, sample.py, text.py, fit.py and fused.py.
+This face keeps every public name of the one-module lab 08 and the private ones tests and torch_decoder
+call; each file's docstring says its job.
 """
 from __future__ import annotations
 
@@ -37,7 +32,7 @@ from .measure import (  # noqa: F401
 from .report import (  # noqa: F401
     claims_table, gemv_limits, launch_share, launches_per_token, plot_tokens, ran, ran_text, say_bytes,
     say_fp16_storage, say_launches, say_orin, say_seeds, say_tokens, say_vs_torch, seed_span, tokens_text,
-    TOKEN_GEMV_CASES, alone_us, targets_table)
+    TOKEN_GEMV_CASES, targets_table)
 from .sample import (  # noqa: F401
     SAMPLE, Sampling, check_params, distribution, draw, margin, reference_sample, sample, sample_into,
     sample_launches, sample_reference, uniform)

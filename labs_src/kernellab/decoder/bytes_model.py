@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .. import gemv as G
 from ..core.device import ORIN_PEAK_GBPS
@@ -57,7 +58,6 @@ def bytes_per_token(cfg: Config = QWEN3_8B, path: str = "float16", context: int 
 
 def bytes_table(cfg: Config = QWEN3_8B, contexts=(1, 512, 4096)):
     """bytes_per_token for every path and context, in GB (1e9 bytes), one row each."""
-    import pandas as pd
     rows = []
     for path in PATHS:
         for n in contexts:
@@ -73,7 +73,6 @@ SEED_ROWS = {"fp16": ("decoder-005", "decoder-015", "decoder-031"), "AWQ": ("dec
 def seed_figures():
     """The seeds' own Qwen3-8B decode tokens/s on the Orin, read from docs/claims.csv (rows
     SEED_ROWS): one row per claim with its before/after figures."""
-    import pandas as pd
     c = claims_file()
     rows = []
     for kind, ids in SEED_ROWS.items():
@@ -93,7 +92,6 @@ def orin_model(cfg: Config = QWEN3_8B, contexts=(1, 512, 4096), fractions=(1.0, 
     """An Orin on paper (a MODEL, not a measurement): tokens/s = fraction x the board's datasheet
     bandwidth / bytes per token, per path and context, for each fraction of that bandwidth a
     token step might reach (1.0: the datasheet ceiling, which no kernel reaches)."""
-    import pandas as pd
     gbps = ORIN_PEAK_GBPS[board]
     rows = []
     for path in PATHS:

@@ -186,11 +186,6 @@ def launch_share(df, cfg: Config = QWEN3_8B, context: int = 512) -> str:
     return said
 
 
-def alone_us(stem: str, name: str, case: str, device: str) -> float:
-    """One kernel's recorded GPU time alone (L2 flushed); NaN when that record has no such row on `device`."""
-    return pick(select(load_recorded(stem), device=device, case=case), name, "median_us")
-
-
 def tokens_text(df, context: int = 512) -> str:
     """The fp16 graph-replayed token against the eager one at `context` by the noise rule, and the host's µs per
     token of each (their times: the table on screen), or the line saying nothing is measured or recorded yet."""
@@ -208,16 +203,12 @@ def tokens_text(df, context: int = 512) -> str:
 # ---- the notebook's sentences, one call a cell (each reads the frames and arrays on screen) ------------------
 
 def say_bytes(cfg: Config = QWEN3_8B, context: int = 512, long: int = 4096) -> None:
-    """What an fp16 token reads at `context` by part, what int4 weights leave, and the KV cache's growth to `long`."""
-    b16, b4 = bytes_per_token(cfg, "float16", context), bytes_per_token(cfg, "int4", context)
-    results.say(f"At context {context} an fp16 token reads **{b16['total'] / 1e9:.2f} GB**: the layers' weights are "
-                f"{b16['layer weights'] / b16['total']:.1%} of it, the LM head {b16['LM head'] / b16['total']:.1%}, "
-                f"the KV cache {b16['KV cache'] / b16['total']:.2%}. int4 weights cut the total to "
-                f"**{b4['total'] / 1e9:.2f} GB** ({b16['total'] / b4['total']:.2f}× fewer bytes), and the fp16 LM head "
-                f"is then {b4['LM head'] / b4['total']:.0%} of what is left.")
-    bl = bytes_per_token(cfg, "float16", long)
-    results.say(f"The KV cache grows by {(bl['KV cache'] - b16['KV cache']) / (long - context) / 1e3:.0f} kB per "
-                f"token of context; at {long} it is {bl['KV cache'] / bl['total']:.1%} of an fp16 token.")
+    """The bytes table in one line: what int4 weights save at `context`, and the KV cache's growth to `long`."""
+    b16, b4, bl = (bytes_per_token(cfg, p, n) for p, n in (("float16", context), ("int4", context), ("float16", long)))
+    results.say(f"At context {context} int4 weights cut an fp16 token's bytes **{b16['total'] / b4['total']:.2f}×** (the "
+                f"fp16 LM head is then {b4['LM head'] / b4['total']:.0%} of them); the KV cache grows by "
+                f"{(bl['KV cache'] - b16['KV cache']) / (long - context) / 1e3:.0f} kB per token of context, "
+                f"{bl['KV cache'] / bl['total']:.1%} of an fp16 token at {long}.")
 
 
 def seed_span(seeds) -> tuple:
@@ -296,7 +287,8 @@ def contexts_text(d, cfg: Config = QWEN3_8B, floor_at: int = 512) -> str:
             "is " + ", ".join(f"**{of[n]:.2f}** of it at context {n}" for n in ctxs) + ".")
     short, long = ctxs[0], ctxs[-1]
     dev, calls = d["device"].iloc[0], token_ops(cfg, "float16").get("decode", 0)
-    att = {n: alone_us("attention_decode", TOKEN_DECODE, f"32x{n}:float16", dev) for n in (short, long)}
+    rec = select(load_recorded("attention_decode"), device=dev)      # its decode's GPU time alone (L2 flushed)
+    att = {n: pick(select(rec, case=f"32x{n}:float16"), TOKEN_DECODE, "median_us") for n in (short, long)}
     grow, agrow = t[long] - t[short], calls * (att[long] - att[short])
     if long > short and agrow == agrow and grow > 0:
         said += (f" From context {short} to {long} the token grows by {grow:.0f} µs; its {calls} calls of "

@@ -12,12 +12,9 @@ tokens. Token t sits at patch row r, column c with
 x.reshape(N / 4, 4 * C): merged row m is the concatenation of tokens 4m, 4m+1, 4m+2, 4m+3
 (top-left, top-right, bottom-left, bottom-right of window m).
 
-Each op has a public call (CuPy fp16 in and out, its family's best step; bad input raises ValueError
-before any launch), a float64 reference ref_<op>, and a family (LAYERNORM, ..., REPLACE, all in FAMILIES)
-that shares NAME = "vision" (one recorded vision.csv); its case keys start with the op.
-
-This is the lab's face: every name of the lab is here (vision.LAYERNORM, vision.layernorm, ...); the code
-is in reference, steps, embed, layout, seed, ablation, ln_sweep and report (each module says what it holds).
+Each op: a public call (CuPy fp16 in and out, its family's best step; bad input raises ValueError before
+any launch), a float64 reference ref_<op>, a family (FAMILIES, recorded in vision.csv). This face re-exports
+every name of the lab.
 """
 # ruff: noqa: F401   (the face re-exports the lab's names)
 from __future__ import annotations

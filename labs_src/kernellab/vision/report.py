@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from .ablation import ABLATION_BIAS_GELU, ABLATION_SPLIT_ROPE, ABLATION_TRANSPOSE
 from .embed import PATCH_EMBED, POS_INTERP, SPATIAL_MERGE
@@ -129,7 +130,6 @@ def raised_said(part) -> str:
 # notebook cell is one call.
 def barriers():
     """Block barriers (`bar.sync`) per row in the PTX of LayerNorm steps 01, 02 and 03."""
-    import pandas as pd
     return pd.Series({s: len(build.ptx("vision", s, grep=r"bar\.sync")) for s in (
         "01_layernorm_scalar_tree", "02_layernorm_half2_shfl", "03_layernorm_warp_vec8")}, name="bar.sync per row")
 
@@ -146,13 +146,11 @@ def say_gelu_gap() -> None:
 
 def fmaf_table(steps=("05_gelu_vec8", "08_bias_gelu_vec8", "19_split_rope_fma")):
     """Per step: whether writing its `__fmaf_rn(a, b, c)` as `a * b + c` changes its f32 arithmetic (fmaf_changes)."""
-    import pandas as pd
     return pd.Series({s: fmaf_changes(s) for s in steps}, name="`a * b + c` changes the f32 arithmetic (sm_90)")
 
 
 def f32_table(steps, arch="sm_90"):
     """f32_ops of each step, opcode by step, with their total."""
-    import pandas as pd
     t = pd.DataFrame({s: f32_ops(s, arch) for s in steps}).fillna(0).astype(int)
     return pd.concat([t, t.sum().to_frame("total").T])
 
@@ -214,7 +212,6 @@ PAIRS = {
 def pairs(kernel: str, *frames) -> None:
     """PAIRS[kernel] judged by results.pairs on the frames on screen (one device: the first record's, or the live
     GPU; a row without a case: every case but the ablations'), titled with its calls per forward (table 3.4)."""
-    import pandas as pd
     d = results.one_source(pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True))
     figure = [""] if any(len(r) > 4 for r in PAIRS[kernel]) else []       # the report's column: blank where none
     rows = [(w, results.fastest(d, c) if a == FASTEST else a, b, c, *(said or figure)) for w, a, b, c0, *said in
@@ -300,7 +297,6 @@ def as_written(frames):
     """The report's kernels as written against the course's, at the lab's two token counts (4096 is the nearer
     to the report's image, at most REPORT_PATCHES patches), from the frames on screen (the device that speaks
     first): each one's time and the course's, time(as written) / time(course's) and the noise rule's word."""
-    import pandas as pd
     d = results.one_source(pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True))
     fams = _as_written_families()
     rows = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 from .. import vision as V
 from ..vision.report import REPORT_PATCHES  # noqa: F401  (the face's, and lab 09's: the reports' image)
@@ -233,7 +234,6 @@ ORIN_SMS = 16
 def orin_model(ns=(1024, 4096), board="agx"):
     """Orin on paper (a MODEL, not a measurement): time >= max(FLOPs / fp16 tensor peak,
     bytes / LPDDR5 peak), tokens/s <= N / time."""
-    import pandas as pd
     rows = []
     for n in ns:
         w = work(n)
@@ -257,7 +257,6 @@ REPORTED = (("the matmul report's ViT prefill after its change (seed 002)", 676,
 
 def orin_vs_reports(orin):
     """REPORTED beside orin_model's ceiling at its N: how far below the Orin's roofs the engine's ViT ran."""
-    import pandas as pd
     ceiling = orin.set_index("N")["model tokens/s (upper bound)"]
     return pd.DataFrame([{"reported": what, "tokens/s": t, "at N": n, "model ceiling": ceiling[n],
                           "ceiling / reported": ceiling[n] / t} for what, t, n in REPORTED]).round(1)
@@ -265,7 +264,6 @@ def orin_vs_reports(orin):
 
 def tokens_per_s(gt):
     """Tokens/s of the tower from graph_table(gr, bd): N / wall time of one forward, eager and replay."""
-    import pandas as pd
     d = gt[gt["what"].str.startswith("tower")] if gt is not None and len(gt) else pd.DataFrame(columns=["what", "N"])
     return pd.DataFrame([{"N": int(r["N"]), "launch": nm, "ms per forward": r[c] / 1e3, "tokens/s": r["N"] / (r[c] * 1e-6),
                           "merged tokens/s": r["N"] / 4 / (r[c] * 1e-6), "device": r["device"], "source": r["source"]}
@@ -281,7 +279,6 @@ def shares(bd):
     """From ONE breakdown run, per (N, what): the GPU time (graph replay behind a spacer) split into cuBLAS GEMMs
     and lab kernels by the per-op events' shares (scaled to it: the events also catch host gaps), the launch gaps
     (eager wall - GPU time, never clamped), the eager wall, the host µs to issue it; `disagree`: GPU band above the wall's."""
-    import pandas as pd
     if bd is None or bd.empty:
         return pd.DataFrame(columns=["N", "what", "gemm_us", "kernel_us", "gpu_us", "gap_us", "wall_us", "host_us", "device"])
     rows = []
@@ -345,7 +342,6 @@ def graph_table(gr, bd=None):
     """Per device and (what, N), ONE reading of each quantity: eager wall from idle, host µs to issue it and GPU time
     (graph replay behind a spacer) from the breakdown run bd, replay wall from the graph run, speed-up with its
     p10-p90 band; then the graph run's second readings and why they differ where they lie outside the bands."""
-    import pandas as pd
     rows = []
     for d in (p for p in devices(gr) if p is not None and len(p)):
         dev, src = d["device"].iloc[0], d["source"].iloc[0]
