@@ -245,7 +245,7 @@ else:
     each(sweep, report.sweep_said)
 
 # %% [markdown]
-# Below the roof the measurement falls short of the model (measured / predicted below 1): the chase
+# Where the table's `measured / predicted` is below 1, the measurement falls short of the model: the chase
 # measured the latency of an idle memory system, and under load requests queue, so the latency a
 # streaming kernel sees is longer. Budget more bytes in flight than the idle-latency estimate.
 

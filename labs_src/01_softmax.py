@@ -427,8 +427,8 @@ results.each_device(f16, softmax.fixed_said)
 # falls off: the block-per-row kernels waste threads on short rows, step 05 leaves registers
 # for streaming beyond 32,768, and steps 02–04 change slope where a row no longer fits in the
 # caches (next section). At a fixed total the naive kernel's one serial thread per row does the
-# same total work whatever the length, so its time follows how well the rows fill the GPU, not the
-# length itself: it is slow everywhere, and slowest where few rows share the GPU.
+# same total work whatever the length, so in this model its time follows how well the rows fill the GPU,
+# not the length itself: fewest rows, fewest threads.
 
 # %%
 sw = bench.compare(softmax, [(s, "float32") for s in softmax.SWEEP])
@@ -483,8 +483,9 @@ kl.say(softmax.narrow_limits_text(lim))
 # L1; if the rows of all SMs fit in L2, they hit L2; otherwise every pass crosses DRAM. The
 # DRAM passes then bound the kernel at 2 / passes of the copy roof (the copy itself is
 # 1 read + 1 write). Beside the model, the measured fraction of the copy roof, and the number
-# of passes that time would pay for at the roof (2 / fraction). Read it down the `re-reads from` column: passes
-# set the time only where they cross DRAM. Under it, step 04 (one pass fewer) against step 03 over the sweep.
+# of passes that time would pay for at the roof (2 / fraction). Read it down the `re-reads from` column: where
+# re-reads stay in L1 or L2, compare `passes implied` with `passes counted` to see whether the passes that stay
+# on chip cost time on this GPU. Under it, step 04 (one pass fewer) against step 03 over the sweep.
 
 # %%
 pt = softmax.passes_table(sw)
@@ -495,7 +496,7 @@ pt.round(2)
 results.each_device(sw, lambda part: results.summary(part, "04_online", "03_warp_shuffle"))
 
 # %% [markdown]
-# Step 04 saves one read per element over step 03; that pass is worth something only where step 03's
+# Step 04 saves one read per element over step 03; that pass can pay only where step 03's
 # re-read would cross DRAM (the passes table above). Where the re-read hits a cache, both kernels read
 # DRAM once and evaluate the same number of `expf` per element (one in a statistics pass, one in the
 # output pass), while each level of step 04's (m, d) reduction carries an `expf` where step 03's carry
@@ -536,8 +537,9 @@ results.ablation(abl, softmax.ABLATION_PAIRS, softmax.ABLATION_STEPS)
 # The tutorial argues qualitatively; here are its claims as measured ratios (time of the
 # slower step over time of the faster, at 4096 × 4096 fp32 unless stated). Under it, the seed's
 # claims on online softmax and bank conflicts at its shapes, judged by the noise rule, and the bank
-# conflicts over the sweep. The pass online softmax saves is worth something only where step 03's
-# re-read would have crossed DRAM (the passes table above).
+# conflicts over the sweep. The pass online softmax saves can pay only where step 03's
+# re-read would cross DRAM (the passes table's `re-reads from` column); the lines under the tables say where it
+# does here.
 
 # %%
 sq = softmax.case_key(TARGETS[0], "float32")

@@ -272,8 +272,9 @@ plot.bars(small, "02_rmsnorm_decode_fp16", title="RMSNorm fp16, hidden 4096, sma
 # has `loads per thread` loads to make and keeps `loads in flight per thread` of them
 # outstanding (the load width and the loop's unrolling, read from the kernel; the widths are
 # checked against the PTX in `tests/test_compile.py`). Beside it, the measured time.
-# Each round trip of a pass costs a DRAM latency, and the kernel makes two passes with a block
-# reduction after each; neither step 05 nor 06 is near any bandwidth limit, and both pay one launch.
+# In the model each round trip of a pass costs one DRAM latency, and the kernel makes two passes with a
+# block reduction after each; at one row a call moves only a few KiB, so the model leaves bandwidth out,
+# and both steps pay one launch.
 # But steps 05 and 06 differ in five things and the model covers two (the width and the unrolled
 # loop): the table after the line times each alone at this row (the ablation section, at more rows).
 
@@ -369,9 +370,9 @@ claims
 
 # %% [markdown]
 # The ablation section splits 05 → 06 (the width, the loop, the reduction, `__ldg`, `__restrict__`)
-# at four shapes. Below, 05 → 06, `__ldg` alone and `__restrict__` alone at every recorded fp16 shape:
-# with `__restrict__` the compiler already chose the read-only path itself (the PTX counts of step
-# 07), so an explicit `__ldg` should change nothing.
+# at four shapes. Below, 05 → 06, `__ldg` alone and `__restrict__` alone at every recorded fp16 shape.
+# Where the PTX counts of step 07 show the same `ld.global.nc` loads with and without `__ldg`, the
+# compiler already chose the read-only path itself, so an explicit `__ldg` should change nothing.
 
 # %%
 results.each_device(res, report.ldg_said)

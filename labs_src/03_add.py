@@ -171,9 +171,10 @@ results.each_device(res, report.width_said)
 # the measured fraction of the copy roof at 64M elements, where every byte comes from DRAM.
 # Then, from lab 00's record of the same GPU, what its measured read sweep reached with those bytes
 # in flight per thread, and what Little's law predicts with the idle (pointer-chase) latency. Same
-# bytes and the same threads per SM: what differs is how many bytes each thread has asked for when it
-# waits (and, with it, the load instructions per byte). Under load the latency is longer than the
-# idle pointer chase (lab 00), so Little's law with the idle latency predicts too much.
+# bytes; where the `threads per SM` column is the same for the fp16 steps, what differs is how many bytes
+# each thread has asked for when it waits (and, with it, the load instructions per byte). Where Little's
+# law with the idle latency predicts more than the sweep measured (the line under the table says), the
+# reason is lab 00's: under load the latency is longer than the idle pointer chase.
 
 # %%
 fund = kl.device.load_recorded("measuring")   # lab 00's records: the bytes-in-flight sweep and the DRAM latency

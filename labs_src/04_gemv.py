@@ -550,7 +550,7 @@ lim = gemv.limits_table(i8, i4, w8)
 lim.drop(columns="device")
 
 # %%
-pd.crosstab(lim["step"], lim["instructions vs bytes"])
+pd.crosstab(lim["step"], lim["instructions vs bytes"]).rename_axis(f"step ({', '.join(lim['device'].unique())})")
 
 # %% [markdown]
 # Whatever exceeds 1.00× in the last column is what the kernel fails to hide of one cost behind the

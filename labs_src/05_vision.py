@@ -81,9 +81,9 @@ print("a view of the same memory:", np.shares_memory(merged, x))
 # 2.3 KB, too little for a 256-thread block, so one **warp** owns a row, keeps it in registers as
 # 16-byte vectors, and reads it once.
 #
-# Under each kernel's timings, a table of its step pairs: time before / after at each case, judged by the
+# Under each kernel's timings, a table of its step pairs: time against / step at each case, judged by the
 # noise rule ("within noise" where the p10–p90 bands overlap), with the report's figure where it gives one.
-# The fractions of the copy roof are in the timings' table; the targets table at the end judges them.
+# The fractions of the copy roof are in the timings' table; the targets table at the end judges the fastest step's.
 
 # %%
 build.show("vision", "01_layernorm_scalar_tree")

@@ -232,7 +232,7 @@ kl.device.live_only("captures the block, replays it, and compares the replay wit
 # second readings of the same quantities are shown on the right, and below, where they lie outside
 # the first's bands, why. The eager launches timed behind a spacer read the GPU time plus the gaps
 # between eager kernels, or the host's issue time where a spacer cannot hide hundreds of launches; the
-# per-op events sum higher still, since they also catch host gaps.
+# per-op events also catch host gaps, so they can sum higher still (the table's columns show by how much).
 
 # %%
 gt = vb.graph_table(gr, bd)

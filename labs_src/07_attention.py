@@ -191,8 +191,8 @@ A.say_noisy(dec)
 A.show_sdpa_backend("decode")
 
 # %% [markdown]
-# Below: the ladder's pairs, each judged by the noise rule (time before / after: above 1, the later step
-# is faster); then the read roof against its floor, where the floor's own fraction is what launch and
+# Below: the ladder's pairs, each judged by the noise rule (time against / step: above 1, the step is
+# faster than the step before or the library it is set against); then the read roof against its floor, where the floor's own fraction is what launch and
 # ramp leave of the roof on a few µs of data (where the floor misses 0.75, no decode kernel can reach it);
 # then step 06 against SDPA at every length, and the host time per call (where `host_us` exceeds
 # `bare_host_us`, the rest is the Python launcher).
@@ -246,9 +246,9 @@ plot.progress(dec, "07_decode_progress", roof="read", case=A.dec_case_key((A.HQ,
 # allows it; the table names that GPU): how busy DRAM, the issue slots and the tensor pipe are, and
 # why warps wait. Step 05 beside torch SDPA's kernel, at a long and a short cache; then step 06, the
 # decode lab 08 calls, beside SDPA's kernel at a short cache (64 keys) and at the shortest cache the
-# floor target covers (4096 keys). Where the issue slots of step 05 are much busier than SDPA's, the
-# reason is in the kernel: our half-warps reduce every key's dot product with shuffles and accumulate
-# P·V with FP32 FMAs, where SDPA's kernel uses the tensor pipe.
+# floor target covers (4096 keys). Where the issue slots of step 05 are much busier than SDPA's, look in
+# the kernel: our half-warps reduce every key's dot product with shuffles and accumulate P·V with FP32
+# FMAs (the `tensor pipe busy (%)` row shows how much each kernel uses the tensor pipe instead).
 
 # %%
 lim_dec = results.limiters(A.DECODE)
