@@ -32,8 +32,8 @@ def pairs(df, rows, title: str) -> None:
     """results.pairs on the device on screen, then a note where a row it reads ran an earlier version of its step."""
     d = results.one_source(df)
     results.pairs(d, rows, title)
-    if stale_said(d, "", names=[n for r in rows for n in r[1:3]]):
-        results.say(stale_said(d, "", names=[n for r in rows for n in r[1:3]]).strip())
+    if note := stale_said(d, "", names=[n for r in rows for n in r[1:3]]):
+        results.say(note.strip())
 
 
 def floor_table(dec):

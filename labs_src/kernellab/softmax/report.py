@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..core.bench import MEMCPY
 from ..core.build import occupancy
 from ..core.device import facts as facts_of
 from ..core.family import FLOOR_TARGET, Family, Target
@@ -53,7 +54,7 @@ def passes_table(df, step="03_warp_shuffle", reads=3, threads=ROW_BLOCK):
 
 # ---- every shape at speed: the best step per row length, from 32 to 262144 columns (the sweep) -------------
 
-COPY_FLOOR = "memcpy x -> y (floor)"
+COPY_FLOOR = MEMCPY        # the memcpy baseline, the floor of the width sweep
 
 
 def _keys(lo, hi):
