@@ -28,10 +28,9 @@ from .prefill import BATCH_TOKENS, BATCHED, BATCHED_CASES, CONVERT, GEMMEX
 from .report import (
     GEMV, check_variants, first_win, int32_offsets, ladder, loop_instructions, orin_model, targets, time_us, waves,
     warm_vs_flushed, int4_table, w8a16_table, limits_table, AS_WRITTEN, as_written, as_written_cases,
-    as_written_claims, as_written_names, as_written_ptx, check_as_written)
-from .ablation import ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF, unroll_pragma_changes
-from .prose import (
+    as_written_claims, as_written_names, as_written_ptx, check_as_written,
     PAIRS, SWITCHES, default_said, floor_text, launch_share, say_as_written, say_seed_times, switches)
+from .ablation import ABLATION, ABLATION_PAIRS, ABLATION_STEPS, KERNEL_OF, unroll_pragma_changes
 
 FAMILIES = [GEMV, LOGITS, BATCHED, CONVERT, ABLATION]
 

@@ -8,8 +8,8 @@ from .steps import (  # noqa: F401
     RPW_REGS, SAFE_V1_MAX_BLOCK, SHORT, VARIANTS, VEC_PER_THREAD, cluster_geometry, dispatch_table, fp16_pipelined,
     fp16_vec8, online_vec4, rows_per_warp_geometry, safe_v1)
 from .report import (  # noqa: F401
-    SOFTMAX, best_per_length, dram_passes, kernel_run, long_limits_text, narrow_limits_text, passes_table, ran_text)
-from .prose import ABLATION_PAIRS, SEED_PAIRS, STEP07_PAIRS, fixed_said, fp16_said, half_said, logits_said  # noqa: F401
+    ABLATION_PAIRS, SEED_PAIRS, SOFTMAX, STEP07_PAIRS, best_per_length, dram_passes, fixed_said, fp16_said, half_said,
+    kernel_run, logits_said, long_limits_text, narrow_limits_text, passes_table, ran_text)
 
 FAMILIES = [SOFTMAX, ABLATION, SHORT]
 
