@@ -40,7 +40,7 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "vision/report.py::_WALK,AS_WRITTEN,_as_written_families,check_as_written,as_written,"
         "as_written_claims,say_as_written,raised_note,raised_said":
         "lab 05 shows the report's kernels as written (issue 34 item 5)",
-    K + "gemv/prose.py::say_as_written": "lab 04's sentence on the report's GEMV kernels as written (issue 34 item 5)",
+    K + "gemv/report.py::say_as_written": "lab 04's sentence on the report's GEMV kernels as written (issue 34 item 5)",
     K + "measuring.py::LATENCY_OPS,GRID_ELEMS,latency_quantity,_band_rows,band_value,_latency_cycles,_rate_band,"
         "_ratio,_micro_rows,grid_quantity,NOT_YET,_lat,_over,_judged,_cycles_shown,_fma_latency,_fmul_vs_ffma,"
         "_quantities,_sync_and_shuffle,_smem_latency,_shuffle_vs_smem,_modulo,_grid_claim,SOFTMAX_FLOP_PER_BYTE,"
@@ -137,10 +137,20 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
     K + "vision/report.py::SAME_BYTES_AS_FLOOR": "the vision limit bullets' kernels judged against the copy of "
         "their bytes (issue 38 items 4, 5; 5c1f507)",
     K + "gemv/report.py::REPORT_OWN": "the report's own steps for lab 04's as-written claims (issue 34 item 5, b67ba0c)",
-    K + "gemv/prose.py::default_said": "truth review: at how many shapes the int4/W8A16 defaults beat the step "
+    K + "gemv/report.py::default_said": "truth review: at how many shapes the int4/W8A16 defaults beat the step "
         "before beyond noise (b67ba0c)",
     K + "softmax/report.py::LIMIT_NARROW": "the narrow fp16 rows whose counters narrow_limits_text reads "
         "(issue 38 item 5, 9834cde)",
+    K + "core/check.py::PTX_MEANS,_needles,_say_needle,_COMMENT_OR_LITERAL,_TODO,code_only,todo_lines":
+        "compile-only grading names a missing instruction and what it means, takes alternatives, and reads a TODO "
+        "in the code, not in a comment (issue 35 item 5, d81bc31)",
+    K + "gemv/steps.py::pack,unpack,read_by": "the producer lays the tile-major weights out once (at cc36223 the "
+        "step repacked them inside every timed call): the fast path is the path a user calls (cdd465a)",
+    K + "gemv/layout.py::untile": "pack's inverse, for the decoder's swaps to the quantiser's layout (cdd465a)",
+    K + "decoder/engine.py::_unpacked": "a swap of the Amdahl table to a step that reads the quantiser's arrays "
+        "unpacks the decoder's packed weights once (cdd465a)",
+    K + "decoder/report.py::_Counting,token_ops": "launches per token counted from today's token step (Decoder.step "
+        "run on NumPy), where cc36223 had a hand formula (issue 34 third truth pass, e7030db)",
     K + "record.py::_other_ops": "make bench LABS_TO_RECORD=vision:layernorm records one op of a shared record (80ce6e6)",
 }
 
