@@ -35,7 +35,7 @@ from .steps import (  # noqa: F401
     _cp_async, _cublas_path, _dec_check, _dec_torch_views, _dec_variant, _floor_dec, _gqa, _gqa_tile, _graph_05,
     _head, _matmul_decode, _mma, _naive, _need_sm80, _padded, _pf_check, _pf_launch, _row, _scratch,
     _sdpa_decode, _sdpa_prefill, _split, _splitkv, _torch, _two_tiles, _wave_05, chunks_for, decode, merge,
-    prefill, rope_append, rope_table, sdpa_backend, show_sdpa_backend)
+    prefill, rope_append, rope_args, rope_table, sdpa_backend, show_sdpa_backend)
 from .report import (  # noqa: F401
     BLOCK, BLOCK_NS, CUBLAS_BLOCK, DECODE, FLASH_BLOCK, NO_COUNTERS, ORIN_BOARD, ORIN_GBPS, ORIN_SMS, PREFILL,
     SDPA_BLOCK, _worst, block_compare, block_rows, block_vs_torch, blocks_per_sm_on,

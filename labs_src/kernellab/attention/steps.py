@@ -292,12 +292,9 @@ def rope_table(capacity: int, theta: float = THETA, d: int = D):
     return t
 
 
-def rope_append(q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
-    """q_out = RoPE(q); k_cache[:, pos] = RoPE(k); v_cache[:, pos] = v. One launch.
-    q [hq, d], k and v [hkv, d], caches [hkv, capacity, d], all fp16 (Qwen3-8B: 32 and 8 heads of
-    128; d = 64 or 128). pos: a Python int (checked: 0 <= pos < capacity, else ValueError) or an
-    int32 device array of one element (read by the kernel, so a CUDA graph replays every token;
-    out of range writes nothing). cos/sin: rope_table(capacity, d=d) by default."""
+def rope_args(q, k, v, k_cache, v_cache, q_out, cos, sin):
+    """(hq, hkv, d, capacity, cos, sin) of a RoPE + cache-append call (rope_append, lab 08's qk_norm_rope), its
+    arguments checked before any launch; cos/sin None: rope_table(capacity, d=d)."""
     require(q, "q", dtype="float16", ndim=2)
     hq, d = q.shape
     require(k, "k", dtype="float16", ndim=2)
@@ -319,6 +316,16 @@ def rope_append(q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
     require(sin, "sin", dtype="float32", shape=cos.shape)
     if cos.shape[0] < cap or cos.shape[1] != d // 2:
         raise ValueError(f"cos/sin: expected [>= {cap}, {d // 2}], got {tuple(cos.shape)}")
+    return hq, hkv, d, cap, cos, sin
+
+
+def rope_append(q, k, v, k_cache, v_cache, pos, q_out, cos=None, sin=None):
+    """q_out = RoPE(q); k_cache[:, pos] = RoPE(k); v_cache[:, pos] = v. One launch.
+    q [hq, d], k and v [hkv, d], caches [hkv, capacity, d], all fp16 (Qwen3-8B: 32 and 8 heads of
+    128; d = 64 or 128). pos: a Python int (checked: 0 <= pos < capacity, else ValueError) or an
+    int32 device array of one element (read by the kernel, so a CUDA graph replays every token;
+    out of range writes nothing). cos/sin: rope_table(capacity, d=d) by default."""
+    hq, hkv, d, cap, cos, sin = rope_args(q, k, v, k_cache, v_cache, q_out, cos, sin)
     pptr, phost = host_or_device_index(pos, cap, "pos", "capacity")
     launch(FAMILY, "attention_06_rope_append", (hq + hkv,), (d // 2,),
            (q, k, v, cos, sin, q_out, k_cache, v_cache, pptr, phost, cap, hq, hkv),

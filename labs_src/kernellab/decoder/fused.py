@@ -4,7 +4,7 @@ followed by lab 07's rope_append. The token step runs it by default; GpuOps(path
 the two launches it replaces (the Amdahl table's swap, measure.SWAPS), so its gain is measured alone."""
 from __future__ import annotations
 
-from ..attention import layout_reason
+from ..attention import rope_args
 from ..core.build import define
 from ..core.launch import host_or_device_index, int32_size, launch, no_alias, require
 from .config import FAMILY
@@ -18,27 +18,9 @@ def qk_norm_rope(q, k, v, wq, wk, k_cache, v_cache, pos, q_out, cos, sin, scratc
     fp32; pos a Python int (checked) or an int32 device array of one element (read by the kernel: a CUDA graph
     replays every token; out of range writes nothing). The layouts lab 07's decode kernels take. scratch: unused
     (where the two separate launches keep the normalised heads)."""
-    require(q, "q", dtype="float16", ndim=2)
-    hq, d = q.shape
-    require(k, "k", dtype="float16", ndim=2)
-    hkv = k.shape[0]
-    require(k, "k", dtype="float16", shape=(hkv, d))
-    require(v, "v", dtype="float16", shape=(hkv, d))
-    why = layout_reason(hq, hkv, d)
-    if why:
-        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}: {why}")
+    hq, hkv, d, cap, cos, sin = rope_args(q, k, v, k_cache, v_cache, q_out, cos, sin)
     require(wq, "q_norm weight", dtype="float16", shape=(d,))
     require(wk, "k_norm weight", dtype="float16", shape=(d,))
-    require(k_cache, "k_cache", dtype="float16", ndim=3)
-    if k_cache.shape[0] != hkv or k_cache.shape[2] != d:
-        raise ValueError(f"k_cache: expected shape [{hkv}, capacity, {d}], got {tuple(k_cache.shape)}")
-    require(v_cache, "v_cache", dtype="float16", shape=k_cache.shape)
-    require(q_out, "q_out", dtype="float16", shape=(hq, d))
-    cap = k_cache.shape[1]
-    require(cos, "cos", dtype="float32", ndim=2)
-    require(sin, "sin", dtype="float32", shape=cos.shape)
-    if cos.shape[0] < cap or cos.shape[1] != d // 2:
-        raise ValueError(f"cos/sin: expected [>= {cap}, {d // 2}], got {tuple(cos.shape)}")
     pptr, phost = host_or_device_index(pos, cap, "pos", "capacity")
     launch(FAMILY, "decoder_07_qk_norm_rope", (hq + hkv,), (d // 2,),
            (q, k, v, wq, wk, cos, sin, q_out, k_cache, v_cache, pptr, phost, cap, hq, hkv, d, float(eps)))
