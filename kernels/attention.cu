@@ -854,7 +854,10 @@ extern "C" __global__ void attention_07_rope_prefill(__half* __restrict__ q, con
 // last block of each KV head to finish merges the chunks' (lse, o) itself: a fence, then an atomic
 // counter that this last block sets back to 0 for the next launch. At a length of one chunk there
 // is no merge at all, and chunk 0, which starts at key 0 whatever the length, copies its first
-// tiles before the length has arrived. Below sm_80 the copies are plain 16-byte loads and stores.
+// tiles before the length has arrived. A length below split_from keys is one chunk: the merge's
+// fence, counter and second pass cost more than a second chunk saves on so few keys (the launcher's
+// FLASH_SPLIT_FROM, chosen by scripts/decode_sweep.py). Below sm_80 the copies are plain 16-byte
+// loads and stores.
 #ifndef DFL_TILE
 #define DFL_TILE 16                    // keys per shared-memory stage (a multiple of 16)
 #endif
@@ -922,7 +925,7 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
         const __half* __restrict__ q, const __half* __restrict__ kc, const __half* __restrict__ vc,
         __half* __restrict__ o, float* __restrict__ part_o, float* __restrict__ part_lse,
         unsigned* __restrict__ done, const int* __restrict__ lens, int len_host, int cap, float scale_log2,
-        int min_chunk) {
+        int min_chunk, int split_from) {
     static_assert(DFL_SMEM + 16 <= 48 * 1024, "DFL_STAGES x DFL_TILE: static shared memory is at most 48 KiB");
     __shared__ uint4 dfl_sm[DFL_SMEM / 16];
     __shared__ int dfl_last;
@@ -934,8 +937,8 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
 #endif
     const int kvh = blockIdx.x, qh0 = kvh * DEC_GROUP, chunk = blockIdx.y, C = gridDim.y;
     // The chunks of this length, on the device: n = floor(L / min_chunk), 1 to C (the grid; at most
-    // DFL_MAX_CHUNKS), each of ceil(L / n) keys; blocks past the last chunk leave at once (a graph
-    // launched for a longer length).
+    // DFL_MAX_CHUNKS), 1 below split_from keys, each of ceil(L / n) keys; blocks past the last chunk
+    // leave at once (a graph launched for a longer length).
     __half* ks = reinterpret_cast<__half*>(dfl_sm);                // [DFL_STAGES][DFL_TILE][DEC_D]
     __half* vs = ks + DFL_STAGES * DFL_TILE * DEC_D;                 // the same for V
     const __half* kh = kc + (size_t)kvh * cap * DEC_D;
@@ -950,7 +953,7 @@ extern "C" __global__ __launch_bounds__(DFL_THREADS, 2) void attention_06_decode
         }
     }
     const int L = dec_len(lens, len_host, cap);
-    const int n = max(1, min(min(C, DFL_MAX_CHUNKS), L / min_chunk));
+    const int n = L < split_from ? 1 : max(1, min(min(C, DFL_MAX_CHUNKS), L / min_chunk));
     const int chunk_len = max(1, (L + n - 1) / n);
     const int active = max(1, (L + chunk_len - 1) / chunk_len);
     const bool alone = DFL_ONE_LAUNCH ? active == 1 : C == 1;        // no partials: this block writes o

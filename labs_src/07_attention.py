@@ -161,6 +161,9 @@ print(f"chunks per KV head (step 05's rule) on the {f.get('device')}: {f.get('sm
 # * each block owns one (KV head, chunk) for the whole GQA group and copies K and V into shared
 #   memory with 16-byte `cp.async`, several stages deep;
 # * the number of chunks comes from the device-side length, so one CUDA graph replays every length;
+#   below `FLASH_SPLIT_FROM` keys (`attention/steps.py`) it is one chunk, with no merge at all: the
+#   threshold was chosen with `scripts/decode_sweep.py`, which times the rule with it and without it
+#   (`split0`) at lengths between the lab's;
 # * the last block of each KV head to finish (a fence and an atomic counter, reset for the next
 #   launch) merges the partials.
 #

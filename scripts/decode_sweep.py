@@ -38,6 +38,12 @@ TUNINGS = {
     "mc16": {"min_chunk": 16},
     "t32sm4": {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=2"), "per_sm": 4},
     "mc64s5": {"min_chunk": 64, "tune": ("-DDFL_STAGES=5",)},   # a chunk of up to 64 keys copied before the length
+    # the chunk rule's one-chunk threshold (the default: FLASH_SPLIT_FROM; 0: chunks from min_chunk keys on)
+    "split0": {"split_from": 0},
+    "split96": {"split_from": 96},
+    "split128": {"split_from": 128},
+    "split192": {"split_from": 192},
+    "split256": {"split_from": 256},
     # ablations of the default, one idea off each
     "no_async": {"tune": ("-DDFL_ASYNC=0",)},             # plain 16-byte loads and stores, not cp.async
     "no_early": {"tune": ("-DDFL_EARLY=0",)},             # chunk 0 waits for the device-side length too

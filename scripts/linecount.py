@@ -74,7 +74,7 @@ NEW = {   # what implements a feature cc36223 did not have: one line of why each
         "lab 08's token against its floor at every context and torch.compile at 1.3x (issue 38 items 1, 5)",
     K + "labs.py::_common_case,_vs_library,HEADLINE_VS_LIBRARY,HEADLINE_DIGITS,headline_table,table_sha1":
         "the headline like for like (issue 34 item 9): one case on every device, labs 06/07/09 against torch, its table",
-    K + "attention/steps.py::FLASH_KERNEL,FLASH_MIN_CHUNK,FLASH_PER_SM,FLASH_MAX_CHUNKS,flash_chunks,_wave_06,"
+    K + "attention/steps.py::FLASH_KERNEL,FLASH_MIN_CHUNK,FLASH_PER_SM,FLASH_MAX_CHUNKS,FLASH_SPLIT_FROM,flash_chunks,_wave_06,"
         "_done_counters,flash,_gqa_flash":
         "lab 07 decode step 06: flash decoding in one launch, its chunk rule, counters and tunings (faaa513)",
     K + "attention/prose.py::DEC_SAID": "decode step 06 said against SDPA beside step 05 (issue 38, bcc90bc)",

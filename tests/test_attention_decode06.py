@@ -32,9 +32,10 @@ def _source(group, d, tune=()):
     return SHIM + lay + _slice()
 
 
-def _run(host, length, chunks, min_chunk, tune=(), every=False):
-    """The kernel on the CPU on grid (KV heads, chunks), the length on the device; returns (o, counters),
-    or with every=True (o, partial outputs, partial lse, counters)."""
+def _run(host, length, chunks, min_chunk, tune=(), every=False, split_from=0):
+    """The kernel on the CPU on grid (KV heads, chunks), the length on the device (split_from 0: chunks from
+    one key on, as min_chunk allows); returns (o, counters), or with every=True (o, partial outputs, partial
+    lse, counters)."""
     from kernellab.core import emulate
     if emulate.compiler() is None:
         pytest.skip("no C++ compiler: the CPU emulation cannot run the kernel")
@@ -47,7 +48,7 @@ def _run(host, length, chunks, min_chunk, tune=(), every=False):
     done = np.zeros(hkv, np.uint32)
     lens = np.array([length], np.int32)
     got, _ = emulate.run(_source(hq // hkv, d, tune), STEP, [q, k, v, o, po, pl, done, lens],
-                         [0, cap, A.LOG2E / d ** 0.5, min_chunk], (hkv, chunks), (S.DEC_THREADS,),
+                         [0, cap, A.LOG2E / d ** 0.5, min_chunk, split_from], (hkv, chunks), (S.DEC_THREADS,),
                          list(range(hkv * chunks)))
     return tuple(got[3:7]) if every else (got[3], got[6])
 
@@ -115,17 +116,30 @@ def test_the_sweeps_tunings_on_the_cpu(tune):
         assert " 0 bytes spill stores, 0 bytes spill loads" in log.split(f"entry function '{STEP}'")[1], (arch, tune)
 
 
+def test_below_split_from_one_chunk_on_a_grid_of_several():
+    """A device-side length below split_from runs as one chunk on a grid launched for more (a graph made for
+    the capacity): chunk 0 writes o alone, the other blocks leave, the counters stay at 0."""
+    host = A.make_decode((8, 300, 2, 128), values="randn", seed=3)
+    o, done = _run(host, 100, 4, 32, split_from=160)
+    check(o, A.reference_decode(*host[:3], np.array([100])), name="L=100 < split_from", quiet=True, **A._tolerance())
+    assert not done.any()
+
+
 def test_chunk_rule():
-    """A wave of min(per_sm, resident) blocks per SM at most, no chunk under min_chunk keys, at least 1,
-    at most the kernel's cap; the kernel's own rule on the length it reads gives the same count."""
+    """A wave of min(per_sm, resident) blocks per SM at most, no chunk under min_chunk keys, one below
+    split_from keys, at least 1, at most the kernel's cap; the kernel's own rule on the length it reads
+    gives the same count."""
     sms, hkv = 132, 8
     assert S.flash_chunks(1, hkv, sms, 4) == 1 and S.flash_chunks(0, hkv, sms, 4) == 1
+    split = S.FLASH_SPLIT_FROM
+    assert S.flash_chunks(split - 1, hkv, sms, 4) == 1 < S.flash_chunks(split, hkv, sms, 4)
+    assert S.flash_chunks(64, hkv, sms, 4, split_from=0) == 64 // S.FLASH_MIN_CHUNK      # the rule without it
     assert S.flash_chunks(4096, hkv, sms, 4, 128, 2) == 32 and S.flash_chunks(32768, hkv, sms, 4, 128, 2) == 33
     assert S.flash_chunks(32768, hkv, sms, 1, 128, 2) == 16          # only one block fits an SM
     assert S.flash_chunks(10 ** 7, 1, 10 ** 4, 8, 1, 8) == S.FLASH_MAX_CHUNKS
-    for L in (1, 2, 31, 257, 1000, 4097, 33000):
+    for L in (1, 2, 31, 100, split - 1, split, 257, 1000, 4097, 33000):
         c = S.flash_chunks(L, hkv, sms, 4)
-        n = max(1, min(c, L // S.FLASH_MIN_CHUNK))               # the kernel's rule
+        n = 1 if L < split else max(1, min(c, L // S.FLASH_MIN_CHUNK))          # the kernel's rule
         chunk_len = -(-L // n)
         assert n == c and -(-L // chunk_len) <= c and (c == 1 or chunk_len >= S.FLASH_MIN_CHUNK)
     assert re.search(rf"#define DFL_MAX_CHUNKS {S.FLASH_MAX_CHUNKS}\b", build.source("attention"))

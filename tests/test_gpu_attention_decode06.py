@@ -19,7 +19,8 @@ LENGTHS = (1, 2, 31, 257, 1000, 4097, 33000)
 TUNINGS = ({"min_chunk": 32, "per_sm": 4}, {"min_chunk": 256, "per_sm": 1},
            {"tune": ("-DDFL_TILE=32", "-DDFL_STAGES=2")}, {"tune": ("-DDFL_STAGES=5",), "min_chunk": 64},
            {"tune": ("-DDFL_STAGES=2",), "min_chunk": 32, "per_sm": 4}, {"tune": ("-DDFL_ASYNC=0",)},
-           {"tune": ("-DDFL_EARLY=0",)}, {"merge_launch": True}, {"merge_launch": True, "min_chunk": 16})
+           {"tune": ("-DDFL_EARLY=0",)}, {"merge_launch": True}, {"merge_launch": True, "min_chunk": 16},
+           {"split_from": 0}, {"split_from": 0, "merge_launch": True, "min_chunk": 16})
 
 
 def _check(got, host, length, name, want=None):

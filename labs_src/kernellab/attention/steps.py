@@ -194,14 +194,19 @@ FLASH_MIN_CHUNK = 32    # step 06: no chunk shorter than this many keys (2 stage
                         # each chunk adds a 2 KiB partial per KV head to the merge)
 FLASH_PER_SM = 2        # step 06: blocks per SM the chunk count aims at (at most as many as fit: occupancy)
 FLASH_MAX_CHUNKS = 256  # the kernel's DFL_MAX_CHUNKS: the merge keeps a weight per chunk in shared memory
+FLASH_SPLIT_FROM = 160  # step 06: one chunk below this many keys (the merge costs more than a chunk saves;
+                        # scripts/decode_sweep.py's split tunings chose it)
 
 
-def flash_chunks(length, kv_heads, sms, resident, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER_SM) -> int:
+def flash_chunks(length, kv_heads, sms, resident, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER_SM,
+                 split_from=FLASH_SPLIT_FROM) -> int:
     """Step 06's grid: chunks per KV head. As many as keep min(per_sm, resident) blocks on each of the
     SMs (a wave, not more: a block beyond it would run alone in a second round), but no chunk shorter
-    than min_chunk keys (floor(length / min_chunk) chunks at most). The kernel applies the same rule to
-    the length it reads on the device, at most this many chunks: a graph launched for the capacity runs
-    a shorter length on fewer chunks."""
+    than min_chunk keys (floor(length / min_chunk) chunks at most), and one below split_from keys. The
+    kernel applies the same rule to the length it reads on the device, at most this many chunks: a graph
+    launched for the capacity runs a shorter length on fewer chunks."""
+    if int(length) < split_from:
+        return 1
     by_len = max(1, int(length) // min_chunk)
     by_sms = max(1, min(per_sm, resident) * sms // kv_heads)
     return int(max(1, min(by_len, by_sms, FLASH_MAX_CHUNKS)))
@@ -230,25 +235,27 @@ def _done_counters(kv_heads: int):
     return buf
 
 
-def flash(q, k, v, length, out=None, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER_SM, tune=(), merge_launch=False):
-    """Step 06's launcher with its knobs: min_chunk and per_sm (the chunk rule, flash_chunks) and tune,
+def flash(q, k, v, length, out=None, min_chunk=FLASH_MIN_CHUNK, per_sm=FLASH_PER_SM, tune=(), merge_launch=False,
+          split_from=FLASH_SPLIT_FROM):
+    """Step 06's launcher with its knobs: min_chunk, per_sm and split_from (the chunk rule, flash_chunks) and tune,
     -D options of the kernel's build (-DDFL_TILE=32, -DDFL_STAGES=3: keys a stage, stages; -DDFL_ASYNC=0,
     -DDFL_EARLY=0: ablations). merge_launch=True: the ablation of the one launch, step 03's merge kernel
     after the chunks. Same arguments, checks and errors as step 05's; one launch at every length."""
     out = _alloc_o(q) if out is None else out
     cap, lens, L, (hq, hkv, d) = _dec_check(q, k, v, length, out)
-    if int(min_chunk) < 1 or int(per_sm) < 1:
-        raise ValueError(f"min_chunk and per_sm: expected >= 1, got {min_chunk} and {per_sm}")
+    if int(min_chunk) < 1 or int(per_sm) < 1 or int(split_from) < 0:
+        raise ValueError(f"min_chunk, per_sm >= 1 and split_from >= 0 expected, got {min_chunk}, {per_sm}, {split_from}")
     ex = specialise(hq, hkv, d) + tuple(tune) + (("-DDFL_ONE_LAUNCH=0",) if merge_launch else ())
     sms, resident = _wave_06(ex)
-    chunks = flash_chunks(L, hkv, sms, resident, int(min_chunk), int(per_sm))
+    chunks = flash_chunks(L, hkv, sms, resident, int(min_chunk), int(per_sm), int(split_from))
     if chunks == 1:
         po, pl = out, out          # unused: the kernel writes o itself
     else:
         po = _scratch("flash_o", (hq, chunks, d))
         pl = _scratch("flash_lse", (hq, chunks))
     launch(FAMILY, "attention_06_decode_gqa_flash", (hkv, chunks), (DEC_THREADS,),
-           (q, k, v, out, po, pl, _done_counters(hkv), lens, L, cap, LOG2E / d ** 0.5, int(min_chunk)), extra=ex)
+           (q, k, v, out, po, pl, _done_counters(hkv), lens, L, cap, LOG2E / d ** 0.5, int(min_chunk), int(split_from)),
+           extra=ex)
     if merge_launch and chunks > 1:
         launch(FAMILY, "attention_03_decode_merge", (hq,), (d,), (po, pl, out, chunks), extra=specialise(hq, hkv, d))
     return out

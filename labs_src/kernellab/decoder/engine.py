@@ -48,7 +48,7 @@ class GpuOps:
         self.logits = G.LOGITS.variants[G.LOGITS.default["fp16_f32out"]]
         self.embed, self.head_norm, self.silu_mul, self.argmax = embed, head_norm, silu_mul, argmax_into
         # lab 07's step 06 (one launch: each KV head's last block merges) is the token's decode: -2% a token at context
-        # 512 against step 05 in the H100 record (the Amdahl swap); lab 07 keeps 05 as its default (06 loses at 64 keys)
+        # 512 against step 05 in the H100 record (the Amdahl swap); lab 07's ladder keeps 05 as its default
         self.rope_append, self.decode = A.rope_append, A.DEC_VARIANTS[TOKEN_DECODE]
         self.qk_rope = qk_norm_rope                      # q/k head norm + RoPE + the cache append, one launch
         from .. import add
