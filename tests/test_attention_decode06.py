@@ -118,11 +118,14 @@ def test_the_sweeps_tunings_on_the_cpu(tune):
 
 def test_below_split_from_one_chunk_on_a_grid_of_several():
     """A device-side length below split_from runs as one chunk on a grid launched for more (a graph made for
-    the capacity): chunk 0 writes o alone, the other blocks leave, the counters stay at 0."""
+    the capacity): chunk 0 writes o alone (no partials written), the other blocks leave, the counters stay
+    at 0; without the threshold the same call splits (3 chunks of 34 keys write partials)."""
     host = A.make_decode((8, 300, 2, 128), values="randn", seed=3)
-    o, done = _run(host, 100, 4, 32, split_from=160)
-    check(o, A.reference_decode(*host[:3], np.array([100])), name="L=100 < split_from", quiet=True, **A._tolerance())
-    assert not done.any()
+    want = A.reference_decode(*host[:3], np.array([100]))
+    for split_from, splits in ((160, False), (0, True)):
+        o, po, _, done = _run(host, 100, 4, 32, every=True, split_from=split_from)
+        check(o, want, name=f"L=100, split_from={split_from}", quiet=True, **A._tolerance())
+        assert bool(po.any()) == splits and not done.any(), split_from
 
 
 def test_chunk_rule():
