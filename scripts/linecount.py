@@ -17,6 +17,7 @@ import argparse
 import ast
 import re
 import subprocess
+from collections import Counter
 
 PKG, LABS = "labs_src/kernellab/", re.compile(r"^labs_src/\d\d_\w+\.py$")
 K, LAB = "labs_src/kernellab/", "labs_src/"
@@ -182,6 +183,11 @@ def code_lines(src: str) -> int:
     return n
 
 
+def _span(node) -> int:
+    """Lines of a top-level definition, its decorators included."""
+    return node.end_lineno - min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) + 1
+
+
 def defined_lines(src: str, names: set) -> int:
     """Lines of the top-level definitions (def, class, NAME = ...) named, decorators included."""
     n = 0
@@ -189,8 +195,7 @@ def defined_lines(src: str, names: set) -> int:
         targets = [node.name] if hasattr(node, "name") else \
             [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
         if set(targets) & names:
-            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-            n += node.end_lineno - first + 1
+            n += _span(node)
     return n
 
 
@@ -222,7 +227,7 @@ def _walk(rev: str, skip=()):
 
 def _defs(rev: str) -> dict:
     """{(path, name): lines} of every top-level def and class at rev, decorators included."""
-    return {(p, n.name): n.end_lineno - min([n.lineno, *(d.lineno for d in n.decorator_list)]) + 1
+    return {(p, n.name): _span(n)
             for p, tree in _walk(rev) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
 
 
@@ -239,11 +244,11 @@ def parts(then: str, now: str) -> None:
     old_names = {n for _, n in a}
     fresh = sum(v for (p, n), v in b.items() if n not in old_names and (p, n) not in listed
                 and not any(p == w or (w.endswith("/") and p.startswith(w)) for w in wholly))
-    by_a, by_b = {}, {}
+    by_a, by_b = Counter(), Counter()
     for (_, n), v in a.items():
-        by_a[n] = by_a.get(n, 0) + v
+        by_a[n] += v
     for (_, n), v in b.items():
-        by_b[n] = by_b.get(n, 0) + v
+        by_b[n] += v
     both = set(by_a) & set(by_b)
     grew = sum(max(0, by_b[n] - by_a[n]) for n in both)
     shrank = sum(max(0, by_a[n] - by_b[n]) for n in both)

@@ -369,20 +369,20 @@ def switches(df, key):
     rows = [(what, *first_win(df, a, b, cases), said) for what, a, b, cases, said in SWITCHES[key]]
     return pd.DataFrame([{"switch": what, "first faster beyond the noise at": at or ("never" if len(df) else "not recorded yet"),
                           "time replaced / new": round(r, 2), "the report switches at": said} for what, at, r, said in rows]
-                        ).set_index("switch").rename_axis(results.source(df))
+                        ).set_index("switch").rename_axis(source(df))
 
 
 def floor_text(d) -> str:
     """One device: step 27 against the read-only floor and cuBLAS, and any step beating the floor."""
-    of_floor = [results.ratio(d, "27_fp16_rows", FLOOR, c) for c in CASES16]
-    vs_cub = [results.ratio(d, "27_fp16_rows", CUB, c) for c in CASES16]
+    of_floor = [ratio(d, "27_fp16_rows", FLOOR, c) for c in CASES16]
+    vs_cub = [ratio(d, "27_fp16_rows", CUB, c) for c in CASES16]
     beats = [f"`{n}` at `{c}`" for c in CASES16 for n in dict.fromkeys(d.loc[d["kind"] == "variant", "name"])
-             if results.ratio_band(d, FLOOR, n, c).hi < 1]
+             if ratio_band(d, FLOOR, n, c).hi < 1]
     if of_floor[0] != of_floor[0]:
         return "Not measured or recorded yet."
     return (f"Over the five decode shapes of the targets, step 27 runs at **{min(of_floor):.2f}–{max(of_floor):.2f}** "
             f"of the read-only floor's speed and at **{min(vs_cub):.2f}–{max(vs_cub):.2f}×** cuBLAS "
-            f"({results.source(d)}). " + (f"Faster than the floor beyond the noise: {', '.join(beats)}. There the "
+            f"({source(d)}). " + (f"Faster than the floor beyond the noise: {', '.join(beats)}. There the "
             "floor is no floor: a better reader would move those bytes faster (the device record then raises its "
             "read roof to the fastest row, so no fraction exceeds 1)." if beats else
             "No step beats the floor beyond the noise; where a step is close to 1.0, only fewer bytes can make it faster."))
@@ -394,14 +394,14 @@ def default_said(part, w8) -> str:
     said = []
     for d, path, before in ((part, "int4", "28_int4_mma"), (w8, "w8a16", "29_int8_w8a16")):
         step = BEST[path]
-        got = [m for m in (results.ratio_band(d, step, before, c) for c in results.cases(d, step)) if m.ok]
+        got = [m for m in (ratio_band(d, step, before, c) for c in results.cases(d, step)) if m.ok]
         if not got:
             said.append(f"`{step}` ({path}): not in this record yet")
             continue
-        won = sum(m.value > 1 and not results.within_noise(m) for m in got)
+        won = sum(m.value > 1 and not within_noise(m) for m in got)
         said.append(f"`{step}` ({path}) is faster than `{before}` beyond the noise at **{won} of {len(got)}** shapes")
     return ("`gemv.BEST` makes these the defaults that lab 08's token step runs: " + "; ".join(said)
-            + f" ({results.source(part)}). Where a default is within noise of the step before it, it is a choice "
+            + f" ({source(part)}). Where a default is within noise of the step before it, it is a choice "
             "(a layout an engine makes once, at load time), not a measured gain at that shape.")
 
 
@@ -416,13 +416,13 @@ def say_seed_times() -> None:
 def launch_share(d) -> str:
     """An empty kernel's share of the fastest fp16 step at 4096 x 4096, beside the read roof's and floor's times."""
     from ..core.bench import roof_values
-    rv, best = roof_values(d), results.fastest(d, QO16) or BEST["float16"]
+    rv, best = roof_values(d), fastest(d, QO16) or BEST["float16"]
     t, tf = time_us(d, best, QO16), time_us(d, FLOOR, QO16)
     return ("Not measured or recorded yet." if t != t or not rv else
             f"An empty kernel takes {rv['launch_us']:.1f} µs, {100 * rv['launch_us'] / t:.0f}% of step {best[:2]}'s "
             f"(the fastest there) {t:.1f} µs at 4096×4096; at the read roof the 32 MiB of weights alone would take "
             f"{2 * 4096 * 4096 / rv['read_gbps'] / 1e3:.1f} µs, and the read-only kernel of those bytes takes "
-            f"{tf:.1f} µs ({results.source(d)}).")
+            f"{tf:.1f} µs ({source(d)}).")
 
 
 def say_as_written(tab, aw, claims_tab) -> None:
@@ -432,7 +432,7 @@ def say_as_written(tab, aw, claims_tab) -> None:
     from ..core.device import facts, is_live
     from ..core.frame import short_device
     import pandas as pd
-    d = results.one_source(pd.concat([f for f in aw if f is not None and len(f)], ignore_index=True))
+    d = one_source(pd.concat([f for f in aw if f is not None and len(f)], ignore_index=True))
     if tab.empty or d is None or d.empty or tab["noise rule"].eq("not recorded here yet").all():
         results.say("Not measured here and not recorded yet: a GPU (or `make bench`) times the report's kernels.")
         return
@@ -442,7 +442,7 @@ def say_as_written(tab, aw, claims_tab) -> None:
     parts = [f"{w} at {len(v)} of {len(tab)}" + ("" if w in quiet else f" ({', '.join(v)})") for w, v in by.items()]
     results.say("The report's kernels as written against the course's (the column `the change` says what lies "
                 "between them), at the report's shapes: "
-                + "; ".join(parts) + f" ({results.source(d)}). "
+                + "; ".join(parts) + f" ({source(d)}). "
                 + ("" if is_live() else "The checks above ran the NumPy reference only (no GPU here); "
                    "`tests/test_gemv.py` runs the kernels as written on the CPU (core.emulate) against it."))
     f = facts(d)
@@ -450,7 +450,7 @@ def say_as_written(tab, aw, claims_tab) -> None:
     if f.get("arch") == "sm_87":          # the report's GPU: its times are comparable, at 4096 x 4096
         said = [f"`{s}` {time_us(d, s, case_key((4096, 4096), dt)) / 1e3:.3f} ms here "
                 f"against the report's {ms:.3f} ms" for s, (_, dt, ms) in seed.items()]
-        results.say("This GPU is an Orin (sm_87), the report's kind: " + "; ".join(said) + f" ({results.source(d)}). "
+        results.say("This GPU is an Orin (sm_87), the report's kind: " + "; ".join(said) + f" ({source(d)}). "
                     "The report's board moved \"~100 GB/s\" in its own words: set this board's read roof (lab 00) "
                     "beside that before reading the two times as like for like.")
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core import device, results
+from ..core import results
 from ..core.bench import MEMCPY
 from ..core.build import occupancy
 from ..core.device import facts as facts_of
@@ -302,7 +302,7 @@ def fixed_said(part) -> str:
 
 def logits_said(part) -> str:
     """The logits row: one SM of the GPU, step 05's fraction of the copy roof there, and step 10 against it."""
-    facts = device.facts(part)
+    facts = facts_of(part)
     fc = results.pick(part, "05_online_vec4", "frac_copy", case="1x151936:float32")
     return (f"The logits row runs on 1 of the {facts['sms']} SMs of the {facts['device']}: step 05 reaches "
             f"{_fmt(fc, '.3f')} of the copy roof there; step 10 splits the row over a cluster of blocks: "
